@@ -1,0 +1,40 @@
+# The two commands of the README:
+#   make demo   install what is missing, export the games, train ball_chase
+#   make test   install what is missing, export the games, run every test (pytest + GDScript)
+
+VENV := .venv
+PY := $(VENV)/bin/python
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := godot3-server godot3-runner xvfb xauth imagemagick
+
+.PHONY: demo test export deps system-deps bench clean
+
+demo: deps export
+	$(PY) -m python_trainer train --env-id ball_chase --num-instances 2 --agents-per-instance 16 \
+		--total-timesteps 400000 --num-steps 128 --exp-name demo
+
+test: deps export
+	$(PY) -m pytest -q
+
+export: deps
+	$(PY) -m python_trainer export
+
+deps: system-deps $(VENV)/.installed
+
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	python3 -c "import ensurepip" 2>/dev/null || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+# torch first and pinned: 2.13.0 is a CPU build; anything that pulls an unpinned torch gets a multi-GB CUDA one.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+clean:
+	rm -rf exports/headless exports/windowed .pytest_cache

@@ -1,0 +1,95 @@
+extends Node
+# The interface a game implements to make an agent trainable.
+#
+# Extend this script, implement the five methods under "Implement these", and put the node in your
+# agent's scene. The RLSync node finds every controller through the "AGENT" group, in tree order, so
+# agent i on the wire is the i-th controller in the scene tree.
+#
+# During play, add to `reward` whenever something good or bad happens and set `done = true` when the
+# episode ends by success or failure. The sync node does the rest once per decision step: it collects
+# and zeroes the reward, applies the time limit (`max_episode_steps`), and when the episode has ended
+# it calls `reset()` at once, so the observation it sends is the first one of the next episode.
+
+const AGENT_GROUP := "AGENT"
+
+# Time limit in decision steps; the --max_episode_steps command-line setting overrides it.
+export var max_episode_steps := 1000
+
+# Reward earned since the last decision step.
+var reward := 0.0
+# Set by the game when the episode ends by success or failure (not by the time limit).
+var done := false
+# Decision steps taken in the current episode (counted by the sync node).
+var n_steps := 0
+# Undiscounted return so far and of the last finished episode, for overlays.
+var episode_return := 0.0
+var last_episode_return := 0.0
+
+
+func _enter_tree() -> void:
+	add_to_group(AGENT_GROUP)
+
+
+# --- Implement these ---------------------------------------------------------------------------
+
+# A flat Array of numbers, ideally each in [-1, 1].
+func get_obs() -> Array:
+	push_error("%s: get_obs() is not implemented" % get_path())
+	return []
+
+
+# godot-rl's action-space schema, for example {"move": {"size": 2, "action_type": "continuous"}}
+# (continuous values in [-1, 1]) or {"turn": {"size": 3, "action_type": "discrete"}}.
+func get_action_space() -> Dictionary:
+	push_error("%s: get_action_space() is not implemented" % get_path())
+	return {}
+
+
+# Receives one action per key of get_action_space(): an Array of floats for a continuous key, an int
+# for a discrete one.
+func set_action(_action: Dictionary) -> void:
+	push_error("%s: set_action() is not implemented" % get_path())
+
+
+# Puts the agent's world back to a starting state for a new episode.
+func reset_episode() -> void:
+	push_error("%s: reset_episode() is not implemented" % get_path())
+
+
+# The action a person at the keyboard chooses (human mode, no trainer and no policy).
+func get_heuristic_action() -> Dictionary:
+	return zero_action()
+
+
+# --- Provided ----------------------------------------------------------------------------------
+
+func get_obs_space() -> Dictionary:
+	return {"obs": {"size": [get_obs().size()], "space": "box"}}
+
+
+# Extra per-agent data for the step's info dict (merged with the sync node's own keys).
+func get_info() -> Dictionary:
+	return {}
+
+
+func zero_action() -> Dictionary:
+	var action := {}
+	var space := get_action_space()
+	for key in space:
+		if space[key]["action_type"] == "discrete":
+			action[key] = 0
+		else:
+			var values := []
+			for _i in range(int(space[key]["size"])):
+				values.append(0.0)
+			action[key] = values
+	return action
+
+
+# Called by the sync node (never by the game): starts a fresh episode.
+func begin_episode() -> void:
+	reset_episode()
+	reward = 0.0
+	done = false
+	n_steps = 0
+	episode_return = 0.0

@@ -1,0 +1,15 @@
+tool
+extends EditorPlugin
+# Registers the addon's node types so they appear in the editor's "Create Node" dialog.
+
+
+func _enter_tree() -> void:
+	add_custom_type("RLSync", "Node", preload("sync.gd"), null)
+	add_custom_type("RLAgentController", "Node", preload("agent_controller.gd"), null)
+	add_custom_type("RaycastSensor2D", "Node2D", preload("raycast_sensor_2d.gd"), null)
+
+
+func _exit_tree() -> void:
+	remove_custom_type("RLSync")
+	remove_custom_type("RLAgentController")
+	remove_custom_type("RaycastSensor2D")

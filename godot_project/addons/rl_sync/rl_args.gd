@@ -1,0 +1,73 @@
+# Command-line settings shared by the sync node and the games.
+#
+# Every setting is passed as --key=value after the engine's own flags; a bare --flag reads as "true".
+# Engine flags (--fixed-fps 60, --disable-render-loop) never reach this parser: Godot consumes them.
+# Errors go through fail(), which prints one clear line on stderr and quits with exit code 1, so a
+# headless instance with bad input never keeps running.
+
+
+static func parse() -> Dictionary:
+	var result := {}
+	for arg in OS.get_cmdline_args():
+		if not arg.begins_with("--"):
+			continue
+		var body: String = arg.substr(2, arg.length() - 2)
+		var eq := body.find("=")
+		if eq == -1:
+			result[body] = "true"
+		else:
+			result[body.substr(0, eq)] = body.substr(eq + 1, body.length() - eq - 1)
+	return result
+
+
+static func has(key: String) -> bool:
+	return parse().has(key)
+
+
+static func get_string(key: String, default_value: String = "") -> String:
+	return parse().get(key, default_value)
+
+
+# Returns the integer setting, or null after failing when it is not an integer >= min_value.
+static func get_int(tree: SceneTree, key: String, default_value: int, min_value: int = 1):
+	var args := parse()
+	if not args.has(key):
+		return default_value
+	var text: String = args[key]
+	if not text.is_valid_integer() or int(text) < min_value:
+		fail(tree, "--%s=%s is not valid: give an integer >= %d, for example --%s=%d" % [
+				key, text, min_value, key, max(default_value, min_value)])
+		return null
+	return int(text)
+
+
+# Returns the float setting, or null after failing when it is not a number > 0.
+static func get_positive_float(tree: SceneTree, key: String, default_value: float):
+	var args := parse()
+	if not args.has(key):
+		return default_value
+	var text: String = args[key]
+	if not text.is_valid_float() or float(text) <= 0.0:
+		fail(tree, "--%s=%s is not valid: give a number > 0, for example --%s=%s" % [
+				key, text, key, str(default_value)])
+		return null
+	return float(text)
+
+
+# Prints the error on stderr and quits with code 1. The flag on Engine lets other nodes that run
+# later in the same frame (the sync node's deferred start) skip blocking work.
+static func fail(tree: SceneTree, message: String) -> void:
+	if has_failed():
+		return
+	Engine.set_meta("rl_sync_failed", true)
+	printerr("rl_sync: error: " + message)
+	tree.quit(1)
+
+
+static func has_failed() -> bool:
+	return Engine.has_meta("rl_sync_failed")
+
+
+static func is_headless() -> bool:
+	# Debian's godot3-server (the headless export template) reports the "Server" platform.
+	return OS.get_name() == "Server"

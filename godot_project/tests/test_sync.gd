@@ -1,0 +1,106 @@
+extends "res://tests/test_case.gd"
+# The sync node's episode bookkeeping and action validation, without a trainer.
+
+const Sync = preload("res://addons/rl_sync/sync.gd")
+const FakeAgent = preload("res://tests/fake_agent.gd")
+
+var sync
+var agents := []
+
+
+func _setup(n_agents: int, max_steps: int) -> void:
+	sync = Sync.new()
+	agents = []
+	for _i in range(n_agents):
+		var agent = FakeAgent.new()
+		agent.max_episode_steps = max_steps
+		agent.begin_episode()
+		agents.append(agent)
+	sync.agents = agents
+	for agent in agents:
+		sync.action_spaces.append(agent.get_action_space())
+
+
+func cleanup() -> void:
+	for agent in agents:
+		agent.free()
+	if sync != null:
+		sync.free()
+
+
+func test_reward_is_collected_and_zeroed() -> void:
+	_setup(2, 100)
+	agents[0].reward = 1.5
+	var step: Dictionary = sync.decision_step()
+	check_eq(step["reward"], [1.5, 0.0], "rewards")
+	check_eq(agents[0].reward, 0.0, "reward after collection")
+	check_eq(agents[0].episode_return, 1.5, "episode return")
+	check_eq(step["done"], [false, false], "dones")
+	check_eq(step["info"], [{}, {}], "infos of running episodes")
+
+
+func test_termination_resets_at_once_and_keeps_terminal_observation() -> void:
+	_setup(2, 100)
+	agents[1].position = 7.0
+	agents[1].done = true
+	var step: Dictionary = sync.decision_step()
+	check_eq(step["done"], [false, true], "dones")
+	check_eq(step["info"][1]["terminal_observation"], {"obs": [7.0, 1.0]}, "terminal observation")
+	check_eq(step["info"][1]["TimeLimit.truncated"], false, "truncated flag on termination")
+	# The observation in the same reply is the first of the next episode.
+	check_eq(step["obs"][1], {"obs": [0.0, 2.0]}, "first observation of the next episode")
+	check_eq(agents[1].done, false, "done cleared by the reset")
+	check_eq(agents[1].n_steps, 0, "step counter restarted")
+
+
+func test_time_limit_truncates() -> void:
+	_setup(1, 3)
+	var dones := []
+	var truncated = null
+	for _i in range(3):
+		var step: Dictionary = sync.decision_step()
+		dones.append(step["done"][0])
+		if step["done"][0]:
+			truncated = step["info"][0]["TimeLimit.truncated"]
+	check_eq(dones, [false, false, true], "episode ends on the limit's step")
+	check_eq(truncated, true, "TimeLimit.truncated")
+
+
+func test_termination_on_the_last_step_is_not_truncation() -> void:
+	_setup(1, 2)
+	sync.decision_step()
+	agents[0].done = true
+	var step: Dictionary = sync.decision_step()
+	check_eq(step["info"][0]["TimeLimit.truncated"], false, "a failure on the limit step is a termination")
+
+
+func test_valid_actions_are_converted() -> void:
+	_setup(1, 10)
+	var action = sync._convert_action({"move": [0.5, -1], "jump": 2.0}, agents[0].get_action_space())
+	check_eq(action, {"move": [0.5, -1.0], "jump": 2}, "converted action")
+	action = sync._convert_action({"move": [0, 0], "jump": [1.0]}, agents[0].get_action_space())
+	check_eq(action["jump"], 1, "a one-element list is accepted for a discrete key")
+
+
+func test_invalid_actions_are_explained() -> void:
+	_setup(1, 10)
+	var space: Dictionary = agents[0].get_action_space()
+	var cases := [
+		[[0.5, 0.5], "expected an object"],
+		[{"jump": 1}, "'move' is missing"],
+		[{"move": [0.5], "jump": 1}, "must be a list of 2 numbers"],
+		[{"move": [0.5, "x"], "jump": 1}, "not a finite number"],
+		[{"move": [0.5, INF], "jump": 1}, "not a finite number"],
+		[{"move": [0.5, NAN], "jump": 1}, "not a finite number"],
+		[{"move": [0.5, 0.5], "jump": 3}, "must be an integer in [0, 3)"],
+		[{"move": [0.5, 0.5], "jump": 1.5}, "must be an integer in [0, 3)"],
+	]
+	for case in cases:
+		var result = sync._convert_action(case[0], space)
+		check(typeof(result) == TYPE_STRING and case[1] in result,
+				"action %s: expected an error containing \"%s\", got %s" % [str(case[0]), case[1], str(result)])
+
+
+func test_zero_action_matches_the_space() -> void:
+	_setup(1, 10)
+	check_eq(agents[0].zero_action(), {"move": [0.0, 0.0], "jump": 0}, "zero action")

@@ -1,0 +1,40 @@
+"""The `godot-ppo` command: one subcommand per job, each implemented in the module named for it."""
+
+import importlib
+import sys
+
+# subcommand -> (module, function, one-line help); modules are imported only when used so
+# `godot-ppo export` does not pay for importing torch.
+COMMANDS = {
+    "export": ("python_trainer.export", "main", "export the Godot project (headless and windowed binaries)"),
+    "envs": ("python_trainer.vec_env", "envs_main", "list the games with their observation/action spaces"),
+    "launch": ("python_trainer.vec_env", "launch_main", "start instances and step them with random actions"),
+    "train": ("python_trainer.ppo", "main", "train with PPO (CleanRL's flags)"),
+    "export-policy": ("python_trainer.playback", "export_policy_main", "write a trained actor for in-engine play"),
+    "play": ("python_trainer.playback", "play_main", "watch a trained policy in the Godot window"),
+    "profile": ("python_trainer.profiling", "main", "profile headless against windowed instances"),
+}
+
+
+def usage():
+    lines = ["usage: godot-ppo COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<14} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    lines += ["", "`godot-ppo COMMAND --help` shows a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"godot-ppo: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module, func, _ = COMMANDS[name]
+    return getattr(importlib.import_module(module), func)(rest) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""A gymnasium VectorEnv over N copies of a gymnasium id, stepped in this process, with same-step autoreset.
+
+Conventions shared with the Godot vector env (python_trainer.vec_env), so ppo.py treats both alike:
+
+* ``metadata["autoreset_mode"] == "same-step"``: when sub-env i ends (terminated or truncated) during ``step``,
+  it is reset inside that same call. The returned ``obs[i]`` is the first observation of the NEXT episode;
+  the last observation of the finished episode is ``infos["final_obs"][i]`` (object array, ``None`` where no
+  episode ended; boolean mask ``infos["_final_obs"]``), its info dict ``infos["final_info"][i]``.
+* Episode statistics exactly as gymnasium 1.x's vector ``RecordEpisodeStatistics`` reports them, for the
+  sub-envs whose episode ended at this step: ``infos["episode"] = {"r": float array (num_envs,), "l": int array,
+  "t": float array}`` (zeros where no episode ended) and the mask ``infos["_episode"]``. The bookkeeping lives in
+  ``EpisodeStatistics`` so the Godot env reuses it.
+* Observations are flat float32 vectors: ``single_observation_space`` is a 1-D float32 Box (Dict, Tuple,
+  Discrete, image... observation spaces are flattened with ``gymnasium.spaces.flatten``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector.utils import batch_space
+
+
+class UnknownEnvError(ValueError):
+    """An env id that is neither a registered gymnasium id nor a Godot game."""
+
+
+class UnsupportedSpaceError(ValueError):
+    """An observation or action space the trainer cannot handle."""
+
+
+class EpisodeStatistics:
+    """Per-sub-env episode return / length / wall-time bookkeeping for a same-step-autoreset vector env.
+
+        stats = EpisodeStatistics(num_envs)
+        stats.reset()                       # after envs.reset()
+        infos = stats.update(rewards, terminated, truncated, infos)   # after every step
+
+    ``update`` counts this step's reward for every sub-env, then for the sub-envs whose episode ended at this step
+    adds ``infos["episode"] = {"r", "l", "t"}`` and ``infos["_episode"]`` (as gymnasium 1.x's vector
+    RecordEpisodeStatistics does) and starts their next episode at zero. ``return_queue`` / ``length_queue`` /
+    ``time_queue`` hold the last ``buffer_length`` finished episodes.
+    """
+
+    def __init__(self, num_envs: int, buffer_length: int = 100, stats_key: str = "episode"):
+        self.num_envs = num_envs
+        self.stats_key = stats_key
+        self.episode_count = 0
+        self.return_queue: deque = deque(maxlen=buffer_length)
+        self.length_queue: deque = deque(maxlen=buffer_length)
+        self.time_queue: deque = deque(maxlen=buffer_length)
+        self.reset()
+
+    def reset(self, mask=None):
+        """Start new episodes for all sub-envs (or only where the boolean ``mask`` is True)."""
+        now = time.perf_counter()
+        if mask is None:
+            self.episode_returns = np.zeros(self.num_envs, dtype=np.float64)
+            self.episode_lengths = np.zeros(self.num_envs, dtype=np.int64)
+            self.episode_start_times = np.full(self.num_envs, now)
+        else:
+            self.episode_returns[mask] = 0.0
+            self.episode_lengths[mask] = 0
+            self.episode_start_times[mask] = now
+
+    def update(self, rewards, terminated, truncated, infos: dict) -> dict:
+        self.episode_returns += rewards
+        self.episode_lengths += 1
+        dones = np.logical_or(terminated, truncated)
+        if dones.any():
+            key = self.stats_key
+            if key in infos or f"_{key}" in infos:
+                raise ValueError(f"episode statistics already in infos (keys: {list(infos)})")
+            now = time.perf_counter()
+            elapsed = np.round(now - self.episode_start_times, 6)
+            infos[key] = {
+                "r": np.where(dones, self.episode_returns, 0.0),
+                "l": np.where(dones, self.episode_lengths, 0),
+                "t": np.where(dones, elapsed, 0.0),
+            }
+            infos[f"_{key}"] = dones
+            idx = np.flatnonzero(dones)
+            self.episode_count += len(idx)
+            self.return_queue.extend(self.episode_returns[idx].tolist())
+            self.length_queue.extend(self.episode_lengths[idx].tolist())
+            self.time_queue.extend(elapsed[idx].tolist())
+            self.reset(dones)
+        return infos
+
+
+class GymVecEnv(gym.vector.VectorEnv):
+    """``num_envs`` copies of ``gym.make(env_id)`` stepped one after the other in this process (same-step autoreset)."""
+
+    metadata = {"autoreset_mode": "same-step"}
+
+    def __init__(self, env_id: str, num_envs: int = 4, seed: int | None = None, **make_kwargs):
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.env_id = env_id
+        self.num_envs = num_envs
+        self.envs = [gym.make(env_id, **make_kwargs) for _ in range(num_envs)]
+        self.metadata = {**self.envs[0].metadata, "autoreset_mode": "same-step"}
+        self.spec = self.envs[0].spec
+        self.render_mode = self.envs[0].render_mode
+
+        self._raw_observation_space = self.envs[0].observation_space
+        raw = self._raw_observation_space
+        # Flat float32 observations: a 1-D float32 Box passes through untouched (the fast path).
+        self._flatten = not (isinstance(raw, gym.spaces.Box) and len(raw.shape) == 1 and raw.dtype == np.float32)
+        try:
+            flat = gym.spaces.flatten_space(raw)
+        except NotImplementedError as e:
+            raise UnsupportedSpaceError(
+                f"{env_id}: observation space {raw} cannot be flattened into a vector ({e}); "
+                "wrap the env so it returns a Box observation"
+            ) from None
+        self.single_observation_space = gym.spaces.Box(
+            low=flat.low.astype(np.float32), high=flat.high.astype(np.float32), dtype=np.float32
+        )
+        self.single_action_space = self.envs[0].action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._discrete = isinstance(self.single_action_space, gym.spaces.Discrete)
+
+        self._obs = np.zeros((num_envs,) + self.single_observation_space.shape, dtype=np.float32)
+        self.episode_stats = EpisodeStatistics(num_envs)
+        self.closed = False
+        self._seed = seed
+
+    def _flat(self, obs):
+        if self._flatten:
+            return gym.spaces.flatten(self._raw_observation_space, obs)
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        if seed is None:
+            seed = self._seed
+            self._seed = None  # seed only the first reset; later resets continue the envs' RNG streams
+        seeds = seed if isinstance(seed, (list, tuple)) else [None if seed is None else seed + i for i in range(self.num_envs)]
+        infos: dict = {}
+        for i, env in enumerate(self.envs):
+            obs, info = env.reset(seed=seeds[i], options=options)
+            self._obs[i] = self._flat(obs)
+            if info:
+                infos = self._add_info(infos, info, i)
+        self.episode_stats.reset()
+        return self._obs.copy(), infos
+
+    def step(self, actions):
+        n = self.num_envs
+        rewards = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=np.bool_)
+        truncated = np.zeros(n, dtype=np.bool_)
+        infos: dict = {}
+        final_obs = final_info = None
+        acts = np.asarray(actions).tolist() if self._discrete else actions
+        for i, env in enumerate(self.envs):
+            obs, reward, term, trunc, info = env.step(acts[i])
+            rewards[i] = reward
+            if term or trunc:
+                terminated[i] = term
+                truncated[i] = trunc
+                if final_obs is None:
+                    final_obs = np.full(n, None, dtype=object)
+                    final_info = np.full(n, None, dtype=object)
+                final_obs[i] = np.asarray(self._flat(obs), dtype=np.float32)
+                final_info[i] = info
+                obs, info = env.reset()
+            self._obs[i] = self._flat(obs)
+            if info:
+                infos = self._add_info(infos, info, i)
+        if final_obs is not None:
+            mask = terminated | truncated
+            infos["final_obs"], infos["_final_obs"] = final_obs, mask
+            infos["final_info"], infos["_final_info"] = final_info, mask.copy()
+        infos = self.episode_stats.update(rewards, terminated, truncated, infos)
+        return self._obs.copy(), rewards, terminated, truncated, infos
+
+    def render(self):
+        return tuple(env.render() for env in self.envs)
+
+    def close_extras(self, **kwargs):
+        for env in self.envs:
+            env.close()
+
+
+def make_gym_vec_env(env_id: str, num_envs: int | None = None, seed: int | None = 0) -> GymVecEnv:
+    """The gymnasium branch of ``make_vec_env``; a clear error for an id gymnasium does not know."""
+    if env_id not in gym.registry:
+        from python_trainer.paths import GAMES
+
+        raise UnknownEnvError(
+            f"unknown env id {env_id!r}: it is neither a Godot game ({', '.join(GAMES)}) "
+            "nor a registered gymnasium id (e.g. CartPole-v1, Pendulum-v1; "
+            "`python -c 'import gymnasium; gymnasium.pprint_registry()'` lists them)"
+        )
+    return GymVecEnv(env_id, num_envs=4 if num_envs is None else num_envs, seed=seed)

@@ -1,0 +1,665 @@
+"""Start, watch, restart and stop Godot instances: ports, processes, tokens, logs, Xvfb.
+
+For each instance the launcher first binds a listening socket on 127.0.0.1 port 0 (so the kernel picks a port
+nobody holds: a taken port cannot happen by construction), then starts the exported binary with
+``--port=<that port> --token=<secret> --fixed-fps 60 ...`` in its own process group, with stdout+stderr going
+to ``run_dir/logs/instance_<i>.log``. All instances are awaited in parallel against one deadline; a connection
+whose first message is not a ``hello`` carrying the instance's token is refused (closed) and the wait goes on;
+an instance that exits before connecting is reported (exit code + log tail) at once.
+
+No orphans: `close()` (also via the context manager, atexit, and SIGINT/SIGTERM handlers that close then
+re-raise) asks every instance to quit, then terminates/kills the process trees with psutil. If Python itself is
+SIGKILLed, the games see the dropped connection and quit by themselves.
+
+Crash handling: `restart(i, error)` reports a dead or silent instance (exit code, log tail) and starts a fresh
+one on a new port, at most ``max_restarts`` times per instance slot (like ML-Agents' --max-lifetime-restarts).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hmac
+import json
+import math
+import os
+import secrets
+import select
+import selectors
+import shlex
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import psutil
+
+from python_trainer import paths
+from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnection, GodotConnectionError
+
+DEFAULT_CONNECT_TIMEOUT_S = 30.0
+DEFAULT_MAX_RESTARTS = 3
+CLOSE_GRACE_S = 2.0  # how long instances get to quit by themselves after the "close" message
+TERM_GRACE_S = 2.0  # then SIGTERM, and this long before SIGKILL
+LOG_TAIL_LINES = 20
+MAX_HELLO_BYTES = 4096
+_POLL_S = 0.1  # how often the connect wait checks whether instances died (it sleeps in select meanwhile)
+
+
+class InstanceStartError(RuntimeError):
+    """An instance could not be started or never connected (exit code / timeout, with its log tail)."""
+
+
+class InstanceCrashedError(RuntimeError):
+    """An instance died or stopped answering and its restart budget is spent."""
+
+
+@dataclass
+class Instance:
+    """One running Godot process and its connection."""
+
+    index: int
+    port: int
+    token: str
+    proc: subprocess.Popen
+    log_path: Path
+    game: str
+    seed: int
+    restarts: int = 0
+    listener: Optional[socket.socket] = None
+    conn: Optional[GodotConnection] = None
+    hello: Optional[dict] = None
+    env_info: Optional[dict] = None
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def label(self) -> str:
+        return f"instance {self.index} (port {self.port}, pid {self.pid}, game {self.game})"
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return read_log_tail(self.log_path, lines)
+
+    def exit_code(self) -> Optional[int]:
+        return self.proc.poll()
+
+
+def read_log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 16384) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def describe_exit(code: Optional[int]) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name} (exit code {code})"
+        except ValueError:
+            return f"killed by signal {-code} (exit code {code})"
+    return f"exit code {code}"
+
+
+def end_process_tree(pids: Sequence[int], term_grace: float = TERM_GRACE_S) -> None:
+    """SIGTERM every process in the trees rooted at ``pids``, wait, then SIGKILL what is left. Never raises."""
+    procs = []
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+        except psutil.Error:
+            continue
+        try:
+            procs.extend(root.children(recursive=True))
+        except psutil.Error:
+            pass
+        procs.append(root)
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=term_grace)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    if alive:
+        psutil.wait_procs(alive, timeout=term_grace)
+
+
+# ---------------------------------------------------------------------------------------------- global cleanup
+_LIVE: "weakref.WeakSet[InstanceLauncher]" = weakref.WeakSet()
+_PREVIOUS_HANDLERS: dict = {}
+_GLOBAL_LOCK = threading.RLock()
+_ATEXIT_REGISTERED = False
+
+
+def close_all_launchers() -> None:
+    """Close every launcher still open in this process (atexit and the signal handlers call this)."""
+    for launcher in list(_LIVE):
+        try:
+            launcher.close()
+        except Exception as e:  # pragma: no cover - best effort at exit
+            print(f"godot-ppo: error while closing Godot instances: {e}", file=sys.stderr)
+
+
+def _signal_handler(signum, frame):
+    close_all_launchers()
+    prev = _PREVIOUS_HANDLERS.get(signum, signal.SIG_DFL)
+    if callable(prev):
+        prev(signum, frame)  # for SIGINT this is default_int_handler: raises KeyboardInterrupt
+    elif prev == signal.SIG_IGN:
+        return
+    else:  # SIG_DFL (or None): die of the same signal, as if we had not been here
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _install_cleanup_hooks() -> None:
+    global _ATEXIT_REGISTERED
+    with _GLOBAL_LOCK:
+        if not _ATEXIT_REGISTERED:
+            atexit.register(close_all_launchers)
+            _ATEXIT_REGISTERED = True
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be installed from the main thread; atexit still covers exits
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            current = signal.getsignal(sig)
+            if current is _signal_handler:
+                continue
+            _PREVIOUS_HANDLERS[sig] = current
+            signal.signal(sig, _signal_handler)
+
+
+def _which(name: str) -> Optional[str]:
+    return shutil.which(name)
+
+
+# ---------------------------------------------------------------------------------------------- the launcher
+class InstanceLauncher:
+    """Starts ``num_instances`` Godot instances of game ``env`` and keeps them connected.
+
+    Use as a context manager (or call `start()` and `close()`). After `start()`, ``instances[i].conn`` is a
+    handshaken `GodotConnection` and ``instances[i].env_info`` its env_info reply.
+
+    ``binary`` overrides the executable (a path, or an argv prefix such as ``[sys.executable, "fake_game.py"]``);
+    by default it is ``paths.export_binary(headless)``. ``extra_args`` are appended to every command line.
+    """
+
+    def __init__(
+        self,
+        env: str,
+        num_instances: int = 1,
+        headless: bool = True,
+        seed: int = 0,
+        agents_per_instance: int = 16,
+        speedup: int = 1,
+        action_repeat: int = 1,
+        max_episode_steps: Optional[int] = None,
+        run_dir: Optional[str | os.PathLike] = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+        extra_args: Sequence[str] = (),
+        max_restarts: int = DEFAULT_MAX_RESTARTS,
+        step_timeout: float = DEFAULT_TIMEOUT_S,
+        binary: Optional[str | os.PathLike | Sequence[str]] = None,
+        report: Optional[Callable[[str], None]] = None,
+    ):
+        if binary is None:
+            paths.check_game(env)
+        if int(num_instances) < 1:
+            raise ValueError(f"num_instances must be >= 1, got {num_instances}")
+        if int(agents_per_instance) < 1:
+            raise ValueError(f"agents_per_instance must be >= 1, got {agents_per_instance}")
+        self.env = env
+        self.num_instances = int(num_instances)
+        self.headless = bool(headless)
+        self.seed = int(seed)
+        self.agents_per_instance = int(agents_per_instance)
+        self.speedup = speedup
+        self.action_repeat = int(action_repeat)
+        self.max_episode_steps = max_episode_steps
+        self.connect_timeout = float(connect_timeout)
+        self.extra_args = [str(a) for a in extra_args]
+        self.max_restarts = int(max_restarts)
+        self.step_timeout = float(step_timeout)
+        self.report = report or (lambda msg: print(f"godot-ppo: {msg}", file=sys.stderr, flush=True))
+        self.events: list[str] = []  # everything reported (crashes, restarts, refused clients, Xvfb)
+
+        if binary is None:
+            self.command_prefix = [str(paths.export_binary(self.headless))]  # MissingExportError if absent
+        elif isinstance(binary, (str, os.PathLike)):
+            self.command_prefix = [str(binary)]
+        else:
+            self.command_prefix = [str(b) for b in binary]
+
+        self._tmpdir = None
+        if run_dir is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="godot-ppo-")
+            run_dir = self._tmpdir
+        self.run_dir = Path(run_dir)
+        self.log_dir = self.run_dir / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+
+        self.instances: list[Optional[Instance]] = [None] * self.num_instances
+        self.restarts = [0] * self.num_instances
+        self.display: Optional[str] = None
+        self._xvfb: Optional[subprocess.Popen] = None
+        self._started = False
+        self._closed = False
+        self._failed = False
+        self._lock = threading.RLock()
+
+    # ---------------------------------------------------------------- public
+    def __enter__(self) -> "InstanceLauncher":
+        if not self._started:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def connections(self) -> list[GodotConnection]:
+        return [inst.conn for inst in self.instances]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def start(self) -> list[Instance]:
+        """Start every instance and wait (in parallel, one deadline) until all are connected and handshaken."""
+        if self._closed:
+            raise RuntimeError("this launcher is closed")
+        if self._started:
+            return self.instances
+        self._started = True
+        _LIVE.add(self)
+        _install_cleanup_hooks()
+        try:
+            if not self.headless:
+                self._ensure_display()
+            for i in range(self.num_instances):
+                self.instances[i] = self._spawn(i, restarts=0)
+            self._connect(self.instances, time.monotonic() + self.connect_timeout)
+        except BaseException:
+            self._failed = True
+            self.close()
+            raise
+        return self.instances
+
+    def restart(self, index: int, error: Optional[BaseException] = None) -> Instance:
+        """Report instance ``index`` as failed (exit code, log tail), end it, and start a fresh one on a new port.
+
+        Raises InstanceCrashedError once the slot has used ``max_restarts`` restarts.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this launcher is closed")
+            old = self.instances[index]
+            self._failed = True
+            code = None
+            if old is not None:
+                if old.conn is not None:
+                    old.conn.close(send_close=False)
+                try:  # a crashed game is usually exiting already: give it a moment to report its own exit code
+                    code = old.proc.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    code = None
+                if code is None:
+                    end_process_tree([old.pid])
+                    self._reap(old.proc)
+                self._close_listener(old)
+            what = str(error) if error is not None else "restart requested"
+            status = describe_exit(code) if code is not None else "was still running (ended it)"
+            msg = f"instance {index} failed: {what}\n  process: {status}; log: {old.log_path if old else '?'}"
+            if error is None or not isinstance(error, GodotConnectionError) or not error.log_tail:
+                tail = old.log_tail() if old is not None else ""
+                if tail:
+                    msg += "\n--- last lines printed by the instance ---\n" + tail
+            self.events.append(msg)
+            if self.restarts[index] >= self.max_restarts:
+                self.report(msg + f"\n  restart budget spent ({self.max_restarts} restarts per instance)")
+                raise InstanceCrashedError(
+                    f"{msg}\ninstance {index} has already been restarted {self.restarts[index]} times "
+                    f"(max_restarts={self.max_restarts}); giving up"
+                ) from error
+            self.restarts[index] += 1
+            self.report(msg + f"\n  restarting it ({self.restarts[index]}/{self.max_restarts})")
+            inst = self._spawn(index, restarts=self.restarts[index])
+            self.instances[index] = inst
+            try:
+                self._connect([inst], time.monotonic() + self.connect_timeout)
+            except BaseException as e:
+                raise InstanceCrashedError(f"instance {index} could not be restarted: {e}") from e
+            self.events.append(f"instance {index} restarted on port {inst.port} (pid {inst.pid})")
+            return inst
+
+    def close(self) -> None:
+        """Ask every instance to quit, then end what is left of the process trees, Xvfb included. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            _LIVE.discard(self)
+            live = [inst for inst in self.instances if inst is not None]
+            for inst in live:
+                if inst.conn is not None:
+                    inst.conn.close(send_close=True)
+                self._close_listener(inst)
+            deadline = time.monotonic() + CLOSE_GRACE_S
+            for inst in live:
+                if inst.conn is None:
+                    continue  # never connected: it cannot have received "close"
+                try:
+                    inst.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            leftover = [inst.pid for inst in live if inst.proc.poll() is None]
+            # The game never forks, but end whole trees in case a wrapper script does; also the process group.
+            end_process_tree(leftover)
+            for inst in live:
+                try:
+                    os.killpg(inst.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError, OSError):
+                    pass
+                self._reap(inst.proc)
+            if self._xvfb is not None:
+                end_process_tree([self._xvfb.pid])
+                self._reap(self._xvfb)
+                self._xvfb = None
+            if self._tmpdir is not None and not self._failed:
+                shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+    def pids(self) -> list[int]:
+        return [inst.pid for inst in self.instances if inst is not None]
+
+    # ---------------------------------------------------------------- internals
+    @staticmethod
+    def _reap(proc: subprocess.Popen) -> None:
+        try:
+            proc.wait(timeout=TERM_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+
+    @staticmethod
+    def _close_listener(inst: Instance) -> None:
+        if inst.listener is not None:
+            try:
+                inst.listener.close()
+            except OSError:
+                pass
+            inst.listener = None
+
+    def _command(self, port: int, token: str, seed: int) -> list[str]:
+        cmd = self.command_prefix + [
+            f"--port={port}",
+            f"--env={self.env}",
+            f"--agents={self.agents_per_instance}",
+            f"--env_seed={seed}",
+            f"--speedup={self.speedup}",
+            f"--action_repeat={self.action_repeat}",
+            f"--token={token}",
+            f"--connect_timeout={max(1, math.ceil(self.connect_timeout))}",
+            "--fixed-fps",
+            "60",
+        ]
+        if self.max_episode_steps is not None:
+            cmd.append(f"--max_episode_steps={int(self.max_episode_steps)}")
+        return cmd + self.extra_args
+
+    def _spawn(self, index: int, restarts: int) -> Instance:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            listener.bind(("127.0.0.1", 0))  # port 0: the kernel picks a free port; nobody else can hold it
+            listener.listen(8)
+            listener.setblocking(False)
+            port = listener.getsockname()[1]
+            token = secrets.token_hex(16)
+            # A restarted slot gets a new seed so it does not replay its predecessor's episodes.
+            seed = self.seed + index + restarts * self.num_instances
+            cmd = self._command(port, token, seed)
+            log_path = self.log_dir / f"instance_{index}.log"
+            env = dict(os.environ)
+            if self.display is not None:
+                env["DISPLAY"] = self.display
+            with open(log_path, "ab") as log:
+                shown = " ".join(shlex.quote(c if not c.startswith("--token=") else "--token=***") for c in cmd)
+                log.write(f"# godot-ppo: starting instance {index} (restart {restarts}): {shown}\n".encode())
+                log.flush()
+                try:
+                    proc = subprocess.Popen(
+                        cmd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,  # own process group: a terminal's Ctrl-C reaches only us
+                        close_fds=True,
+                    )
+                except OSError as e:
+                    raise InstanceStartError(f"could not start instance {index} ({cmd[0]}): {e}") from e
+        except BaseException:
+            listener.close()
+            raise
+        return Instance(
+            index=index, port=port, token=token, proc=proc, log_path=log_path, game=self.env, seed=seed,
+            restarts=restarts, listener=listener,
+        )
+
+    def _refuse(self, inst: Instance, sock: socket.socket, why: str) -> None:
+        try:
+            sock.close()
+        except OSError:
+            pass
+        msg = f"refused a connection on {inst.label()}'s port: {why}; still waiting for the instance"
+        self.events.append(msg)
+        self.report(msg)
+
+    def _connect(self, pending_instances: Sequence[Instance], deadline: float) -> None:
+        """Accept each instance's connection (token checked), then handshake and read env_info, all in parallel."""
+        sel = selectors.DefaultSelector()
+        waiting = {inst.index: inst for inst in pending_instances}
+        clients: dict[socket.socket, tuple[Instance, bytearray]] = {}
+        try:
+            for inst in pending_instances:
+                sel.register(inst.listener, selectors.EVENT_READ, ("listen", inst))
+            while waiting:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    names = ", ".join(waiting[i].label() for i in sorted(waiting))
+                    details = "".join(
+                        f"\n--- {inst.label()}: {describe_exit(inst.proc.poll())}; last lines of {inst.log_path} ---\n"
+                        + (inst.log_tail() or "(nothing printed)")
+                        for inst in waiting.values()
+                    )
+                    raise InstanceStartError(
+                        f"timed out after {self.connect_timeout:g}s waiting for {names} to connect{details}"
+                    )
+                for key, _ in sel.select(timeout=min(_POLL_S, remaining)):
+                    kind, inst = key.data
+                    if kind == "listen":
+                        try:
+                            sock, _addr = inst.listener.accept()
+                        except (BlockingIOError, InterruptedError):
+                            continue
+                        sock.setblocking(False)
+                        clients[sock] = (inst, bytearray())
+                        sel.register(sock, selectors.EVENT_READ, ("client", inst))
+                        continue
+                    sock = key.fileobj
+                    inst, buf = clients[sock]
+                    try:
+                        data = sock.recv(65536)
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError:
+                        data = b""
+                    if not data:
+                        sel.unregister(sock)
+                        del clients[sock]
+                        self._refuse(inst, sock, "the client closed the connection without saying hello")
+                        continue
+                    buf.extend(data)
+                    verdict = self._check_hello(inst, buf)
+                    if verdict is None:
+                        continue  # incomplete hello
+                    sel.unregister(sock)
+                    del clients[sock]
+                    if isinstance(verdict, str):
+                        self._refuse(inst, sock, verdict)
+                        continue
+                    # The real instance: wrap the socket and stop listening on its port.
+                    sock.setblocking(True)
+                    inst.hello = verdict
+                    inst.conn = GodotConnection(
+                        sock, label=inst.label, log_tail=inst.log_tail, timeout=self.step_timeout
+                    )
+                    sel.unregister(inst.listener)
+                    self._close_listener(inst)
+                    for other, (oinst, _) in list(clients.items()):
+                        if oinst is inst:
+                            sel.unregister(other)
+                            del clients[other]
+                            self._refuse(inst, other, "a client connected but never said hello")
+                    del waiting[inst.index]
+                for i, inst in list(waiting.items()):
+                    code = inst.proc.poll()
+                    if code is not None:
+                        raise InstanceStartError(
+                            f"{inst.label()} exited before connecting: {describe_exit(code)}\n"
+                            f"--- last lines of {inst.log_path} ---\n" + (inst.log_tail() or "(nothing printed)")
+                        )
+        finally:
+            for sock in clients:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+            sel.close()
+
+        # Handshake and env_info: send to every instance first, then read the replies.
+        for inst in pending_instances:
+            inst.conn.handshake()
+            inst.conn.send({"type": "env_info"})
+        for inst in pending_instances:
+            timeout = max(1.0, deadline - time.monotonic())
+            info = inst.conn.recv(timeout=timeout, expect="env_info")
+            n = info.get("n_agents")
+            if n != self.agents_per_instance:
+                raise InstanceStartError(
+                    f"{inst.label()} simulates {n} agents, but {self.agents_per_instance} were requested"
+                )
+            inst.env_info = info
+
+    def _check_hello(self, inst: Instance, buf: bytearray):
+        """None if incomplete, a reason string to refuse, or the hello dict if it carries the right token."""
+        if len(buf) < 4:
+            return None
+        (n,) = struct.unpack("<I", bytes(buf[:4]))
+        if n > MAX_HELLO_BYTES:
+            return f"its first message announced {n} bytes (a hello is tiny)"
+        if len(buf) < 4 + n:
+            return None
+        if len(buf) > 4 + n:
+            return "it sent more than a hello before the handshake"
+        try:
+            msg = json.loads(bytes(buf[4:]).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return "its first message is not JSON"
+        if not isinstance(msg, dict) or msg.get("type") != "hello":
+            return "its first message is not a hello"
+        token = msg.get("token")
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), inst.token.encode()):
+            return "wrong or missing token"
+        if msg.get("env") not in (None, self.env):
+            return f"it runs game {msg.get('env')!r}, not {self.env!r}"
+        return msg
+
+    # ---------------------------------------------------------------- Xvfb
+    def _ensure_display(self) -> None:
+        if os.environ.get("DISPLAY"):
+            self.display = os.environ["DISPLAY"]
+            return
+        xvfb = _which("Xvfb")
+        if xvfb is None:
+            raise InstanceStartError(
+                "windowed instances need a display: $DISPLAY is not set and Xvfb is not installed. "
+                "Run `sudo apt-get install xvfb`, set DISPLAY, or train headless."
+            )
+        log_path = self.log_dir / "xvfb.log"
+        r, w = os.pipe()
+        try:
+            with open(log_path, "ab") as log:
+                self._xvfb = subprocess.Popen(
+                    [xvfb, "-displayfd", str(w), "-screen", "0", "1280x720x24", "-nolisten", "tcp"],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(w,),
+                    start_new_session=True,
+                )
+            os.close(w)
+            w = -1
+            deadline = time.monotonic() + 10.0
+            out = b""
+            while not out.endswith(b"\n"):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._xvfb.poll() is not None:
+                    raise InstanceStartError(
+                        f"Xvfb did not start ({describe_exit(self._xvfb.poll())}); log {log_path}:\n"
+                        + read_log_tail(log_path)
+                    )
+                ready, _, _ = select.select([r], [], [], min(remaining, _POLL_S))
+                if ready:
+                    chunk = os.read(r, 64)
+                    if not chunk:
+                        continue
+                    out += chunk
+        finally:
+            if w >= 0:
+                os.close(w)
+            os.close(r)
+        self.display = ":" + out.decode().strip()
+        msg = f"no $DISPLAY: started Xvfb on display {self.display} for the windowed instances (pid {self._xvfb.pid})"
+        self.events.append(msg)
+        self.report(msg)
+
+
+def launch_instances(
+    env: str,
+    num_instances: int,
+    headless: bool = True,
+    seed: int = 0,
+    agents_per_instance: int = 16,
+    speedup: int = 1,
+    action_repeat: int = 1,
+    max_episode_steps: Optional[int] = None,
+    run_dir=None,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+    extra_args: Sequence[str] = (),
+    **kwargs,
+) -> InstanceLauncher:
+    """Start the instances and return the started `InstanceLauncher` (close it, or use it in a ``with``)."""
+    launcher = InstanceLauncher(
+        env, num_instances, headless=headless, seed=seed, agents_per_instance=agents_per_instance,
+        speedup=speedup, action_repeat=action_repeat, max_episode_steps=max_episode_steps, run_dir=run_dir,
+        connect_timeout=connect_timeout, extra_args=extra_args, **kwargs,
+    )
+    launcher.start()
+    return launcher

@@ -1,0 +1,46 @@
+"""Where the Godot project and its exported binaries live, and the clear errors when they are missing."""
+
+import os
+import shutil
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+GODOT_PROJECT = REPO_ROOT / "godot_project"
+# GODOT_PPO_EXPORTS lets an installed package point at exports made elsewhere.
+EXPORTS_DIR = Path(os.environ.get("GODOT_PPO_EXPORTS", REPO_ROOT / "exports"))
+BINARY_NAME = "rl_games.x86_64"
+
+# The games the exported binary knows (godot_project/main.gd holds the same list).
+GAMES = ("ball_chase",)
+
+
+class MissingExportError(FileNotFoundError):
+    pass
+
+
+def export_binary(headless: bool = True) -> Path:
+    """Path of the exported game binary; raises a clear error naming the fix when it is missing."""
+    path = EXPORTS_DIR / ("headless" if headless else "windowed") / BINARY_NAME
+    pck = path.with_suffix(".pck")
+    if not path.is_file() or not pck.is_file():
+        raise MissingExportError(
+            f"the {'headless' if headless else 'windowed'} export is missing: {path} (and its .pck). "
+            "Run `godot-ppo export` (or `make export`) first."
+        )
+    return path
+
+
+def godot_server() -> str:
+    """The headless Godot 3 build with editor tools, used to export and to run GDScript tests."""
+    exe = shutil.which("godot3-server")
+    if exe is None:
+        raise FileNotFoundError(
+            "godot3-server is not installed: run `sudo apt-get update && sudo apt-get install godot3-server godot3-runner`"
+        )
+    return exe
+
+
+def check_game(env_id: str) -> str:
+    if env_id not in GAMES:
+        raise ValueError(f"unknown game {env_id!r}: valid Godot games are {', '.join(GAMES)}")
+    return env_id

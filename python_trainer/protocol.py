@@ -1,0 +1,222 @@
+"""godot-rl's wire protocol (0.8.2, handshake version 0.7), with every read bounded by a timeout.
+
+Framing: a 4-byte little-endian unsigned length N, then N bytes of UTF-8 JSON (one object per message).
+N counts *bytes*, not characters (godot-rl's own client counts characters, which breaks on non-ASCII text).
+
+Python listens and accepts; the game connects. `GodotConnection` wraps the accepted socket. Unlike godot-rl's
+client (which spins at 100% CPU on EOF and returns None on timeout), a closed connection, a timeout, an oversize
+length or a malformed message raises `GodotConnectionError`, naming the instance (port, pid, game) and quoting
+the last lines the instance printed.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+from typing import Any, Callable, Optional, Sequence
+
+MAJOR_VERSION = "0"
+MINOR_VERSION = "7"
+# The game rejects messages above 64 MiB; we refuse to allocate for anything bigger either.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+DEFAULT_TIMEOUT_S = 30.0
+
+_LEN = struct.Struct("<I")
+
+
+class GodotConnectionError(ConnectionError):
+    """The connection to a Godot instance failed: EOF, timeout, oversize or malformed message.
+
+    Attributes: ``instance`` (a label such as "instance 0 (port 41234, pid 5678, game ball_chase)"),
+    ``reason`` (what went wrong) and ``log_tail`` (the instance's last output lines, possibly empty).
+    """
+
+    def __init__(self, instance: str, reason: str, log_tail: str = ""):
+        self.instance = instance
+        self.reason = reason
+        self.log_tail = log_tail
+        msg = f"{instance}: {reason}"
+        if log_tail:
+            msg += "\n--- last lines printed by the instance ---\n" + log_tail.rstrip("\n")
+        super().__init__(msg)
+
+
+def encode_message(obj: Any) -> bytes:
+    """One framed message: little-endian byte length of the UTF-8 JSON, then the JSON."""
+    body = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    if len(body) > MAX_MESSAGE_BYTES:
+        raise ValueError(f"message of {len(body)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit")
+    return _LEN.pack(len(body)) + body
+
+
+def decode_body(body: bytes | bytearray | memoryview) -> dict:
+    """Parse a message body (without its length prefix); raises ValueError if it is not a JSON object."""
+    obj = json.loads(bytes(body).decode("utf-8"))
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+class GodotConnection:
+    """An accepted socket speaking godot-rl's protocol to one Godot instance.
+
+    ``label`` names the instance in errors (a string, or a callable returning one); ``log_tail`` is a callable
+    returning the instance's last printed lines (called only when building an error).
+    Every read waits at most ``timeout`` seconds (per message) unless a call passes its own.
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        label: str | Callable[[], str] = "Godot instance",
+        log_tail: Optional[Callable[[], str]] = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ):
+        self.sock = sock
+        self._label = label
+        self._log_tail = log_tail
+        self.timeout = float(timeout)
+        self.closed = False
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass  # not TCP (e.g. a socketpair in tests)
+        sock.settimeout(self.timeout)
+        self._hdr = bytearray(4)
+
+    # ------------------------------------------------------------------ errors
+    @property
+    def label(self) -> str:
+        return self._label() if callable(self._label) else str(self._label)
+
+    def error(self, reason: str) -> GodotConnectionError:
+        tail = ""
+        if self._log_tail is not None:
+            try:
+                tail = self._log_tail() or ""
+            except Exception as e:  # the log is only a courtesy
+                tail = f"(could not read the instance's log: {e})"
+        return GodotConnectionError(self.label, reason, tail)
+
+    # ------------------------------------------------------------------ framing
+    def send(self, obj: Any) -> None:
+        if self.closed:
+            raise self.error("the connection is already closed")
+        data = encode_message(obj)
+        try:
+            self.sock.settimeout(self.timeout)
+            self.sock.sendall(data)
+        except socket.timeout:
+            raise self.error(f"timed out after {self.timeout:g}s sending a {obj.get('type')!r} message") from None
+        except OSError as e:
+            raise self.error(f"the connection broke while sending a {obj.get('type')!r} message ({e})") from None
+
+    def _recv_exact(self, view: memoryview, deadline: float, what: str) -> None:
+        got, n = 0, len(view)
+        sock = self.sock
+        while got < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self.error(f"timed out waiting for {what} (no complete reply within the timeout)")
+            sock.settimeout(remaining)
+            try:
+                k = sock.recv_into(view[got:], n - got)
+            except socket.timeout:
+                raise self.error(f"timed out waiting for {what} (no complete reply within the timeout)") from None
+            except OSError as e:
+                raise self.error(f"the connection broke while waiting for {what} ({e})") from None
+            if k == 0:
+                raise self.error(
+                    f"the instance closed the connection (EOF) while we waited for {what}"
+                    + (" after a partial message" if got else "")
+                )
+            got += k
+
+    def recv(self, timeout: Optional[float] = None, expect: Optional[str] = None) -> dict:
+        """Read one message; ``expect`` checks its "type". Raises GodotConnectionError on any failure."""
+        if self.closed:
+            raise self.error("the connection is already closed")
+        t = self.timeout if timeout is None else float(timeout)
+        what = f"a {expect!r} reply" if expect else "a message"
+        deadline = time.monotonic() + t
+        hdr = memoryview(self._hdr)
+        self._recv_exact(hdr, deadline, what)
+        (n,) = _LEN.unpack(self._hdr)
+        if n > MAX_MESSAGE_BYTES:
+            raise self.error(
+                f"announced a message of {n} bytes, above the {MAX_MESSAGE_BYTES}-byte limit (corrupt stream?)"
+            )
+        body = bytearray(n)
+        self._recv_exact(memoryview(body), deadline, what)
+        try:
+            msg = decode_body(body)
+        except (UnicodeDecodeError, ValueError) as e:
+            raise self.error(f"sent a malformed message ({e}): {bytes(body[:200])!r}") from None
+        if expect is not None and msg.get("type") != expect:
+            raise self.error(f"expected a {expect!r} message, got type {msg.get('type')!r}: {str(msg)[:200]}")
+        return msg
+
+    # ------------------------------------------------------------------ messages
+    def read_hello(self, timeout: Optional[float] = None) -> dict:
+        """The game's first message when launched with --token: {"type":"hello","token":...,...}."""
+        return self.recv(timeout, expect="hello")
+
+    def handshake(self) -> None:
+        self.send({"type": "handshake", "major_version": MAJOR_VERSION, "minor_version": MINOR_VERSION})
+
+    def env_info(self, timeout: Optional[float] = None) -> dict:
+        self.send({"type": "env_info"})
+        info = self.recv(timeout, expect="env_info")
+        for key in ("n_agents", "observation_space", "action_space"):
+            if key not in info:
+                raise self.error(f"env_info reply lacks {key!r}: {str(info)[:300]}")
+        return info
+
+    def reset_send(self) -> None:
+        self.send({"type": "reset"})
+
+    def reset_recv(self, timeout: Optional[float] = None) -> list:
+        return self.recv(timeout, expect="reset")["obs"]
+
+    def reset(self, timeout: Optional[float] = None) -> list:
+        """Reset every agent of the instance; returns godot-rl's list of per-agent obs dicts."""
+        self.reset_send()
+        return self.reset_recv(timeout)
+
+    def step_send(self, actions: Sequence[dict]) -> None:
+        """Send one action dict per agent. Send to every instance first, then step_recv each (they run in parallel)."""
+        self.send({"type": "action", "action": actions})
+
+    def step_recv(self, timeout: Optional[float] = None) -> dict:
+        """The "step" reply: {"obs": [...], "reward": [...], "done": [...], "info": [...]}."""
+        msg = self.recv(timeout, expect="step")
+        for key in ("obs", "reward", "done"):
+            if key not in msg:
+                raise self.error(f"step reply lacks {key!r}: {str(msg)[:300]}")
+        return msg
+
+    def call(self, method: str, timeout: Optional[float] = None) -> list:
+        self.send({"type": "call", "method": method})
+        return self.recv(timeout, expect="call").get("returns")
+
+    def close(self, send_close: bool = True) -> None:
+        """Ask the game to quit (it exits 0 and sends no reply), then close the socket. Never raises."""
+        if self.closed:
+            return
+        if send_close:
+            try:
+                self.sock.settimeout(1.0)
+                self.sock.sendall(encode_message({"type": "close"}))
+            except OSError:
+                pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.closed = True
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+

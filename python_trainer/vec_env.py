@@ -1,0 +1,509 @@
+"""Vector envs: one gymnasium VectorEnv over many Godot instances, or over a gymnasium id.
+
+`GodotVecEnv` (gymnasium 1.0 ``VectorEnv``) drives ``num_instances`` Godot processes simulating
+``agents_per_instance`` agents each: ``num_envs = num_instances * agents_per_instance``. Each step sends the
+actions to every instance first and reads the replies after, so the instances simulate in parallel.
+
+Conventions (shared with python_trainer.gym_env.GymVecEnv):
+
+* observations: one flat float32 vector per agent (godot-rl's obs dict flattened: its "obs" key, or all keys
+  concatenated in sorted order);
+* actions: all-continuous action keys -> one ``Box(-1, 1)`` (keys concatenated in sorted order; actions are
+  clipped to [-1, 1] before sending); one discrete key -> ``Discrete(n)``; several -> ``MultiDiscrete``;
+* same-step autoreset (``metadata["autoreset_mode"] == "same-step"``): the game resets an agent as soon as its
+  episode ends, so ``obs[i]`` is already the next episode's first observation and the last one of the finished
+  episode is ``infos["final_obs"][i]`` (a ``(num_envs, obs_dim)`` float32 array, valid where ``infos["_final_obs"]``);
+* ``terminated = done and not info["TimeLimit.truncated"]``, ``truncated = done and info["TimeLimit.truncated"]``;
+* episode statistics like gymnasium 1.x's RecordEpisodeStatistics: ``infos["episode"] = {"r", "l", "t"}`` and
+  ``infos["_episode"]``;
+* an instance that crashes or stops answering is reported and restarted (``max_restarts`` per instance); its
+  agents' episodes end as truncated with ``final_obs`` = their last known observation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Optional, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector.utils import batch_space
+
+from python_trainer.gym_env import EpisodeStatistics
+from python_trainer.launcher import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_MAX_RESTARTS,
+    InstanceLauncher,
+)
+from python_trainer.paths import GAMES, check_game
+from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
+
+DEFAULT_AGENTS_PER_INSTANCE = 16
+
+
+# ---------------------------------------------------------------------------------------------- spaces
+def _obs_layout(obs_space: dict) -> list[tuple[str, int]]:
+    """[(key, flat size)] in sorted key order for godot-rl's per-agent observation space dict."""
+    if not isinstance(obs_space, dict) or not obs_space:
+        raise ValueError(f"unsupported observation space from the game: {obs_space!r}")
+    layout = []
+    for key in sorted(obs_space):
+        spec = obs_space[key]
+        kind = spec.get("space")
+        if "2d" in key:
+            raise ValueError(f"observation {key!r}: godot-rl 2d (image) observations are not supported")
+        if kind == "box":
+            size = spec.get("size")
+            size = [size] if isinstance(size, int) else list(size)
+            layout.append((key, int(np.prod(size)) if size else 1))
+        elif kind == "discrete":
+            layout.append((key, 1))
+        else:
+            raise ValueError(f"observation {key!r}: unsupported space type {kind!r}")
+    return layout
+
+
+def _action_layout(action_space: dict):
+    """(gym space, kind, [(key, size)]) for godot-rl's per-agent action space dict."""
+    if not isinstance(action_space, dict) or not action_space:
+        raise ValueError(f"unsupported action space from the game: {action_space!r}")
+    keys = sorted(action_space)
+    kinds = {action_space[k].get("action_type") for k in keys}
+    bad = kinds - {"continuous", "discrete"}
+    if bad:
+        raise ValueError(f"unsupported action type(s) {sorted(map(str, bad))} in {action_space!r}")
+    if len(kinds) > 1:
+        raise ValueError(
+            "mixed continuous and discrete action keys are not supported by this vector env "
+            f"(action space {action_space!r}); use only continuous or only discrete actions"
+        )
+    sizes = [(k, int(action_space[k]["size"])) for k in keys]
+    if kinds == {"continuous"}:
+        dim = sum(s for _, s in sizes)
+        return gym.spaces.Box(-1.0, 1.0, (dim,), np.float32), "continuous", sizes
+    if len(sizes) == 1:
+        return gym.spaces.Discrete(sizes[0][1]), "discrete", sizes
+    return gym.spaces.MultiDiscrete([s for _, s in sizes]), "multidiscrete", sizes
+
+
+def spaces_from_env_info(info: dict):
+    """(single observation space, single action space, obs layout, action kind, action layout) from env_info."""
+    n = info["n_agents"]
+    obs_spaces, act_spaces = info["observation_space"], info["action_space"]
+    if isinstance(obs_spaces, dict):  # older plugins send one space for all agents
+        obs_spaces = [obs_spaces] * n
+    if isinstance(act_spaces, dict):
+        act_spaces = [act_spaces] * n
+    if any(s != obs_spaces[0] for s in obs_spaces) or any(s != act_spaces[0] for s in act_spaces):
+        raise ValueError("agents with different observation/action spaces in one game are not supported")
+    obs_layout = _obs_layout(obs_spaces[0])
+    obs_dim = sum(s for _, s in obs_layout)
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+    act_space, kind, act_layout = _action_layout(act_spaces[0])
+    return obs_space, act_space, obs_layout, kind, act_layout
+
+
+# ---------------------------------------------------------------------------------------------- the env
+class GodotVecEnv(gym.vector.VectorEnv):
+    """A gymnasium VectorEnv over ``num_instances`` Godot instances × ``agents_per_instance`` agents."""
+
+    metadata = {"autoreset_mode": "same-step", "render_modes": []}
+
+    def __init__(
+        self,
+        env_id: str,
+        num_instances: int = 1,
+        agents_per_instance: int = DEFAULT_AGENTS_PER_INSTANCE,
+        seed: int = 0,
+        headless: bool = True,
+        speedup: int = 1,
+        action_repeat: int = 1,
+        max_episode_steps: Optional[int] = None,
+        run_dir=None,
+        max_restarts: int = DEFAULT_MAX_RESTARTS,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+        step_timeout: float = DEFAULT_TIMEOUT_S,
+        extra_args: Sequence[str] = (),
+        binary=None,
+        report=None,
+    ):
+        self.closed = True  # until the instances are up (VectorEnv.__del__ checks it)
+        self.env_id = env_id
+        self.num_instances = int(num_instances)
+        self.agents_per_instance = int(agents_per_instance)
+        self.num_envs = self.num_instances * self.agents_per_instance
+        self.launcher = InstanceLauncher(
+            env_id, self.num_instances, headless=headless, seed=seed, agents_per_instance=self.agents_per_instance,
+            speedup=speedup, action_repeat=action_repeat, max_episode_steps=max_episode_steps, run_dir=run_dir,
+            connect_timeout=connect_timeout, extra_args=extra_args, max_restarts=max_restarts,
+            step_timeout=step_timeout, binary=binary, report=report,
+        )
+        self.launcher.start()
+        self.closed = False
+        try:
+            info = self.launcher.instances[0].env_info
+            self.env_info = info
+            (self.single_observation_space, self.single_action_space, self._obs_layout, self._act_kind,
+             self._act_layout) = spaces_from_env_info(info)
+            for inst in self.launcher.instances[1:]:
+                self._check_same_spaces(inst)
+        except BaseException:
+            self.close()
+            raise
+        self.max_episode_steps = info.get("max_episode_steps")
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.metadata = dict(self.metadata)
+        self.obs_dim = self.single_observation_space.shape[0]
+        self._obs = np.zeros((self.num_envs, self.obs_dim), dtype=np.float32)
+        self._single_obs_key = [k for k, _ in self._obs_layout] == ["obs"] or len(self._obs_layout) == 1
+        self._seed = seed
+        self._needs_reset = True
+        self.episode_stats = EpisodeStatistics(self.num_envs)
+
+    # ---------------------------------------------------------------- helpers
+    def _check_same_spaces(self, inst) -> None:
+        spaces = spaces_from_env_info(inst.env_info)
+        if spaces[0] != self.single_observation_space or spaces[1] != self.single_action_space:
+            raise GodotConnectionError(
+                inst.label(), f"reports spaces {spaces[:2]}, unlike instance 0's "
+                f"{(self.single_observation_space, self.single_action_space)}"
+            )
+
+    def _slice(self, i: int) -> slice:
+        a = self.agents_per_instance
+        return slice(i * a, (i + 1) * a)
+
+    def _flat_obs(self, obs_list, inst_label="") -> np.ndarray:
+        """(agents, obs_dim) float32 from godot-rl's list of per-agent obs dicts."""
+        try:
+            if self._single_obs_key:
+                key = self._obs_layout[0][0]
+                arr = np.asarray([o[key] for o in obs_list], dtype=np.float32)
+                arr = arr.reshape(len(obs_list), -1)
+            else:
+                arr = np.asarray(
+                    [np.concatenate([np.asarray(o[k], dtype=np.float32).ravel() for k, _ in self._obs_layout])
+                     for o in obs_list],
+                    dtype=np.float32,
+                )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{inst_label}: malformed observations from the game ({e!r})") from None
+        if arr.shape[1] != self.obs_dim:
+            raise ValueError(f"{inst_label}: observation of size {arr.shape[1]}, expected {self.obs_dim}")
+        return arr
+
+    def _flat_one(self, obs: dict) -> np.ndarray:
+        return self._flat_obs([obs])[0]
+
+    def _encode_actions(self, actions) -> list:
+        """Validate the batched actions and turn them into godot-rl's list of per-agent dicts."""
+        n = self.num_envs
+        a = np.asarray(actions)
+        if self._act_kind == "continuous":
+            dim = self.single_action_space.shape[0]
+            if a.shape == (n,) and dim == 1:
+                a = a.reshape(n, 1)
+            if a.shape != (n, dim):
+                raise ValueError(f"actions must have shape ({n}, {dim}) for {self.single_action_space}, got {a.shape}")
+            if not np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_:
+                raise ValueError(f"continuous actions must be numbers, got dtype {a.dtype}")
+            if not np.isfinite(a).all():
+                bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
+                raise ValueError(f"actions contain NaN or infinite values (sub-envs {bad[:10].tolist()})")
+            rows = np.clip(a, -1.0, 1.0).astype(np.float64).tolist()
+            if len(self._act_layout) == 1:
+                key = self._act_layout[0][0]
+                return [{key: r} for r in rows]
+            out, offsets = [], []
+            start = 0
+            for key, size in self._act_layout:
+                offsets.append((key, start, start + size))
+                start += size
+            for r in rows:
+                out.append({key: r[s:e] for key, s, e in offsets})
+            return out
+        # discrete / multidiscrete
+        k = len(self._act_layout)
+        if self._act_kind == "discrete":
+            if a.shape == (n, 1):
+                a = a.reshape(n)
+            if a.shape != (n,):
+                raise ValueError(f"actions must have shape ({n},) for {self.single_action_space}, got {a.shape}")
+        elif a.shape != (n, k):
+            raise ValueError(f"actions must have shape ({n}, {k}) for {self.single_action_space}, got {a.shape}")
+        if a.dtype.kind == "f":
+            if not np.isfinite(a).all():
+                raise ValueError("discrete actions contain NaN or infinite values")
+            if not (a == np.round(a)).all():
+                raise ValueError("discrete actions must be whole numbers")
+        elif a.dtype.kind not in "iu":
+            raise ValueError(f"discrete actions must be integers, got dtype {a.dtype}")
+        a = a.astype(np.int64)
+        nvec = np.array([s for _, s in self._act_layout])
+        if (a < 0).any() or (a.reshape(n, -1) >= nvec).any():
+            raise ValueError(f"discrete actions out of range for {self.single_action_space}")
+        if self._act_kind == "discrete":
+            key = self._act_layout[0][0]
+            return [{key: v} for v in a.tolist()]
+        keys = [key for key, _ in self._act_layout]
+        return [dict(zip(keys, row)) for row in a.tolist()]
+
+    def _restart(self, i: int, error: BaseException) -> np.ndarray:
+        """Restart instance i (raises past the budget), reset it and return its agents' first observations."""
+        while True:
+            inst = self.launcher.restart(i, error)
+            try:
+                self._check_same_spaces(inst)
+                return self._flat_obs(inst.conn.reset(), inst.label())
+            except GodotConnectionError as e:
+                error = e
+
+    # ---------------------------------------------------------------- gymnasium API
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        """Reset every agent of every instance. The game's seed is fixed at launch (``--env_seed=seed+i``);
+        ``seed`` here only seeds the action space's sampler."""
+        if self.closed:
+            raise RuntimeError("this GodotVecEnv is closed")
+        if seed is not None:
+            self.action_space.seed(seed)
+        elif self._seed is not None:
+            self.action_space.seed(self._seed)
+            self._seed = None
+        insts = self.launcher.instances
+        failed = {}
+        for i, inst in enumerate(insts):
+            try:
+                inst.conn.reset_send()
+            except GodotConnectionError as e:
+                failed[i] = e
+        for i, inst in enumerate(insts):
+            if i in failed:
+                continue
+            try:
+                self._obs[self._slice(i)] = self._flat_obs(inst.conn.reset_recv(), inst.label())
+            except GodotConnectionError as e:
+                failed[i] = e
+        for i, e in failed.items():
+            self._obs[self._slice(i)] = self._restart(i, e)
+        self.episode_stats.reset()
+        self._needs_reset = False
+        return self._obs.copy(), {}
+
+    def step(self, actions):
+        if self.closed:
+            raise RuntimeError("this GodotVecEnv is closed")
+        if self._needs_reset:
+            raise RuntimeError("call reset() before step()")
+        per_agent = self._encode_actions(actions)
+        n, A = self.num_envs, self.agents_per_instance
+        insts = self.launcher.instances
+        failed = {}
+        # Send to every instance first: they simulate in parallel while we wait for the first reply.
+        for i, inst in enumerate(insts):
+            try:
+                inst.conn.step_send(per_agent[i * A:(i + 1) * A])
+            except GodotConnectionError as e:
+                failed[i] = e
+        rewards = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=np.bool_)
+        truncated = np.zeros(n, dtype=np.bool_)
+        final_obs = None
+        new_obs = self._obs.copy()
+        for i, inst in enumerate(insts):
+            if i in failed:
+                continue
+            try:
+                msg = inst.conn.step_recv()
+            except GodotConnectionError as e:
+                failed[i] = e
+                continue
+            s = self._slice(i)
+            label = inst.label()
+            new_obs[s] = self._flat_obs(msg["obs"], label)
+            rewards[s] = np.asarray(msg["reward"], dtype=np.float64)
+            done = np.asarray(msg["done"], dtype=np.bool_)
+            if done.shape != (A,) or rewards[s].shape != (A,):
+                raise ValueError(f"{label}: step reply for {done.shape} agents, expected {A}")
+            if done.any():
+                info = msg.get("info") or [{}] * A
+                if final_obs is None:
+                    final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
+                for j in np.flatnonzero(done).tolist():
+                    agent_info = info[j] or {}
+                    trunc = bool(agent_info.get("TimeLimit.truncated", False))
+                    truncated[s.start + j] = trunc
+                    terminated[s.start + j] = not trunc
+                    term_obs = agent_info.get("terminal_observation")
+                    final_obs[s.start + j] = self._flat_one(term_obs) if term_obs is not None else new_obs[s.start + j]
+        for i, e in failed.items():
+            s = self._slice(i)
+            if final_obs is None:
+                final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
+            final_obs[s] = self._obs[s]  # the last observation we know of
+            truncated[s] = True
+            terminated[s] = False
+            rewards[s] = 0.0
+            new_obs[s] = self._restart(i, e)
+        infos: dict = {}
+        if final_obs is not None:
+            infos["final_obs"] = final_obs
+            infos["_final_obs"] = terminated | truncated
+        if failed:
+            restarted = np.zeros(n, dtype=np.bool_)
+            for i in failed:
+                restarted[self._slice(i)] = True
+            infos["instance_restarted"] = restarted
+            infos["_instance_restarted"] = restarted.copy()
+        self._obs = new_obs
+        infos = self.episode_stats.update(rewards, terminated, truncated, infos)
+        return new_obs.copy(), rewards, terminated, truncated, infos
+
+    def call(self, method: str) -> list:
+        """godot-rl's "call" message on every instance; returns the concatenated per-agent results."""
+        out = []
+        for inst in self.launcher.instances:
+            out.extend(inst.conn.call(method) or [])
+        return out
+
+    def close_extras(self, **kwargs) -> None:
+        self.launcher.close()
+
+    def close(self, **kwargs) -> None:
+        if getattr(self, "closed", True) and getattr(self, "launcher", None) is not None:
+            self.launcher.close()  # e.g. __init__ failed halfway
+            return
+        super().close(**kwargs)
+
+    def __repr__(self) -> str:
+        return (f"GodotVecEnv({self.env_id!r}, num_instances={self.num_instances}, "
+                f"agents_per_instance={self.agents_per_instance})")
+
+
+# ---------------------------------------------------------------------------------------------- factory
+def make_vec_env(
+    env_id: str,
+    num_envs: Optional[int] = None,
+    seed: int = 0,
+    num_instances: int = 1,
+    agents_per_instance: Optional[int] = None,
+    headless: bool = True,
+    speedup: int = 1,
+    action_repeat: int = 1,
+    max_episode_steps: Optional[int] = None,
+    run_dir=None,
+    max_restarts: int = DEFAULT_MAX_RESTARTS,
+    **kw,
+):
+    """A VectorEnv for a Godot game (`GodotVecEnv`) or a gymnasium id (`gym_env.GymVecEnv`)."""
+    if env_id in GAMES:
+        if int(num_instances) < 1:
+            raise ValueError(f"num_instances must be >= 1, got {num_instances}")
+        if agents_per_instance is None:
+            if num_envs is not None:
+                if num_envs % num_instances:
+                    raise ValueError(
+                        f"num_envs={num_envs} is not a multiple of num_instances={num_instances} "
+                        "(num_envs = num_instances x agents_per_instance)"
+                    )
+                agents_per_instance = num_envs // num_instances
+            else:
+                agents_per_instance = DEFAULT_AGENTS_PER_INSTANCE
+        if num_envs is not None and num_envs != num_instances * agents_per_instance:
+            raise ValueError(
+                f"num_envs={num_envs} must equal num_instances x agents_per_instance = "
+                f"{num_instances} x {agents_per_instance} = {num_instances * agents_per_instance}"
+            )
+        return GodotVecEnv(
+            env_id, num_instances=num_instances, agents_per_instance=agents_per_instance, seed=seed,
+            headless=headless, speedup=speedup, action_repeat=action_repeat, max_episode_steps=max_episode_steps,
+            run_dir=run_dir, max_restarts=max_restarts, **kw,
+        )
+    if kw:
+        raise TypeError(f"options {sorted(kw)} apply only to Godot games ({', '.join(GAMES)}), not to {env_id!r}")
+    from python_trainer.gym_env import make_gym_vec_env
+
+    return make_gym_vec_env(env_id, num_envs=num_envs, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------- commands
+def envs_main(argv=None) -> int:
+    """`godot-ppo envs`: the games and their spaces, read from a running headless instance (1 agent)."""
+    parser = argparse.ArgumentParser(prog="godot-ppo envs", description=envs_main.__doc__.split(":", 1)[1].strip())
+    parser.add_argument("--timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S, help="connect timeout (s)")
+    args = parser.parse_args(argv)
+    status = 0
+    for game in GAMES:
+        try:
+            env = GodotVecEnv(game, num_instances=1, agents_per_instance=1, connect_timeout=args.timeout)
+        except Exception as e:
+            print(f"godot-ppo envs: error: {game}: {e}", file=sys.stderr)
+            status = 1
+            continue
+        try:
+            print(f"{game}")
+            print(f"  observation space: {env.single_observation_space}")
+            print(f"  action space:      {env.single_action_space}  (godot-rl: {env.env_info['action_space'][0]})")
+            print(f"  max_episode_steps: {env.max_episode_steps}")
+        finally:
+            env.close()
+    return status
+
+
+def launch_main(argv=None) -> int:
+    """`godot-ppo launch`: start instances and step them with random actions until Ctrl-C (or --seconds)."""
+    parser = argparse.ArgumentParser(prog="godot-ppo launch", description=launch_main.__doc__.split(":", 1)[1].strip())
+    parser.add_argument("--env", default=GAMES[0], help=f"game ({', '.join(GAMES)})")
+    parser.add_argument("--instances", type=int, default=1)
+    parser.add_argument("--agents", type=int, default=DEFAULT_AGENTS_PER_INSTANCE, help="agents per instance")
+    parser.add_argument("--window", action="store_true", help="windowed instances (Xvfb is started if no $DISPLAY)")
+    parser.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--speedup", type=int, default=1)
+    parser.add_argument("--action-repeat", type=int, default=1)
+    parser.add_argument("--max-episode-steps", type=int, default=None)
+    parser.add_argument("--run-dir", default=None, help="where logs/instance_<i>.log go (default: a temp dir)")
+    parser.add_argument("--report-every", type=float, default=2.0, help="seconds between steps/s lines")
+    args = parser.parse_args(argv)
+    try:
+        check_game(args.env)
+    except ValueError as e:
+        print(f"godot-ppo launch: error: {e}", file=sys.stderr)
+        return 2
+    env = None
+    try:
+        env = GodotVecEnv(
+            args.env, num_instances=args.instances, agents_per_instance=args.agents, seed=args.seed,
+            headless=not args.window, speedup=args.speedup, action_repeat=args.action_repeat,
+            max_episode_steps=args.max_episode_steps, run_dir=args.run_dir,
+        )
+        print(f"launched {args.instances} instance(s) x {args.agents} agents of {args.env} "
+              f"(pids {env.launcher.pids()}, logs in {env.launcher.log_dir}); Ctrl-C to stop", flush=True)
+        env.reset(seed=args.seed)
+        start = last = time.perf_counter()
+        steps = last_steps = episodes = 0
+        while args.seconds is None or time.perf_counter() - start < args.seconds:
+            _, _, _, _, infos = env.step(env.action_space.sample())
+            steps += 1
+            if "_episode" in infos:
+                episodes += int(infos["_episode"].sum())
+            now = time.perf_counter()
+            if now - last >= args.report_every:
+                rate = (steps - last_steps) * env.num_envs / (now - last)
+                print(f"{steps} steps, {steps * env.num_envs} agent-steps, {rate:,.0f} agent-steps/s, "
+                      f"{episodes} episodes", flush=True)
+                last, last_steps = now, steps
+        total = time.perf_counter() - start
+        print(f"done: {steps * env.num_envs} agent-steps in {total:.1f}s "
+              f"({steps * env.num_envs / max(total, 1e-9):,.0f} agent-steps/s)", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted: closing the instances", file=sys.stderr, flush=True)
+    except Exception as e:
+        print(f"godot-ppo launch: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if env is not None:
+            env.close()
+    return 0

@@ -1,0 +1,179 @@
+"""A stand-in for the exported Godot binary: speaks the game side of godot-rl's protocol (see /tmp/spec.md).
+
+Accepts the real binary's flags (--port, --env, --agents, --env_seed, --token, --max_episode_steps,
+--connect_timeout, ...; unknown ones ignored) plus test-only ones:
+  --fake_mode=ok | exit_at_start | never_connect | wrong_token | hang_after=N | crash_after=N
+  --fake_action=continuous:2 | discrete:3 | continuous:2,continuous:1 | discrete:3,discrete:2 | continuous:2,discrete:2
+  --fake_obs=obs:4 | a:2,b:3        (observation keys and sizes)
+
+Dynamics (deterministic from the seed): agent j's observation is [t, j, seed, last action sum, ...] padded with
+zeros; reward = 0.1 + 0.01 * j; an episode terminates when a per-agent RNG draws < 0.05, and is truncated at
+max_episode_steps (default 20).
+"""
+
+import json
+import os
+import random
+import socket
+import struct
+import sys
+import time
+
+
+def parse_args(argv):
+    args = {}
+    for a in argv:
+        if a.startswith("--") and "=" in a:
+            k, v = a[2:].split("=", 1)
+            args[k] = v
+    return args
+
+
+def send(sock, obj):
+    body = json.dumps(obj).encode("utf-8")
+    sock.sendall(struct.pack("<I", len(body)) + body)
+
+
+def recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def recv(sock):
+    hdr = recv_exact(sock, 4)
+    if hdr is None:
+        return None
+    (n,) = struct.unpack("<I", hdr)
+    body = recv_exact(sock, n)
+    if body is None:
+        return None
+    return json.loads(body.decode("utf-8"))
+
+
+def main():
+    args = parse_args(sys.argv[1:])
+    mode = args.get("fake_mode", "ok")
+    env = args.get("env", "")
+    if mode == "exit_at_start" or env == "no_such_game":
+        print(f"fake_game: unknown env {env!r}; valid: ball_chase", file=sys.stderr, flush=True)
+        sys.exit(3)
+    print(f"fake_game: pid {os.getpid()} starting {sys.argv[1:]}", flush=True)
+    if mode == "never_connect":
+        time.sleep(float(args.get("connect_timeout", 30)))
+        print("fake_game: never connected, quitting", flush=True)
+        sys.exit(1)
+    n = int(args.get("agents", 16))
+    seed = int(args.get("env_seed", 0))
+    max_steps = int(args.get("max_episode_steps", 20))
+    obs_spec = [(k, int(v)) for k, v in (p.split(":") for p in args.get("fake_obs", "obs:4").split(","))]
+    act_spec = {}
+    for i, p in enumerate(args.get("fake_action", "continuous:2").split(",")):
+        kind, size = p.split(":")
+        act_spec[f"a{i}" if "," in args.get("fake_action", "") else "move"] = {"size": int(size), "action_type": kind}
+
+    port = int(args["port"])
+    deadline = time.monotonic() + float(args.get("connect_timeout", 30))
+    while True:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                print("fake_game: could not connect", file=sys.stderr, flush=True)
+                sys.exit(1)
+            time.sleep(0.05)
+    sock.settimeout(None)
+    token = args.get("token")
+    if mode == "wrong_token":
+        token = "not-the-token"
+    if token is not None:
+        send(sock, {"type": "hello", "token": token, "env": env, "n_agents": n, "pid": os.getpid(), "protocol": 1})
+
+    rngs = [random.Random(seed * 1000 + j) for j in range(n)]
+    t = [0] * n
+    last = [0.0] * n
+
+    def obs_of(j):
+        vals = [float(t[j]), float(j), float(seed), last[j]]
+        out, pos = {}, 0
+        for k, size in obs_spec:
+            chunk = (vals + [0.0] * 64)[pos:pos + size]
+            out[k] = chunk
+            pos += size
+        return out
+
+    steps = 0
+    hang_after = int(mode.split("=")[1]) if mode.startswith("hang_after=") else None
+    crash_after = int(mode.split("=")[1]) if mode.startswith("crash_after=") else None
+    while True:
+        msg = recv(sock)
+        if msg is None:
+            print("fake_game: trainer disconnected, quitting", flush=True)
+            sys.exit(0)
+        typ = msg.get("type")
+        if typ == "handshake":
+            if msg.get("major_version") != "0":
+                sys.exit(1)
+        elif typ == "env_info":
+            send(sock, {
+                "type": "env_info", "n_agents": n,
+                "observation_space": [{k: {"size": [s], "space": "box"} for k, s in obs_spec}] * n,
+                "action_space": [act_spec] * n, "agent_policy_names": ["shared_policy"] * n,
+                "env": env, "max_episode_steps": max_steps,
+            })
+        elif typ == "reset":
+            for j in range(n):
+                t[j] = 0
+                last[j] = 0.0
+            send(sock, {"type": "reset", "obs": [obs_of(j) for j in range(n)]})
+        elif typ == "action":
+            steps += 1
+            if crash_after is not None and steps > crash_after:
+                print("fake_game: crashing on purpose", file=sys.stderr, flush=True)
+                os._exit(7)
+            if hang_after is not None and steps > hang_after:
+                print("fake_game: hanging on purpose", flush=True)
+                time.sleep(3600)
+            acts = msg["action"]
+            if len(acts) != n:
+                print("rl_sync: error: wrong action count", file=sys.stderr, flush=True)
+                sys.exit(1)
+            obs, rew, done, info = [], [], [], []
+            for j in range(n):
+                s = 0.0
+                for v in acts[j].values():
+                    s += sum(v) if isinstance(v, list) else float(v)
+                last[j] = s
+                t[j] += 1
+                r = 0.1 + 0.01 * j
+                term = rngs[j].random() < 0.05
+                trunc = (not term) and t[j] >= max_steps
+                rew.append(r)
+                if term or trunc:
+                    term_obs = obs_of(j)
+                    t[j] = 0
+                    last[j] = 0.0
+                    done.append(True)
+                    info.append({"terminal_observation": term_obs, "TimeLimit.truncated": trunc})
+                else:
+                    done.append(False)
+                    info.append({})
+                obs.append(obs_of(j))
+            send(sock, {"type": "step", "obs": obs, "reward": rew, "done": done, "info": info})
+        elif typ == "call":
+            send(sock, {"type": "call", "returns": [msg.get("method")] * n})
+        elif typ == "close":
+            print("fake_game: close received", flush=True)
+            sys.exit(0)
+        else:
+            print(f"rl_sync: error: unknown message type {typ!r}", file=sys.stderr, flush=True)
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

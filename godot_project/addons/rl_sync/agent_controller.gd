@@ -24,6 +24,7 @@ var n_steps := 0
 # Undiscounted return so far and of the last finished episode, for overlays.
 var episode_return := 0.0
 var last_episode_return := 0.0
+var last_episode_length := 0
 
 
 func _enter_tree() -> void:

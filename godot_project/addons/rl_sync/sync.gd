@@ -3,14 +3,18 @@ extends Node
 #
 # Add one RLSync node to a game scene. Its mode comes from the command line:
 #   --port=P               train: connect to a trainer on 127.0.0.1:P and speak godot-rl's protocol
+#   --policy=FILE          every agent is driven by a trained policy run in the engine (no trainer);
+#                          with --eval_episodes=N it plays N episodes, prints their returns as JSON, quits
 #   --benchmark_steps=N    random actions inside the engine for N decision steps, print the rate, quit
-#   (neither)              human play: every agent takes the keyboard action of its controller
+#   (none of these)        human play: every agent takes the keyboard action of its controller
 # The wire protocol is godot-rl's (a 4-byte little-endian length, then UTF-8 JSON) so godot-rl's own
 # GodotEnv drives any game that uses this node; our extensions sit where godot-rl's client ignores
 # them (see README.md, "The wire protocol").
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const AgentController = preload("res://addons/rl_sync/agent_controller.gd")
+const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
+const Overlay = preload("res://addons/rl_sync/overlay.gd")
 
 # godot-rl 0.8's client sends handshake version 0.7; any 0.x is accepted.
 const MAJOR_VERSION := "0"
@@ -20,7 +24,7 @@ const MAX_MESSAGE_BYTES := 64 * 1024 * 1024
 const DEFAULT_CONNECT_TIMEOUT_S := 30.0
 const BASE_PHYSICS_FPS := 60
 
-enum Mode { HUMAN, TRAIN, BENCHMARK }
+enum Mode { HUMAN, TRAIN, BENCHMARK, POLICY }
 
 # The game's name, sent to the trainer; --env overrides it.
 export var env_name := ""
@@ -38,6 +42,12 @@ var _rng := RandomNumberGenerator.new()
 var _benchmark_steps := 0
 var _benchmark_done_steps := 0
 var _benchmark_start_usec := 0
+var _policy: PolicyRunner = null
+var _overlay = null
+# Evaluation: each agent plays its share of the episodes, so short episodes are not favoured.
+var _eval_quota := []
+var _eval_returns := []
+var _eval_lengths := []
 
 
 func _ready() -> void:
@@ -60,6 +70,7 @@ func _start() -> void:
 	var port = RlArgs.get_int(tree, "port", 0, 1)
 	var timeout_s = RlArgs.get_positive_float(tree, "connect_timeout", DEFAULT_CONNECT_TIMEOUT_S)
 	var bench_steps = RlArgs.get_int(tree, "benchmark_steps", 0, 1)
+	var eval_episodes = RlArgs.get_int(tree, "eval_episodes", 0, 1)
 	if RlArgs.has_failed():
 		return
 	action_repeat = repeat
@@ -86,9 +97,22 @@ func _start() -> void:
 		OS.vsync_enabled = false
 		if not _connect(port, timeout_s):
 			return
+	elif RlArgs.get_string("policy", "") != "":
+		mode = Mode.POLICY
+		if not _load_policy(RlArgs.get_string("policy", "")):
+			return
+		if RlArgs.has("policy_forward"):
+			_print_policy_outputs(RlArgs.get_string("policy_forward", ""))
+			return
+		if eval_episodes > 0:
+			for i in range(agents.size()):
+				_eval_quota.append(eval_episodes / agents.size() + (1 if i < eval_episodes % agents.size() else 0))
 	elif bench_steps > 0:
 		mode = Mode.BENCHMARK
 		_benchmark_steps = bench_steps
+	if not RlArgs.is_headless():
+		_overlay = Overlay.new()
+		add_child(_overlay)
 	set_physics_process(true)
 
 
@@ -112,6 +136,8 @@ func _physics_process(_delta: float) -> void:
 			_train_step()
 		Mode.BENCHMARK:
 			_benchmark_step()
+		Mode.POLICY:
+			_policy_step()
 		Mode.HUMAN:
 			decision_step()
 			for agent in agents:
@@ -138,12 +164,26 @@ func decision_step() -> Dictionary:
 			info["terminal_observation"] = {"obs": agent.get_obs()}
 			info["TimeLimit.truncated"] = truncated
 			agent.last_episode_return = agent.episode_return
+			agent.last_episode_length = agent.n_steps
 			agent.begin_episode()
 		obs.append({"obs": agent.get_obs()})
 		rewards.append(reward)
 		dones.append(ended)
 		infos.append(info)
+	if _overlay != null:
+		_overlay.show_agents(_mode_text(), agents)
 	return {"obs": obs, "reward": rewards, "done": dones, "info": infos}
+
+
+func _mode_text() -> String:
+	match mode:
+		Mode.TRAIN:
+			return "training (%s)" % env_name
+		Mode.POLICY:
+			return "policy: %s" % _policy.path.get_file()
+		Mode.BENCHMARK:
+			return "benchmark: random actions"
+	return "human play: arrow keys or WASD"
 
 
 func _benchmark_step() -> void:
@@ -178,6 +218,66 @@ func _random_action(space: Dictionary) -> Dictionary:
 				values.append(_rng.randf_range(-1.0, 1.0))
 			action[key] = values
 	return action
+
+
+# --- Policy: a trained network drives every agent, without a trainer -------------------------------
+
+func _load_policy(file_path: String) -> bool:
+	_policy = PolicyRunner.new()
+	var error := _policy.load_file(file_path)
+	if error == "":
+		error = _policy.check_agent(env_name, agents[0].get_obs().size(), action_spaces[0])
+	if error != "":
+		_fail(error)
+		return false
+	return true
+
+
+func _policy_step() -> void:
+	var step := decision_step()
+	for i in range(agents.size()):
+		if not _eval_quota.empty() and step["done"][i] and _eval_quota[i] > 0:
+			_eval_quota[i] -= 1
+			_eval_returns.append(agents[i].last_episode_return)
+			_eval_lengths.append(agents[i].last_episode_length)
+		agents[i].set_action(_policy.act(step["obs"][i]["obs"]))
+	if not _eval_quota.empty() and _eval_quota.max() == 0:
+		var total := 0.0
+		for r in _eval_returns:
+			total += r
+		print(to_json({"eval": {
+			"env": env_name,
+			"policy": _policy.path,
+			"seed": _rng.seed,
+			"episodes": _eval_returns.size(),
+			"returns": _eval_returns,
+			"lengths": _eval_lengths,
+			"mean_return": total / _eval_returns.size(),
+		}}))
+		_stop(0)
+
+
+# Parity check with the trainer: reads {"observations": [[...], ...]} and prints the raw network
+# outputs and the chosen actions at full precision (to_json keeps only 6 digits).
+func _print_policy_outputs(input_path: String) -> void:
+	var file := File.new()
+	if file.open(input_path, File.READ) != OK:
+		_fail("--policy_forward: cannot read %s" % input_path)
+		return
+	var parsed := JSON.parse(file.get_as_text())
+	file.close()
+	if parsed.error != OK or typeof(parsed.result) != TYPE_DICTIONARY or not parsed.result.has("observations"):
+		_fail("--policy_forward: %s must be JSON {\"observations\": [[...], ...]}" % input_path)
+		return
+	var lines := PoolStringArray()
+	for obs in parsed.result["observations"]:
+		var outputs := _policy.forward(obs)
+		var numbers := PoolStringArray()
+		for value in outputs:
+			numbers.append("%.9f" % value)
+		lines.append("{\"outputs\": [%s], \"action\": %s}" % [numbers.join(", "), to_json(_policy.outputs_to_action(outputs))])
+	print("{\"forward\": [%s]}" % lines.join(", "))
+	_stop(0)
 
 
 # --- Training: the trainer's side of the conversation ------------------------------------------

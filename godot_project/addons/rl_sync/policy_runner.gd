@@ -1,0 +1,253 @@
+extends Reference
+# Runs a trained policy inside the engine: loads a policy file written by `godot-ppo export-policy`,
+# checks it against an agent, normalises observations and runs the MLP forward pass in GDScript.
+#
+# The file is JSON (format "godot-ppo-policy", version 1):
+#   env                 the game it was trained on
+#   observation_size    length of an agent's flat observation
+#   action_keys         [{"key", "action_type", "size"}] in the order the network's outputs are laid out
+#   action_rule         "clipped_mean" (continuous: the Gaussian mean clipped to [-1, 1]) or
+#                       "argmax" (discrete: the most likely choice, per key)
+#   obs_normalization   null, or {"mean", "var", "epsilon", "clip"}: x = clip((obs - mean) / sqrt(var + epsilon))
+#   layers              [{"weight": out x in rows, "bias": out, "activation": "tanh" | "linear"}]
+#
+# Speed: GDScript pays per operation, not per multiply, so each layer's weights are packed into 3x3
+# Basis blocks and the input into Vector3 chunks; one Basis.xform does 9 multiply-adds natively,
+# which is about 5x faster than a scalar loop.
+
+const FORMAT := "godot-ppo-policy"
+const VERSION := 1
+
+var path := ""
+var env := ""
+var observation_size := 0
+var action_keys := []
+var action_rule := ""
+var obs_mean := []
+var obs_scale := []
+var obs_clip := 0.0
+var normalize := false
+# Per layer: {"blocks": [[Basis...] per output block], "bias": [Vector3 per output block],
+#             "n_out": int, "tanh": bool}
+var _layers := []
+
+
+# Loads and validates the file; returns "" or a message naming the file and what is wrong.
+func load_file(file_path: String) -> String:
+	path = file_path
+	var file := File.new()
+	if not file.file_exists(file_path):
+		return _error("the file does not exist")
+	if file.open(file_path, File.READ) != OK:
+		return _error("the file cannot be read")
+	var text := file.get_as_text()
+	file.close()
+	if text.strip_edges() == "":
+		return _error("the file is empty")
+	var parsed := JSON.parse(text)
+	if parsed.error != OK:
+		return _error("not valid JSON (line %d: %s); is it truncated?" % [parsed.error_line, parsed.error_string])
+	return load_dict(parsed.result)
+
+
+func load_dict(data) -> String:
+	if typeof(data) != TYPE_DICTIONARY or data.get("format") != FORMAT:
+		return _error("not a godot-ppo policy file (expected \"format\": \"%s\")" % FORMAT)
+	if data.get("version") != float(VERSION) and data.get("version") != VERSION:
+		return _error("unknown policy file version %s; this game reads version %d (re-export it with this godot-ppo)"
+				% [str(data.get("version")), VERSION])
+	for key in ["env", "observation_size", "action_keys", "action_rule", "layers"]:
+		if not data.has(key):
+			return _error("the key \"%s\" is missing" % key)
+	env = str(data["env"])
+	observation_size = int(data["observation_size"])
+	action_keys = data["action_keys"]
+	action_rule = str(data["action_rule"])
+	if not action_rule in ["clipped_mean", "argmax"]:
+		return _error("unknown action_rule \"%s\" (expected clipped_mean or argmax)" % action_rule)
+	var error := _load_normalization(data.get("obs_normalization"))
+	if error != "":
+		return error
+	return _load_layers(data["layers"])
+
+
+func _load_normalization(norm) -> String:
+	normalize = norm != null
+	if not normalize:
+		return ""
+	if typeof(norm) != TYPE_DICTIONARY or not norm.has("mean") or not norm.has("var"):
+		return _error("obs_normalization needs \"mean\" and \"var\"")
+	if norm["mean"].size() != observation_size or norm["var"].size() != observation_size:
+		return _error("obs_normalization has %d means and %d variances for %d observations"
+				% [norm["mean"].size(), norm["var"].size(), observation_size])
+	var epsilon := float(norm.get("epsilon", 1e-8))
+	obs_clip = float(norm.get("clip", 10.0))
+	obs_mean = []
+	obs_scale = []
+	for i in range(observation_size):
+		var mean = norm["mean"][i]
+		var variance = norm["var"][i]
+		if not _finite(mean) or not _finite(variance) or variance < 0:
+			return _error("obs_normalization holds a value that is not a finite number (index %d)" % i)
+		obs_mean.append(float(mean))
+		obs_scale.append(1.0 / sqrt(float(variance) + epsilon))
+	return ""
+
+
+func _load_layers(layers) -> String:
+	if typeof(layers) != TYPE_ARRAY or layers.empty():
+		return _error("\"layers\" must be a non-empty list")
+	_layers = []
+	var n_in := observation_size
+	for l in range(layers.size()):
+		var layer = layers[l]
+		var weight = layer.get("weight") if typeof(layer) == TYPE_DICTIONARY else null
+		var bias = layer.get("bias") if typeof(layer) == TYPE_DICTIONARY else null
+		if typeof(weight) != TYPE_ARRAY or typeof(bias) != TYPE_ARRAY or weight.empty():
+			return _error("layer %d needs a \"weight\" matrix and a \"bias\" vector" % l)
+		var n_out: int = weight.size()
+		if bias.size() != n_out:
+			return _error("layer %d has %d weight rows but %d biases" % [l, n_out, bias.size()])
+		for row in weight:
+			if typeof(row) != TYPE_ARRAY or row.size() != n_in:
+				return _error("layer %d expects %d inputs (the size of the previous layer), got a row of %s"
+						% [l, n_in, str(row.size()) if typeof(row) == TYPE_ARRAY else "non-list"])
+			for w in row:
+				if not _finite(w):
+					return _error("layer %d holds a weight that is not a finite number (NaN or infinity)" % l)
+		for b in bias:
+			if not _finite(b):
+				return _error("layer %d holds a bias that is not a finite number (NaN or infinity)" % l)
+		var activation := str(layer.get("activation", "linear"))
+		if not activation in ["tanh", "linear"]:
+			return _error("layer %d has the unknown activation \"%s\" (expected tanh or linear)" % [l, activation])
+		_layers.append(_pack_layer(weight, bias, activation == "tanh"))
+		n_in = n_out
+	var n_actions := 0
+	for key in action_keys:
+		n_actions += int(key["size"])
+	if n_in != n_actions:
+		return _error("the network has %d outputs but action_keys need %d" % [n_in, n_actions])
+	return ""
+
+
+func _pack_layer(weight: Array, bias: Array, use_tanh: bool) -> Dictionary:
+	var n_out := weight.size()
+	var n_in: int = weight[0].size()
+	var out_blocks := int(ceil(n_out / 3.0))
+	var in_blocks := int(ceil(n_in / 3.0))
+	var blocks := []
+	var biases := []
+	for bo in range(out_blocks):
+		var row_blocks := []
+		for bi in range(in_blocks):
+			# Basis(x, y, z) takes columns; column c holds the weights of input 3*bi + c.
+			var columns := []
+			for c in range(3):
+				var column := Vector3()
+				for r in range(3):
+					column[r] = _at(weight, bo * 3 + r, bi * 3 + c)
+				columns.append(column)
+			row_blocks.append(Basis(columns[0], columns[1], columns[2]))
+		blocks.append(row_blocks)
+		var b := Vector3()
+		for r in range(3):
+			b[r] = float(bias[bo * 3 + r]) if bo * 3 + r < n_out else 0.0
+		biases.append(b)
+	return {"blocks": blocks, "bias": biases, "n_out": n_out, "tanh": use_tanh}
+
+
+func _at(weight: Array, row: int, column: int) -> float:
+	if row < weight.size() and column < weight[row].size():
+		return float(weight[row][column])
+	return 0.0
+
+
+# Checks the policy fits an agent of this game; returns "" or a message naming the mismatch.
+func check_agent(game: String, obs_size: int, action_space: Dictionary) -> String:
+	if env != game:
+		return _error("it was trained on \"%s\", not \"%s\"" % [env, game])
+	if obs_size != observation_size:
+		return _error("it expects %d observations, the agent gives %d" % [observation_size, obs_size])
+	if action_keys.size() != action_space.size():
+		return _error("it has %d action keys, the agent %d" % [action_keys.size(), action_space.size()])
+	for key in action_keys:
+		var name := str(key["key"])
+		if not action_space.has(name) or action_space[name]["action_type"] != key["action_type"] \
+				or int(action_space[name]["size"]) != int(key["size"]):
+			return _error("its action \"%s\" (%s, size %d) does not match the agent's action space %s"
+					% [name, key["action_type"], int(key["size"]), to_json(action_space)])
+	return ""
+
+
+# Raw network outputs (Gaussian means or logits) for one flat observation.
+func forward(obs: Array) -> Array:
+	var x := obs
+	if normalize:
+		x = []
+		for i in range(observation_size):
+			x.append(clamp((obs[i] - obs_mean[i]) * obs_scale[i], -obs_clip, obs_clip))
+	var chunks := _to_chunks(x)
+	var n_out := observation_size
+	for layer in _layers:
+		var next := []
+		var blocks: Array = layer["blocks"]
+		var biases: Array = layer["bias"]
+		for bo in range(blocks.size()):
+			var acc: Vector3 = biases[bo]
+			var row: Array = blocks[bo]
+			for bi in range(row.size()):
+				acc += row[bi].xform(chunks[bi])
+			if layer["tanh"]:
+				acc = Vector3(tanh(acc.x), tanh(acc.y), tanh(acc.z))
+			next.append(acc)
+		chunks = next
+		n_out = layer["n_out"]
+	var outputs := []
+	for i in range(n_out):
+		outputs.append(chunks[i / 3][i % 3])
+	return outputs
+
+
+# The action for one flat observation, in the agent's terms.
+func act(obs: Array) -> Dictionary:
+	return outputs_to_action(forward(obs))
+
+
+func outputs_to_action(outputs: Array) -> Dictionary:
+	var action := {}
+	var offset := 0
+	for key in action_keys:
+		var size := int(key["size"])
+		if key["action_type"] == "discrete":
+			var best := 0
+			for i in range(1, size):
+				if outputs[offset + i] > outputs[offset + best]:
+					best = i
+			action[key["key"]] = best
+		else:
+			var values := []
+			for i in range(size):
+				values.append(clamp(outputs[offset + i], -1.0, 1.0))
+			action[key["key"]] = values
+		offset += size
+	return action
+
+
+func _to_chunks(values: Array) -> Array:
+	var chunks := []
+	for start in range(0, values.size(), 3):
+		var chunk := Vector3()
+		for c in range(3):
+			if start + c < values.size():
+				chunk[c] = values[start + c]
+		chunks.append(chunk)
+	return chunks
+
+
+func _finite(x) -> bool:
+	return (typeof(x) == TYPE_REAL or typeof(x) == TYPE_INT) and not is_nan(x) and not is_inf(x)
+
+
+func _error(message: String) -> String:
+	return "policy file %s: %s" % [path if path != "" else "(in memory)", message]

@@ -1,0 +1,118 @@
+extends "res://tests/test_case.gd"
+# The in-engine policy runner: the blocked forward pass against a plain scalar one, and bad files.
+
+const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
+
+
+func _random_matrix(rng: RandomNumberGenerator, rows: int, columns: int) -> Array:
+	var m := []
+	for _r in range(rows):
+		var row := []
+		for _c in range(columns):
+			row.append(rng.randf_range(-1, 1))
+		m.append(row)
+	return m
+
+
+func _policy(n_obs: int, hidden: int, n_out: int, rule: String, keys: Array) -> Dictionary:
+	var rng := RandomNumberGenerator.new()
+	rng.seed = 42
+	var sizes := [n_obs, hidden, hidden, n_out]
+	var layers := []
+	for l in range(3):
+		layers.append({
+			"weight": _random_matrix(rng, sizes[l + 1], sizes[l]),
+			"bias": _random_matrix(rng, 1, sizes[l + 1])[0],
+			"activation": "tanh" if l < 2 else "linear",
+		})
+	var mean := []
+	var variance := []
+	for _i in range(n_obs):
+		mean.append(rng.randf_range(-0.5, 0.5))
+		variance.append(rng.randf_range(0.1, 2.0))
+	return {
+		"format": "godot-ppo-policy", "version": 1, "env": "ball_chase", "observation_size": n_obs,
+		"action_keys": keys, "action_rule": rule, "layers": layers,
+		"obs_normalization": {"mean": mean, "var": variance, "epsilon": 1e-8, "clip": 10.0},
+	}
+
+
+# The obvious scalar forward pass, as the reference.
+func _reference(policy: Dictionary, obs: Array) -> Array:
+	var norm: Dictionary = policy["obs_normalization"]
+	var x := []
+	for i in range(obs.size()):
+		x.append(clamp((obs[i] - norm["mean"][i]) / sqrt(norm["var"][i] + 1e-8), -10, 10))
+	for layer in policy["layers"]:
+		var y := []
+		for j in range(layer["weight"].size()):
+			var s: float = layer["bias"][j]
+			for i in range(x.size()):
+				s += layer["weight"][j][i] * x[i]
+			y.append(tanh(s) if layer["activation"] == "tanh" else s)
+		x = y
+	return x
+
+
+func test_forward_matches_the_scalar_reference() -> void:
+	# Sizes that are not multiples of 3 exercise the padding of the blocks.
+	var policy := _policy(13, 64, 2, "clipped_mean", [{"key": "move", "action_type": "continuous", "size": 2}])
+	var runner := PolicyRunner.new()
+	check_eq(runner.load_dict(policy), "", "load error")
+	var rng := RandomNumberGenerator.new()
+	for _k in range(20):
+		var obs := []
+		for _i in range(13):
+			obs.append(rng.randf_range(-1, 1))
+		var got := runner.forward(obs)
+		var expected := _reference(policy, obs)
+		for j in range(2):
+			check_near(got[j], expected[j], 1e-4, "output %d" % j)
+
+
+func test_actions_follow_the_rule() -> void:
+	var runner := PolicyRunner.new()
+	runner.load_dict(_policy(4, 8, 5, "argmax", [
+			{"key": "turn", "action_type": "discrete", "size": 3},
+			{"key": "fire", "action_type": "discrete", "size": 2}]))
+	check_eq(runner.outputs_to_action([0.1, 0.9, -1.0, 2.0, 1.0]), {"turn": 1, "fire": 0}, "argmax per key")
+	runner = PolicyRunner.new()
+	runner.load_dict(_policy(4, 8, 2, "clipped_mean", [{"key": "move", "action_type": "continuous", "size": 2}]))
+	check_eq(runner.outputs_to_action([1.7, -0.25]), {"move": [1.0, -0.25]}, "clipped mean")
+
+
+func test_bad_policies_are_explained() -> void:
+	var keys := [{"key": "move", "action_type": "continuous", "size": 2}]
+	var cases := []
+	var p := _policy(12, 8, 2, "clipped_mean", keys)
+	p["version"] = 7
+	cases.append([p, "unknown policy file version 7"])
+	p = _policy(12, 8, 2, "clipped_mean", keys)
+	p["layers"][1]["weight"].pop_back()
+	cases.append([p, "layer 1 has 7 weight rows but 8 biases"])
+	p = _policy(12, 8, 2, "clipped_mean", keys)
+	p["layers"][1]["weight"][0].pop_back()
+	cases.append([p, "layer 1 expects 8 inputs"])
+	p = _policy(12, 8, 2, "clipped_mean", keys)
+	p["layers"][2]["bias"][0] = NAN
+	cases.append([p, "not a finite number"])
+	p = _policy(12, 8, 3, "clipped_mean", keys)
+	cases.append([p, "the network has 3 outputs but action_keys need 2"])
+	p = _policy(12, 8, 2, "clipped_mean", keys)
+	p.erase("layers")
+	cases.append([p, "the key \"layers\" is missing"])
+	cases.append([{"format": "something else"}, "not a godot-ppo policy file"])
+	for case in cases:
+		var error := PolicyRunner.new().load_dict(case[0])
+		check(case[1] in error, "expected an error containing '%s', got '%s'" % [case[1], error])
+
+
+func test_policy_must_fit_the_agent() -> void:
+	var runner := PolicyRunner.new()
+	runner.load_dict(_policy(12, 8, 2, "clipped_mean", [{"key": "move", "action_type": "continuous", "size": 2}]))
+	var space := {"move": {"size": 2, "action_type": "continuous"}}
+	check_eq(runner.check_agent("ball_chase", 12, space), "", "a fitting agent")
+	check("trained on \"ball_chase\", not \"snake\"" in runner.check_agent("snake", 12, space), "wrong game")
+	check("expects 12 observations, the agent gives 20" in runner.check_agent("ball_chase", 20, space), "wrong size")
+	check("does not match the agent's action space" in runner.check_agent("ball_chase", 12,
+			{"move": {"size": 3, "action_type": "continuous"}}), "wrong action size")

@@ -374,3 +374,18 @@ def test_windowed_export_trains_under_xvfb(windowed_export):
         if t.proc.poll() is None:
             os.killpg(t.proc.pid, signal.SIGKILL)
         t.close()
+
+
+def test_stats_extension_reports_engine_counters(trainer):
+    t = trainer("--env=ball_chase", "--agents=2")
+    t.start()
+    t.send({"type": "stats"})
+    before = t.recv()
+    for _ in range(30):
+        t.step(np.zeros((2, 2)))
+    t.send({"type": "stats"})
+    after = t.recv()
+    assert after["type"] == "stats" and after["headless"] is True
+    assert after["physics_frames"] - before["physics_frames"] == 30, "one physics frame per decision step"
+    assert after["time_usec"] > before["time_usec"]
+    assert after["engine_version"].startswith("3.2.3")

@@ -39,6 +39,18 @@ func test_distances_are_normalised() -> void:
 	check_eq(values.slice(1, 3), [0.0, 0.0, 0.0], "rays that hit nothing")
 
 
+func test_distances_ignore_the_scale_of_the_scene() -> void:
+	_build_world()
+	# A window scales the whole scene to fit; readings must not change.
+	world.scale = Vector2(0.5, 0.5)
+	var sensor = Sensor.new()
+	sensor.n_rays = 4
+	sensor.ray_length = 200.0
+	world.add_child(sensor)
+	yield(physics_frames(2), "completed")
+	check_near(sensor.get_observation()[0], 0.5, 0.01, "ray towards the wall in a half-size scene")
+
+
 func test_rays_follow_rotation() -> void:
 	_build_world()
 	var sensor = Sensor.new()

@@ -39,12 +39,12 @@ func _ready() -> void:
 
 
 func get_observation() -> Array:
-	var origin := global_position
 	var values := []
 	for ray in _rays:
 		ray.force_raycast_update()
 		if ray.is_colliding():
-			values.append(1.0 - origin.distance_to(ray.get_collision_point()) / ray_length)
+			# Measured in the ray's own frame, so a scaled or rotated scene reads the same.
+			values.append(1.0 - ray.to_local(ray.get_collision_point()).length() / ray_length)
 		else:
 			values.append(0.0)
 	if debug_draw:

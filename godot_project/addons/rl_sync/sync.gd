@@ -314,8 +314,10 @@ func _train_step() -> void:
 				_stop(0)
 			"handshake":
 				_check_handshake(message)
+			"stats":
+				_send(_engine_stats())
 			_:
-				_fail("unknown message type '%s' (expected handshake, env_info, reset, action, call or close)"
+				_fail("unknown message type '%s' (expected handshake, env_info, reset, action, call, stats or close)"
 						% str(message["type"]))
 
 
@@ -334,6 +336,21 @@ func _env_info() -> Dictionary:
 		"env": env_name,
 		"max_episode_steps": agents[0].max_episode_steps,
 		"extension_version": EXTENSION_VERSION,
+	}
+
+
+# Our extension for profiling: the engine's own counters (godot-rl never sends "stats").
+func _engine_stats() -> Dictionary:
+	return {
+		"type": "stats",
+		"time_usec": OS.get_ticks_usec(),
+		"physics_frames": Engine.get_physics_frames(),
+		"idle_frames": Engine.get_idle_frames(),
+		"frames_drawn": Engine.get_frames_drawn(),
+		"fps": Engine.get_frames_per_second(),
+		"physics_ticks_per_second": Engine.iterations_per_second,
+		"headless": RlArgs.is_headless(),
+		"engine_version": Engine.get_version_info()["string"],
 	}
 
 

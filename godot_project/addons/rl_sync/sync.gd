@@ -15,6 +15,7 @@ const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const AgentController = preload("res://addons/rl_sync/agent_controller.gd")
 const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
 const Overlay = preload("res://addons/rl_sync/overlay.gd")
+const Recorder = preload("res://addons/rl_sync/recorder.gd")
 
 # godot-rl 0.8's client sends handshake version 0.7; any 0.x is accepted.
 const MAJOR_VERSION := "0"
@@ -48,6 +49,11 @@ var _overlay = null
 var _eval_quota := []
 var _eval_returns := []
 var _eval_lengths := []
+# --quit_after_frames: how long a local run (policy, human) lasts, for recordings and benchmarks.
+var _quit_after_frames := 0
+var _run_start_usec := 0
+var _run_start_drawn := 0
+var _run_start_frames := 0
 
 
 func _ready() -> void:
@@ -71,6 +77,8 @@ func _start() -> void:
 	var timeout_s = RlArgs.get_positive_float(tree, "connect_timeout", DEFAULT_CONNECT_TIMEOUT_S)
 	var bench_steps = RlArgs.get_int(tree, "benchmark_steps", 0, 1)
 	var eval_episodes = RlArgs.get_int(tree, "eval_episodes", 0, 1)
+	var quit_after = RlArgs.get_int(tree, "quit_after_frames", 0, 1)
+	var record_every = RlArgs.get_int(tree, "record_every", 4, 1)
 	if RlArgs.has_failed():
 		return
 	action_repeat = repeat
@@ -113,7 +121,37 @@ func _start() -> void:
 	if not RlArgs.is_headless():
 		_overlay = Overlay.new()
 		add_child(_overlay)
+		if RlArgs.has("no_vsync"):
+			OS.vsync_enabled = false
+		if RlArgs.get_string("record_dir", "") != "":
+			var recorder = Recorder.new()
+			recorder.directory = RlArgs.get_string("record_dir", "")
+			recorder.every = record_every
+			add_child(recorder)
+	_quit_after_frames = quit_after
+	_run_start_usec = OS.get_ticks_usec()
+	_run_start_drawn = Engine.get_frames_drawn()
+	_run_start_frames = Engine.get_idle_frames()
 	set_physics_process(true)
+	set_process(_quit_after_frames > 0)
+
+
+# Ends a run of --quit_after_frames frames with a report of the rates it held.
+func _process(_delta: float) -> void:
+	if stopping or Engine.get_idle_frames() - _run_start_frames < _quit_after_frames:
+		return
+	var seconds := (OS.get_ticks_usec() - _run_start_usec) / 1e6
+	var drawn := Engine.get_frames_drawn() - _run_start_drawn
+	print(to_json({"run": {
+		"mode": _mode_text(),
+		"agents": agents.size(),
+		"seconds": seconds,
+		"frames_drawn": drawn,
+		"physics_frames": _frame,
+		"fps": drawn / max(seconds, 1e-9),
+		"physics_fps": _frame / max(seconds, 1e-9),
+	}}))
+	_stop(0)
 
 
 func _find_agents() -> Array:

@@ -38,9 +38,11 @@ func _fit_to_window() -> void:
 		return
 	var columns := int(ceil(sqrt(arenas.size())))
 	var rows := int(ceil(arenas.size() / float(columns)))
-	var size := get_viewport_rect().size
-	var margin := 20.0
-	var scale_factor := min((size.x - 2 * margin) / (columns * ARENA_PITCH),
-			(size.y - 2 * margin) / (rows * ARENA_PITCH))
+	# The top strip is left to the overlay's text; the grid is centred in the rest.
+	var top := 80.0
+	var area := get_viewport_rect().size - Vector2(20, top + 10)
+	var grid := Vector2(columns, rows) * ARENA_PITCH
+	var scale_factor := min(area.x / grid.x, area.y / grid.y)
 	scale = Vector2.ONE * scale_factor
-	position = Vector2(margin, margin) + Vector2(40, 40) * scale_factor
+	# Each arena's walls reach 20 px outside its origin; centre the grid's drawn extent.
+	position = Vector2((get_viewport_rect().size.x - grid.x * scale_factor) / 2.0, top) + Vector2(40, 20) * scale_factor

@@ -107,9 +107,11 @@ func _start() -> void:
 			return
 	elif RlArgs.get_string("policy", "") != "":
 		mode = Mode.POLICY
-		if not _load_policy(RlArgs.get_string("policy", "")):
+		# --policy_forward checks the network alone (any policy file), so it skips the agent check.
+		var forward_only := RlArgs.has("policy_forward")
+		if not _load_policy(RlArgs.get_string("policy", ""), not forward_only):
 			return
-		if RlArgs.has("policy_forward"):
+		if forward_only:
 			_print_policy_outputs(RlArgs.get_string("policy_forward", ""))
 			return
 		if eval_episodes > 0:
@@ -260,10 +262,10 @@ func _random_action(space: Dictionary) -> Dictionary:
 
 # --- Policy: a trained network drives every agent, without a trainer -------------------------------
 
-func _load_policy(file_path: String) -> bool:
+func _load_policy(file_path: String, check_agents: bool) -> bool:
 	_policy = PolicyRunner.new()
 	var error := _policy.load_file(file_path)
-	if error == "":
+	if error == "" and check_agents:
 		error = _policy.check_agent(env_name, agents[0].get_obs().size(), action_spaces[0])
 	if error != "":
 		_fail(error)

@@ -76,7 +76,8 @@ func test_termination_on_the_last_step_is_not_truncation() -> void:
 
 func test_valid_actions_are_converted() -> void:
 	_setup(1, 10)
-	var action = sync._convert_action({"move": [0.5, -1], "jump": 2.0}, agents[0].get_action_space())
+	# JSON numbers arrive as floats; discrete choices become ints.
+	var action = sync._convert_action({"move": [0.5, -1.0], "jump": 2.0}, agents[0].get_action_space())
 	check_eq(action, {"move": [0.5, -1.0], "jump": 2}, "converted action")
 	action = sync._convert_action({"move": [0, 0], "jump": [1.0]}, agents[0].get_action_space())
 	check_eq(action["jump"], 1, "a one-element list is accepted for a discrete key")
@@ -99,6 +100,21 @@ func test_invalid_actions_are_explained() -> void:
 		var result = sync._convert_action(case[0], space)
 		check(typeof(result) == TYPE_STRING and case[1] in result,
 				"action %s: expected an error containing \"%s\", got %s" % [str(case[0]), case[1], str(result)])
+
+
+func test_step_reply_is_json_with_godot_rl_keys() -> void:
+	_setup(2, 100)
+	agents[0].reward = 0.25
+	agents[1].done = true
+	var text: String = sync._step_json(sync.decision_step())
+	var parsed := JSON.parse(text)
+	check_eq(parsed.error, OK, "the hand-built step reply parses as JSON: " + text)
+	var reply: Dictionary = parsed.result
+	check_eq(reply["type"], "step", "type")
+	check_eq(reply["obs"], [{"obs": [0.0, 1.0]}, {"obs": [0.0, 2.0]}], "observations")
+	check_eq(reply["reward"], [0.25, 0.0], "rewards")
+	check_eq(reply["done"], [false, true], "dones")
+	check_eq(reply["info"][1]["TimeLimit.truncated"], false, "info of the ended episode")
 
 
 func test_zero_action_matches_the_space() -> void:

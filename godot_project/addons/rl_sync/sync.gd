@@ -60,6 +60,7 @@ func _ready() -> void:
 	# Run before every agent in the physics frame: the action chosen now moves the agents this frame.
 	process_priority = -1000
 	set_physics_process(false)
+	set_process(false)
 	# The game builds its agents in its own _ready, which runs after ours (children first).
 	call_deferred("_start")
 
@@ -580,6 +581,7 @@ func _stop(exit_code: int) -> void:
 		return
 	stopping = true
 	set_physics_process(false)
+	set_process(false)
 	if stream != null:
 		stream.disconnect_from_host()
 	get_tree().quit(exit_code)

@@ -361,6 +361,15 @@ class InstanceLauncher:
             self._closed = True
             _LIVE.discard(self)
             live = [inst for inst in self.instances if inst is not None]
+            # Remember any descendants now: once a game has quit, its children (it has none, but a wrapper
+            # script might) would be reparented and out of reach. psutil's kill() is safe against pid reuse.
+            descendants = []
+            for inst in live:
+                if inst.proc.poll() is None:
+                    try:
+                        descendants += psutil.Process(inst.pid).children(recursive=True)
+                    except psutil.Error:
+                        pass
             for inst in live:
                 if inst.conn is not None:
                     inst.conn.close(send_close=True)
@@ -373,14 +382,13 @@ class InstanceLauncher:
                     inst.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     pass
-            leftover = [inst.pid for inst in live if inst.proc.poll() is None]
-            # The game never forks, but end whole trees in case a wrapper script does; also the process group.
-            end_process_tree(leftover)
-            for inst in live:
+            end_process_tree([inst.pid for inst in live if inst.proc.poll() is None])
+            for p in descendants:
                 try:
-                    os.killpg(inst.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError, OSError):
+                    p.kill()
+                except psutil.Error:
                     pass
+            for inst in live:
                 self._reap(inst.proc)
             if self._xvfb is not None:
                 end_process_tree([self._xvfb.pid])
@@ -439,6 +447,10 @@ class InstanceLauncher:
             cmd = self._command(port, token, seed)
             log_path = self.log_dir / f"instance_{index}.log"
             env = dict(os.environ)
+            # Godot reads its locale from LANG and prints 4 lines of errors for "C"/"POSIX"/unset, which
+            # would crowd the log tails quoted in our error messages.
+            if env.get("LANG", "").split(".")[0] in ("", "C", "POSIX"):
+                env["LANG"] = "en_US.UTF-8"
             if self.display is not None:
                 env["DISPLAY"] = self.display
             with open(log_path, "ab") as log:

@@ -84,7 +84,8 @@ class GodotConnection:
         except OSError:
             pass  # not TCP (e.g. a socketpair in tests)
         sock.settimeout(self.timeout)
-        self._hdr = bytearray(4)
+        self._sock_timeout = self.timeout  # settimeout costs syscalls: only call it when the value changes
+        self._rbuf = bytearray()  # bytes received but not yet consumed
 
     # ------------------------------------------------------------------ errors
     @property
@@ -106,33 +107,44 @@ class GodotConnection:
             raise self.error("the connection is already closed")
         data = encode_message(obj)
         try:
-            self.sock.settimeout(self.timeout)
+            self._set_timeout(self.timeout)
             self.sock.sendall(data)
         except socket.timeout:
             raise self.error(f"timed out after {self.timeout:g}s sending a {obj.get('type')!r} message") from None
         except OSError as e:
             raise self.error(f"the connection broke while sending a {obj.get('type')!r} message ({e})") from None
 
-    def _recv_exact(self, view: memoryview, deadline: float, what: str) -> None:
-        got, n = 0, len(view)
-        sock = self.sock
-        while got < n:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self.error(f"timed out waiting for {what} (no complete reply within the timeout)")
-            sock.settimeout(remaining)
+    def _set_timeout(self, value: float) -> None:
+        if value != self._sock_timeout:
+            self.sock.settimeout(value)
+            self._sock_timeout = value
+
+    def _fill(self, n: int, deadline: float, what: str, first_wait: Optional[float] = None) -> None:
+        """Read until the receive buffer holds at least ``n`` bytes (usually one recv for a whole message).
+
+        The first wait may use ``first_wait`` (the whole timeout, which is usually the socket's current one, so
+        no settimeout call is needed); later waits use what is left before ``deadline``."""
+        buf, sock = self._rbuf, self.sock
+        while len(buf) < n:
+            if first_wait is not None:
+                wait, first_wait = first_wait, None
+            else:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    raise self.error(f"timed out waiting for {what} (no complete reply within the timeout)")
+            self._set_timeout(wait)
             try:
-                k = sock.recv_into(view[got:], n - got)
+                chunk = sock.recv(max(n - len(buf), 65536))
             except socket.timeout:
                 raise self.error(f"timed out waiting for {what} (no complete reply within the timeout)") from None
             except OSError as e:
                 raise self.error(f"the connection broke while waiting for {what} ({e})") from None
-            if k == 0:
+            if not chunk:
                 raise self.error(
                     f"the instance closed the connection (EOF) while we waited for {what}"
-                    + (" after a partial message" if got else "")
+                    + (" after a partial message" if buf else "")
                 )
-            got += k
+            buf += chunk
 
     def recv(self, timeout: Optional[float] = None, expect: Optional[str] = None) -> dict:
         """Read one message; ``expect`` checks its "type". Raises GodotConnectionError on any failure."""
@@ -141,19 +153,19 @@ class GodotConnection:
         t = self.timeout if timeout is None else float(timeout)
         what = f"a {expect!r} reply" if expect else "a message"
         deadline = time.monotonic() + t
-        hdr = memoryview(self._hdr)
-        self._recv_exact(hdr, deadline, what)
-        (n,) = _LEN.unpack(self._hdr)
+        self._fill(4, deadline, what, first_wait=t)
+        (n,) = _LEN.unpack_from(self._rbuf, 0)
         if n > MAX_MESSAGE_BYTES:
             raise self.error(
                 f"announced a message of {n} bytes, above the {MAX_MESSAGE_BYTES}-byte limit (corrupt stream?)"
             )
-        body = bytearray(n)
-        self._recv_exact(memoryview(body), deadline, what)
+        self._fill(4 + n, deadline, what)
+        body = bytes(self._rbuf[4:4 + n])
+        del self._rbuf[:4 + n]
         try:
             msg = decode_body(body)
         except (UnicodeDecodeError, ValueError) as e:
-            raise self.error(f"sent a malformed message ({e}): {bytes(body[:200])!r}") from None
+            raise self.error(f"sent a malformed message ({e}): {body[:200]!r}") from None
         if expect is not None and msg.get("type") != expect:
             raise self.error(f"expected a {expect!r} message, got type {msg.get('type')!r}: {str(msg)[:200]}")
         return msg
@@ -201,13 +213,22 @@ class GodotConnection:
         self.send({"type": "call", "method": method})
         return self.recv(timeout, expect="call").get("returns")
 
+    def request(self, msg_type: str, timeout: Optional[float] = None, **fields) -> dict:
+        """Send {"type": msg_type, **fields} and return the reply of the same type (e.g. our "stats" extension)."""
+        self.send({"type": msg_type, **fields})
+        return self.recv(timeout, expect=msg_type)
+
+    def stats(self, timeout: Optional[float] = None) -> dict:
+        """Our extension: the engine's own counters (the game answers {"type": "stats", ...})."""
+        return self.request("stats", timeout)
+
     def close(self, send_close: bool = True) -> None:
         """Ask the game to quit (it exits 0 and sends no reply), then close the socket. Never raises."""
         if self.closed:
             return
         if send_close:
             try:
-                self.sock.settimeout(1.0)
+                self._set_timeout(1.0)
                 self.sock.sendall(encode_message({"type": "close"}))
             except OSError:
                 pass

@@ -41,6 +41,8 @@ from python_trainer.paths import GAMES, check_game
 from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
 
 DEFAULT_AGENTS_PER_INSTANCE = 16
+# make_vec_env's options that only mean something for a Godot game.
+GODOT_ONLY_OPTIONS = {"connect_timeout", "step_timeout", "extra_args", "binary", "report"}
 
 
 # ---------------------------------------------------------------------------------------------- spaces
@@ -213,7 +215,8 @@ class GodotVecEnv(gym.vector.VectorEnv):
             if not np.isfinite(a).all():
                 bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
                 raise ValueError(f"actions contain NaN or infinite values (sub-envs {bad[:10].tolist()})")
-            rows = np.clip(a, -1.0, 1.0).astype(np.float64).tolist()
+            # Rounded to 7 decimals (float32 precision): short JSON numbers are quicker to write and to parse.
+            rows = np.round(np.clip(a, -1.0, 1.0).astype(np.float64), 7).tolist()
             if len(self._act_layout) == 1:
                 key = self._act_layout[0][0]
                 return [{key: r} for r in rows]
@@ -421,8 +424,9 @@ def make_vec_env(
             headless=headless, speedup=speedup, action_repeat=action_repeat, max_episode_steps=max_episode_steps,
             run_dir=run_dir, max_restarts=max_restarts, **kw,
         )
-    if kw:
-        raise TypeError(f"options {sorted(kw)} apply only to Godot games ({', '.join(GAMES)}), not to {env_id!r}")
+    unknown = set(kw) - GODOT_ONLY_OPTIONS  # Godot-only options are ignored for gymnasium ids
+    if unknown:
+        raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
     from python_trainer.gym_env import make_gym_vec_env
 
     return make_gym_vec_env(env_id, num_envs=num_envs, seed=seed)

@@ -65,6 +65,11 @@ def wait_gone(pids, timeout: float = 10.0) -> list:
 
 def read_json_line(proc: subprocess.Popen, timeout: float = 60.0) -> dict:
     """First stdout line of ``proc`` that is a JSON object (the child's pids report), within ``timeout``."""
+    return json.loads(read_line(proc, b"{", timeout))
+
+
+def read_line(proc: subprocess.Popen, prefix: bytes, timeout: float = 60.0) -> bytes:
+    """First stdout line of ``proc`` starting with ``prefix``, within ``timeout``."""
     import selectors
 
     sel = selectors.DefaultSelector()
@@ -85,7 +90,7 @@ def read_json_line(proc: subprocess.Popen, timeout: float = 60.0) -> dict:
             buf += chunk
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
-                if line.startswith(b"{"):
-                    return json.loads(line)
+                if line.startswith(prefix):
+                    return line
     finally:
         sel.close()

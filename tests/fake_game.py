@@ -5,6 +5,7 @@ Accepts the real binary's flags (--port, --env, --agents, --env_seed, --token, -
   --fake_mode=ok | exit_at_start | never_connect | wrong_token | hang_after=N | crash_after=N
   --fake_action=continuous:2 | discrete:3 | continuous:2,continuous:1 | discrete:3,discrete:2 | continuous:2,discrete:2
   --fake_obs=obs:4 | a:2,b:3        (observation keys and sizes)
+  --fake_step_delay=SECONDS         sleep this long before answering each action
 
 Dynamics (deterministic from the seed): agent j's observation is [t, j, seed, last action sum, ...] padded with
 zeros; reward = 0.1 + 0.01 * j; an episode terminates when a per-agent RNG draws < 0.05, and is truncated at
@@ -139,6 +140,7 @@ def main():
             if hang_after is not None and steps > hang_after:
                 print("fake_game: hanging on purpose", flush=True)
                 time.sleep(3600)
+            time.sleep(float(args.get("fake_step_delay", 0)))
             acts = msg["action"]
             if len(acts) != n:
                 print("rl_sync: error: wrong action count", file=sys.stderr, flush=True)

@@ -389,3 +389,19 @@ def test_stats_extension_reports_engine_counters(trainer):
     assert after["physics_frames"] - before["physics_frames"] == 30, "one physics frame per decision step"
     assert after["time_usec"] > before["time_usec"]
     assert after["engine_version"].startswith("3.2.3")
+
+
+def test_a_refused_connection_is_reported_as_such(trainer):
+    t = trainer("--env=ball_chase", "--agents=1", "--token=wrong").accept()
+    assert t.recv()["type"] == "hello"
+    t.conn.close()  # what the launcher does to a connection with a wrong token
+    assert t.wait() == 1
+    assert "the trainer closed the connection before its handshake (a wrong --token?)" in t.stderr()
+
+
+def test_small_rewards_keep_their_digits(trainer):
+    t = trainer("--env=ball_chase", "--agents=1")
+    t.start()
+    rewards = [t.step([[0.001, 0.0]])["reward"][0] for _ in range(5)]
+    # Moving 0.005 px a step changes the shaping by ~1e-5 of the arena: 6 decimals would round it to 0.00001.
+    assert any(r != 0 and abs(r) < 1e-4 and round(r, 6) != r for r in rewards), rewards

@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from conftest import FAKE_GAME, TESTS, alive, read_json_line, wait_gone
+from conftest import FAKE_GAME, REPO, TESTS, alive, read_json_line, read_line, wait_gone
 from python_trainer import paths
 from python_trainer.launcher import (
     InstanceCrashedError,
@@ -56,7 +56,7 @@ def test_start_connect_close(binary, tmp_path):
             assert f"--token={inst.token}" in cmd and f"--env_seed={i}" in cmd
     assert wait_gone(pids, 10) == []
     for inst in launcher.instances:
-        assert inst.proc.returncode is not None  # reaped, no zombies
+        assert inst.proc.returncode == 0  # each quit by itself on "close" (and was reaped: no zombies)
 
 
 def test_close_is_fast_and_idempotent(fake_binary, tmp_path):
@@ -143,24 +143,13 @@ class StrayLauncher(InstanceLauncher):
         return inst
 
 
-def test_stray_clients_are_refused_and_the_run_goes_on(binary, tmp_path):
-    from python_trainer.vec_env import GodotVecEnv
-
-    events = []
-
-    class Env(GodotVecEnv):
-        pass
-
-    # Use the launcher subclass through the vec env so the run really goes on afterwards.
+def test_stray_clients_are_refused_and_the_run_goes_on(binary, tmp_path, monkeypatch):
     import python_trainer.vec_env as ve
 
-    orig = ve.InstanceLauncher
-    ve.InstanceLauncher = StrayLauncher
-    try:
-        env = Env("ball_chase", num_instances=2, agents_per_instance=2, run_dir=tmp_path, binary=binary,
-                  connect_timeout=20, report=quiet(events))
-    finally:
-        ve.InstanceLauncher = orig
+    events = []
+    monkeypatch.setattr(ve, "InstanceLauncher", StrayLauncher)  # the vec env starts its instances with it
+    env = ve.GodotVecEnv("ball_chase", num_instances=2, agents_per_instance=2, run_dir=tmp_path, binary=binary,
+                         connect_timeout=20, report=quiet(events))
     try:
         env.reset()
         for _ in range(50):
@@ -401,3 +390,34 @@ def test_connection_error_names_instance_and_log(binary, tmp_path):
             inst.conn.step_recv(timeout=10)
         assert f"port {inst.port}" in str(ei.value) and f"pid {inst.pid}" in str(ei.value)
         assert "ball_chase" in str(ei.value)
+
+
+def test_launch_command_exits_0_on_ctrl_c(headless_export, tmp_path):
+    import re
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "python_trainer", "launch", "--env", "ball_chase", "--instances", "2",
+         "--agents", "4", "--run-dir", str(tmp_path), "--report-every", "0.2"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        line = read_line(proc, b"launched", timeout=60)
+        pids = [int(p) for p in re.search(rb"pids \[([0-9, ]+)\]", line).group(1).split(b",")]
+        read_line(proc, b"", timeout=30)  # a steps/s line: it is stepping
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert wait_gone(pids, 10) == []
+    assert b"closing the instances" in proc.stderr.read()
+
+
+def test_close_ends_whole_process_trees(tmp_path):
+    """A wrapper that leaves a child behind (here a `sleep`) loses it too when the launcher closes."""
+    wrapper = ["bash", "-c", f'sleep 300 & "{sys.executable}" "{FAKE_GAME}" "$@"; exit 0', "wrapper"]
+    with launch_instances("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=wrapper) as launcher:
+        root = psutil.Process(launcher.instances[0].pid)
+        sleeper = [p.pid for p in root.children(recursive=True) if p.name() == "sleep"]
+        assert len(sleeper) == 1
+    assert wait_gone(sleeper + [root.pid], 10) == []

@@ -114,6 +114,22 @@ def test_action_validation(tmp_path):
         denv.close()
 
 
+def test_instances_simulate_in_parallel(tmp_path):
+    """Actions go to every instance before any reply is read: 4 instances that each take 50 ms per step
+    step in about 50 ms, not 200 ms (sleeping, so this holds whatever the number of cores)."""
+    env = fake_env(tmp_path, instances=4, agents=1, extra_args=["--fake_step_delay=0.05"])
+    try:
+        env.reset()
+        env.step(env.action_space.sample())
+        t0 = time.perf_counter()
+        for _ in range(10):
+            env.step(env.action_space.sample())
+        elapsed = time.perf_counter() - t0
+        assert 0.45 < elapsed < 1.4, f"10 steps took {elapsed:.2f}s (serial would be 2.0s)"
+    finally:
+        env.close()
+
+
 def test_step_before_reset_is_an_error(tmp_path):
     env = fake_env(tmp_path, instances=1, agents=1)
     try:
@@ -193,8 +209,14 @@ def test_make_vec_env_gymnasium_id():
 
 
 def test_init_failure_leaves_nothing(tmp_path):
+    import psutil
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(Exception, match="exited before connecting"):
-        fake_env(tmp_path, extra_args=["--fake_mode=exit_at_start"])
+        fake_env(tmp_path, instances=3, extra_args=["--fake_mode=exit_at_start"])
+    left = [p for p in psutil.Process().children(recursive=True)
+            if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    assert left == []
 
 
 # ---------------------------------------------------------------------------------------------- real game
@@ -239,7 +261,6 @@ def test_real_truncation_and_terminal_obs(headless_export, tmp_path):
         assert env.max_episode_steps == max_steps
         obs, _ = env.reset()
         lengths = np.zeros(16, dtype=int)
-        prev = obs
         n_trunc = 0
         for _ in range(4 * max_steps):
             obs, rew, term, trunc, infos = env.step(env.action_space.sample())
@@ -259,7 +280,6 @@ def test_real_truncation_and_terminal_obs(headless_export, tmp_path):
                 assert not np.array_equal(fo[done], obs[done])
                 assert not (fo[~done] != 0).any()
                 lengths[done] = 0
-            prev = obs
         assert n_trunc > 0
     finally:
         env.close()
@@ -287,3 +307,26 @@ def test_real_two_vector_envs_at_once(headless_export, tmp_path):
         pa = a.launcher.pids()
         a.close()
     assert wait_gone(pa, 10) == []
+
+
+def test_real_non_ascii_framing_and_determinism(headless_export, tmp_path):
+    """The game frames by UTF-8 byte length too (a non-ASCII method name must not desynchronise the stream),
+    and two envs with the same seed and actions produce the same trajectories."""
+    envs = [make_vec_env("ball_chase", num_instances=1, agents_per_instance=4, run_dir=tmp_path / str(k), seed=7)
+            for k in range(2)]
+    try:
+        assert envs[0].call("héllo_☃_日本") == [None] * 4
+        obs = [e.reset()[0] for e in envs]
+        np.testing.assert_array_equal(obs[0], obs[1])
+        rng = np.random.default_rng(0)
+        for _ in range(100):
+            a = rng.uniform(-1, 1, (4, 2)).astype(np.float32)
+            out = [e.step(a) for e in envs]
+            np.testing.assert_array_equal(out[0][0], out[1][0])
+            np.testing.assert_array_equal(out[0][1], out[1][1])
+            np.testing.assert_array_equal(out[0][2] | out[0][3], out[1][2] | out[1][3])
+        assert envs[0].call("ping") == [None] * 4  # still in sync after the non-ASCII call
+        assert envs[0].launcher.instances[0].conn.stats()["physics_frames"] > 100  # our "stats" extension
+    finally:
+        for e in envs:
+            e.close()

@@ -498,7 +498,10 @@ func _greet(deadline: int) -> bool:
 			"protocol": EXTENSION_VERSION,
 		})
 	while stream.get_available_bytes() < 4:
-		if OS.get_ticks_msec() >= deadline or stream.get_status() != StreamPeerTCP.STATUS_CONNECTED:
+		if stream.get_status() != StreamPeerTCP.STATUS_CONNECTED:
+			_fail("the trainer closed the connection before its handshake (a wrong --token?); quitting")
+			return false
+		if OS.get_ticks_msec() >= deadline:
 			_fail("connected, but the trainer sent no handshake in time; quitting")
 			return false
 		OS.delay_msec(2)
@@ -545,8 +548,12 @@ func _step_json(step: Dictionary) -> String:
 	var obs := PoolStringArray()
 	for agent_obs in step["obs"]:
 		obs.append("{\"obs\":" + str(PoolRealArray(agent_obs["obs"])) + "}")
-	return "{\"type\":\"step\",\"obs\":[" + obs.join(",") + "],\"reward\":" \
-			+ str(PoolRealArray(step["reward"])) + ",\"done\":" + to_json(step["done"]) \
+	# Rewards keep 9 decimals: small shaping terms would lose their digits in str()'s 6.
+	var rewards := PoolStringArray()
+	for reward in step["reward"]:
+		rewards.append("%.9f" % reward)
+	return "{\"type\":\"step\",\"obs\":[" + obs.join(",") + "],\"reward\":[" \
+			+ rewards.join(",") + "],\"done\":" + to_json(step["done"]) \
 			+ ",\"info\":" + to_json(step["info"]) + "}"
 
 

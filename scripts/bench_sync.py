@@ -1,0 +1,62 @@
+"""Benchmark: agent-steps/s of one headless instance synced with a trainer vs the engine-only limit.
+
+    .venv/bin/python scripts/bench_sync.py [--agents 16] [--steps 5000] [--repeats 3]
+
+engine-only  the exported game with --benchmark_steps: random actions chosen inside the engine, no trainer;
+             the same scene, sensors and physics, so it is the physical limit of the sync loop.
+synced       the same game driven over the wire protocol by python_trainer.vec_env.GodotVecEnv with random
+             actions (the trainer's view: JSON both ways, socket round trips, Python decoding).
+The goal is synced >= 80% of engine-only. Best of --repeats runs each, to damp noise from other processes.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from python_trainer.paths import export_binary  # noqa: E402
+from python_trainer.vec_env import make_vec_env  # noqa: E402
+
+
+def engine_only(agents, steps):
+    cmd = [str(export_binary(headless=True)), "--env=ball_chase", f"--agents={agents}",
+           f"--benchmark_steps={steps}", "--fixed-fps", "60"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+    line = next(line for line in out.splitlines() if line.startswith('{"benchmark"'))
+    return json.loads(line)["benchmark"]["agent_steps_per_second"]
+
+
+def synced(agents, steps):
+    envs = make_vec_env("ball_chase", num_instances=1, agents_per_instance=agents, seed=0)
+    try:
+        envs.reset(seed=0)
+        actions = np.random.default_rng(0).uniform(-1, 1, (steps, agents, 2)).astype(np.float32)
+        start = time.perf_counter()
+        for a in actions:
+            envs.step(a)
+        return steps * agents / (time.perf_counter() - start)
+    finally:
+        envs.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    engine = max(engine_only(args.agents, args.steps) for _ in range(args.repeats))
+    sync = max(synced(args.agents, args.steps) for _ in range(args.repeats))
+    print(f"one headless instance, {args.agents} agents, {args.steps} decision steps, best of {args.repeats}:")
+    print(f"  engine-only (no trainer): {engine:10,.0f} agent-steps/s")
+    print(f"  synced (GodotVecEnv):     {sync:10,.0f} agent-steps/s")
+    print(f"  synced / engine-only:     {sync / engine:10.0%}  (goal: >= 80%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -139,7 +139,11 @@ class GymVecEnv(gym.vector.VectorEnv):
         if seed is None:
             seed = self._seed
             self._seed = None  # seed only the first reset; later resets continue the envs' RNG streams
-        seeds = seed if isinstance(seed, (list, tuple)) else [None if seed is None else seed + i for i in range(self.num_envs)]
+        seeds = (
+            seed
+            if isinstance(seed, (list, tuple))
+            else [None if seed is None else seed + i for i in range(self.num_envs)]
+        )
         infos: dict = {}
         for i, env in enumerate(self.envs):
             obs, info = env.reset(seed=seeds[i], options=options)
@@ -189,6 +193,12 @@ class GymVecEnv(gym.vector.VectorEnv):
 
 def make_gym_vec_env(env_id: str, num_envs: int | None = None, seed: int | None = 0) -> GymVecEnv:
     """The gymnasium branch of ``make_vec_env``; a clear error for an id gymnasium does not know."""
+    check_gym_id(env_id)
+    return GymVecEnv(env_id, num_envs=4 if num_envs is None else num_envs, seed=seed)
+
+
+def check_gym_id(env_id: str) -> None:
+    """Raise UnknownEnvError (listing the Godot games) when ``env_id`` is not a registered gymnasium id."""
     if env_id not in gym.registry:
         from python_trainer.paths import GAMES
 
@@ -197,4 +207,3 @@ def make_gym_vec_env(env_id: str, num_envs: int | None = None, seed: int | None 
             "nor a registered gymnasium id (e.g. CartPole-v1, Pendulum-v1; "
             "`python -c 'import gymnasium; gymnasium.pprint_registry()'` lists them)"
         )
-    return GymVecEnv(env_id, num_envs=4 if num_envs is None else num_envs, seed=seed)

@@ -1,0 +1,351 @@
+"""PPO trainer and gymnasium vector env: pure functions against hand numbers, then tiny real training runs."""
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from python_trainer import ppo
+from python_trainer.gym_env import EpisodeStatistics, GymVecEnv
+
+CLEANRL_TAGS = [
+    "charts/episodic_return", "charts/episodic_length", "charts/learning_rate", "charts/SPS",
+    "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/old_approx_kl", "losses/approx_kl",
+    "losses/clipfrac", "losses/explained_variance", "diagnostics/grad_norm", "eval/episodic_return",
+]  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# GAE and truncation bootstrapping: hand-computed numbers
+# ---------------------------------------------------------------------------------------------------------------------
+def test_gae_unit_four_step_example():
+    # The course unit: one 4-step episode, rewards [0, 0, 0, 1], all values 0, gamma 0.99, lambda 0.95, ends after step 3.
+    rewards = [[0.0], [0.0], [0.0], [1.0]]
+    zeros = [[0.0]] * 4
+    adv, ret = ppo.compute_gae(rewards, zeros, zeros, next_value=[0.0], next_done=[1.0], gamma=0.99, gae_lambda=0.95)
+    np.testing.assert_allclose(adv[:, 0], [0.831, 0.884, 0.940, 1.0], atol=1e-3)
+    np.testing.assert_allclose(adv[:, 0], [0.9405**3, 0.9405**2, 0.9405, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(ret, adv)  # returns = advantages + values (values are 0)
+    # lambda = 0: only the last step gets the signal (pure TD error)
+    adv0, _ = ppo.compute_gae(rewards, zeros, zeros, next_value=[0.0], next_done=[1.0], gamma=0.99, gae_lambda=0.0)
+    np.testing.assert_allclose(adv0[:, 0], [0.0, 0.0, 0.0, 1.0])
+
+
+def test_gae_episode_boundary_and_bootstrap_by_hand():
+    # gamma = lambda = 0.5. Env 0: the episode ends at step 1 (dones[2] = 1), the rollout ends mid-episode (V = 4).
+    # Env 1: no boundary, the rollout ends with a finished episode (next_done = 1: nothing bootstrapped).
+    rewards = [[1.0, 1.0], [2.0, 0.0], [3.0, 2.0]]
+    values = [[0.5, 1.0], [1.0, 2.0], [2.0, 1.0]]
+    dones = [[0.0, 0.0], [0.0, 0.0], [1.0, 0.0]]
+    adv, ret = ppo.compute_gae(
+        rewards, values, dones, next_value=[4.0, 9.0], next_done=[0.0, 1.0], gamma=0.5, gae_lambda=0.5
+    )
+    # env 0: d2 = 3 + .5*4 - 2 = 3, A2 = 3;  d1 = 2 + 0 - 1 = 1, A1 = 1 (boundary);  d0 = 1 + .5*1 - .5 = 1, A0 = 1 + .25*1
+    # env 1: d2 = 2 + 0 - 1 = 1, A2 = 1;  d1 = 0 + .5*1 - 2 = -1.5, A1 = -1.5 + .25*1 = -1.25;
+    #        d0 = 1 + .5*2 - 1 = 1, A0 = 1 + .25*(-1.25) = 0.6875
+    np.testing.assert_allclose(adv, [[1.25, 0.6875], [1.0, -1.25], [3.0, 1.0]])
+    np.testing.assert_allclose(ret, np.array(adv) + np.array(values))
+
+
+def test_truncation_bootstraps_and_termination_does_not():
+    rewards = [1.0, 1.0, 1.0, 1.0]
+    terminated = np.array([False, True, False, True])
+    truncated = np.array([False, False, True, True])  # env 3: both (a terminal state reached at the time limit)
+    final_values = [10.0, 20.0, 30.0, 40.0]
+    out = ppo.bootstrap_truncated(rewards, terminated, truncated, final_values, gamma=0.9)
+    np.testing.assert_allclose(out, [1.0, 1.0, 1.0 + 0.9 * 30.0, 1.0])
+
+
+def test_truncated_episode_keeps_its_future_in_the_return():
+    # One env, 2 steps, reward 1 each, V = 5 everywhere, gamma 0.9, lambda 1: the episode is cut off by the time
+    # limit after step 0 with V(final obs) = 5. Truncation: G_0 = 1 + 0.9 * 5; a termination would give G_0 = 1.
+    gamma = 0.9
+    trunc_r0 = ppo.bootstrap_truncated([1.0], [False], [True], [5.0], gamma)[0]
+    term_r0 = ppo.bootstrap_truncated([1.0], [True], [False], [5.0], gamma)[0]
+    kw = dict(
+        values=[[5.0], [5.0]], dones=[[0.0], [1.0]], next_value=[5.0], next_done=[0.0], gamma=gamma, gae_lambda=1.0
+    )
+    _, ret_trunc = ppo.compute_gae([[trunc_r0], [1.0]], **kw)
+    _, ret_term = ppo.compute_gae([[term_r0], [1.0]], **kw)
+    assert ret_trunc[0, 0] == pytest.approx(5.5)
+    assert ret_term[0, 0] == pytest.approx(1.0)
+    assert ret_trunc[1, 0] == ret_term[1, 0] == pytest.approx(1.0 + 0.9 * 5.0)  # next episode bootstraps as usual
+
+
+def test_agent_log_probs_and_entropy_match_torch_distributions():
+    torch.manual_seed(0)
+    x = torch.randn(6, 3)
+    agent = ppo.Agent(3, gym.spaces.Discrete(4))
+    torch.nn.init.normal_(agent.actor[-1].weight)
+    a = torch.randint(0, 4, (6,))
+    _, logprob, entropy, _ = agent.get_action_and_value(x, a)
+    dist = torch.distributions.Categorical(logits=agent.actor(x))
+    torch.testing.assert_close(logprob, dist.log_prob(a))
+    torch.testing.assert_close(entropy, dist.entropy())
+
+    agent = ppo.Agent(3, gym.spaces.Box(-1, 1, (2,)))
+    with torch.no_grad():
+        agent.actor_logstd[:] = torch.tensor([[0.3, -0.7]])
+    a = torch.randn(6, 2)
+    _, logprob, entropy, _ = agent.get_action_and_value(x, a)
+    dist = torch.distributions.Normal(agent.actor(x), agent.actor_logstd.exp().expand(6, 2))
+    torch.testing.assert_close(logprob, dist.log_prob(a).sum(1))
+    torch.testing.assert_close(entropy, dist.entropy().sum(1))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# GymVecEnv: same-step autoreset and episode statistics
+# ---------------------------------------------------------------------------------------------------------------------
+def test_gym_vec_env_same_step_autoreset_matches_single_envs():
+    n, seed = 3, 7
+    envs = GymVecEnv("CartPole-v1", num_envs=n, seed=seed)
+    assert envs.metadata["autoreset_mode"] == "same-step"
+    assert envs.num_envs == n and envs.single_action_space == gym.spaces.Discrete(2)
+    assert envs.single_observation_space.shape == (4,) and envs.observation_space.shape == (n, 4)
+    refs = [gym.make("CartPole-v1") for _ in range(n)]
+    ref_obs = [r.reset(seed=seed + i)[0] for i, r in enumerate(refs)]
+    obs, _ = envs.reset()
+    np.testing.assert_array_equal(obs, np.stack(ref_obs))
+
+    lengths, finished = np.zeros(n, int), np.zeros(n, bool)
+    for t in range(60):
+        actions = np.array([(t + i) % 2 if i else 1 for i in range(n)])  # env 0 always pushes right: falls fast
+        obs, rew, term, trunc, infos = envs.step(actions)
+        lengths += 1
+        for i in range(n):
+            if finished[i]:
+                continue
+            r_obs, _, r_term, r_trunc, _ = refs[i].step(int(actions[i]))
+            assert (term[i], trunc[i]) == (r_term, r_trunc)
+            if r_term or r_trunc:
+                finished[i] = True
+                assert infos["_final_obs"][i] and infos["_episode"][i]
+                np.testing.assert_array_equal(infos["final_obs"][i], r_obs)  # the last obs of the finished episode
+                assert np.all(np.abs(obs[i]) <= 0.05)  # ...while obs[i] is already a reset state (U(-0.05, 0.05))
+                assert infos["episode"]["l"][i] == lengths[i] and infos["episode"]["r"][i] == float(lengths[i])
+                lengths[i] = 0
+            else:
+                np.testing.assert_array_equal(obs[i], r_obs)
+        if "_episode" in infos:
+            np.testing.assert_array_equal(infos["_episode"], term | trunc)
+            assert infos["episode"]["r"].shape == (n,) and infos["episode"]["l"].dtype.kind == "i"
+            assert np.all(infos["episode"]["r"][~infos["_episode"]] == 0)
+            assert infos["final_obs"][~infos["_final_obs"]].tolist() == [None] * int((~infos["_final_obs"]).sum())
+        else:
+            assert not (term | trunc).any() and "final_obs" not in infos
+    assert finished[0]
+    envs.close()
+
+
+def test_gym_vec_env_truncation_and_episode_statistics():
+    envs = GymVecEnv("CartPole-v1", num_envs=2, seed=0, max_episode_steps=5)
+    envs.reset()
+    for t in range(5):
+        obs, rew, term, trunc, infos = envs.step(np.array([t % 2, (t + 1) % 2]))
+    assert trunc.all() and not term.any()  # alternating pushes cannot drop the pole in 5 steps: time limit
+    np.testing.assert_array_equal(infos["episode"]["l"], [5, 5])
+    np.testing.assert_array_equal(infos["episode"]["r"], [5.0, 5.0])
+    assert infos["episode"]["t"].dtype.kind == "f" and infos["_final_obs"].all()
+    _, _, _, _, infos = envs.step(np.array([0, 1]))
+    assert "episode" not in infos
+    assert envs.episode_stats.episode_lengths.tolist() == [1, 1]  # counting the new episodes from their first step
+    envs.close()
+
+
+def test_episode_statistics_alone():
+    stats = EpisodeStatistics(3)
+    stats.reset()
+    f = np.zeros(3, bool)
+    assert stats.update(np.array([1.0, 2.0, 3.0]), f, f, {}) == {}
+    infos = stats.update(np.array([1.0, 1.0, 1.0]), np.array([False, True, False]), np.array([False, False, True]), {})
+    np.testing.assert_array_equal(infos["_episode"], [False, True, True])
+    np.testing.assert_array_equal(infos["episode"]["r"], [0.0, 3.0, 4.0])
+    np.testing.assert_array_equal(infos["episode"]["l"], [0, 2, 2])
+    assert list(stats.return_queue) == [3.0, 4.0] and stats.episode_count == 2
+    infos = stats.update(np.array([1.0, 1.0, 1.0]), np.array([True, True, False]), f, {})
+    np.testing.assert_array_equal(infos["episode"]["r"], [3.0, 1.0, 0.0])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Training runs (tiny budgets)
+# ---------------------------------------------------------------------------------------------------------------------
+def _run_dirs(root):
+    return sorted(p for p in root.iterdir() if p.is_dir())
+
+
+def _scalars(run_dir):
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    return acc, {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+@pytest.mark.parametrize(
+    "env_id, extra",
+    [
+        ("CartPole-v1", ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "512"]),
+        ("Pendulum-v1", ["--num-envs", "2", "--num-steps", "256", "--total-timesteps", "1024", "--target-kl", "0.05"]),
+    ],
+)
+def test_smoke_run_writes_every_tag_and_a_reloadable_model(tmp_path, env_id, extra):
+    argv = [
+        "--env-id",
+        env_id,
+        *extra,
+        "--eval-episodes",
+        "2",
+        "--run-dir-root",
+        str(tmp_path),
+        "--checkpoint-every",
+        "1",
+    ]
+    assert ppo.main(argv) == 0
+    (run_dir,) = _run_dirs(tmp_path)
+    assert run_dir.name.startswith(f"{env_id}__ppo__1__")
+    acc, scalars = _scalars(run_dir)
+    missing = [t for t in CLEANRL_TAGS if t not in scalars]
+    assert not missing, f"missing TensorBoard tags: {missing}"
+    assert any("hyperparameters" in t for t in acc.Tags()["tensors"])
+    batch, total = int(extra[1]) * int(extra[3]), int(extra[5])  # num_envs * num_steps; total_timesteps
+    assert [s for s, _ in scalars["charts/SPS"]] == list(range(batch, total + 1, batch))  # one event per update
+    for name in ("args.json", "checkpoint.pt", "model.pt", "learning_curve.png", "episodes.csv"):
+        assert (run_dir / name).is_file(), name
+    assert json.loads((run_dir / "args.json").read_text())["env_id"] == env_id
+
+    loaded = ppo.load_agent(run_dir / "model.pt")
+    assert loaded.env_id == env_id and loaded.global_step == total
+    continuous = env_id == "Pendulum-v1"
+    assert loaded.normalizer.norm_obs == continuous and loaded.normalizer.norm_reward == continuous
+    if continuous:  # the observation statistics of training travel with the model
+        assert loaded.normalizer.obs_rms.count > 1000 and np.abs(loaded.normalizer.obs_rms.mean).sum() > 0
+        action = loaded.act(np.array([[1.0, 0.0, 8.0]], np.float32))
+        assert action.shape == (1, 1) and -2.0 <= action[0, 0] <= 2.0
+    else:
+        assert loaded.act(np.zeros((3, 4), np.float32)).shape == (3,)
+
+
+def test_resume_continues_at_the_saved_global_step(tmp_path, capsys):
+    base = ["--num-envs", "2", "--num-steps", "128", "--eval-episodes", "0", "--run-dir-root", str(tmp_path)]
+    assert ppo.main([*base, "--total-timesteps", "1024", "--checkpoint-every", "1"]) == 0
+    (run_dir,) = _run_dirs(tmp_path)
+    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 1024
+    capsys.readouterr()
+
+    # flags not given (num-envs, num-steps, ...) come from the run's args.json
+    assert ppo.main(["--resume", str(run_dir), "--total-timesteps", "2048"]) == 0
+    assert "resuming" in capsys.readouterr().out and _run_dirs(tmp_path) == [run_dir]
+    ckpt = ppo.load_checkpoint(run_dir / "checkpoint.pt")
+    assert (ckpt["global_step"], ckpt["update"]) == (2048, 8)
+    _, scalars = _scalars(run_dir)
+    steps = [s for s, _ in scalars["charts/SPS"]]
+    assert steps == list(range(256, 2049, 256))  # one event per update, nothing repeated or skipped
+    lr = dict(scalars["charts/learning_rate"])
+    assert lr[1280] == pytest.approx(2.5e-4 * (1 - 4 / 8))  # update 5 of 8: the annealing continued, not restarted
+
+    # wrong env / no checkpoint: clear errors, the checkpoint is untouched
+    assert ppo.main(["--resume", str(run_dir), "--env-id", "Pendulum-v1"]) == 2
+    assert "godot-ppo train: error:" in capsys.readouterr().err
+    empty = tmp_path / "empty_run"
+    empty.mkdir()
+    assert ppo.main(["--resume", str(empty)]) == 2
+    assert "no checkpoint.pt" in capsys.readouterr().err
+    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 2048
+
+
+def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path, monkeypatch, capsys):
+    calls = {"n": 0}
+    real_step = GymVecEnv.step
+
+    def step(self, actions):
+        calls["n"] += 1
+        if calls["n"] == 300:  # mid-rollout of update 5 (64 vector steps per update)
+            raise KeyboardInterrupt
+        return real_step(self, actions)
+
+    monkeypatch.setattr(GymVecEnv, "step", step)
+    closed = []
+    monkeypatch.setattr(GymVecEnv, "close_extras", lambda self, **kw: closed.append(True))
+    argv = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "4096", "--checkpoint-every", "100",
+            "--run-dir-root", str(tmp_path)]  # fmt: skip
+    assert ppo.main(argv) == 130
+    assert closed  # envs.close() ran
+    (run_dir,) = _run_dirs(tmp_path)
+    ckpt = ppo.load_checkpoint(run_dir / "checkpoint.pt")
+    assert (ckpt["global_step"], ckpt["update"]) == (4 * 128, 4)
+    assert "--resume" in capsys.readouterr().err
+    assert not (run_dir / "checkpoint.pt.tmp").exists()
+
+
+def test_inconsistent_sizes_and_unknown_env_are_clear_errors(tmp_path, capsys):
+    root = ["--run-dir-root", str(tmp_path)]
+    assert ppo.main(["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4", *root]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("godot-ppo train: error:") and "--num-minibatches" in err and "15" in err
+    assert ppo.main(["--num-envs", "4", "--num-steps", "128", "--total-timesteps", "100", *root]) == 2
+    assert "--total-timesteps" in capsys.readouterr().err
+    assert ppo.main(["--env-id", "NoSuchEnv-v9", *root]) == 2
+    err = capsys.readouterr().err
+    assert "NoSuchEnv-v9" in err and "ball_chase" in err
+    assert (
+        ppo.main(
+            ["--env-id", "ball_chase", "--num-envs", "10", "--num-instances", "2", "--agents-per-instance", "4", *root]
+        )
+        == 2
+    )
+    assert "--agents-per-instance" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # no run folder for a run that never started
+
+
+class _NanAfterThree(gym.Env):
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.full(2, np.nan if self.t > 3 else 0.0, np.float32)
+        return obs, 0.0, False, False, {}
+
+
+class _MultiBinaryActions(_NanAfterThree):
+    action_space = gym.spaces.MultiBinary(3)
+
+
+def test_nan_observations_and_unsupported_spaces_are_clear_errors(tmp_path, capsys):
+    gym.register("TestNanObs-v0", entry_point=_NanAfterThree)
+    gym.register("TestMultiBinary-v0", entry_point=_MultiBinaryActions)
+    try:
+        root = ["--run-dir-root", str(tmp_path), "--num-envs", "2", "--num-steps", "8", "--total-timesteps", "64"]
+        assert ppo.main(["--env-id", "TestNanObs-v0", *root]) == 2
+        assert "NaN" in capsys.readouterr().err
+        assert ppo.main(["--env-id", "TestMultiBinary-v0", *root]) == 2
+        assert "MultiBinary" in capsys.readouterr().err
+    finally:
+        gym.registry.pop("TestNanObs-v0")
+        gym.registry.pop("TestMultiBinary-v0")
+
+
+def test_auto_normalisation_flags_parse():
+    assert ppo._bool_flag_aliases(["--norm-obs", "--no-norm-reward", "--seed", "3"]) == [
+        "--norm-obs", "True", "--norm-reward", "False", "--seed", "3"]  # fmt: skip
+    assert ppo.explicit_fields(["--env-id=Pendulum-v1", "--no-anneal-lr", "--seed", "3"]) == {
+        "env_id",
+        "anneal_lr",
+        "seed",
+    }
+
+
+def test_target_kl_stops_the_update_epochs_early(tmp_path):
+    base = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--eval-episodes", "0"]
+    assert ppo.main([*base, "--run-dir-root", str(tmp_path / "a"), "--target-kl", "1e-9"]) == 0
+    assert ppo.main([*base, "--run-dir-root", str(tmp_path / "b")]) == 0
+    (stopped,), (full,) = _run_dirs(tmp_path / "a"), _run_dirs(tmp_path / "b")
+    # after the first gradient step any KL exceeds 1e-9: the update stops inside epoch 1 (0 epochs completed)
+    assert [v for _, v in _scalars(stopped)[1]["diagnostics/update_epochs_done"]] == [0.0, 0.0]
+    assert [v for _, v in _scalars(full)[1]["diagnostics/update_epochs_done"]] == [4.0, 4.0]

@@ -11,7 +11,7 @@ APT_PACKAGES := godot3-server godot3-runner xvfb xauth imagemagick
 
 demo: deps export
 	$(PY) -m python_trainer train --env-id ball_chase --num-instances 2 --agents-per-instance 16 \
-		--total-timesteps 400000 --num-steps 128 --exp-name demo
+		--total-timesteps 1000000 --exp-name demo
 
 test: deps export
 	$(PY) -m pytest -q

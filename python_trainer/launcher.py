@@ -195,6 +195,76 @@ def _which(name: str) -> Optional[str]:
 
 
 # ---------------------------------------------------------------------------------------------- the launcher
+class Xvfb:
+    """A private X server for windowed instances when there is no $DISPLAY.
+
+    ``-displayfd`` makes Xvfb pick a free display number and write it to a pipe once it accepts clients, so
+    two trainings at once never collide and nothing polls for a socket file.
+    """
+
+    def __init__(self, log_path: str | os.PathLike, screen: str = "1280x800x24"):
+        self.log_path = Path(log_path)
+        self.screen = screen
+        self.proc: Optional[subprocess.Popen] = None
+        self.display: Optional[str] = None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    def start(self, timeout: float = 10.0) -> str:
+        """Start Xvfb and return its display (":N"); raises InstanceStartError naming the fix."""
+        exe = _which("Xvfb")
+        if exe is None:
+            raise InstanceStartError(
+                "windowed instances need a display: $DISPLAY is not set and Xvfb is not installed. "
+                "Run `sudo apt-get install xvfb`, set DISPLAY, or run headless."
+            )
+        r, w = os.pipe()
+        try:
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen(
+                    [exe, "-displayfd", str(w), "-screen", "0", self.screen, "-nolisten", "tcp"],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(w,),
+                    start_new_session=True,
+                )
+            os.close(w)
+            w = -1
+            deadline = time.monotonic() + timeout
+            out = b""
+            while not out.endswith(b"\n"):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.proc.poll() is not None:
+                    code = self.proc.poll()
+                    self.stop()
+                    raise InstanceStartError(
+                        f"Xvfb did not start ({describe_exit(code)}); log {self.log_path}:\n" + read_log_tail(self.log_path)
+                    )
+                if select.select([r], [], [], min(remaining, _POLL_S))[0]:
+                    out += os.read(r, 64)
+        finally:
+            if w >= 0:
+                os.close(w)
+            os.close(r)
+        self.display = ":" + out.decode().strip()
+        return self.display
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            end_process_tree([self.proc.pid])
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            self.proc = None
+
+    def __enter__(self) -> "Xvfb":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
 class InstanceLauncher:
     """Starts ``num_instances`` Godot instances of game ``env`` and keeps them connected.
 
@@ -262,7 +332,7 @@ class InstanceLauncher:
         self.instances: list[Optional[Instance]] = [None] * self.num_instances
         self.restarts = [0] * self.num_instances
         self.display: Optional[str] = None
-        self._xvfb: Optional[subprocess.Popen] = None
+        self._xvfb: Optional[Xvfb] = None
         self._started = False
         self._closed = False
         self._failed = False
@@ -391,8 +461,7 @@ class InstanceLauncher:
             for inst in live:
                 self._reap(inst.proc)
             if self._xvfb is not None:
-                end_process_tree([self._xvfb.pid])
-                self._reap(self._xvfb)
+                self._xvfb.stop()
                 self._xvfb = None
             if self._tmpdir is not None and not self._failed:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)
@@ -611,43 +680,8 @@ class InstanceLauncher:
         if os.environ.get("DISPLAY"):
             self.display = os.environ["DISPLAY"]
             return
-        xvfb = _which("Xvfb")
-        if xvfb is None:
-            raise InstanceStartError(
-                "windowed instances need a display: $DISPLAY is not set and Xvfb is not installed. "
-                "Run `sudo apt-get install xvfb`, set DISPLAY, or train headless."
-            )
-        log_path = self.log_dir / "xvfb.log"
-        r, w = os.pipe()
-        try:
-            with open(log_path, "ab") as log:
-                self._xvfb = subprocess.Popen(
-                    [xvfb, "-displayfd", str(w), "-screen", "0", "1280x720x24", "-nolisten", "tcp"],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(w,),
-                    start_new_session=True,
-                )
-            os.close(w)
-            w = -1
-            deadline = time.monotonic() + 10.0
-            out = b""
-            while not out.endswith(b"\n"):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._xvfb.poll() is not None:
-                    raise InstanceStartError(
-                        f"Xvfb did not start ({describe_exit(self._xvfb.poll())}); log {log_path}:\n"
-                        + read_log_tail(log_path)
-                    )
-                ready, _, _ = select.select([r], [], [], min(remaining, _POLL_S))
-                if ready:
-                    chunk = os.read(r, 64)
-                    if not chunk:
-                        continue
-                    out += chunk
-        finally:
-            if w >= 0:
-                os.close(w)
-            os.close(r)
-        self.display = ":" + out.decode().strip()
+        self._xvfb = Xvfb(self.log_dir / "xvfb.log")
+        self.display = self._xvfb.start()
         msg = f"no $DISPLAY: started Xvfb on display {self.display} for the windowed instances (pid {self._xvfb.pid})"
         self.events.append(msg)
         self.report(msg)

@@ -12,8 +12,10 @@ extends Reference
 #   layers              [{"weight": out x in rows, "bias": out, "activation": "tanh" | "linear"}]
 #
 # Speed: GDScript pays per operation, not per multiply, so each layer's weights are packed into 3x3
-# Basis blocks and the input into Vector3 chunks; one Basis.xform does 9 multiply-adds natively,
-# which is about 5x faster than a scalar loop.
+# Basis blocks and the input into Vector3 chunks; one Basis * Vector3 does 9 multiply-adds natively,
+# which is about 5x faster than a scalar loop. On top of that, the forward pass is generated at load
+# as straight-line GDScript (one `block * chunk` term per block, blocks in member variables): no loop,
+# no Array indexing and no method-call lookup, about 3x faster again than looping over the blocks.
 
 const FORMAT := "godot-ppo-policy"
 const VERSION := 1
@@ -30,6 +32,9 @@ var normalize := false
 # Per layer: {"blocks": [[Basis...] per output block], "bias": [Vector3 per output block],
 #             "n_out": int, "tanh": bool}
 var _layers := []
+var _n_outputs := 0
+# The generated forward pass (see _compile).
+var _compiled = null
 
 
 # Loads and validates the file; returns "" or a message naming the file and what is wrong.
@@ -46,7 +51,8 @@ func load_file(file_path: String) -> String:
 		return _error("the file is empty")
 	var parsed := JSON.parse(text)
 	if parsed.error != OK:
-		return _error("not valid JSON (line %d: %s); is it truncated?" % [parsed.error_line, parsed.error_string])
+		return _error(("not valid JSON (line %d: %s): the file is truncated or damaged, or holds NaN or Infinity, "
+				+ "which JSON cannot represent") % [parsed.error_line, parsed.error_string])
 	return load_dict(parsed.result)
 
 
@@ -128,6 +134,50 @@ func _load_layers(layers) -> String:
 		n_actions += int(key["size"])
 	if n_in != n_actions:
 		return _error("the network has %d outputs but action_keys need %d" % [n_in, n_actions])
+	_n_outputs = n_in
+	return _compile()
+
+
+# Writes the whole forward pass as one GDScript function of straight-line code:
+#   var h0_0: Vector3 = b0_0 + w0_0_0 * x0 + w0_0_1 * x1 + ...;  h0_0 = Vector3(tanh(h0_0.x), ...)
+# with every Basis block and bias in a member variable, so the numbers are exactly the packed ones.
+func _compile() -> String:
+	_compiled = null
+	var members := PoolStringArray()
+	var body := PoolStringArray(["func run(c: Array) -> Array:"])
+	var values := {}
+	for bi in range(_layers[0]["blocks"][0].size()):
+		body.append("\tvar x%d: Vector3 = c[%d]" % [bi, bi])
+	var previous := "x"
+	for l in range(_layers.size()):
+		var layer: Dictionary = _layers[l]
+		var current := "h%d_" % l
+		for bo in range(layer["blocks"].size()):
+			var terms := PoolStringArray()
+			for bi in range(layer["blocks"][bo].size()):
+				var name := "w%d_%d_%d" % [l, bo, bi]
+				members.append("var %s: Basis" % name)
+				values[name] = layer["blocks"][bo][bi]
+				terms.append("%s * %s%d" % [name, previous, bi])
+			var bias_name := "b%d_%d" % [l, bo]
+			members.append("var %s: Vector3" % bias_name)
+			values[bias_name] = layer["bias"][bo]
+			var h := "%s%d" % [current, bo]
+			body.append("\tvar %s: Vector3 = %s + %s" % [h, bias_name, terms.join(" + ")])
+			if layer["tanh"]:
+				body.append("\t%s = Vector3(tanh(%s.x), tanh(%s.y), tanh(%s.z))" % [h, h, h, h])
+		previous = current
+	var outputs := PoolStringArray()
+	for bo in range(_layers[-1]["blocks"].size()):
+		outputs.append("%s%d" % [previous, bo])
+	body.append("\treturn [%s]" % outputs.join(", "))
+	var script := GDScript.new()
+	script.source_code = "extends Reference\n\n%s\n\n%s\n" % [members.join("\n"), body.join("\n")]
+	if script.reload() != OK:
+		return _error("internal error: the generated forward pass does not compile (please report it)")
+	_compiled = script.new()
+	for name in values:
+		_compiled.set(name, values[name])
 	return ""
 
 
@@ -187,24 +237,9 @@ func forward(obs: Array) -> Array:
 		x = []
 		for i in range(observation_size):
 			x.append(clamp((obs[i] - obs_mean[i]) * obs_scale[i], -obs_clip, obs_clip))
-	var chunks := _to_chunks(x)
-	var n_out := observation_size
-	for layer in _layers:
-		var next := []
-		var blocks: Array = layer["blocks"]
-		var biases: Array = layer["bias"]
-		for bo in range(blocks.size()):
-			var acc: Vector3 = biases[bo]
-			var row: Array = blocks[bo]
-			for bi in range(row.size()):
-				acc += row[bi].xform(chunks[bi])
-			if layer["tanh"]:
-				acc = Vector3(tanh(acc.x), tanh(acc.y), tanh(acc.z))
-			next.append(acc)
-		chunks = next
-		n_out = layer["n_out"]
+	var chunks: Array = _compiled.run(_to_chunks(x))
 	var outputs := []
-	for i in range(n_out):
+	for i in range(_n_outputs):
 		outputs.append(chunks[i / 3][i % 3])
 	return outputs
 

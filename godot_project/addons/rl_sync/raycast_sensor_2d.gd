@@ -48,7 +48,8 @@ func get_observation() -> Array:
 		else:
 			values.append(0.0)
 	if debug_draw:
-		_last_values = values
+		# A copy: callers usually append their own values to the returned array.
+		_last_values = values.duplicate()
 		update()
 	return values
 

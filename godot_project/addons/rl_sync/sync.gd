@@ -49,8 +49,10 @@ var _overlay = null
 var _eval_quota := []
 var _eval_returns := []
 var _eval_lengths := []
-# --quit_after_frames: how long a local run (policy, human) lasts, for recordings and benchmarks.
+# How long a local run (policy, human) lasts: --quit_after_frames (recordings, benchmarks; each frame
+# is one physics step with --fixed-fps) or --quit_after_seconds (wall clock, for watching).
 var _quit_after_frames := 0
+var _quit_after_usec := 0
 var _run_start_usec := 0
 var _run_start_drawn := 0
 var _run_start_frames := 0
@@ -79,6 +81,7 @@ func _start() -> void:
 	var bench_steps = RlArgs.get_int(tree, "benchmark_steps", 0, 1)
 	var eval_episodes = RlArgs.get_int(tree, "eval_episodes", 0, 1)
 	var quit_after = RlArgs.get_int(tree, "quit_after_frames", 0, 1)
+	var quit_after_s = RlArgs.get_positive_float(tree, "quit_after_seconds", 0.0)
 	var record_every = RlArgs.get_int(tree, "record_every", 4, 1)
 	if RlArgs.has_failed():
 		return
@@ -132,16 +135,21 @@ func _start() -> void:
 			recorder.every = record_every
 			add_child(recorder)
 	_quit_after_frames = quit_after
+	_quit_after_usec = int(quit_after_s * 1e6)
 	_run_start_usec = OS.get_ticks_usec()
 	_run_start_drawn = Engine.get_frames_drawn()
 	_run_start_frames = Engine.get_idle_frames()
 	set_physics_process(true)
-	set_process(_quit_after_frames > 0)
+	set_process(_quit_after_frames > 0 or _quit_after_usec > 0)
 
 
-# Ends a run of --quit_after_frames frames with a report of the rates it held.
+# Ends a run of --quit_after_frames frames or --quit_after_seconds with a report of the rates it held.
 func _process(_delta: float) -> void:
-	if stopping or Engine.get_idle_frames() - _run_start_frames < _quit_after_frames:
+	if stopping:
+		return
+	if _quit_after_frames > 0 and Engine.get_idle_frames() - _run_start_frames < _quit_after_frames:
+		return
+	if _quit_after_usec > 0 and OS.get_ticks_usec() - _run_start_usec < _quit_after_usec:
 		return
 	var seconds := (OS.get_ticks_usec() - _run_start_usec) / 1e6
 	var drawn := Engine.get_frames_drawn() - _run_start_drawn

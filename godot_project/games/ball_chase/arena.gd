@@ -45,5 +45,5 @@ func _draw() -> void:
 	var color := Color(0.35, 0.75, 1.0) if not controller.done else Color(0.6, 0.6, 0.6)
 	draw_circle(player.position, controller.AGENT_RADIUS, color)
 	# Return of the running episode, so a viewer sees how each agent is doing.
-	var bar := clamp(controller.episode_return / 20.0, 0.0, 1.0)
+	var bar := clamp(controller.episode_return / 100.0, 0.0, 1.0)
 	draw_rect(Rect2(Vector2(0, SIZE + 26), Vector2(SIZE * bar, 8)), Color(0.4, 0.85, 0.45))

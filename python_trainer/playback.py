@@ -1,0 +1,701 @@
+"""In-engine policy playback: export a trained actor to a policy file the game runs in plain GDScript, watch it,
+record it, and evaluate it inside the engine.
+
+    godot-ppo export-policy runs/ball_chase__ppo__1__1700000000           # -> <run>/policy.json
+    godot-ppo play runs/ball_chase__ppo__1__1700000000                    # window, real time, 4 agents
+    godot-ppo play exports/policies/ball_chase.json --record ball_chase.gif --record-seconds 10
+    godot-ppo play runs/... --python                                      # the PyTorch checkpoint drives the window
+
+The policy file (read by godot_project/addons/rl_sync/policy_runner.gd) is JSON:
+
+    {"format": "godot-ppo-policy", "version": 1, "env": "ball_chase", "observation_size": 12,
+     "action_keys": [{"key": "move", "action_type": "continuous", "size": 2}],   # network-output order
+     "action_rule": "clipped_mean" | "argmax",
+     "obs_normalization": null | {"mean": [...], "var": [...], "epsilon": 1e-8, "clip": 10.0},
+     "layers": [{"weight": [[...] x in] x out, "bias": [...], "activation": "tanh" | "linear"}, ...],
+     "source": {...}}                                                            # informational only
+
+Weights are float32 in PyTorch; they are written with the shortest decimal that reads back as the same float32
+(numpy's float32 repr), so the file is small and the GDScript forward pass matches PyTorch to ~1e-6.
+Normalisation statistics are float64 and written with Python's repr (exact).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from python_trainer import paths
+from python_trainer.launcher import InstanceStartError, Xvfb, end_process_tree
+
+FORMAT = "godot-ppo-policy"
+VERSION = 1
+POLICY_NAME = "policy.json"
+# ppo.py's file names (kept here too so `godot-ppo play x.json` does not import torch).
+MODEL_NAME = "model.pt"
+CHECKPOINT_NAME = "checkpoint.pt"
+PLAY_FPS = 60  # the game's physics rate: a recording of S seconds is 60 * S frames
+RECORD_EVERY = 4  # record every 4th frame of 60 fps -> a 15 fps clip at true speed
+GIF_WIDTH = 512
+DEFAULT_TIMEOUT_S = 120.0
+
+
+class PlaybackError(Exception):
+    """A problem the user can fix; the commands print it as `godot-ppo CMD: error: ...`."""
+
+
+# ======================================================================================================================
+# Policy export
+# ======================================================================================================================
+def resolve_checkpoint(src) -> Path:
+    """model.pt (else checkpoint.pt) of a run folder, or the checkpoint file itself."""
+    src = Path(src)
+    if src.is_dir():
+        for name in (MODEL_NAME, CHECKPOINT_NAME):
+            if (src / name).is_file():
+                return src / name
+        raise PlaybackError(
+            f"{src} holds no {MODEL_NAME} or {CHECKPOINT_NAME}: give a run folder of `godot-ppo train` (runs/<env>__...) "
+            "that got at least to its first checkpoint, or a .pt file"
+        )
+    if not src.exists():
+        raise PlaybackError(f"{src}: no such file or folder (give a run folder, a model.pt/checkpoint.pt or a policy .json)")
+    return src
+
+
+def default_policy_path(src) -> Path:
+    """<run>/policy.json for a run folder; <stem>.policy.json next to a checkpoint file."""
+    src = Path(src)
+    if src.is_dir():
+        return src / POLICY_NAME
+    return src.with_name(src.stem + ".policy.json")
+
+
+_ENV_INFO_CACHE: dict = {}
+
+
+def game_env_info(env_id: str) -> dict:
+    """The game's env_info, read from one headless instance with one agent (about half a second)."""
+    if env_id not in _ENV_INFO_CACHE:
+        from python_trainer.launcher import InstanceLauncher
+
+        paths.check_game(env_id)
+        with InstanceLauncher(env_id, 1, agents_per_instance=1, headless=True) as launcher:
+            _ENV_INFO_CACHE[env_id] = launcher.instances[0].env_info
+    return _ENV_INFO_CACHE[env_id]
+
+
+def _f32(x) -> float:
+    """The shortest decimal that reads back as the same float32, as a Python float (json writes it short)."""
+    return float(str(np.float32(x)))
+
+
+def _action_keys(env_info: dict, obs_dim: int, action_space, where: str) -> list[dict]:
+    """[{key, action_type, size}] in the order of the network's outputs, checked against the checkpoint's spaces."""
+    import gymnasium as gym
+
+    from python_trainer.vec_env import spaces_from_env_info
+
+    obs_space, act_space, _obs_layout, kind, act_layout = spaces_from_env_info(env_info)
+    game = env_info.get("env", "?")
+    if int(obs_space.shape[0]) != obs_dim:
+        raise PlaybackError(f"{where}: the actor takes {obs_dim} observations, but {game} gives {obs_space.shape[0]}")
+    if isinstance(action_space, gym.spaces.Discrete):
+        if kind != "discrete" or int(act_space.n) != int(action_space.n):
+            raise PlaybackError(f"{where}: the actor chooses among {action_space.n} actions, but {game}'s action space is {act_space}")
+        if int(action_space.start) != 0:
+            raise PlaybackError(f"{where}: Discrete actions starting at {action_space.start} cannot be played in the engine")
+    elif isinstance(action_space, gym.spaces.Box):
+        if kind != "continuous" or tuple(act_space.shape) != tuple(action_space.shape):
+            raise PlaybackError(f"{where}: the actor outputs {action_space}, but {game}'s action space is {act_space}")
+        if not (np.all(action_space.low == -1.0) and np.all(action_space.high == 1.0)):
+            raise PlaybackError(f"{where}: in-engine playback clips actions to [-1, 1]; this action space is {action_space}")
+    else:
+        raise PlaybackError(f"{where}: action space {action_space} cannot be played in the engine")
+    return [{"key": key, "action_type": kind, "size": int(size)} for key, size in act_layout]
+
+
+def _actor_layers(actor, where: str) -> list[dict]:
+    import torch.nn as nn
+
+    layers = []
+    for module in actor:
+        if isinstance(module, nn.Linear):
+            w = module.weight.detach().cpu().numpy().astype(np.float32)
+            b = module.bias.detach().cpu().numpy().astype(np.float32)
+            i = len(layers)
+            if not np.isfinite(w).all():
+                raise PlaybackError(
+                    f"{where}: the actor's layer {i} holds {int((~np.isfinite(w)).sum())} NaN/inf weights; this model "
+                    "cannot be played (training diverged: use an earlier checkpoint or retrain with a lower learning rate)"
+                )
+            if not np.isfinite(b).all():
+                raise PlaybackError(f"{where}: the actor's layer {i} holds NaN/inf biases; this model cannot be played")
+            layers.append({
+                "weight": [[_f32(x) for x in row] for row in w.tolist()],
+                "bias": [_f32(x) for x in b.tolist()],
+                "activation": "linear",
+            })  # fmt: skip
+        elif isinstance(module, nn.Tanh):
+            if not layers or layers[-1]["activation"] != "linear":
+                raise PlaybackError(f"{where}: Tanh without a Linear layer before it; cannot export {actor}")
+            layers[-1]["activation"] = "tanh"
+        else:
+            raise PlaybackError(f"{where}: the actor holds {type(module).__name__}; only Linear and Tanh layers can be exported")
+    if not layers:
+        raise PlaybackError(f"{where}: the actor has no Linear layer")
+    return layers
+
+
+def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
+    """The policy file's content for a checkpoint (model.pt / checkpoint.pt).
+
+    ``env_info`` is the game's env_info (where the action keys come from); without it, one headless instance of
+    the checkpoint's game is started to ask for it.
+    """
+    import torch
+
+    from python_trainer.ppo import load_agent, load_checkpoint
+
+    checkpoint_path = Path(checkpoint_path)
+    where = str(checkpoint_path)
+    try:
+        loaded = load_agent(checkpoint_path)
+        ckpt = load_checkpoint(checkpoint_path)
+    except Exception as e:  # truncated, not a checkpoint, another format
+        first_line = (str(e).strip().splitlines() or [""])[0][:200]
+        raise PlaybackError(f"{where}: cannot read it as a godot-ppo checkpoint ({type(e).__name__}: {first_line})") from None
+    obs_dim = int(np.prod(loaded.observation_space.shape))
+    if env_info is None:
+        if loaded.env_id not in paths.GAMES:
+            raise PlaybackError(
+                f"{where}: it was trained on {loaded.env_id!r}, which is not a Godot game ({', '.join(paths.GAMES)}); "
+                "only Godot games can play a policy in the engine"
+            )
+        env_info = game_env_info(loaded.env_id)
+    action_keys = _action_keys(env_info, obs_dim, loaded.action_space, where)
+    discrete = action_keys[0]["action_type"] == "discrete"
+
+    norm = None
+    nz = loaded.normalizer
+    if nz.norm_obs:
+        mean = np.asarray(nz.obs_rms.mean, np.float64)
+        var = np.asarray(nz.obs_rms.var, np.float64)
+        if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var >= 0).all()):
+            raise PlaybackError(f"{where}: the observation normalisation statistics hold NaN/inf; this model cannot be played")
+        norm = {"mean": mean.tolist(), "var": var.tolist(), "epsilon": float(nz.epsilon), "clip": float(nz.clip_obs)}
+
+    with torch.no_grad():
+        layers = _actor_layers(loaded.agent.actor, where)
+    args = ckpt.get("args", {}) or {}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "env": str(env_info.get("env") or loaded.env_id),
+        "observation_size": obs_dim,
+        "action_keys": action_keys,
+        "action_rule": "argmax" if discrete else "clipped_mean",
+        "obs_normalization": norm,
+        "layers": layers,
+        "source": {
+            "run": checkpoint_path.resolve().parent.name,
+            "checkpoint": checkpoint_path.name,
+            "global_step": int(loaded.global_step),
+            "update": int(ckpt.get("update", 0)),
+            "trained_env": loaded.env_id,
+            "seed": args.get("seed"),
+            "command": train_command(args),
+            "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        },
+    }
+
+
+def train_command(args: dict) -> str:
+    """The `godot-ppo train` command line that reproduces a checkpoint's saved args (flags that differ from the
+    defaults, plus --env-id and --seed)."""
+    from dataclasses import MISSING, fields
+
+    from python_trainer.ppo import Args
+
+    parts = ["godot-ppo", "train"]
+    for f in fields(Args):
+        if f.name not in args or f.name == "resume":
+            continue
+        value = args[f.name]
+        default = f.default if f.default is not MISSING else None
+        if value == default and f.name not in ("env_id", "seed"):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + flag[2:])
+        elif value is not None:
+            parts += [flag, str(value)]
+    return " ".join(parts)
+
+
+def policy_json(policy: dict) -> str:
+    """One key per line; number lists compact. Floats keep repr precision (json writes Python's repr)."""
+    lines = [f"  {json.dumps(k)}: {json.dumps(v, separators=(',', ':'), allow_nan=False)}" for k, v in policy.items() if k != "layers"]
+    layer_lines = [f"    {json.dumps(layer, separators=(',', ':'), allow_nan=False)}" for layer in policy["layers"]]
+    lines.append('  "layers": [\n' + ",\n".join(layer_lines) + "\n  ]")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def export_policy(src, out=None, env_info: Optional[dict] = None) -> Path:
+    """Write the actor of a run folder / checkpoint file as a policy file; returns its path.
+
+    Default output: ``<run>/policy.json`` for a run folder, ``<stem>.policy.json`` next to a checkpoint file.
+    """
+    checkpoint = resolve_checkpoint(src)
+    out = Path(out) if out is not None else default_policy_path(src)
+    _write_atomic(out, policy_json(policy_dict(checkpoint, env_info)))
+    return out
+
+
+def write_policy_for_checkpoint(checkpoint_path, env_info: Optional[dict] = None, out=None) -> Optional[Path]:
+    """For ppo.py: after writing a checkpoint/model of a Godot game, refresh ``<run>/policy.json`` from it.
+
+    Never raises (training must not stop over playback): for non-Godot envs without env_info it does nothing;
+    on a problem (e.g. NaN weights) it prints a warning and returns None.
+    """
+    checkpoint_path = Path(checkpoint_path)
+    out = Path(out) if out is not None else checkpoint_path.parent / POLICY_NAME
+    try:
+        if env_info is None:
+            from python_trainer.ppo import load_checkpoint
+
+            if load_checkpoint(checkpoint_path)["env_id"] not in paths.GAMES:
+                return None
+        _write_atomic(out, policy_json(policy_dict(checkpoint_path, env_info)))
+        return out
+    except Exception as e:
+        print(f"godot-ppo: warning: could not write the policy file {out}: {e}", file=sys.stderr, flush=True)
+        return None
+
+
+def read_policy(path) -> dict:
+    """Load and lightly check a policy file (the game does the full validation)."""
+    path = Path(path)
+    try:
+        policy = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PlaybackError(f"policy file {path}: the file does not exist") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise PlaybackError(f"policy file {path}: not valid JSON ({e}); is it truncated?") from None
+    if not isinstance(policy, dict) or policy.get("format") != FORMAT:
+        raise PlaybackError(f"policy file {path}: not a godot-ppo policy file (expected \"format\": \"{FORMAT}\")")
+    if policy.get("version") != VERSION:
+        raise PlaybackError(f"policy file {path}: unknown version {policy.get('version')!r}; this godot-ppo writes version {VERSION}")
+    return policy
+
+
+def ensure_policy(src) -> Path:
+    """A policy file for ``src``: the file itself (.json), or the run's/checkpoint's policy file, (re-)exported
+    when it is missing or older than the checkpoint."""
+    src = Path(src)
+    if src.suffix == ".json":
+        if not src.is_file():
+            raise PlaybackError(f"policy file {src}: the file does not exist")
+        return src
+    checkpoint = resolve_checkpoint(src)
+    policy = default_policy_path(src)
+    if policy.is_file() and policy.stat().st_mtime >= checkpoint.stat().st_mtime:
+        return policy
+    print(f"exporting {checkpoint} -> {policy}", flush=True)
+    return export_policy(src, policy)
+
+
+def export_policy_main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="godot-ppo export-policy",
+        description="Write a trained actor as a policy file the game runs by itself (--policy=FILE).",
+    )
+    parser.add_argument("src", metavar="RUN_DIR_OR_CHECKPOINT", help="a run folder (its model.pt, else checkpoint.pt) or a .pt file")
+    parser.add_argument("-o", "--out", default=None, help="output file (default: RUN_DIR/policy.json, or <checkpoint stem>.policy.json)")
+    args = parser.parse_args(argv)
+    try:
+        out = export_policy(args.src, args.out)
+        policy = read_policy(out)
+    except (PlaybackError, InstanceStartError, paths.MissingExportError, ValueError) as e:
+        print(f"godot-ppo export-policy: error: {e}", file=sys.stderr)
+        return 2
+    n_params = sum(len(layer["bias"]) * (1 + len(layer["weight"][0])) for layer in policy["layers"])
+    actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in policy["action_keys"])
+    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): {policy['env']}, {policy['observation_size']} observations -> "
+          f"{actions}, {n_params} parameters, global step {policy['source']['global_step']}")  # fmt: skip
+    print(f"watch it: godot-ppo play {out}")
+    return 0
+
+
+# ======================================================================================================================
+# Running the game with a policy
+# ======================================================================================================================
+def _xvfb() -> Xvfb:
+    return Xvfb(Path(tempfile.gettempdir()) / f"godot-ppo-xvfb-{os.getpid()}.log")
+
+
+def display_env(xvfb: "Xvfb", say=print) -> dict:
+    """os.environ with a DISPLAY: the user's, or a fresh Xvfb's (started here and reported)."""
+    env = dict(os.environ)
+    if not env.get("DISPLAY"):
+        env["DISPLAY"] = xvfb.start()
+        say(f"no $DISPLAY: started Xvfb on {xvfb.display} (pid {xvfb.proc.pid}); the window is not visible, "
+            "use --record FILE.gif to see it")  # fmt: skip
+    return env
+
+
+def game_environ(base=None) -> dict:
+    """The environment for a game process: Godot prints locale errors when LANG is unset, C or POSIX."""
+    env = dict(os.environ if base is None else base)
+    if env.get("LANG", "").split(".")[0] in ("", "C", "POSIX"):
+        env["LANG"] = "en_US.UTF-8"
+    return env
+
+
+def _game_args(env: str, agents: int, seed: int, policy: Path) -> list[str]:
+    return [f"--env={env}", f"--agents={agents}", f"--env_seed={seed}", f"--policy={Path(policy).resolve()}"]
+
+
+_ENDING_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _unblock_ending_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING_SIGNALS)
+
+
+def spawn(cmd: Sequence[str], **kwargs) -> subprocess.Popen:
+    """Popen in its own session, with Ctrl-C held back until Popen has returned: an interrupt arriving while the
+    child starts would otherwise leave a running child that nobody holds a handle to."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
+    try:
+        return subprocess.Popen(list(cmd), start_new_session=True, preexec_fn=_unblock_ending_signals, **kwargs)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _run_game(cmd: Sequence[str], timeout: float, env=None) -> subprocess.CompletedProcess:
+    """Run a game process to the end (its own session, killed with its children on timeout / Ctrl-C)."""
+    proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=game_environ(env))
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        end_process_tree([proc.pid])
+        out, err = proc.communicate()
+        raise PlaybackError(f"`{' '.join(cmd)}` did not finish within {timeout:g} s; stderr:\n{err.decode(errors='replace')[-2000:]}")
+    except BaseException:
+        end_process_tree([proc.pid])
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def _json_line(stdout: str, key: str):
+    for line in stdout.splitlines():
+        if line.startswith("{") and f'"{key}"' in line[:20]:
+            return json.loads(line)[key]
+    return None
+
+
+def _game_error(result: subprocess.CompletedProcess, what: str) -> PlaybackError:
+    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+    detail = "\n".join(errors[-5:]) or result.stderr[-2000:] or result.stdout[-2000:]
+    return PlaybackError(f"{what} failed (exit code {result.returncode}):\n{detail}")
+
+
+def evaluate_in_engine(policy_path, env: Optional[str] = None, episodes: int = 32, seed: int = 0, agents: int = 16,
+                       timeout: float = DEFAULT_TIMEOUT_S, max_episode_steps: Optional[int] = None) -> dict:  # fmt: skip
+    """Play ``episodes`` episodes with the policy inside the headless game (no Python in the loop); each agent
+    plays its share of them. Returns the game's report:
+    {"env", "policy", "seed", "episodes", "returns", "lengths", "mean_return"}.
+    """
+    policy_path = Path(policy_path)
+    env = env or read_policy(policy_path)["env"]
+    cmd = [str(paths.export_binary(headless=True)), *_game_args(env, agents, seed, policy_path),
+           f"--eval_episodes={int(episodes)}", "--fixed-fps", "60"]  # fmt: skip
+    if max_episode_steps is not None:
+        cmd.append(f"--max_episode_steps={int(max_episode_steps)}")
+    result = _run_game(cmd, timeout)
+    report = _json_line(result.stdout, "eval")
+    if result.returncode != 0 or report is None:
+        raise _game_error(result, f"in-engine evaluation of {policy_path}")
+    return report
+
+
+def policy_forward(policy_path, observations, timeout: float = 60.0, env: str = paths.GAMES[0]):
+    """The GDScript forward pass on ``observations`` (n, obs_dim): (outputs ndarray (n, n_out), actions list)."""
+    obs = np.asarray(observations, dtype=np.float64)
+    if obs.ndim != 2:
+        raise ValueError(f"observations must be a 2-D array (n, obs_dim), got shape {obs.shape}")
+    with tempfile.TemporaryDirectory(prefix="godot-ppo-forward-") as tmp:
+        inp = Path(tmp) / "observations.json"
+        inp.write_text(json.dumps({"observations": obs.tolist()}))
+        cmd = [str(paths.export_binary(headless=True)), f"--env={env}", "--agents=1",
+               f"--policy={Path(policy_path).resolve()}", f"--policy_forward={inp}", "--fixed-fps", "60"]  # fmt: skip
+        result = _run_game(cmd, timeout)
+    rows = _json_line(result.stdout, "forward")
+    if result.returncode != 0 or rows is None:
+        raise _game_error(result, f"--policy_forward with {policy_path}")
+    outputs = np.array([r["outputs"] for r in rows], dtype=np.float64)
+    return outputs, [r["action"] for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------- recording
+def assemble_gif(frames: Sequence[Path], out: Path, fps: float = PLAY_FPS / RECORD_EVERY, width: int = GIF_WIDTH) -> None:
+    """PNG frames -> an optimised, looping GIF ``width`` pixels wide (one shared palette, delta frames)."""
+    from PIL import Image
+
+    if not frames:
+        raise PlaybackError("the recording produced no frames")
+    images = []
+    palette_src = None
+    for f in frames:
+        with Image.open(f) as im:
+            im = im.convert("RGB")
+            if im.width != width:
+                im = im.resize((width, max(2, round(im.height * width / im.width))), Image.LANCZOS)
+            if palette_src is None:  # one adaptive palette from the first frame keeps colours steady across frames
+                palette_src = im.quantize(colors=64, method=Image.Quantize.MEDIANCUT)
+            images.append(im.quantize(palette=palette_src, dither=Image.Dither.NONE))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # GIF delays are whole centiseconds: alternate them (7, 7, 6, ...) so the clip keeps true speed at 15 fps.
+    ticks = [round(100 * (i + 1) / fps) - round(100 * i / fps) for i in range(len(images))]
+    images[0].save(out, save_all=True, append_images=images[1:], duration=[10 * t for t in ticks], loop=0,
+                   optimize=True, disposal=1)  # fmt: skip
+
+
+def assemble_mp4(frame_dir: Path, out: Path, fps: float = PLAY_FPS / RECORD_EVERY, width: int = GIF_WIDTH) -> None:
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        raise PlaybackError("--record FILE.mp4 needs ffmpeg on PATH (`sudo apt-get install ffmpeg`); or record a .gif")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [ffmpeg, "-y", "-loglevel", "error", "-framerate", f"{fps:g}", "-i", str(frame_dir / "frame_%05d.png"),
+           "-vf", f"scale={width}:-2", "-pix_fmt", "yuv420p", "-c:v", "libx264", str(out)]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PlaybackError(f"ffmpeg failed: {result.stderr[-2000:]}")
+
+
+def record(policy_path, out, env: str, agents: int = 4, seed: int = 0, seconds: float = 10.0, say=print,
+           timeout: Optional[float] = None) -> dict:  # fmt: skip
+    """Record ``seconds`` of game time of the policy in the windowed game (under Xvfb without $DISPLAY) into a GIF
+    (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}."""
+    out = Path(out)
+    if out.suffix.lower() not in (".gif", ".mp4"):
+        raise PlaybackError(f"--record {out}: give a .gif or .mp4 file name")
+    if out.suffix.lower() == ".mp4" and shutil.which("ffmpeg") is None:
+        raise PlaybackError("--record FILE.mp4 needs ffmpeg on PATH (`sudo apt-get install ffmpeg`); or record a .gif")
+    frames_total = max(RECORD_EVERY, int(round(PLAY_FPS * seconds)))
+    binary = paths.export_binary(headless=False)
+    with _xvfb() as xvfb, tempfile.TemporaryDirectory(prefix="godot-ppo-record-") as tmp:
+        env_vars = display_env(xvfb, say)
+        cmd = [str(binary), *_game_args(env, agents, seed, policy_path), f"--record_dir={tmp}",
+               f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync",
+               "--fixed-fps", "60"]  # fmt: skip
+        say(f"recording {seconds:g} s of game time ({frames_total // RECORD_EVERY} frames at "
+            f"{PLAY_FPS // RECORD_EVERY} fps) -> {out}")  # fmt: skip
+        result = _run_game(cmd, timeout or 60 + 2 * seconds, env=env_vars)
+        if result.returncode != 0:
+            raise _game_error(result, "the recording run")
+        frames = sorted(Path(tmp).glob("frame_*.png"))
+        if out.suffix.lower() == ".gif":
+            assemble_gif(frames, out)
+        else:
+            assemble_mp4(Path(tmp), out)
+    return {"out": out, "frames": len(frames), "run": _json_line(result.stdout, "run")}
+
+
+# ---------------------------------------------------------------------------------------------- watching
+def _watch_in_engine(policy: Path, env: str, agents: int, seed: int, seconds: Optional[float], say=print) -> int:
+    """The windowed game with the policy inside, real time (vsync); ends on Ctrl-C, window closed or --seconds.
+
+    --seconds S asks the game to quit after S seconds of wall time (--quit_after_seconds); should it not, it is
+    ended a few seconds later. The game's stderr goes to a log file; its rl_sync lines (errors) are shown.
+    """
+    binary = paths.export_binary(headless=False)
+    log_path = Path(tempfile.gettempdir()) / f"godot-ppo-play-{os.getpid()}.log"
+    with _xvfb() as xvfb, open(log_path, "wb") as log:
+        env_vars = display_env(xvfb, say)
+        cmd = [str(binary), *_game_args(env, agents, seed, policy)]
+        if seconds is not None:
+            cmd.append(f"--quit_after_seconds={seconds:g}")
+        say(f"playing {policy} in {env} with {agents} agents"
+            + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
+        proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     env=game_environ(env_vars))  # fmt: skip
+        deadline = None if seconds is None else time.monotonic() + 1.5 * seconds + 5.0
+        ended_by_us = False
+        try:
+            out_buf, err_buf = b"", b""
+            streams = {proc.stdout.fileno(): "out", proc.stderr.fileno(): "err"}
+            while streams:
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    ended_by_us = True  # the game did not end itself after --seconds
+                    end_process_tree([proc.pid])
+                    break
+                for fd in select.select(list(streams), [], [], wait)[0]:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        del streams[fd]
+                        continue
+                    log.write(chunk)
+                    if streams[fd] == "err":
+                        err_buf += chunk
+                        while b"\n" in err_buf:
+                            line, err_buf = err_buf.split(b"\n", 1)
+                            if line.startswith(b"rl_sync") or b"SCRIPT ERROR" in line:
+                                print(line.decode(errors="replace"), file=sys.stderr, flush=True)
+                    else:
+                        out_buf += chunk
+                        while b"\n" in out_buf:
+                            line, out_buf = out_buf.split(b"\n", 1)
+                            if line.startswith(b'{"run"'):
+                                run = json.loads(line)["run"]
+                                say(f"played {run['seconds']:.1f} s: {run['frames_drawn']} frames drawn, {run['fps']:.1f} fps")
+            code = proc.wait(timeout=10)
+        except KeyboardInterrupt:
+            say("\ninterrupted: closing the game")
+            code, ended_by_us = 0, True
+        finally:
+            if proc.poll() is None:
+                end_process_tree([proc.pid])
+                proc.wait()
+    if code != 0 and not ended_by_us:
+        say(f"godot-ppo play: error: the game exited with code {code}; its output is in {log_path}")
+        return 1
+    log_path.unlink(missing_ok=True)
+    return 0
+
+
+def _watch_python(src, env: Optional[str], agents: int, seed: int, seconds: Optional[float], say=print) -> int:
+    """The windowed game driven step by step from Python by the PyTorch checkpoint, paced to 60 steps/s."""
+    from python_trainer.launcher import InstanceCrashedError
+    from python_trainer.ppo import load_agent
+    from python_trainer.protocol import GodotConnectionError
+    from python_trainer.vec_env import make_vec_env
+
+    if Path(src).suffix == ".json":
+        raise PlaybackError("--python runs the PyTorch checkpoint: give a run folder or a .pt file, not a policy file")
+    checkpoint = resolve_checkpoint(src)
+    loaded = load_agent(checkpoint)
+    env = env or loaded.env_id
+    paths.check_game(env)
+    with _xvfb() as xvfb:
+        env_vars = display_env(xvfb, say)
+        old_display = os.environ.get("DISPLAY")
+        os.environ["DISPLAY"] = env_vars["DISPLAY"]
+        envs = None
+        try:
+            envs = make_vec_env(env, num_instances=1, agents_per_instance=agents, headless=False, seed=seed, max_restarts=0)
+            say(f"playing {checkpoint} from Python in {env} with {agents} agents (60 steps/s)"
+                + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
+            obs, _ = envs.reset(seed=seed)
+            start = next_t = time.monotonic()
+            returns = []
+            while seconds is None or time.monotonic() - start < seconds:
+                obs, _, _, _, infos = envs.step(loaded.act(obs, deterministic=True))
+                if "_episode" in infos:
+                    for i in np.flatnonzero(infos["_episode"]):
+                        returns.append(float(infos["episode"]["r"][i]))
+                        say(f"episode return {returns[-1]:.2f} (mean of {len(returns)}: {np.mean(returns):.2f})")
+                next_t += 1.0 / PLAY_FPS
+                delay = next_t - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                elif delay < -0.25:  # fell behind (slow machine): do not race to catch up
+                    next_t = time.monotonic()
+        except KeyboardInterrupt:
+            say("\ninterrupted: closing the game")
+        except (InstanceCrashedError, GodotConnectionError) as e:
+            inst = envs.launcher.instances[0] if envs is not None else None
+            code = inst.proc.poll() if inst is not None else None
+            if code == 0:
+                say("the window was closed")
+            else:
+                say(f"godot-ppo play: error: {e}")
+                return 1
+        finally:
+            if envs is not None:
+                envs.close()
+            if old_display is None:
+                os.environ.pop("DISPLAY", None)
+            else:
+                os.environ["DISPLAY"] = old_display
+    return 0
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM ends `play` like Ctrl-C does: the game and Xvfb are ended on the way out."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def play_main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="godot-ppo play",
+        description="Watch a trained policy play in the game window. By default the policy runs inside the engine "
+        "(GDScript, no Python in the loop), in real time.",
+    )
+    parser.add_argument("src", metavar="RUN_DIR_OR_CHECKPOINT_OR_POLICY",
+                        help="a run folder, a model.pt/checkpoint.pt (exported first if needed) or a policy .json")  # fmt: skip
+    parser.add_argument("--env", default=None, help="game (default: the one the policy was trained on)")
+    parser.add_argument("--agents", type=int, default=4, help="arenas shown (default 4)")
+    parser.add_argument("--seed", type=int, default=0, help="game seed")
+    parser.add_argument("--seconds", type=float, default=None, help="stop after this many seconds (default: until closed)")
+    parser.add_argument("--python", action="store_true", help="drive the window from Python with the PyTorch checkpoint")
+    parser.add_argument("--record", metavar="OUT.gif|OUT.mp4", default=None,
+                        help="record the in-engine policy (game time, 15 fps) to a GIF (or MP4 with ffmpeg) instead of watching")  # fmt: skip
+    parser.add_argument("--record-seconds", type=float, default=None, help="length of the recording (default: --seconds, else 10)")
+    args = parser.parse_args(argv)
+    if args.agents < 1 or (args.seconds is not None and args.seconds <= 0):
+        parser.error("--agents must be >= 1 and --seconds > 0")
+    say = lambda msg: print(msg, flush=True)  # noqa: E731
+    _sigterm_as_interrupt()
+    try:
+        if args.python:
+            if args.record:
+                raise PlaybackError("--record records the in-engine policy; drop --python")
+            return _watch_python(args.src, args.env, args.agents, args.seed, args.seconds, say)
+        policy = ensure_policy(args.src)
+        env = args.env or read_policy(policy)["env"]
+        paths.check_game(env)
+        if args.record:
+            seconds = args.record_seconds or args.seconds or 10.0
+            result = record(policy, args.record, env, agents=args.agents, seed=args.seed, seconds=seconds, say=say)
+            size = result["out"].stat().st_size
+            say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
+            return 0
+        return _watch_in_engine(policy, env, args.agents, args.seed, args.seconds, say)
+    except (PlaybackError, InstanceStartError, paths.MissingExportError, ValueError) as e:
+        print(f"godot-ppo play: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 0

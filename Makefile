@@ -7,11 +7,15 @@ PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := godot3-server godot3-runner xvfb xauth imagemagick
 
-.PHONY: demo test export deps system-deps bench clean
+.PHONY: demo test play export deps system-deps clean
 
 demo: deps export
 	$(PY) -m python_trainer train --env-id ball_chase --num-instances 2 --agents-per-instance 16 \
 		--total-timesteps 1000000 --exp-name demo
+
+# Watch the pretrained ball_chase agent in the game window (Xvfb is started when there is no $DISPLAY).
+play: deps export
+	$(PY) -m python_trainer play exports/policies/ball_chase.json
 
 test: deps export
 	$(PY) -m pytest -q

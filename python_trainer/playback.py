@@ -590,8 +590,12 @@ def _watch_in_engine(policy: Path, env: str, agents: int, seed: int, seconds: Op
 
 def _watch_python(src, env: Optional[str], agents: int, seed: int, seconds: Optional[float], say=print) -> int:
     """The windowed game driven step by step from Python by the PyTorch checkpoint, paced to 60 steps/s."""
+    import torch
+
     from python_trainer.launcher import InstanceCrashedError
     from python_trainer.ppo import load_agent
+
+    torch.set_num_threads(1)  # a 64-64 MLP: more threads only add contention with the game
     from python_trainer.protocol import GodotConnectionError
     from python_trainer.vec_env import make_vec_env
 

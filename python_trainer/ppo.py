@@ -44,6 +44,7 @@ import tyro
 
 from python_trainer.gym_env import UnknownEnvError, UnsupportedSpaceError, check_gym_id
 from python_trainer.paths import GAMES, MissingExportError
+from python_trainer.playback import write_policy_for_checkpoint
 
 CHECKPOINT_NAME = "checkpoint.pt"
 MODEL_NAME = "model.pt"
@@ -732,9 +733,7 @@ def train(args: Args, explicit=frozenset()) -> int:
             save_checkpoint(path, agent=agent, optimizer=optimizer, normalizer=normalizer, args=args, global_step=step,
                             update=update, observation_space=obs_space, action_space=act_space)  # fmt: skip
             if args.env_id in GAMES:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
-                from python_trainer.playback import write_policy_for_checkpoint
-
-                write_policy_for_checkpoint(path)  # never raises
+                write_policy_for_checkpoint(path, envs.env_info)  # never raises
 
         # ALGO Logic: Storage setup (numpy: writing one step into a numpy array is ~5x cheaper than into a tensor;
         # the whole rollout becomes tensors, without a copy, for the update)

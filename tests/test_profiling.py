@@ -1,0 +1,216 @@
+"""`godot-ppo profile`: a tiny real profile (headless and windowed, 1 and 2 instances), a crash in the middle of
+a profile, Ctrl-C, PPO comparison, and bad input. Windowed instances run under the Xvfb the launcher starts when
+$DISPLAY is unset (or on $DISPLAY)."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from conftest import REPO, wait_gone
+from python_trainer import profiling
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def run_profile(tmp_path, *args):
+    out = tmp_path / "out"
+    code = profiling.main([*args, "--out", str(out), "--no-engine-benchmark"])
+    return code, out
+
+
+def our_pids(report):
+    pids = []
+    for r in report["results"]:
+        pids += r.get("pids", []) + r.get("xvfb_pids", [])
+    for t in report.get("training") or []:
+        pids += t.get("child_pids", [])
+    return pids
+
+
+def test_tiny_profile_headless_and_windowed(tmp_path, headless_export, windowed_export, capsys):
+    code, out = run_profile(tmp_path, "--modes", "headless,windowed", "--instances", "1,2", "--agents", "3",
+                            "--steps", "150", "--warmup-steps", "5", "--sample-interval", "0.1")
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    for name in ("profile.json", "profile.csv", "profile.md", "profile.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    assert (out / "profile.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    report = json.loads((out / "profile.json").read_text())
+    cores = report["machine"]["cores_logical"]
+    assert cores >= 1 and report["machine"]["memory_total_mb"] > 0 and report["machine"]["cpu_model"]
+    assert report["machine"]["engine_version"].startswith("3.2")
+    results = {r["key"]: r for r in report["results"]}
+    assert set(results) == {"headless_x1", "headless_x2", "windowed_x1", "windowed_x2"}
+    for key, r in results.items():
+        assert r["status"] == "ok", (key, r.get("error"))
+        assert r["steps"] == 150 and r["agent_steps_per_second"] > 0
+        assert r["agent_steps_per_second"] == pytest.approx(r["round_trips_per_second"] * 3 * r["instances"])
+        assert r["physics_fps_per_instance"] > 0
+        res = r["resources"]
+        assert res["instance"]["count"] == r["instances"]
+        for role in ("instance", "python"):
+            for k in ("cpu_user_pct", "cpu_system_pct"):
+                assert 0 <= res[role][k] <= 100 * cores * r["instances"] + 5, (key, role, k, res[role][k])
+            assert res[role]["rss_mb_per_process"] > 0 and res[role]["threads_per_process"] >= 1
+        assert 0 <= res["machine_cpu_pct"] <= 100 * cores + 1
+        assert r["samples"], key  # every sample is kept
+        if r["mode"] == "windowed":
+            assert r["rendered_fps_per_instance"] > 0 and r["game_reports_headless"] is False
+        else:
+            assert r["rendered_fps_per_instance"] is None and r["game_reports_headless"] is True
+
+    rows = list(csv.DictReader(open(out / "profile.csv")))
+    assert [(r["mode"], r["instances"]) for r in rows] == [("headless", "1"), ("headless", "2"),
+                                                          ("windowed", "1"), ("windowed", "2")]
+    assert all(float(r["agent_steps_per_s"]) > 0 and float(r["rss_mb_per_instance"]) > 0 for r in rows)
+    assert all(float(r["rendered_fps_per_instance"]) > 0 for r in rows if r["mode"] == "windowed")
+
+    md = (out / "profile.md").read_text()
+    assert "| headless | 1 | 3 | ok |" in md and "| windowed | 2 | 3 | ok |" in md
+    verdict = [line for line in md.splitlines() if line.startswith("Verdict: ")]
+    assert len(verdict) == 1 and "headless is" in verdict[0] and "x faster on this" in verdict[0]
+    assert verdict[0] == report["verdict"]
+    assert verdict[0] in printed.out  # the table and verdict are printed too
+    if not os.environ.get("DISPLAY"):
+        assert "Xvfb" in md and all(r["display"] for r in report["results"] if r["mode"] == "windowed")
+
+    assert wait_gone(our_pids(report)) == []
+
+
+def _is_driven(proc) -> bool:
+    """A Godot instance connected to its trainer."""
+    try:
+        return proc.name().startswith("rl_games") and any(c.status == "ESTABLISHED" for c in proc.net_connections("tcp"))
+    except psutil.Error:
+        return False
+
+
+def _kill_first_instance(killed, stop):
+    """Kill (SIGKILL) the first Godot child of this process once it has a TCP connection (i.e. is being driven)."""
+    me = psutil.Process()
+    deadline = time.monotonic() + 60
+    while not stop.is_set() and time.monotonic() < deadline:
+        for child in me.children(recursive=True):
+            if _is_driven(child):
+                try:
+                    child.kill()
+                except psutil.Error:
+                    continue
+                killed.append(child.pid)
+                return
+        stop.wait(0.02)
+
+
+def test_crashed_instance_is_reported_and_the_profile_goes_on(tmp_path, headless_export, capsys):
+    killed, stop = [], threading.Event()
+    killer = threading.Thread(target=_kill_first_instance, args=(killed, stop), daemon=True)
+    killer.start()
+    try:
+        code, out = run_profile(tmp_path, "--modes", "headless", "--instances", "1,2", "--agents", "2",
+                                "--steps", "3000", "--warmup-steps", "5")
+    finally:
+        stop.set()
+        killer.join(timeout=5)
+    err = capsys.readouterr().err
+    assert killed, "the test could not find the instance to kill"
+    assert code == 1
+    report = json.loads((out / "profile.json").read_text())
+    first, second = report["results"]
+    assert first["key"] == "headless_x1" and first["status"] == "failed"
+    assert "instance 0" in first["error"] and "headless_x1: failed" in err
+    assert "starting instance 0" in first["error"] + first.get("log_tail", "")  # the instance's log tail
+    assert second["key"] == "headless_x2" and second["status"] == "ok" and second["agent_steps_per_second"] > 0
+    md = (out / "profile.md").read_text()
+    assert "| headless | 1 | 2 | failed |" in md and "## Failed configurations" in md and "failed: headless_x1" in md
+    assert wait_gone(killed + our_pids(report)) == []
+
+
+def test_ctrl_c_writes_what_was_measured(tmp_path, headless_export):
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "python_trainer", "profile", "--modes", "headless", "--instances", "1,2",
+         "--agents", "2", "--seconds", "3", "--warmup-steps", "5", "--no-engine-benchmark", "--out", str(out)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    seen = set()
+    try:
+        deadline = time.monotonic() + 60
+        # Wait for the first configuration's results, then for the second one's instances to be driven; Ctrl-C.
+        driven = False
+        while not driven:
+            assert time.monotonic() < deadline, "the profile never reached its second configuration"
+            assert proc.poll() is None, proc.communicate()
+            try:
+                children = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:
+                children = []
+            seen.update(c.pid for c in children)
+            if (out / "profile.json").exists():
+                driven = any(_is_driven(c) for c in children)
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr.decode()
+    assert b"interrupted" in stderr
+    report = json.loads((out / "profile.json").read_text())
+    assert report["interrupted"] is True
+    assert [r["key"] for r in report["results"]] == ["headless_x1"] and report["results"][0]["status"] == "ok"
+    assert (out / "profile.png").is_file() and "Interrupted" in (out / "profile.md").read_text()
+    assert wait_gone(list(seen)) == []
+
+
+def test_compare_training(tmp_path, headless_export, capsys):
+    code, out = run_profile(tmp_path, "--modes", "headless", "--instances", "1", "--agents", "4", "--steps", "50",
+                            "--warmup-steps", "5", "--compare-training", "--compare-seconds", "12")
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((out / "profile.json").read_text())
+    (t,) = report["training"]
+    assert t["status"] == "ok" and t["key"] == "headless_x1" and t["exit_code"] == 130
+    assert t["global_steps"] > 0 and t["steps_per_second"] > 0 and 12 <= t["wall_seconds"] < 60
+    assert "Training comparison" in (out / "profile.md").read_text()
+    assert t["child_pids"] and wait_gone(our_pids(report)) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--instances", "0"], "positive integers"),
+    (["--instances", "1,x"], "positive integers"),
+    (["--instances", "-2"], "positive integers"),
+    (["--agents", "0"], "positive integer"),
+    (["--agents=-3"], "positive integer"),
+    (["--modes", "fullscreen"], "valid modes are headless, windowed"),
+    (["--modes", "headless,gpu"], "valid modes are headless, windowed"),
+    (["--steps", "10", "--seconds", "2"], "not allowed with"),
+    (["--env", "pong"], "invalid choice"),
+])
+def test_bad_input_fails_fast(args, message, capsys, tmp_path):
+    t = time.monotonic()
+    assert profiling.main([*args, "--out", str(tmp_path / "never")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "godot-ppo profile" in err
+    assert time.monotonic() - t < 5 and not (tmp_path / "never").exists()
+
+
+def test_no_display_and_no_xvfb(monkeypatch, capsys, tmp_path, windowed_export):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Xvfb on it
+    assert profiling.main(["--modes", "windowed", "--instances", "1", "--out", str(tmp_path / "never")]) == 2
+    err = capsys.readouterr().err
+    assert "apt-get install xvfb" in err and "$DISPLAY is not set" in err
+
+
+def test_bad_policy(capsys, tmp_path, headless_export):
+    assert profiling.main(["--modes", "headless", "--policy", str(tmp_path / "no_run"), "--out", str(tmp_path / "o")]) == 2
+    assert "--policy" in capsys.readouterr().err and not (tmp_path / "o").exists()

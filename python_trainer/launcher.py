@@ -43,7 +43,7 @@ from typing import Callable, Optional, Sequence
 import psutil
 
 from python_trainer import paths
-from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnection, GodotConnectionError
+from python_trainer.protocol import DEFAULT_TIMEOUT_S, PACKED_OBS_ENCODING, GodotConnection, GodotConnectionError
 
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESTARTS = 3
@@ -639,7 +639,7 @@ class InstanceLauncher:
 
         # Handshake and env_info: send to every instance first, then read the replies.
         for inst in pending_instances:
-            inst.conn.handshake()
+            inst.conn.handshake(obs_encoding=PACKED_OBS_ENCODING)
             inst.conn.send({"type": "env_info"})
         for inst in pending_instances:
             timeout = max(1.0, deadline - time.monotonic())

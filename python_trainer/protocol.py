@@ -19,6 +19,9 @@ from typing import Any, Callable, Optional, Sequence
 
 MAJOR_VERSION = "0"
 MINOR_VERSION = "7"
+# Our extension: the handshake may ask for observations packed as base64 little-endian float32
+# ("obs_f32" in step replies) instead of JSON lists; godot-rl never asks, so it gets JSON.
+PACKED_OBS_ENCODING = "f32_base64"
 # The game rejects messages above 64 MiB; we refuse to allocate for anything bigger either.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 30.0
@@ -175,8 +178,11 @@ class GodotConnection:
         """The game's first message when launched with --token: {"type":"hello","token":...,...}."""
         return self.recv(timeout, expect="hello")
 
-    def handshake(self) -> None:
-        self.send({"type": "handshake", "major_version": MAJOR_VERSION, "minor_version": MINOR_VERSION})
+    def handshake(self, obs_encoding: Optional[str] = None) -> None:
+        message = {"type": "handshake", "major_version": MAJOR_VERSION, "minor_version": MINOR_VERSION}
+        if obs_encoding is not None:
+            message["obs_encoding"] = obs_encoding
+        self.send(message)
 
     def env_info(self, timeout: Optional[float] = None) -> dict:
         self.send({"type": "env_info"})
@@ -202,11 +208,13 @@ class GodotConnection:
         self.send({"type": "action", "action": actions})
 
     def step_recv(self, timeout: Optional[float] = None) -> dict:
-        """The "step" reply: {"obs": [...], "reward": [...], "done": [...], "info": [...]}."""
+        """The "step" reply: {"obs": [...] or "obs_f32": base64, "reward": [...], "done": [...], "info": [...]}."""
         msg = self.recv(timeout, expect="step")
-        for key in ("obs", "reward", "done"):
+        for key in ("reward", "done"):
             if key not in msg:
                 raise self.error(f"step reply lacks {key!r}: {str(msg)[:300]}")
+        if "obs" not in msg and "obs_f32" not in msg:
+            raise self.error(f"step reply lacks 'obs': {str(msg)[:300]}")
         return msg
 
     def call(self, method: str, timeout: Optional[float] = None) -> list:

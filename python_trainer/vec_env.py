@@ -23,6 +23,8 @@ Conventions (shared with python_trainer.gym_env.GymVecEnv):
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import sys
 import time
 from typing import Optional, Sequence
@@ -197,6 +199,19 @@ class GodotVecEnv(gym.vector.VectorEnv):
             raise ValueError(f"{inst_label}: observation of size {arr.shape[1]}, expected {self.obs_dim}")
         return arr
 
+    def _step_obs(self, msg: dict, inst_label="") -> np.ndarray:
+        """(agents, obs_dim) float32 from a step reply: packed ("obs_f32", asked for in our handshake) or JSON."""
+        if "obs_f32" not in msg:
+            return self._flat_obs(msg["obs"], inst_label)
+        try:
+            arr = np.frombuffer(base64.b64decode(msg["obs_f32"], validate=True), dtype="<f4")
+        except (binascii.Error, TypeError, ValueError) as e:
+            raise ValueError(f"{inst_label}: malformed packed observations from the game ({e!r})") from None
+        if arr.size != self.agents_per_instance * self.obs_dim:
+            raise ValueError(f"{inst_label}: {arr.size} packed observation values, expected "
+                             f"{self.agents_per_instance} agents x {self.obs_dim}")  # fmt: skip
+        return arr.reshape(self.agents_per_instance, self.obs_dim)
+
     def _flat_one(self, obs: dict) -> np.ndarray:
         return self._flat_obs([obs])[0]
 
@@ -325,7 +340,7 @@ class GodotVecEnv(gym.vector.VectorEnv):
                 continue
             s = self._slice(i)
             label = inst.label()
-            new_obs[s] = self._flat_obs(msg["obs"], label)
+            new_obs[s] = self._step_obs(msg, label)
             rewards[s] = np.asarray(msg["reward"], dtype=np.float64)
             done = np.asarray(msg["done"], dtype=np.bool_)
             if done.shape != (A,) or rewards[s].shape != (A,):

@@ -405,3 +405,40 @@ def test_small_rewards_keep_their_digits(trainer):
     rewards = [t.step([[0.001, 0.0]])["reward"][0] for _ in range(5)]
     # Moving 0.005 px a step changes the shaping by ~1e-5 of the arena: 6 decimals would round it to 0.00001.
     assert any(r != 0 and abs(r) < 1e-4 and round(r, 6) != r for r in rewards), rewards
+
+
+def test_packed_observations_match_the_json_ones(trainer):
+    """Our handshake extension: "obs_encoding": "f32_base64" packs every agent's observation as float32."""
+    import base64
+
+    actions = np.random.default_rng(1).uniform(-1, 1, size=(60, 3, 2))
+
+    def rollout(encoding):
+        t = trainer("--env=ball_chase", "--agents=3", "--env_seed=4").accept()
+        handshake = {"type": "handshake", "major_version": "0", "minor_version": "7"}
+        if encoding:
+            handshake["obs_encoding"] = encoding
+        t.send(handshake)
+        t.send({"type": "env_info"})
+        assert t.recv()["obs_encoding"] == (encoding or "json")
+        t.send({"type": "reset"})
+        t.recv()
+        trace = []
+        for a in actions:
+            reply = t.step(a)
+            if encoding:
+                assert "obs" not in reply
+                trace.append(np.frombuffer(base64.b64decode(reply["obs_f32"]), dtype="<f4").reshape(3, 12))
+            else:
+                trace.append(obs_array(reply["obs"]))
+        return np.array(trace)
+
+    packed, text = rollout("f32_base64"), rollout(None)
+    assert np.abs(packed - text).max() < 1e-5  # JSON carries 6 decimals, the packed form all of float32
+
+
+def test_unknown_observation_encoding_is_refused(trainer):
+    t = trainer("--env=ball_chase", "--agents=1").accept()
+    t.send({"type": "handshake", "major_version": "0", "minor_version": "7", "obs_encoding": "msgpack"})
+    assert t.wait() == 1
+    assert "the observation encoding 'msgpack'" in t.stderr()

@@ -19,8 +19,12 @@ const Recorder = preload("res://addons/rl_sync/recorder.gd")
 
 # godot-rl 0.8's client sends handshake version 0.7; any 0.x is accepted.
 const MAJOR_VERSION := "0"
-# Version of our extensions (hello message, terminal observations, TimeLimit.truncated).
+# Version of our extensions (hello message, terminal observations, TimeLimit.truncated, stats,
+# packed observations).
 const EXTENSION_VERSION := 1
+# Observation encodings a trainer may ask for in its handshake ("obs_encoding"); godot-rl asks for
+# none and gets godot-rl's JSON lists.
+const OBS_ENCODINGS := ["json", "f32_base64"]
 const MAX_MESSAGE_BYTES := 64 * 1024 * 1024
 const DEFAULT_CONNECT_TIMEOUT_S := 30.0
 const BASE_PHYSICS_FPS := 60
@@ -38,6 +42,7 @@ var stream: StreamPeerTCP = null
 var stopping := false
 
 var _frame := 0
+var _obs_encoding := "json"
 var _awaiting_action_reply := false
 var _rng := RandomNumberGenerator.new()
 var _benchmark_steps := 0
@@ -383,6 +388,7 @@ func _env_info() -> Dictionary:
 		"env": env_name,
 		"max_episode_steps": agents[0].max_episode_steps,
 		"extension_version": EXTENSION_VERSION,
+		"obs_encoding": _obs_encoding,
 	}
 
 
@@ -470,6 +476,12 @@ func _check_handshake(message: Dictionary) -> void:
 	if major != MAJOR_VERSION:
 		_fail("the trainer speaks protocol version %s.%s; this game speaks %s.x (godot-rl 0.8): update one side"
 				% [major, str(message.get("minor_version", "?")), MAJOR_VERSION])
+		return
+	var encoding := str(message.get("obs_encoding", "json"))
+	if not encoding in OBS_ENCODINGS:
+		_fail("the trainer asked for the observation encoding '%s'; this game knows %s" % [encoding, str(OBS_ENCODINGS)])
+		return
+	_obs_encoding = encoding
 
 
 # --- Connection ----------------------------------------------------------------------------------
@@ -553,16 +565,32 @@ func _read_message():
 # The step reply, built by hand: str() of a PoolRealArray is already a JSON list of numbers and
 # costs less than half of to_json() on the same data, and this runs every decision step.
 func _step_json(step: Dictionary) -> String:
-	var obs := PoolStringArray()
-	for agent_obs in step["obs"]:
-		obs.append("{\"obs\":" + str(PoolRealArray(agent_obs["obs"])) + "}")
+	var obs_json := ""
+	if _obs_encoding == "f32_base64":
+		obs_json = "\"obs_f32\":\"" + _packed_obs(step["obs"]) + "\""
+	else:
+		var obs := PoolStringArray()
+		for agent_obs in step["obs"]:
+			obs.append("{\"obs\":" + str(PoolRealArray(agent_obs["obs"])) + "}")
+		obs_json = "\"obs\":[" + obs.join(",") + "]"
 	# Rewards keep 9 decimals: small shaping terms would lose their digits in str()'s 6.
 	var rewards := PoolStringArray()
 	for reward in step["reward"]:
 		rewards.append("%.9f" % reward)
-	return "{\"type\":\"step\",\"obs\":[" + obs.join(",") + "],\"reward\":[" \
+	return "{\"type\":\"step\"," + obs_json + ",\"reward\":[" \
 			+ rewards.join(",") + "],\"done\":" + to_json(step["done"]) \
 			+ ",\"info\":" + to_json(step["info"]) + "}"
+
+
+# Every agent's observation, concatenated as little-endian float32 and base64-encoded: the trainer
+# asked for it in its handshake. Packing and encoding are native calls, about 5x cheaper than text.
+func _packed_obs(obs: Array) -> String:
+	var packed := PoolRealArray()
+	for agent_obs in obs:
+		packed.append_array(PoolRealArray(agent_obs["obs"]))
+	# var2bytes writes a 4-byte type and a 4-byte count before the floats.
+	var bytes := var2bytes(packed)
+	return Marshalls.raw_to_base64(bytes.subarray(8, bytes.size() - 1)) if packed.size() > 0 else ""
 
 
 func _send(message: Dictionary) -> void:

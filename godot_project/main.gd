@@ -36,8 +36,10 @@ func _names() -> String:
 
 # A window opened without --env lets a person pick a game and play it with the keyboard.
 func _show_menu() -> void:
+	var menu := CenterContainer.new()
+	menu.set_anchors_and_margins_preset(Control.PRESET_WIDE)
 	var box := VBoxContainer.new()
-	box.set_anchors_and_margins_preset(Control.PRESET_CENTER)
+	menu.add_child(box)
 	var title := Label.new()
 	title.text = "RL Games: pick a game, then move with the arrow keys or WASD"
 	box.add_child(title)
@@ -46,9 +48,9 @@ func _show_menu() -> void:
 	for name in names:
 		var button := Button.new()
 		button.text = name
-		button.connect("pressed", self, "_start_game", [name, box])
+		button.connect("pressed", self, "_start_game", [name, menu])
 		box.add_child(button)
-	add_child(box)
+	add_child(menu)
 
 
 func _start_game(name: String, menu: Node) -> void:

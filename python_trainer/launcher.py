@@ -687,25 +687,11 @@ class InstanceLauncher:
         self.report(msg)
 
 
-def launch_instances(
-    env: str,
-    num_instances: int,
-    headless: bool = True,
-    seed: int = 0,
-    agents_per_instance: int = 16,
-    speedup: int = 1,
-    action_repeat: int = 1,
-    max_episode_steps: Optional[int] = None,
-    run_dir=None,
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
-    extra_args: Sequence[str] = (),
-    **kwargs,
-) -> InstanceLauncher:
-    """Start the instances and return the started `InstanceLauncher` (close it, or use it in a ``with``)."""
-    launcher = InstanceLauncher(
-        env, num_instances, headless=headless, seed=seed, agents_per_instance=agents_per_instance,
-        speedup=speedup, action_repeat=action_repeat, max_episode_steps=max_episode_steps, run_dir=run_dir,
-        connect_timeout=connect_timeout, extra_args=extra_args, **kwargs,
-    )
+def launch_instances(env: str, num_instances: int, **kwargs) -> InstanceLauncher:
+    """Start the instances and return the started `InstanceLauncher` (close it, or use it in a ``with``).
+
+    ``kwargs`` are InstanceLauncher's: headless, seed, agents_per_instance, speedup, action_repeat, ...
+    """
+    launcher = InstanceLauncher(env, num_instances, **kwargs)
     launcher.start()
     return launcher

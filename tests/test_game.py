@@ -442,3 +442,16 @@ def test_unknown_observation_encoding_is_refused(trainer):
     t.send({"type": "handshake", "major_version": "0", "minor_version": "7", "obs_encoding": "msgpack"})
     assert t.wait() == 1
     assert "the observation encoding 'msgpack'" in t.stderr()
+
+
+def test_action_repeat_and_speedup_hold_each_action_for_several_physics_frames(trainer):
+    t = trainer("--env=ball_chase", "--agents=1", "--action_repeat=4", "--speedup=2")
+    t.start()
+    t.send({"type": "stats"})
+    before = t.recv()
+    for _ in range(10):
+        t.step([[1.0, 0.0]])
+    t.send({"type": "stats"})
+    after = t.recv()
+    assert after["physics_frames"] - before["physics_frames"] == 40
+    assert after["physics_ticks_per_second"] == 120

@@ -195,6 +195,15 @@ def _which(name: str) -> Optional[str]:
 
 
 # ---------------------------------------------------------------------------------------------- the launcher
+def game_environ(base=None) -> dict:
+    """The environment for a game process. Godot reads its locale from LANG and prints 4 lines of errors for
+    "C"/"POSIX"/unset, which would crowd the log tails quoted in our error messages."""
+    env = dict(os.environ if base is None else base)
+    if env.get("LANG", "").split(".")[0] in ("", "C", "POSIX"):
+        env["LANG"] = "en_US.UTF-8"
+    return env
+
+
 class Xvfb:
     """A private X server for windowed instances when there is no $DISPLAY.
 
@@ -348,12 +357,13 @@ class InstanceLauncher:
         self.close()
 
     @property
-    def connections(self) -> list[GodotConnection]:
-        return [inst.conn for inst in self.instances]
-
-    @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def xvfb_pid(self) -> Optional[int]:
+        """The pid of the Xvfb this launcher started (None when it used $DISPLAY or runs headless)."""
+        return self._xvfb.pid if self._xvfb is not None else None
 
     def start(self) -> list[Instance]:
         """Start every instance and wait (in parallel, one deadline) until all are connected and handshaken."""
@@ -515,11 +525,7 @@ class InstanceLauncher:
             seed = self.seed + index + restarts * self.num_instances
             cmd = self._command(port, token, seed)
             log_path = self.log_dir / f"instance_{index}.log"
-            env = dict(os.environ)
-            # Godot reads its locale from LANG and prints 4 lines of errors for "C"/"POSIX"/unset, which
-            # would crowd the log tails quoted in our error messages.
-            if env.get("LANG", "").split(".")[0] in ("", "C", "POSIX"):
-                env["LANG"] = "en_US.UTF-8"
+            env = game_environ()
             if self.display is not None:
                 env["DISPLAY"] = self.display
             with open(log_path, "ab") as log:

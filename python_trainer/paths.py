@@ -10,6 +10,10 @@ GODOT_PROJECT = REPO_ROOT / "godot_project"
 EXPORTS_DIR = Path(os.environ.get("GODOT_PPO_EXPORTS", REPO_ROOT / "exports"))
 BINARY_NAME = "rl_games.x86_64"
 
+# A run folder's checkpoint files (written by ppo.py, read by playback and profiling).
+CHECKPOINT_NAME = "checkpoint.pt"
+MODEL_NAME = "model.pt"
+
 # The games the exported binary knows (godot_project/main.gd holds the same list).
 GAMES = ("ball_chase",)
 

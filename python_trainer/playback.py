@@ -39,14 +39,12 @@ from typing import Optional, Sequence
 import numpy as np
 
 from python_trainer import paths
-from python_trainer.launcher import InstanceStartError, Xvfb, end_process_tree
+from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
+from python_trainer.launcher import InstanceStartError, Xvfb, end_process_tree, game_environ
 
 FORMAT = "godot-ppo-policy"
 VERSION = 1
 POLICY_NAME = "policy.json"
-# ppo.py's file names (kept here too so `godot-ppo play x.json` does not import torch).
-MODEL_NAME = "model.pt"
-CHECKPOINT_NAME = "checkpoint.pt"
 PLAY_FPS = 60  # the game's physics rate: a recording of S seconds is 60 * S frames
 RECORD_EVERY = 4  # record every 4th frame of 60 fps -> a 15 fps clip at true speed
 GIF_WIDTH = 512
@@ -362,14 +360,6 @@ def display_env(xvfb: "Xvfb", say=print) -> dict:
         env["DISPLAY"] = xvfb.start()
         say(f"no $DISPLAY: started Xvfb on {xvfb.display} (pid {xvfb.proc.pid}); the window is not visible, "
             "use --record FILE.gif to see it")  # fmt: skip
-    return env
-
-
-def game_environ(base=None) -> dict:
-    """The environment for a game process: Godot prints locale errors when LANG is unset, C or POSIX."""
-    env = dict(os.environ if base is None else base)
-    if env.get("LANG", "").split(".")[0] in ("", "C", "POSIX"):
-        env["LANG"] = "en_US.UTF-8"
     return env
 
 

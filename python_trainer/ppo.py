@@ -43,11 +43,9 @@ import torch.optim as optim
 import tyro
 
 from python_trainer.gym_env import UnknownEnvError, UnsupportedSpaceError, check_gym_id
-from python_trainer.paths import GAMES, MissingExportError
+from python_trainer.paths import CHECKPOINT_NAME, GAMES, MODEL_NAME, MissingExportError
 from python_trainer.playback import write_policy_for_checkpoint
 
-CHECKPOINT_NAME = "checkpoint.pt"
-MODEL_NAME = "model.pt"
 EPISODES_CSV = "episodes.csv"
 DEFAULT_AGENTS_PER_INSTANCE = 16
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)

@@ -391,18 +391,6 @@ def _rate(before: list[dict], after: list[dict], key: str) -> list[float]:
     return rates
 
 
-def _ours_xvfb_pids() -> list[int]:
-    """The Xvfb processes this process started (through the launcher), if any."""
-    pids = []
-    for child in psutil.Process().children(recursive=False):
-        try:
-            if child.name().lower().startswith("xvfb"):
-                pids.append(child.pid)
-        except psutil.Error:
-            pass
-    return pids
-
-
 def profile_config(cfg: Config, opts, out_dir: Path, policy, report: Callable[[str], None]) -> dict:
     """Launch, warm up, measure; never raises except KeyboardInterrupt (a failure is returned as status "failed")."""
     from python_trainer.vec_env import make_vec_env
@@ -427,7 +415,7 @@ def profile_config(cfg: Config, opts, out_dir: Path, policy, report: Callable[[s
 
         conns = [inst.conn for inst in launcher.instances]
         stats_before = request_stats(conns)
-        result["xvfb_pids"] = _ours_xvfb_pids()
+        result["xvfb_pids"] = [launcher.xvfb_pid] if launcher.xvfb_pid is not None else []
         sampler = ResourceSampler({"instance": launcher.pids(), "python": [os.getpid()], "xvfb": result["xvfb_pids"]},
                                   opts.sample_interval)
         sampler.start()
@@ -829,7 +817,7 @@ def train_for(cfg: Config, opts, out_dir: Path, budget_s: float) -> dict:
     try:
         from python_trainer import ppo
 
-        steps = int(ppo.load_checkpoint(run_dir / ppo.CHECKPOINT_NAME)["global_step"])
+        steps = int(ppo.load_checkpoint(run_dir / paths.CHECKPOINT_NAME)["global_step"])
     except Exception:
         steps = episodes[-1][0] if episodes else 0
     result.update({"status": "ok", "global_steps": steps, "episodes": len(episodes),

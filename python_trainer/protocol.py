@@ -174,10 +174,6 @@ class GodotConnection:
         return msg
 
     # ------------------------------------------------------------------ messages
-    def read_hello(self, timeout: Optional[float] = None) -> dict:
-        """The game's first message when launched with --token: {"type":"hello","token":...,...}."""
-        return self.recv(timeout, expect="hello")
-
     def handshake(self, obs_encoding: Optional[str] = None) -> None:
         message = {"type": "handshake", "major_version": MAJOR_VERSION, "minor_version": MINOR_VERSION}
         if obs_encoding is not None:

@@ -10,8 +10,6 @@ The goal is synced >= 80% of engine-only. Best of --repeats runs each, to damp n
 """
 
 import argparse
-import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,16 +17,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from python_trainer.paths import export_binary  # noqa: E402
+from python_trainer.profiling import engine_benchmark  # noqa: E402
 from python_trainer.vec_env import make_vec_env  # noqa: E402
 
 
 def engine_only(agents, steps):
-    cmd = [str(export_binary(headless=True)), "--env=ball_chase", f"--agents={agents}",
-           f"--benchmark_steps={steps}", "--fixed-fps", "60"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
-    line = next(line for line in out.splitlines() if line.startswith('{"benchmark"'))
-    return json.loads(line)["benchmark"]["agent_steps_per_second"]
+    report = engine_benchmark("ball_chase", agents, steps, timeout=300)
+    if report is None:
+        raise SystemExit("the engine-only run failed: is the export there (`godot-ppo export`)?")
+    return report["agent_steps_per_second"]
 
 
 def synced(agents, steps):

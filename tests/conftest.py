@@ -53,6 +53,14 @@ def alive(pid: int) -> bool:
         return False
 
 
+def descendants(pid: int) -> list:
+    """pids of every process below ``pid`` (empty once it is gone)."""
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
 def wait_gone(pids, timeout: float = 10.0) -> list:
     """Poll until none of ``pids`` is alive (zombies count as gone); returns those still alive at the deadline."""
     deadline = time.monotonic() + timeout

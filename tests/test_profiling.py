@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from conftest import REPO, wait_gone
+from conftest import REPO, descendants, wait_gone
 from python_trainer import profiling
 
 pytestmark = pytest.mark.timeout(120)
@@ -87,8 +87,9 @@ def test_tiny_profile_headless_and_windowed(tmp_path, headless_export, windowed_
 
 
 def _is_driven(proc) -> bool:
-    """A Godot instance connected to its trainer."""
+    """A Godot instance (a psutil.Process or a pid) connected to its trainer."""
     try:
+        proc = psutil.Process(proc) if isinstance(proc, int) else proc
         return proc.name().startswith("rl_games") and any(c.status == "ESTABLISHED" for c in proc.net_connections("tcp"))
     except psutil.Error:
         return False
@@ -149,11 +150,8 @@ def test_ctrl_c_writes_what_was_measured(tmp_path, headless_export):
         while not driven:
             assert time.monotonic() < deadline, "the profile never reached its second configuration"
             assert proc.poll() is None, proc.communicate()
-            try:
-                children = psutil.Process(proc.pid).children(recursive=True)
-            except psutil.Error:
-                children = []
-            seen.update(c.pid for c in children)
+            children = descendants(proc.pid)
+            seen.update(children)
             if (out / "profile.json").exists():
                 driven = any(_is_driven(c) for c in children)
             time.sleep(0.05)

@@ -6,9 +6,7 @@ import subprocess
 import sys
 import time
 
-import psutil
-
-from conftest import REPO, wait_gone
+from conftest import REPO, descendants, wait_gone
 from python_trainer import ppo
 from test_ppo import CLEANRL_TAGS, _run_dirs, _scalars
 
@@ -40,7 +38,7 @@ def test_ctrl_c_saves_a_checkpoint_and_leaves_no_godot_process(tmp_path, headles
         while not list(tmp_path.glob("*/checkpoint.pt")):  # the first update is done
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "no checkpoint within 120 s"
-            games = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+            games = descendants(proc.pid)
             time.sleep(0.05)
         assert games, "the trainer started no game process"
         proc.send_signal(signal.SIGINT)

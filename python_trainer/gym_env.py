@@ -24,6 +24,9 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 
 
+DEFAULT_NUM_ENVS = 4  # sub-envs of a gymnasium id when num_envs is not given
+
+
 class UnknownEnvError(ValueError):
     """An env id that is neither a registered gymnasium id nor a Godot game."""
 
@@ -194,16 +197,13 @@ class GymVecEnv(gym.vector.VectorEnv):
 def make_gym_vec_env(env_id: str, num_envs: int | None = None, seed: int | None = 0) -> GymVecEnv:
     """The gymnasium branch of ``make_vec_env``; a clear error for an id gymnasium does not know."""
     check_gym_id(env_id)
-    return GymVecEnv(env_id, num_envs=4 if num_envs is None else num_envs, seed=seed)
+    return GymVecEnv(env_id, num_envs=DEFAULT_NUM_ENVS if num_envs is None else num_envs, seed=seed)
 
 
 def check_gym_id(env_id: str) -> None:
-    """Raise UnknownEnvError (listing the Godot games) when ``env_id`` is not a registered gymnasium id."""
+    """Raise UnknownEnvError when ``env_id`` is not a registered gymnasium id."""
     if env_id not in gym.registry:
-        from python_trainer.paths import GAMES
-
         raise UnknownEnvError(
-            f"unknown env id {env_id!r}: it is neither a Godot game ({', '.join(GAMES)}) "
-            "nor a registered gymnasium id (e.g. CartPole-v1, Pendulum-v1; "
+            f"unknown env id {env_id!r}: not a registered gymnasium id (e.g. CartPole-v1, Pendulum-v1; "
             "`python -c 'import gymnasium; gymnasium.pprint_registry()'` lists them)"
         )

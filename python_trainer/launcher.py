@@ -42,14 +42,13 @@ from typing import Callable, Optional, Sequence
 
 import psutil
 
-from python_trainer import paths
+from python_trainer.game import GameInstance, godot_game
+from python_trainer.processes import LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, end_process_tree, read_log_tail
 from python_trainer.protocol import DEFAULT_TIMEOUT_S, PACKED_OBS_ENCODING, GodotConnection, GodotConnectionError
 
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESTARTS = 3
 CLOSE_GRACE_S = 2.0  # how long instances get to quit by themselves after the "close" message
-TERM_GRACE_S = 2.0  # then SIGTERM, and this long before SIGKILL
-LOG_TAIL_LINES = 20
 MAX_HELLO_BYTES = 4096
 _POLL_S = 0.1  # how often the connect wait checks whether instances died (it sleeps in select meanwhile)
 
@@ -92,58 +91,6 @@ class Instance:
 
     def exit_code(self) -> Optional[int]:
         return self.proc.poll()
-
-
-def read_log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 16384) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - max_bytes))
-            data = f.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def describe_exit(code: Optional[int]) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name} (exit code {code})"
-        except ValueError:
-            return f"killed by signal {-code} (exit code {code})"
-    return f"exit code {code}"
-
-
-def end_process_tree(pids: Sequence[int], term_grace: float = TERM_GRACE_S) -> None:
-    """SIGTERM every process in the trees rooted at ``pids``, wait, then SIGKILL what is left. Never raises."""
-    procs = []
-    for pid in pids:
-        try:
-            root = psutil.Process(pid)
-        except psutil.Error:
-            continue
-        try:
-            procs.extend(root.children(recursive=True))
-        except psutil.Error:
-            pass
-        procs.append(root)
-    for p in procs:
-        try:
-            p.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=term_grace)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    if alive:
-        psutil.wait_procs(alive, timeout=term_grace)
 
 
 # ---------------------------------------------------------------------------------------------- global cleanup
@@ -195,15 +142,6 @@ def _which(name: str) -> Optional[str]:
 
 
 # ---------------------------------------------------------------------------------------------- the launcher
-def game_environ(base=None) -> dict:
-    """The environment for a game process. Godot reads its locale from LANG and prints 4 lines of errors for
-    "C"/"POSIX"/unset, which would crowd the log tails quoted in our error messages."""
-    env = dict(os.environ if base is None else base)
-    if env.get("LANG", "").split(".")[0] in ("", "C", "POSIX"):
-        env["LANG"] = "en_US.UTF-8"
-    return env
-
-
 class Xvfb:
     """A private X server for windowed instances when there is no $DISPLAY.
 
@@ -275,60 +213,38 @@ class Xvfb:
 
 
 class InstanceLauncher:
-    """Starts ``num_instances`` Godot instances of game ``env`` and keeps them connected.
+    """Starts ``num_instances`` instances described by ``instance`` (a `GameInstance`) and keeps them connected.
 
     Use as a context manager (or call `start()` and `close()`). After `start()`, ``instances[i].conn`` is a
-    handshaken `GodotConnection` and ``instances[i].env_info`` its env_info reply.
-
-    ``binary`` overrides the executable (a path, or an argv prefix such as ``[sys.executable, "fake_game.py"]``);
-    by default it is ``paths.export_binary(headless)``. ``extra_args`` are appended to every command line.
+    handshaken `GodotConnection` and ``instances[i].env_info`` its env_info reply, whose ``n_agents`` says how many
+    agents that instance simulates (a game may ignore ``--agents``). Instance i gets seed ``instance.seed + i``.
     """
 
     def __init__(
         self,
-        env: str,
+        instance: GameInstance,
         num_instances: int = 1,
-        headless: bool = True,
-        seed: int = 0,
-        agents_per_instance: int = 16,
-        speedup: int = 1,
-        action_repeat: int = 1,
-        max_episode_steps: Optional[int] = None,
         run_dir: Optional[str | os.PathLike] = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
-        extra_args: Sequence[str] = (),
         max_restarts: int = DEFAULT_MAX_RESTARTS,
         step_timeout: float = DEFAULT_TIMEOUT_S,
-        binary: Optional[str | os.PathLike | Sequence[str]] = None,
         report: Optional[Callable[[str], None]] = None,
     ):
-        if binary is None:
-            paths.check_game(env)
         if int(num_instances) < 1:
             raise ValueError(f"num_instances must be >= 1, got {num_instances}")
-        if int(agents_per_instance) < 1:
-            raise ValueError(f"agents_per_instance must be >= 1, got {agents_per_instance}")
-        self.env = env
+        if instance.agents is not None and int(instance.agents) < 1:
+            raise ValueError(f"agents_per_instance must be >= 1, got {instance.agents}")
+        self.instance = instance
+        self.env = instance.game.env
         self.num_instances = int(num_instances)
-        self.headless = bool(headless)
-        self.seed = int(seed)
-        self.agents_per_instance = int(agents_per_instance)
-        self.speedup = speedup
-        self.action_repeat = int(action_repeat)
-        self.max_episode_steps = max_episode_steps
+        self.headless = bool(instance.headless)
+        self.seed = int(instance.seed)
         self.connect_timeout = float(connect_timeout)
-        self.extra_args = [str(a) for a in extra_args]
         self.max_restarts = int(max_restarts)
         self.step_timeout = float(step_timeout)
         self.report = report or (lambda msg: print(f"godot-ppo: {msg}", file=sys.stderr, flush=True))
         self.events: list[str] = []  # everything reported (crashes, restarts, refused clients, Xvfb)
-
-        if binary is None:
-            self.command_prefix = [str(paths.export_binary(self.headless))]  # MissingExportError if absent
-        elif isinstance(binary, (str, os.PathLike)):
-            self.command_prefix = [str(binary)]
-        else:
-            self.command_prefix = [str(b) for b in binary]
+        self.command_prefix = instance.game.export.command(self.headless)  # a GameError names the fix
 
         self._tmpdir = None
         if run_dir is None:
@@ -340,7 +256,7 @@ class InstanceLauncher:
 
         self.instances: list[Optional[Instance]] = [None] * self.num_instances
         self.restarts = [0] * self.num_instances
-        self.display: Optional[str] = None
+        self.display: Optional[str] = instance.display
         self._xvfb: Optional[Xvfb] = None
         self._started = False
         self._closed = False
@@ -497,21 +413,10 @@ class InstanceLauncher:
             inst.listener = None
 
     def _command(self, port: int, token: str, seed: int) -> list[str]:
-        cmd = self.command_prefix + [
-            f"--port={port}",
-            f"--env={self.env}",
-            f"--agents={self.agents_per_instance}",
-            f"--env_seed={seed}",
-            f"--speedup={self.speedup}",
-            f"--action_repeat={self.action_repeat}",
-            f"--token={token}",
-            f"--connect_timeout={max(1, math.ceil(self.connect_timeout))}",
-            "--fixed-fps",
-            "60",
-        ]
-        if self.max_episode_steps is not None:
-            cmd.append(f"--max_episode_steps={int(self.max_episode_steps)}")
-        return cmd + self.extra_args
+        timeout = max(1, math.ceil(self.connect_timeout))
+        return self.instance.replace(seed=seed, display=self.display).command(
+            f"--port={port}", f"--token={token}", f"--connect_timeout={timeout}"
+        )
 
     def _spawn(self, index: int, restarts: int) -> Instance:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -525,9 +430,7 @@ class InstanceLauncher:
             seed = self.seed + index + restarts * self.num_instances
             cmd = self._command(port, token, seed)
             log_path = self.log_dir / f"instance_{index}.log"
-            env = game_environ()
-            if self.display is not None:
-                env["DISPLAY"] = self.display
+            env = self.instance.replace(display=self.display).environ()
             with open(log_path, "ab") as log:
                 shown = " ".join(shlex.quote(c if not c.startswith("--token=") else "--token=***") for c in cmd)
                 log.write(f"# godot-ppo: starting instance {index} (restart {restarts}): {shown}\n".encode())
@@ -651,10 +554,8 @@ class InstanceLauncher:
             timeout = max(1.0, deadline - time.monotonic())
             info = inst.conn.recv(timeout=timeout, expect="env_info")
             n = info.get("n_agents")
-            if n != self.agents_per_instance:
-                raise InstanceStartError(
-                    f"{inst.label()} simulates {n} agents, but {self.agents_per_instance} were requested"
-                )
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise InstanceStartError(f"{inst.label()} reports n_agents={n!r} in its env_info: it has no agents")
             inst.env_info = info
 
     def _check_hello(self, inst: Instance, buf: bytearray):
@@ -683,8 +584,9 @@ class InstanceLauncher:
 
     # ---------------------------------------------------------------- Xvfb
     def _ensure_display(self) -> None:
-        if os.environ.get("DISPLAY"):
+        if self.display is None and os.environ.get("DISPLAY"):
             self.display = os.environ["DISPLAY"]
+        if self.display is not None:
             return
         self._xvfb = Xvfb(self.log_dir / "xvfb.log")
         self.display = self._xvfb.start()
@@ -693,11 +595,29 @@ class InstanceLauncher:
         self.report(msg)
 
 
-def launch_instances(env: str, num_instances: int, **kwargs) -> InstanceLauncher:
-    """Start the instances and return the started `InstanceLauncher` (close it, or use it in a ``with``).
-
-    ``kwargs`` are InstanceLauncher's: headless, seed, agents_per_instance, speedup, action_repeat, ...
-    """
-    launcher = InstanceLauncher(env, num_instances, **kwargs)
+def launch_instances(
+    env: Optional[str] = None,
+    num_instances: int = 1,
+    *,
+    env_path=None,
+    binary=None,
+    agents_per_instance: Optional[int] = None,
+    headless: bool = True,
+    seed: int = 0,
+    speedup: float = 1,
+    action_repeat: int = 1,
+    max_episode_steps: Optional[int] = None,
+    display: Optional[str] = None,
+    extra_args: Sequence[str] = (),
+    **launcher_kwargs,
+) -> InstanceLauncher:
+    """Start the instances of game ``env`` (in ``env_path``'s export; ``binary``: a stand-in argv) and return the
+    started `InstanceLauncher` (close it, or use it in a ``with``). ``launcher_kwargs`` are InstanceLauncher's."""
+    instance = GameInstance(
+        godot_game(env, env_path, program=binary), agents=agents_per_instance, seed=seed, speedup=speedup,
+        action_repeat=action_repeat, max_episode_steps=max_episode_steps, headless=headless, display=display,
+        extra_args=tuple(extra_args),
+    )
+    launcher = InstanceLauncher(instance, num_instances, **launcher_kwargs)
     launcher.start()
     return launcher

@@ -1,4 +1,7 @@
-"""Where the Godot project and its exported binaries live, and the clear errors when they are missing."""
+"""Where this repository's Godot project and its exports live, and the Godot tools; clear errors when missing.
+
+The games themselves are not listed here: a binary says which games it holds (`game.list_games`).
+"""
 
 import os
 import shutil
@@ -14,19 +17,20 @@ BINARY_NAME = "rl_games.x86_64"
 CHECKPOINT_NAME = "checkpoint.pt"
 MODEL_NAME = "model.pt"
 
-# The games the exported binary knows (godot_project/main.gd holds the same list).
-GAMES = ("ball_chase",)
-
 
 class MissingExportError(FileNotFoundError):
     pass
 
 
+def default_export(headless: bool = True) -> Path:
+    """Path of this repository's export (used when no --env-path is given); it may not exist yet."""
+    return EXPORTS_DIR / ("headless" if headless else "windowed") / BINARY_NAME
+
+
 def export_binary(headless: bool = True) -> Path:
-    """Path of the exported game binary; raises a clear error naming the fix when it is missing."""
-    path = EXPORTS_DIR / ("headless" if headless else "windowed") / BINARY_NAME
-    pck = path.with_suffix(".pck")
-    if not path.is_file() or not pck.is_file():
+    """This repository's exported binary; raises a clear error naming the fix when it is missing."""
+    path = default_export(headless)
+    if not path.is_file() or not path.with_suffix(".pck").is_file():
         raise MissingExportError(
             f"the {'headless' if headless else 'windowed'} export is missing: {path} (and its .pck). "
             "Run `godot-ppo export` (or `make export`) first."
@@ -42,9 +46,3 @@ def godot_server() -> str:
             "godot3-server is not installed: run `sudo apt-get update && sudo apt-get install godot3-server godot3-runner`"
         )
     return exe
-
-
-def check_game(env_id: str) -> str:
-    if env_id not in GAMES:
-        raise ValueError(f"unknown game {env_id!r}: valid Godot games are {', '.join(GAMES)}")
-    return env_id

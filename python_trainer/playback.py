@@ -23,7 +23,6 @@ Normalisation statistics are float64 and written with Python's repr (exact).
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
 import select
@@ -40,23 +39,24 @@ import numpy as np
 
 from python_trainer import paths
 from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
-from python_trainer.launcher import InstanceStartError, Xvfb, end_process_tree, game_environ
+from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game, is_gym_id
+from python_trainer.launcher import InstanceStartError, Xvfb
+from python_trainer.policy_file import FORMAT, VERSION, policy_json  # noqa: F401  (playback's public names too)
+from python_trainer.policy_file import POLICY_NAME, PolicyFileError, read_policy, write_policy
+from python_trainer.processes import end_process_tree, run_to_end, spawn
 
-FORMAT = "godot-ppo-policy"
-VERSION = 1
-POLICY_NAME = "policy.json"
 PLAY_FPS = 60  # the game's physics rate: a recording of S seconds is 60 * S frames
 RECORD_EVERY = 4  # record every 4th frame of 60 fps -> a 15 fps clip at true speed
 GIF_WIDTH = 512
 DEFAULT_TIMEOUT_S = 120.0
 
-
-class PlaybackError(Exception):
-    """A problem the user can fix; the commands print it as `godot-ppo CMD: error: ...`."""
+# A problem the user can fix; the commands print it as `godot-ppo CMD: error: ...`. One class with the policy file's
+# errors (policy_file.PolicyFileError), so `except PlaybackError` also catches a bad or unplayable policy file.
+PlaybackError = PolicyFileError
 
 
 # ======================================================================================================================
-# Policy export
+# Policy export (the file itself: policy_file.py; its content for an actor in memory: ppo.game_policy)
 # ======================================================================================================================
 def resolve_checkpoint(src) -> Path:
     """model.pt (else checkpoint.pt) of a run folder, or the checkpoint file itself."""
@@ -82,182 +82,42 @@ def default_policy_path(src) -> Path:
     return src.with_name(src.stem + ".policy.json")
 
 
-_ENV_INFO_CACHE: dict = {}
-
-
-def game_env_info(env_id: str) -> dict:
+def game_env_info(game: GodotGame) -> dict:
     """The game's env_info, read from one headless instance with one agent (about half a second)."""
-    if env_id not in _ENV_INFO_CACHE:
-        from python_trainer.launcher import InstanceLauncher
+    from python_trainer.launcher import InstanceLauncher
 
-        paths.check_game(env_id)
-        with InstanceLauncher(env_id, 1, agents_per_instance=1, headless=True) as launcher:
-            _ENV_INFO_CACHE[env_id] = launcher.instances[0].env_info
-    return _ENV_INFO_CACHE[env_id]
-
-
-def _f32(x) -> float:
-    """The shortest decimal that reads back as the same float32, as a Python float (json writes it short)."""
-    return float(str(np.float32(x)))
-
-
-def _action_keys(env_info: dict, obs_dim: int, action_space, where: str) -> list[dict]:
-    """[{key, action_type, size}] in the order of the network's outputs, checked against the checkpoint's spaces."""
-    import gymnasium as gym
-
-    from python_trainer.vec_env import spaces_from_env_info
-
-    obs_space, act_space, _obs_layout, kind, act_layout = spaces_from_env_info(env_info)
-    game = env_info.get("env", "?")
-    if int(obs_space.shape[0]) != obs_dim:
-        raise PlaybackError(f"{where}: the actor takes {obs_dim} observations, but {game} gives {obs_space.shape[0]}")
-    if isinstance(action_space, gym.spaces.Discrete):
-        if kind != "discrete" or int(act_space.n) != int(action_space.n):
-            raise PlaybackError(f"{where}: the actor chooses among {action_space.n} actions, but {game}'s action space is {act_space}")
-        if int(action_space.start) != 0:
-            raise PlaybackError(f"{where}: Discrete actions starting at {action_space.start} cannot be played in the engine")
-    elif isinstance(action_space, gym.spaces.Box):
-        if kind != "continuous" or tuple(act_space.shape) != tuple(action_space.shape):
-            raise PlaybackError(f"{where}: the actor outputs {action_space}, but {game}'s action space is {act_space}")
-        if not (np.all(action_space.low == -1.0) and np.all(action_space.high == 1.0)):
-            raise PlaybackError(f"{where}: in-engine playback clips actions to [-1, 1]; this action space is {action_space}")
-    else:
-        raise PlaybackError(f"{where}: action space {action_space} cannot be played in the engine")
-    return [{"key": key, "action_type": kind, "size": int(size)} for key, size in act_layout]
-
-
-def _actor_layers(actor, where: str) -> list[dict]:
-    import torch.nn as nn
-
-    layers = []
-    for module in actor:
-        if isinstance(module, nn.Linear):
-            w = module.weight.detach().cpu().numpy().astype(np.float32)
-            b = module.bias.detach().cpu().numpy().astype(np.float32)
-            i = len(layers)
-            if not np.isfinite(w).all():
-                raise PlaybackError(
-                    f"{where}: the actor's layer {i} holds {int((~np.isfinite(w)).sum())} NaN/inf weights; this model "
-                    "cannot be played (training diverged: use an earlier checkpoint or retrain with a lower learning rate)"
-                )
-            if not np.isfinite(b).all():
-                raise PlaybackError(f"{where}: the actor's layer {i} holds NaN/inf biases; this model cannot be played")
-            layers.append({
-                "weight": [[_f32(x) for x in row] for row in w.tolist()],
-                "bias": [_f32(x) for x in b.tolist()],
-                "activation": "linear",
-            })  # fmt: skip
-        elif isinstance(module, nn.Tanh):
-            if not layers or layers[-1]["activation"] != "linear":
-                raise PlaybackError(f"{where}: Tanh without a Linear layer before it; cannot export {actor}")
-            layers[-1]["activation"] = "tanh"
-        else:
-            raise PlaybackError(f"{where}: the actor holds {type(module).__name__}; only Linear and Tanh layers can be exported")
-    if not layers:
-        raise PlaybackError(f"{where}: the actor has no Linear layer")
-    return layers
+    with InstanceLauncher(GameInstance(game, agents=1), 1) as launcher:
+        return launcher.instances[0].env_info
 
 
 def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
     """The policy file's content for a checkpoint (model.pt / checkpoint.pt).
 
-    ``env_info`` is the game's env_info (where the action keys come from); without it, one headless instance of
-    the checkpoint's game is started to ask for it.
+    ``env_info`` is the game's env_info (where the action keys come from); without it, the one saved in the
+    checkpoint, else (older checkpoints) one headless instance of the checkpoint's game is started to ask for it.
     """
-    import torch
-
-    from python_trainer.ppo import load_agent, load_checkpoint
+    from python_trainer.checkpoint import load_checkpoint
+    from python_trainer.ppo import agent_from_checkpoint, game_policy
 
     checkpoint_path = Path(checkpoint_path)
     where = str(checkpoint_path)
     try:
-        loaded = load_agent(checkpoint_path)
         ckpt = load_checkpoint(checkpoint_path)
+        loaded = agent_from_checkpoint(ckpt)
     except Exception as e:  # truncated, not a checkpoint, another format
         first_line = (str(e).strip().splitlines() or [""])[0][:200]
         raise PlaybackError(f"{where}: cannot read it as a godot-ppo checkpoint ({type(e).__name__}: {first_line})") from None
-    obs_dim = int(np.prod(loaded.observation_space.shape))
+    env_info = env_info or ckpt.get("env_info")
     if env_info is None:
-        if loaded.env_id not in paths.GAMES:
+        if is_gym_id(loaded.env_id) and loaded.env_path is None:
             raise PlaybackError(
-                f"{where}: it was trained on {loaded.env_id!r}, which is not a Godot game ({', '.join(paths.GAMES)}); "
+                f"{where}: it was trained on the gymnasium id {loaded.env_id!r}, not a Godot game; "
                 "only Godot games can play a policy in the engine"
             )
-        env_info = game_env_info(loaded.env_id)
-    action_keys = _action_keys(env_info, obs_dim, loaded.action_space, where)
-    discrete = action_keys[0]["action_type"] == "discrete"
-
-    norm = None
-    nz = loaded.normalizer
-    if nz.norm_obs:
-        mean = np.asarray(nz.obs_rms.mean, np.float64)
-        var = np.asarray(nz.obs_rms.var, np.float64)
-        if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var >= 0).all()):
-            raise PlaybackError(f"{where}: the observation normalisation statistics hold NaN/inf; this model cannot be played")
-        norm = {"mean": mean.tolist(), "var": var.tolist(), "epsilon": float(nz.epsilon), "clip": float(nz.clip_obs)}
-
-    with torch.no_grad():
-        layers = _actor_layers(loaded.agent.actor, where)
-    args = ckpt.get("args", {}) or {}
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "env": str(env_info.get("env") or loaded.env_id),
-        "observation_size": obs_dim,
-        "action_keys": action_keys,
-        "action_rule": "argmax" if discrete else "clipped_mean",
-        "obs_normalization": norm,
-        "layers": layers,
-        "source": {
-            "run": checkpoint_path.resolve().parent.name,
-            "checkpoint": checkpoint_path.name,
-            "global_step": int(loaded.global_step),
-            "update": int(ckpt.get("update", 0)),
-            "trained_env": loaded.env_id,
-            "seed": args.get("seed"),
-            "command": train_command(args),
-            "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-        },
-    }
-
-
-def train_command(args: dict) -> str:
-    """The `godot-ppo train` command line that reproduces a checkpoint's saved args (flags that differ from the
-    defaults, plus --env-id and --seed)."""
-    from dataclasses import MISSING, fields
-
-    from python_trainer.ppo import Args
-
-    parts = ["godot-ppo", "train"]
-    for f in fields(Args):
-        if f.name not in args or f.name == "resume":
-            continue
-        value = args[f.name]
-        default = f.default if f.default is not MISSING else None
-        if value == default and f.name not in ("env_id", "seed"):
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(value, bool):
-            parts.append(flag if value else "--no-" + flag[2:])
-        elif value is not None:
-            parts += [flag, str(value)]
-    return " ".join(parts)
-
-
-def policy_json(policy: dict) -> str:
-    """One key per line; number lists compact. Floats keep repr precision (json writes Python's repr)."""
-    lines = [f"  {json.dumps(k)}: {json.dumps(v, separators=(',', ':'), allow_nan=False)}" for k, v in policy.items() if k != "layers"]
-    layer_lines = [f"    {json.dumps(layer, separators=(',', ':'), allow_nan=False)}" for layer in policy["layers"]]
-    lines.append('  "layers": [\n' + ",\n".join(layer_lines) + "\n  ]")
-    return "{\n" + ",\n".join(lines) + "\n}\n"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+        env_info = game_env_info(godot_game(loaded.env_id, loaded.env_path))
+    return game_policy(loaded.agent, loaded.normalizer, loaded.action_space, env_info, checkpoint_path,
+                       env_id=loaded.env_id, global_step=loaded.global_step, update=ckpt.get("update", 0),
+                       args=ckpt.get("args", {}) or {})  # fmt: skip
 
 
 def export_policy(src, out=None, env_info: Optional[dict] = None) -> Path:
@@ -267,45 +127,7 @@ def export_policy(src, out=None, env_info: Optional[dict] = None) -> Path:
     """
     checkpoint = resolve_checkpoint(src)
     out = Path(out) if out is not None else default_policy_path(src)
-    _write_atomic(out, policy_json(policy_dict(checkpoint, env_info)))
-    return out
-
-
-def write_policy_for_checkpoint(checkpoint_path, env_info: Optional[dict] = None, out=None) -> Optional[Path]:
-    """For ppo.py: after writing a checkpoint/model of a Godot game, refresh ``<run>/policy.json`` from it.
-
-    Never raises (training must not stop over playback): for non-Godot envs without env_info it does nothing;
-    on a problem (e.g. NaN weights) it prints a warning and returns None.
-    """
-    checkpoint_path = Path(checkpoint_path)
-    out = Path(out) if out is not None else checkpoint_path.parent / POLICY_NAME
-    try:
-        if env_info is None:
-            from python_trainer.ppo import load_checkpoint
-
-            if load_checkpoint(checkpoint_path)["env_id"] not in paths.GAMES:
-                return None
-        _write_atomic(out, policy_json(policy_dict(checkpoint_path, env_info)))
-        return out
-    except Exception as e:
-        print(f"godot-ppo: warning: could not write the policy file {out}: {e}", file=sys.stderr, flush=True)
-        return None
-
-
-def read_policy(path) -> dict:
-    """Load and lightly check a policy file (the game does the full validation)."""
-    path = Path(path)
-    try:
-        policy = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PlaybackError(f"policy file {path}: the file does not exist") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise PlaybackError(f"policy file {path}: not valid JSON ({e}); is it truncated?") from None
-    if not isinstance(policy, dict) or policy.get("format") != FORMAT:
-        raise PlaybackError(f"policy file {path}: not a godot-ppo policy file (expected \"format\": \"{FORMAT}\")")
-    if policy.get("version") != VERSION:
-        raise PlaybackError(f"policy file {path}: unknown version {policy.get('version')!r}; this godot-ppo writes version {VERSION}")
-    return policy
+    return write_policy(out, policy_dict(checkpoint, env_info))
 
 
 def ensure_policy(src) -> Path:
@@ -331,11 +153,22 @@ def export_policy_main(argv=None) -> int:
     )
     parser.add_argument("src", metavar="RUN_DIR_OR_CHECKPOINT", help="a run folder (its model.pt, else checkpoint.pt) or a .pt file")
     parser.add_argument("-o", "--out", default=None, help="output file (default: RUN_DIR/policy.json, or <checkpoint stem>.policy.json)")
+    parser.add_argument("--env-path", default=None, metavar="PATH",
+                        help="read the action keys from this export's game instead of the checkpoint (default: the "
+                             "checkpoint's own record, else the export it was trained with)")
+    parser.add_argument("--env-id", "--env", dest="env_id", default=None, metavar="NAME",
+                        help="with --env-path: the game in that export (default: the one the checkpoint trained on)")
     args = parser.parse_args(argv)
     try:
-        out = export_policy(args.src, args.out)
+        env_info = None
+        if args.env_path is not None:
+            from python_trainer.checkpoint import load_checkpoint
+
+            trained = args.env_id or load_checkpoint(resolve_checkpoint(args.src))["env_id"]
+            env_info = game_env_info(godot_game(trained, args.env_path))
+        out = export_policy(args.src, args.out, env_info)
         policy = read_policy(out)
-    except (PlaybackError, InstanceStartError, paths.MissingExportError, ValueError) as e:
+    except (PlaybackError, InstanceStartError, ValueError) as e:
         print(f"godot-ppo export-policy: error: {e}", file=sys.stderr)
         return 2
     n_params = sum(len(layer["bias"]) * (1 + len(layer["weight"][0])) for layer in policy["layers"])
@@ -353,51 +186,30 @@ def _xvfb() -> Xvfb:
     return Xvfb(Path(tempfile.gettempdir()) / f"godot-ppo-xvfb-{os.getpid()}.log")
 
 
-def display_env(xvfb: "Xvfb", say=print) -> dict:
-    """os.environ with a DISPLAY: the user's, or a fresh Xvfb's (started here and reported)."""
-    env = dict(os.environ)
-    if not env.get("DISPLAY"):
-        env["DISPLAY"] = xvfb.start()
-        say(f"no $DISPLAY: started Xvfb on {xvfb.display} (pid {xvfb.proc.pid}); the window is not visible, "
-            "use --record FILE.gif to see it")  # fmt: skip
-    return env
+def open_display(xvfb: "Xvfb", say=print) -> str:
+    """The user's $DISPLAY, or a fresh Xvfb's (started here and reported)."""
+    if os.environ.get("DISPLAY"):
+        return os.environ["DISPLAY"]
+    display = xvfb.start()
+    say(f"no $DISPLAY: started Xvfb on {display} (pid {xvfb.proc.pid}); the window is not visible, "
+        "use --record FILE.gif to see it")  # fmt: skip
+    return display
 
 
-def _game_args(env: str, agents: int, seed: int, policy: Path) -> list[str]:
-    return [f"--env={env}", f"--agents={agents}", f"--env_seed={seed}", f"--policy={Path(policy).resolve()}"]
-
-
-_ENDING_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-
-
-def _unblock_ending_signals() -> None:
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING_SIGNALS)
-
-
-def spawn(cmd: Sequence[str], **kwargs) -> subprocess.Popen:
-    """Popen in its own session, with Ctrl-C held back until Popen has returned: an interrupt arriving while the
-    child starts would otherwise leave a running child that nobody holds a handle to."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
-    try:
-        return subprocess.Popen(list(cmd), start_new_session=True, preexec_fn=_unblock_ending_signals, **kwargs)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+def policy_game(policy_path, env_id: Optional[str] = None, env_path=None) -> GodotGame:
+    """The game a policy file plays: ``env_id`` (default: the game it was trained on) in ``env_path`` (default: the
+    export it was trained with, when the file names one, else this repository's)."""
+    policy = read_policy(policy_path)
+    env_path = env_path or (policy.get("source") or {}).get("env_path")
+    return godot_game(env_id or policy["env"], env_path)
 
 
 def _run_game(cmd: Sequence[str], timeout: float, env=None) -> subprocess.CompletedProcess:
-    """Run a game process to the end (its own session, killed with its children on timeout / Ctrl-C)."""
-    proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=game_environ(env))
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        end_process_tree([proc.pid])
-        out, err = proc.communicate()
-        raise PlaybackError(f"`{' '.join(cmd)}` did not finish within {timeout:g} s; stderr:\n{err.decode(errors='replace')[-2000:]}")
-    except BaseException:
-        end_process_tree([proc.pid])
-        proc.wait()
-        raise
-    return subprocess.CompletedProcess(list(cmd), proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+    """Run a game process to the end (its own session, ended with its children on timeout / Ctrl-C)."""
+    result = run_to_end(cmd, timeout, env=game_environ(env))
+    if result.returncode is None:
+        raise PlaybackError(f"`{' '.join(cmd)}` did not finish within {timeout:g} s; stderr:\n{result.stderr[-2000:]}")
+    return result
 
 
 def _json_line(stdout: str, key: str):
@@ -413,36 +225,37 @@ def _game_error(result: subprocess.CompletedProcess, what: str) -> PlaybackError
     return PlaybackError(f"{what} failed (exit code {result.returncode}):\n{detail}")
 
 
-def evaluate_in_engine(policy_path, env: Optional[str] = None, episodes: int = 32, seed: int = 0, agents: int = 16,
-                       timeout: float = DEFAULT_TIMEOUT_S, max_episode_steps: Optional[int] = None) -> dict:  # fmt: skip
+def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None, episodes: int = 32, seed: int = 0,
+                       agents: Optional[int] = 16, timeout: float = DEFAULT_TIMEOUT_S,
+                       max_episode_steps: Optional[int] = None) -> dict:  # fmt: skip
     """Play ``episodes`` episodes with the policy inside the headless game (no Python in the loop); each agent
-    plays its share of them. Returns the game's report:
+    plays its share of them. ``env_id`` / ``env_path``: default, the policy's own game (`policy_game`); ``agents``
+    None: the game's own number. Returns the game's report:
     {"env", "policy", "seed", "episodes", "returns", "lengths", "mean_return"}.
     """
     policy_path = Path(policy_path)
-    env = env or read_policy(policy_path)["env"]
-    cmd = [str(paths.export_binary(headless=True)), *_game_args(env, agents, seed, policy_path),
-           f"--eval_episodes={int(episodes)}", "--fixed-fps", "60"]  # fmt: skip
-    if max_episode_steps is not None:
-        cmd.append(f"--max_episode_steps={int(max_episode_steps)}")
-    result = _run_game(cmd, timeout)
+    instance = GameInstance(policy_game(policy_path, env_id, env_path), agents=agents, seed=seed,
+                            max_episode_steps=max_episode_steps)  # fmt: skip
+    result = _run_game(instance.command(f"--policy={policy_path.resolve()}", f"--eval_episodes={int(episodes)}"),
+                       timeout)  # fmt: skip
     report = _json_line(result.stdout, "eval")
     if result.returncode != 0 or report is None:
         raise _game_error(result, f"in-engine evaluation of {policy_path}")
     return report
 
 
-def policy_forward(policy_path, observations, timeout: float = 60.0, env: str = paths.GAMES[0]):
-    """The GDScript forward pass on ``observations`` (n, obs_dim): (outputs ndarray (n, n_out), actions list)."""
+def policy_forward(policy_path, observations, env_path=None, timeout: float = 60.0):
+    """The GDScript forward pass on ``observations`` (n, obs_dim): (outputs ndarray (n, n_out), actions list).
+    Any game of any export runs it (the network alone is checked); default: this repository's default game."""
     obs = np.asarray(observations, dtype=np.float64)
     if obs.ndim != 2:
         raise ValueError(f"observations must be a 2-D array (n, obs_dim), got shape {obs.shape}")
     with tempfile.TemporaryDirectory(prefix="godot-ppo-forward-") as tmp:
         inp = Path(tmp) / "observations.json"
         inp.write_text(json.dumps({"observations": obs.tolist()}))
-        cmd = [str(paths.export_binary(headless=True)), f"--env={env}", "--agents=1",
-               f"--policy={Path(policy_path).resolve()}", f"--policy_forward={inp}", "--fixed-fps", "60"]  # fmt: skip
-        result = _run_game(cmd, timeout)
+        instance = GameInstance(godot_game(None, env_path), agents=1)
+        result = _run_game(instance.command(f"--policy={Path(policy_path).resolve()}", f"--policy_forward={inp}"),
+                           timeout)  # fmt: skip
     rows = _json_line(result.stdout, "forward")
     if result.returncode != 0 or rows is None:
         raise _game_error(result, f"--policy_forward with {policy_path}")
@@ -486,7 +299,7 @@ def assemble_mp4(frame_dir: Path, out: Path, fps: float = PLAY_FPS / RECORD_EVER
         raise PlaybackError(f"ffmpeg failed: {result.stderr[-2000:]}")
 
 
-def record(policy_path, out, env: str, agents: int = 4, seed: int = 0, seconds: float = 10.0, say=print,
+def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, seconds: float = 10.0, say=print,
            timeout: Optional[float] = None) -> dict:  # fmt: skip
     """Record ``seconds`` of game time of the policy in the windowed game (under Xvfb without $DISPLAY) into a GIF
     (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}."""
@@ -496,15 +309,13 @@ def record(policy_path, out, env: str, agents: int = 4, seed: int = 0, seconds: 
     if out.suffix.lower() == ".mp4" and shutil.which("ffmpeg") is None:
         raise PlaybackError("--record FILE.mp4 needs ffmpeg on PATH (`sudo apt-get install ffmpeg`); or record a .gif")
     frames_total = max(RECORD_EVERY, int(round(PLAY_FPS * seconds)))
-    binary = paths.export_binary(headless=False)
     with _xvfb() as xvfb, tempfile.TemporaryDirectory(prefix="godot-ppo-record-") as tmp:
-        env_vars = display_env(xvfb, say)
-        cmd = [str(binary), *_game_args(env, agents, seed, policy_path), f"--record_dir={tmp}",
-               f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync",
-               "--fixed-fps", "60"]  # fmt: skip
+        instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say))
+        cmd = instance.command(f"--policy={Path(policy_path).resolve()}", f"--record_dir={tmp}",
+                               f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync")
         say(f"recording {seconds:g} s of game time ({frames_total // RECORD_EVERY} frames at "
             f"{PLAY_FPS // RECORD_EVERY} fps) -> {out}")  # fmt: skip
-        result = _run_game(cmd, timeout or 60 + 2 * seconds, env=env_vars)
+        result = _run_game(cmd, timeout or 60 + 2 * seconds, env=instance.environ())
         if result.returncode != 0:
             raise _game_error(result, "the recording run")
         frames = sorted(Path(tmp).glob("frame_*.png"))
@@ -516,23 +327,25 @@ def record(policy_path, out, env: str, agents: int = 4, seed: int = 0, seconds: 
 
 
 # ---------------------------------------------------------------------------------------------- watching
-def _watch_in_engine(policy: Path, env: str, agents: int, seed: int, seconds: Optional[float], say=print) -> int:
+def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seconds: Optional[float], say=print) -> int:
     """The windowed game with the policy inside, real time (vsync); ends on Ctrl-C, window closed or --seconds.
 
     --seconds S asks the game to quit after S seconds of wall time (--quit_after_seconds); should it not, it is
     ended a few seconds later. The game's stderr goes to a log file; its rl_sync lines (errors) are shown.
     """
-    binary = paths.export_binary(headless=False)
     log_path = Path(tempfile.gettempdir()) / f"godot-ppo-play-{os.getpid()}.log"
     with _xvfb() as xvfb, open(log_path, "wb") as log:
-        env_vars = display_env(xvfb, say)
-        cmd = [str(binary), *_game_args(env, agents, seed, policy)]
+        # Real time (no --fixed-fps): the window shows the game at the speed a person plays it.
+        instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say),
+                                fixed_fps=None)  # fmt: skip
+        mode_args = [f"--policy={Path(policy).resolve()}"]
         if seconds is not None:
-            cmd.append(f"--quit_after_seconds={seconds:g}")
-        say(f"playing {policy} in {env} with {agents} agents"
+            mode_args.append(f"--quit_after_seconds={seconds:g}")
+        cmd = instance.command(*mode_args)
+        say(f"playing {policy} in {game.env} with {agents} agents"
             + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
         proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     env=game_environ(env_vars))  # fmt: skip
+                     env=instance.environ())  # fmt: skip
         deadline = None if seconds is None else time.monotonic() + 1.5 * seconds + 5.0
         ended_by_us = False
         try:
@@ -578,7 +391,8 @@ def _watch_in_engine(policy: Path, env: str, agents: int, seed: int, seconds: Op
     return 0
 
 
-def _watch_python(src, env: Optional[str], agents: int, seed: int, seconds: Optional[float], say=print) -> int:
+def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, seconds: Optional[float],
+                  say=print) -> int:  # fmt: skip
     """The windowed game driven step by step from Python by the PyTorch checkpoint, paced to 60 steps/s."""
     import torch
 
@@ -593,16 +407,14 @@ def _watch_python(src, env: Optional[str], agents: int, seed: int, seconds: Opti
         raise PlaybackError("--python runs the PyTorch checkpoint: give a run folder or a .pt file, not a policy file")
     checkpoint = resolve_checkpoint(src)
     loaded = load_agent(checkpoint)
-    env = env or loaded.env_id
-    paths.check_game(env)
+    game = godot_game(env_id or loaded.env_id, env_path or loaded.env_path)
     with _xvfb() as xvfb:
-        env_vars = display_env(xvfb, say)
-        old_display = os.environ.get("DISPLAY")
-        os.environ["DISPLAY"] = env_vars["DISPLAY"]
+        display = open_display(xvfb, say)
         envs = None
         try:
-            envs = make_vec_env(env, num_instances=1, agents_per_instance=agents, headless=False, seed=seed, max_restarts=0)
-            say(f"playing {checkpoint} from Python in {env} with {agents} agents (60 steps/s)"
+            envs = make_vec_env(game, num_instances=1, agents_per_instance=agents, headless=False, seed=seed,
+                                max_restarts=0, display=display)  # fmt: skip
+            say(f"playing {checkpoint} from Python in {game.env} with {agents} agents (60 steps/s)"
                 + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
             obs, _ = envs.reset(seed=seed)
             start = next_t = time.monotonic()
@@ -632,10 +444,6 @@ def _watch_python(src, env: Optional[str], agents: int, seed: int, seconds: Opti
         finally:
             if envs is not None:
                 envs.close()
-            if old_display is None:
-                os.environ.pop("DISPLAY", None)
-            else:
-                os.environ["DISPLAY"] = old_display
     return 0
 
 
@@ -659,7 +467,10 @@ def play_main(argv=None) -> int:
     )
     parser.add_argument("src", metavar="RUN_DIR_OR_CHECKPOINT_OR_POLICY",
                         help="a run folder, a model.pt/checkpoint.pt (exported first if needed) or a policy .json")  # fmt: skip
-    parser.add_argument("--env", default=None, help="game (default: the one the policy was trained on)")
+    parser.add_argument("--env-path", default=None, metavar="PATH",
+                        help="the game's export, headless or windowed (default: the one the policy was trained with)")
+    parser.add_argument("--env-id", "--env", dest="env_id", default=None, metavar="NAME",
+                        help="the game in that export (default: the one the policy was trained on)")
     parser.add_argument("--agents", type=int, default=4, help="arenas shown (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="game seed")
     parser.add_argument("--seconds", type=float, default=None, help="stop after this many seconds (default: until closed)")
@@ -676,18 +487,17 @@ def play_main(argv=None) -> int:
         if args.python:
             if args.record:
                 raise PlaybackError("--record records the in-engine policy; drop --python")
-            return _watch_python(args.src, args.env, args.agents, args.seed, args.seconds, say)
+            return _watch_python(args.src, args.env_id, args.env_path, args.agents, args.seed, args.seconds, say)
         policy = ensure_policy(args.src)
-        env = args.env or read_policy(policy)["env"]
-        paths.check_game(env)
+        game = policy_game(policy, args.env_id, args.env_path)
         if args.record:
             seconds = args.record_seconds or args.seconds or 10.0
-            result = record(policy, args.record, env, agents=args.agents, seed=args.seed, seconds=seconds, say=say)
+            result = record(policy, args.record, game, agents=args.agents, seed=args.seed, seconds=seconds, say=say)
             size = result["out"].stat().st_size
             say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
             return 0
-        return _watch_in_engine(policy, env, args.agents, args.seed, args.seconds, say)
-    except (PlaybackError, InstanceStartError, paths.MissingExportError, ValueError) as e:
+        return _watch_in_engine(policy, game, args.agents, args.seed, args.seconds, say)
+    except (PlaybackError, InstanceStartError, GameError, ValueError) as e:
         print(f"godot-ppo play: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -6,7 +6,8 @@
     python -m python_trainer.ppo --help
 
 Read top to bottom: Args -> normalisation -> the two pure functions (truncation bootstrap, GAE) -> Agent ->
-checkpoints -> train(): rollout, GAE, PPO update, logging. The equations (Schulman et al. 2017, 2016):
+loading a trained agent -> train(): setup, rollout, GAE, PPO update, logging. The equations (Schulman et al.
+2017, 2016):
 
     delta_t  = r_t + gamma * V(s_{t+1}) * (1 - done_{t+1}) - V(s_t)            (TD error)
     A_t      = delta_t + gamma * lambda * (1 - done_{t+1}) * A_{t+1}            (GAE, backwards)
@@ -19,20 +20,18 @@ checkpoints -> train(): rollout, GAE, PPO update, logging. The equations (Schulm
 Differences from CleanRL, all on purpose: a truncated episode (time limit) is bootstrapped with gamma * V(final obs)
 instead of being treated as a death; observation normalisation / reward scaling are done in this file (and saved
 with the model) instead of by gym wrappers; checkpoints, --resume, Ctrl-C safety and a final deterministic eval.
+The bookkeeping around the loop lives next door: checkpoint.py (the checkpoint file), run_folder.py (run folder,
+--resume, args.json, episodes.csv, TensorBoard/progress, learning curve, evaluation), policy_file.py (the in-engine
+player's policy.json, written with each checkpoint of a Godot game).
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-import os
 import random
 import sys
 import time
-from collections import deque
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import asdict, dataclass, replace
 from typing import Annotated, NamedTuple, Optional
 
 import gymnasium as gym
@@ -42,15 +41,34 @@ import torch.nn as nn
 import torch.optim as optim
 import tyro
 
-from python_trainer.gym_env import UnknownEnvError, UnsupportedSpaceError, check_gym_id
-from python_trainer.paths import CHECKPOINT_NAME, GAMES, MODEL_NAME, MissingExportError
-from python_trainer.playback import write_policy_for_checkpoint
+from python_trainer import policy_file
+from python_trainer.checkpoint import (  # load_checkpoint / save_checkpoint: ppo.load_checkpoint etc. keep working
+    CHECKPOINT_NAME,
+    MODEL_NAME,
+    checkpoint_in,
+    load_checkpoint,
+    save_checkpoint,
+    set_rng_state,
+    space_from_dict,
+    space_to_dict,
+)
+from python_trainer.game import GameError, GodotGame, resolve_env
+from python_trainer.gym_env import DEFAULT_NUM_ENVS, UnknownEnvError, UnsupportedSpaceError
+from python_trainer.run_folder import (
+    RunLog,
+    TrainError,
+    discard_if_unused,
+    evaluate,
+    explicit_fields,
+    new_run_dir,
+    prepare_run,
+    train_command,
+    write_args_json,
+)
 
-EPISODES_CSV = "episodes.csv"
-DEFAULT_AGENTS_PER_INSTANCE = 16
+DEFAULT_ENV_ID = "CartPole-v1"  # CleanRL's default, when neither --env-id nor --env-path is given
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 _AUTO = tyro.conf.arg(help_behavior_hint="(default: auto = on for continuous actions, off for discrete)")
-
 
 @dataclass
 class Args:
@@ -73,15 +91,20 @@ class Args:
     """after training, evaluate the deterministic policy (argmax / mean action) over this many episodes (0: skip)"""
 
     # --- environment ------------------------------------------------------------------------------------------
-    env_id: str = "CartPole-v1"
-    """the id of the environment: a gymnasium id or a Godot game (ball_chase)"""
+    env_id: Optional[str] = None
+    """the id of the environment: a gymnasium id, or a game in --env-path's binary (default: CartPole-v1 without
+    --env-path; the binary's default game with it; ball_chase is a game of this repository's export)"""
+    env_path: Optional[str] = None
+    """Godot games: an exported binary (headless or windowed) of any Godot 3 project that uses the rl_sync addon
+    (default: this repository's exports/headless/rl_games.x86_64)"""
     num_envs: Optional[int] = None
-    """the number of parallel environments (default: 4 for gymnasium ids,
-    num-instances * agents-per-instance for Godot games)"""
+    """the number of parallel environments (default: 4 for gymnasium ids; for Godot games the agents the instances
+    report, num-instances x the game's agents per instance)"""
     num_instances: int = 1
     """Godot games: how many game processes to launch"""
     agents_per_instance: Optional[int] = None
-    """Godot games: agents (arenas) simulated by each process (default: 16)"""
+    """Godot games: agents each process is asked to simulate (--agents; default: the game's own choice, which a
+    game with a fixed number of agents keeps whatever is asked)"""
     speedup: Optional[float] = None
     """Godot games: engine time scale (default: the Godot env's)"""
     action_repeat: Optional[int] = None
@@ -128,9 +151,6 @@ class Args:
     norm_reward: Annotated[Optional[bool], _AUTO] = None
     """scale rewards by the running std of the discounted return, clipped to +-10 (--norm-reward / --no-norm-reward)"""
 
-
-class TrainError(Exception):
-    """A problem the user can fix; main() prints it as `godot-ppo train: error: ...` and returns 2."""
 
 
 # ======================================================================================================================
@@ -203,6 +223,12 @@ class Normalizer:
             "clip_obs": self.clip_obs, "clip_reward": self.clip_reward, "epsilon": self.epsilon,
             "obs_rms": self.obs_rms.state_dict(), "return_rms": self.return_rms.state_dict(),
         }  # fmt: skip
+
+    def obs_statistics(self):
+        """{mean, var, epsilon, clip} of the observation normalisation (None when it is off), for the policy file."""
+        if not self.norm_obs:
+            return None
+        return {"mean": self.obs_rms.mean, "var": self.obs_rms.var, "epsilon": self.epsilon, "clip": self.clip_obs}
 
     def load_state_dict(self, d):
         self.norm_obs, self.norm_reward, self.gamma = d["norm_obs"], d["norm_reward"], d["gamma"]
@@ -333,74 +359,8 @@ def env_action(action_space, action):
 
 
 # ======================================================================================================================
-# Checkpoints: one format for periodic checkpoints, Ctrl-C checkpoints and the final model.pt. Only tensors and plain
-# Python values, so torch.load(..., weights_only=True) reads it.
+# A trained agent from a checkpoint (checkpoint.py writes and reads the file), and its policy file for the engine.
 # ======================================================================================================================
-def space_to_dict(space):
-    if isinstance(space, gym.spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
-    if isinstance(space, gym.spaces.Box):
-        return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype),
-                "low": space.low.flatten().tolist(), "high": space.high.flatten().tolist()}  # fmt: skip
-    raise TypeError(f"cannot save space {space}")
-
-
-def space_from_dict(d):
-    if d["type"] == "Discrete":
-        return gym.spaces.Discrete(d["n"], start=d["start"])
-    shape = tuple(d["shape"])
-    low = np.array(d["low"], dtype=d["dtype"]).reshape(shape)
-    high = np.array(d["high"], dtype=d["dtype"]).reshape(shape)
-    return gym.spaces.Box(low, high, shape=shape, dtype=d["dtype"])
-
-
-def _rng_state():
-    np_state = np.random.get_state()
-    return {
-        "python": random.getstate(),
-        "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
-                  "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
-        "torch": torch.get_rng_state(),
-    }  # fmt: skip
-
-
-def _set_rng_state(state):
-    random.setstate(state["python"])
-    n = state["numpy"]
-    np.random.set_state(
-        ("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
-    )
-    torch.set_rng_state(state["torch"])
-
-
-def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, update, observation_space, action_space):
-    """Write atomically: a crash or Ctrl-C during the write leaves the previous file intact."""
-    state = {
-        "format": "godot-ppo-checkpoint/1",
-        "env_id": args.env_id,
-        "global_step": int(global_step),
-        "update": int(update),
-        "model": agent.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "normalizer": normalizer.state_dict(),
-        "observation_space": space_to_dict(observation_space),
-        "action_space": space_to_dict(action_space),
-        "args": asdict(args),
-        "rng": _rng_state(),
-    }
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def load_checkpoint(path):
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
 class LoadedAgent(NamedTuple):
     agent: Agent
     normalizer: Normalizer
@@ -408,6 +368,7 @@ class LoadedAgent(NamedTuple):
     action_space: gym.Space
     env_id: str
     global_step: int
+    env_path: Optional[str] = None  # the export it was trained with (None: this repository's or a gymnasium id)
 
     def act(self, obs, deterministic=True):
         """numpy observations (n, obs_dim) -> numpy env actions (normalised as in training, clipped to the space)."""
@@ -417,12 +378,8 @@ class LoadedAgent(NamedTuple):
         return env_action(self.action_space, action)
 
 
-def load_agent(path) -> LoadedAgent:
-    """Rebuild the trained agent from model.pt / checkpoint.pt (or a run folder), with its frozen normalisation."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / MODEL_NAME if (path / MODEL_NAME).is_file() else path / CHECKPOINT_NAME
-    ckpt = load_checkpoint(path)
+def agent_from_checkpoint(ckpt) -> LoadedAgent:
+    """Rebuild the trained agent from a loaded checkpoint (load_checkpoint's dict), with its frozen normalisation."""
     observation_space = space_from_dict(ckpt["observation_space"])
     action_space = space_from_dict(ckpt["action_space"])
     obs_dim = int(np.prod(observation_space.shape))
@@ -431,11 +388,36 @@ def load_agent(path) -> LoadedAgent:
     agent.eval()
     normalizer = Normalizer(obs_dim, 1, ckpt["normalizer"]["gamma"], False, False)
     normalizer.load_state_dict(ckpt["normalizer"])
-    return LoadedAgent(agent, normalizer, observation_space, action_space, ckpt["env_id"], ckpt["global_step"])
+    return LoadedAgent(agent, normalizer, observation_space, action_space, ckpt["env_id"], ckpt["global_step"],
+                       (ckpt.get("args") or {}).get("env_path"))  # fmt: skip
+
+
+def load_agent(path) -> LoadedAgent:
+    """Rebuild the trained agent from model.pt / checkpoint.pt (or a run folder), with its frozen normalisation."""
+    return agent_from_checkpoint(load_checkpoint(checkpoint_in(path)))
+
+
+def game_policy(agent, normalizer, action_space, env_info, checkpoint_path, *, env_id, global_step, update, args):
+    """The policy file's content (policy_file.py) for the actor in memory, as exported from ``checkpoint_path``.
+
+    ``env_info``: the Godot game's (where the action keys come from); ``args``: the training's Args as a dict.
+    Raises policy_file.PolicyFileError when the actor cannot be played in the engine (e.g. NaN weights).
+    """
+    from python_trainer.vec_env import spaces_from_env_info
+
+    where = str(checkpoint_path)
+    obs_dim = int(agent.actor[0].in_features)
+    keys = policy_file.action_keys(spaces_from_env_info(env_info), obs_dim, action_space, where,
+                                   env_info.get("env", "?"))  # fmt: skip
+    source = policy_file.policy_source(checkpoint_path, global_step=global_step, update=update, trained_env=env_id,
+                                       seed=args.get("seed"), command=train_command(args, Args),
+                                       env_path=args.get("env_path"))  # fmt: skip
+    return policy_file.policy_dict(agent.actor, normalizer.obs_statistics(), keys,
+                                   env=str(env_info.get("env") or env_id), source=source, where=where)  # fmt: skip
 
 
 # ======================================================================================================================
-# Run folder, argument resolution
+# Argument checks and env options
 # ======================================================================================================================
 def _check_sizes(args, num_envs):
     if num_envs < 1 or args.num_steps < 1 or args.num_minibatches < 1 or args.update_epochs < 1:
@@ -462,45 +444,62 @@ def _check_sizes(args, num_envs):
     return batch_size, batch_size // args.num_minibatches
 
 
-def _resolve_num_envs(args):
-    """num_envs (and agents_per_instance for Godot games)."""
-    if args.env_id not in GAMES:
-        return (4 if args.num_envs is None else args.num_envs), None
+def _resolve_env(args):
+    """A gymnasium id, or the `GodotGame` that --env-path / --env-id name (game.resolve_env decides which)."""
     if args.num_instances < 1:
         raise TrainError("--num-instances must be >= 1")
-    per = args.agents_per_instance
-    if per is None:
-        if args.num_envs is None:
-            per = DEFAULT_AGENTS_PER_INSTANCE
-        elif args.num_envs % args.num_instances == 0:
-            per = args.num_envs // args.num_instances
-        else:
-            raise TrainError(
-                f"--num-envs {args.num_envs} is not a multiple of --num-instances {args.num_instances}: for Godot "
-                "games num_envs = num_instances x agents_per_instance (give --agents-per-instance instead)"
-            )
-    expected = args.num_instances * per
-    if args.num_envs is not None and args.num_envs != expected:
+    env_id = args.env_id if args.env_id is not None or args.env_path is not None else DEFAULT_ENV_ID
+    return resolve_env(env_id, args.env_path)
+
+
+def _check_instance_sizes(args):
+    """--num-envs, when given for a Godot game, must split evenly into --num-instances x --agents-per-instance."""
+    if args.num_envs is None:
+        return
+    if args.agents_per_instance is None and args.num_envs % args.num_instances:
+        raise TrainError(
+            f"--num-envs {args.num_envs} is not a multiple of --num-instances {args.num_instances}: for Godot "
+            "games num_envs = num_instances x agents_per_instance (give --agents-per-instance instead)"
+        )
+    per = args.agents_per_instance or args.num_envs // args.num_instances
+    if args.num_envs != args.num_instances * per:
         raise TrainError(
             f"--num-envs {args.num_envs} disagrees with --num-instances {args.num_instances} x "
-            f"--agents-per-instance {per} = {expected}: drop --num-envs or make them agree"
+            f"--agents-per-instance {per} = {args.num_instances * per}: drop --num-envs or make them agree"
         )
-    return expected, per
 
 
-def _flag(name):
-    return "--" + name.replace("_", "-")
+def _env_kwargs(args, game, global_step, run_dir):
+    """make_vec_env's options: every env gets num_envs/seed/run_dir, Godot games the instance options."""
+    env_kwargs = {"num_envs": args.num_envs, "seed": args.seed + global_step, "run_dir": str(run_dir)}
+    if isinstance(game, GodotGame):
+        env_kwargs.update(
+            num_instances=args.num_instances, agents_per_instance=args.agents_per_instance, headless=not args.window
+        )
+        if args.speedup is not None:
+            env_kwargs["speedup"] = args.speedup
+        if args.action_repeat is not None:
+            env_kwargs["action_repeat"] = args.action_repeat
+    return env_kwargs
 
 
-def explicit_fields(argv):
-    """The Args fields given on the command line (the rest come from args.json when resuming)."""
-    given = set()
-    for f in fields(Args):
-        for flag in {_flag(f.name), "--" + f.name}:  # tyro accepts --env-id and --env_id
-            neg = "--no-" + flag[2:]
-            if any(a in (flag, neg) or a.startswith(flag + "=") for a in argv):
-                given.add(f.name)
-    return given
+def _check_spaces(obs_space, act_space, ckpt, args, run_dir):
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        raise TrainError(f"unsupported observation space {obs_space}: the MLP agent needs flat Box observations")
+    if not isinstance(act_space, gym.spaces.Discrete) and not (
+        isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1
+    ):
+        raise TrainError(
+            f"unsupported action space {act_space}: ppo.py handles Discrete and 1-D Box actions; wrap the env "
+            "to expose one of those (e.g. MultiBinary(n) as Discrete(2**n) or as a Box thresholded at 0)"
+        )
+    if ckpt and (
+        ckpt["observation_space"] != space_to_dict(obs_space) or ckpt["action_space"] != space_to_dict(act_space)
+    ):
+        raise TrainError(
+            f"--resume {run_dir}: the checkpoint's spaces ({ckpt['observation_space']['shape']}, "
+            f"{ckpt['action_space']}) differ from {args.env_id}'s now ({obs_space}, {act_space}); start a new run"
+        )
 
 
 def _bool_flag_aliases(argv):
@@ -520,135 +519,24 @@ def _bool_flag_aliases(argv):
     return out
 
 
-def _prepare_run(args, explicit):
-    """(args, run_dir, checkpoint or None). With --resume, unspecified flags come from the run's args.json."""
-    if args.resume is None:
-        root = Path(args.run_dir_root)
-        run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-        run_dir, k = root / run_name, 1
-        while run_dir.exists():
-            k += 1
-            run_dir = root / f"{run_name}_{k}"
-        return args, run_dir, None  # created by train() once the arguments are known to be consistent
-    run_dir = Path(args.resume)
-    ckpt_path = run_dir / CHECKPOINT_NAME
-    if not run_dir.is_dir():
-        raise TrainError(
-            f"--resume {run_dir}: no such folder (give a run folder such as runs/CartPole-v1__ppo__1__1700000000)"
-        )
-    if not ckpt_path.is_file():
-        raise TrainError(
-            f"--resume {run_dir}: there is no {CHECKPOINT_NAME} in it (the run stopped before its first checkpoint); "
-            "start a new run instead, with a smaller --checkpoint-every if runs get interrupted early"
-        )
-    try:
-        ckpt = load_checkpoint(ckpt_path)
-    except Exception as e:  # truncated / foreign file
-        raise TrainError(f"--resume {run_dir}: cannot read {ckpt_path} ({e}); start a new run instead") from None
-    saved = ckpt["args"]
-    if "env_id" in explicit and args.env_id != ckpt["env_id"]:
-        raise TrainError(
-            f"--resume {run_dir}: that run trained {ckpt['env_id']!r}, not {args.env_id!r}; "
-            f"drop --env-id (or pass --env-id {ckpt['env_id']}) or start a new run"
-        )
-    merged = {
-        f.name: (getattr(args, f.name) if f.name in explicit else saved.get(f.name, getattr(args, f.name)))
-        for f in fields(Args)
-    }
-    merged["resume"] = str(run_dir)
-    return Args(**merged), run_dir, ckpt
-
-
-def _write_args_json(run_dir, args, extra):
-    with open(run_dir / "args.json", "w") as f:
-        json.dump({**asdict(args), **extra}, f, indent=2)
-
-
-def _read_episodes(run_dir, up_to_step):
-    """Episodes logged so far (global_step, return, length), dropping those after the checkpoint we resume from."""
-    path = run_dir / EPISODES_CSV
-    rows = []
-    if path.is_file():
-        with open(path) as f:
-            for row in csv.DictReader(f):
-                if int(row["global_step"]) <= up_to_step:
-                    rows.append((int(row["global_step"]), float(row["return"]), int(row["length"])))
-    return rows
-
-
-def plot_learning_curve(run_dir, eval_return=None, title=None):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = _read_episodes(Path(run_dir), up_to_step=2**62)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    if rows:
-        steps, rets = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
-        ax.plot(steps, rets, ".", alpha=0.25, markersize=3, label="episodic return")
-        window = min(100, len(rets))
-        trailing = np.convolve(rets, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1 :], trailing, "-", label=f"mean of last {window}")
-    if eval_return is not None:
-        ax.axhline(eval_return, color="k", ls="--", lw=1, label=f"deterministic eval: {eval_return:.1f}")
-    ax.set_xlabel("global step")
-    ax.set_ylabel("episodic return")
-    ax.set_title(title or Path(run_dir).name, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(Path(run_dir) / "learning_curve.png", dpi=100)
-    plt.close(fig)
-
-
-# ======================================================================================================================
-# Evaluation
-# ======================================================================================================================
-def evaluate(agent, normalizer, envs, action_space, num_episodes, seed, max_vector_steps=200_000):
-    """Deterministic returns of `num_episodes` fresh episodes (at most ceil(n / num_envs) per env, so short
-    episodes are not over-represented)."""
-    quota = math.ceil(num_episodes / envs.num_envs)
-    per_env = [[] for _ in range(envs.num_envs)]
-    obs, _ = envs.reset(seed=seed)
-    for _ in range(max_vector_steps):
-        x = torch.from_numpy(normalizer.normalize_obs(obs, update=False))
-        with torch.no_grad():
-            action = agent.act(x, deterministic=True).numpy()
-        obs, _, _, _, infos = envs.step(env_action(action_space, action))
-        if "_episode" in infos:
-            for i in np.flatnonzero(infos["_episode"]):
-                if len(per_env[i]) < quota:
-                    per_env[i].append(float(infos["episode"]["r"][i]))
-            if sum(map(len, per_env)) >= num_episodes:
-                break
-    returns = []  # round-robin over the envs: first episodes first
-    for k in range(quota):
-        returns += [env_returns[k] for env_returns in per_env if k < len(env_returns)]
-    return returns[:num_episodes]
-
-
 # ======================================================================================================================
 # Training
 # ======================================================================================================================
 def train(args: Args, explicit=frozenset()) -> int:
-    from torch.utils.tensorboard import SummaryWriter
-    from tqdm import tqdm
-
     from python_trainer.vec_env import make_vec_env
 
-    args, run_dir, ckpt = _prepare_run(args, set(explicit))
-    num_envs, agents_per_instance = _resolve_num_envs(args)
-    batch_size, minibatch_size = _check_sizes(args, num_envs)
-    num_iterations = args.total_timesteps // batch_size
-    if args.env_id not in GAMES:
-        check_gym_id(args.env_id)  # unknown id: the clear error before any folder exists
+    args, run_dir, ckpt = prepare_run(args, set(explicit))  # --resume: flags not given come from its args.json
+    game = _resolve_env(args)  # an unknown id or a bad --env-path: the clear error before any folder exists
+    if isinstance(game, GodotGame):
+        args = replace(args, env_id=game.env)  # the game's name, as the binary reports it
+        _check_instance_sizes(args)
+    if args.num_envs is not None or not isinstance(game, GodotGame):
+        _check_sizes(args, args.num_envs or DEFAULT_NUM_ENVS)  # what can be checked before any game starts
+    run_dir = run_dir or new_run_dir(args.run_dir_root, args.env_id, args.exp_name, args.seed)
     fresh = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     global_step = ckpt["global_step"] if ckpt else 0
     start_update = ckpt["update"] if ckpt else 0
-    _write_args_json(run_dir, args, {"num_envs_resolved": num_envs, "batch_size": batch_size,
-                                     "minibatch_size": minibatch_size, "num_iterations": num_iterations})  # fmt: skip
 
     # Seeding (and, when resuming, the RNG streams exactly where the checkpoint left them)
     random.seed(args.seed)
@@ -657,45 +545,31 @@ def train(args: Args, explicit=frozenset()) -> int:
     torch.backends.cudnn.deterministic = args.torch_deterministic
     torch.set_num_threads(max(1, args.torch_threads))
     if ckpt:
-        _set_rng_state(ckpt["rng"])
+        set_rng_state(ckpt["rng"])
 
-    # Env setup
-    env_kwargs = {"num_envs": num_envs, "seed": args.seed + global_step, "run_dir": str(run_dir)}
-    if args.env_id in GAMES:
-        env_kwargs.update(
-            num_instances=args.num_instances, agents_per_instance=agents_per_instance, headless=not args.window
-        )
-        if args.speedup is not None:
-            env_kwargs["speedup"] = args.speedup
-        if args.action_repeat is not None:
-            env_kwargs["action_repeat"] = args.action_repeat
+    # Env setup: a Godot game says how many agents each instance simulates, and so how many envs there are
+    envs = None
     try:
-        envs = make_vec_env(args.env_id, **env_kwargs)
+        envs = make_vec_env(game, **_env_kwargs(args, game, global_step, run_dir))
+        num_envs = envs.num_envs
+        batch_size, minibatch_size = _check_sizes(args, num_envs)
     except BaseException:
-        if fresh and not any(p for p in run_dir.iterdir() if p.name != "args.json"):
-            (run_dir / "args.json").unlink(missing_ok=True)
-            run_dir.rmdir()  # nothing happened in it: don't leave an empty run folder behind
+        if envs is not None:
+            envs.close()
+        if fresh:
+            discard_if_unused(run_dir)
         raise
-    writer = pbar = episodes_file = None
+    num_iterations = args.total_timesteps // batch_size
+    if args.agents_per_instance is not None and getattr(envs, "agents_per_instance", None) not in (None, args.agents_per_instance):
+        print(f"note: {args.env_id} simulates {envs.agents_per_instance} agents per instance whatever --agents-per-instance "
+              f"says; training {num_envs} envs", file=sys.stderr, flush=True)  # fmt: skip
+    write_args_json(run_dir, args, {"num_envs_resolved": num_envs, "batch_size": batch_size,
+                                    "minibatch_size": minibatch_size, "num_iterations": num_iterations})  # fmt: skip
+    log = None
     ready = False  # set once the agent exists: from then on Ctrl-C saves a checkpoint
     try:
         obs_space, act_space = envs.single_observation_space, envs.single_action_space
-        if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-            raise TrainError(f"unsupported observation space {obs_space}: the MLP agent needs flat Box observations")
-        if not isinstance(act_space, gym.spaces.Discrete) and not (
-            isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1
-        ):
-            raise TrainError(
-                f"unsupported action space {act_space}: ppo.py handles Discrete and 1-D Box actions; wrap the env "
-                "to expose one of those (e.g. MultiBinary(n) as Discrete(2**n) or as a Box thresholded at 0)"
-            )
-        if ckpt and (
-            ckpt["observation_space"] != space_to_dict(obs_space) or ckpt["action_space"] != space_to_dict(act_space)
-        ):
-            raise TrainError(
-                f"--resume {run_dir}: the checkpoint's spaces ({ckpt['observation_space']['shape']}, "
-                f"{ckpt['action_space']}) differ from {args.env_id}'s now ({obs_space}, {act_space}); start a new run"
-            )
+        _check_spaces(obs_space, act_space, ckpt, args, run_dir)
         discrete = isinstance(act_space, gym.spaces.Discrete)
         obs_dim = obs_space.shape[0]
         norm_obs = (not discrete) if args.norm_obs is None else args.norm_obs
@@ -711,27 +585,21 @@ def train(args: Args, explicit=frozenset()) -> int:
             normalizer.load_state_dict(ckpt["normalizer"])
             norm_obs, norm_reward = normalizer.norm_obs, normalizer.norm_reward
 
-        # resuming: hide the events the interrupted process logged after the checkpoint (steps > global_step)
-        writer = SummaryWriter(str(run_dir), purge_step=global_step + 1 if ckpt else None)
-        if not ckpt:
-            writer.add_text(
-                "hyperparameters",
-                "|param|value|\n|-|-|\n%s" % "\n".join(f"|{k}|{v}|" for k, v in {**asdict(args), "num_envs": num_envs,
-                    "batch_size": batch_size, "minibatch_size": minibatch_size, "norm_obs": norm_obs,
-                    "norm_reward": norm_reward}.items()),
-            )  # fmt: skip
-        episodes = _read_episodes(run_dir, global_step)
-        with open(run_dir / EPISODES_CSV, "w", newline="") as f:  # rewritten without rows past the checkpoint
-            csv.writer(f).writerows([("global_step", "return", "length"), *episodes])
-        episodes_file = open(run_dir / EPISODES_CSV, "a", newline="")
-        episodes_csv = csv.writer(episodes_file)
-        recent_returns = deque((r[1] for r in episodes), maxlen=100)
+        # TensorBoard, episodes.csv, progress (a resumed run drops what was logged after its checkpoint)
+        log = RunLog(run_dir, global_step, resumed=bool(ckpt), hyperparameters={**asdict(args), "num_envs": num_envs,
+                     "batch_size": batch_size, "minibatch_size": minibatch_size, "norm_obs": norm_obs,
+                     "norm_reward": norm_reward})  # fmt: skip
+        writer = log.writer
+        env_info = getattr(envs, "env_info", None)  # Godot games: the in-engine player's policy.json goes with it
 
         def checkpoint(path, step, update):
             save_checkpoint(path, agent=agent, optimizer=optimizer, normalizer=normalizer, args=args, global_step=step,
-                            update=update, observation_space=obs_space, action_space=act_space)  # fmt: skip
-            if args.env_id in GAMES:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
-                write_policy_for_checkpoint(path, envs.env_info)  # never raises
+                            update=update, observation_space=obs_space, action_space=act_space,
+                            env_info=env_info)  # fmt: skip
+            if env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
+                policy_file.write_policy_or_warn(run_dir / policy_file.POLICY_NAME, lambda: game_policy(
+                    agent, normalizer, act_space, env_info, path, env_id=args.env_id, global_step=step, update=update,
+                    args=asdict(args)))  # fmt: skip
 
         # ALGO Logic: Storage setup (numpy: writing one step into a numpy array is ~5x cheaper than into a tensor;
         # the whole rollout becomes tensors, without a copy, for the update)
@@ -755,9 +623,8 @@ def train(args: Args, explicit=frozenset()) -> int:
         raw_obs, _ = envs.reset(seed=args.seed + global_step)
         next_obs = normalizer.normalize_obs(raw_obs)
         next_done = np.zeros(num_envs, np.float32)
-        pbar = tqdm(total=num_iterations * batch_size, initial=global_step, unit="step", dynamic_ncols=True,
-                    desc=f"{args.env_id}", disable=None)  # fmt: skip
-        status_every = max(1, num_iterations // 20)
+        log.start_progress(total=num_iterations * batch_size, initial=global_step, desc=f"{args.env_id}",
+                           num_iterations=num_iterations)  # fmt: skip
         ready = True
         if ckpt:
             print(
@@ -806,13 +673,8 @@ def train(args: Args, explicit=frozenset()) -> int:
                 next_obs = normalizer.normalize_obs(raw_obs)
                 next_done = done.astype(np.float32)
 
-                if "_episode" in infos:
-                    for i in np.flatnonzero(infos["_episode"]):
-                        ep_r, ep_l = float(infos["episode"]["r"][i]), int(infos["episode"]["l"][i])
-                        writer.add_scalar("charts/episodic_return", ep_r, global_step)
-                        writer.add_scalar("charts/episodic_length", ep_l, global_step)
-                        episodes_csv.writerow((global_step, ep_r, ep_l))
-                        recent_returns.append(ep_r)
+                # episodic return/length -> TensorBoard and episodes.csv
+                log.record_episodes(infos, global_step)
 
             # ---- ADVANTAGES: bootstrap value if not done, then GAE backwards -------------------------------------
             with torch.no_grad():
@@ -910,37 +772,34 @@ def train(args: Args, explicit=frozenset()) -> int:
             writer.add_scalar("diagnostics/update_epochs_done", epochs_done, global_step)
             writer.add_scalar("charts/SPS", sps, global_step)
 
+            # ---- CHECKPOINT (episodes.csv flushed first) and progress ------------------------------------------------
             done_step, done_update = global_step, iteration
-            episodes_file.flush()
+            log.flush_episodes()
             if args.checkpoint_every and iteration % args.checkpoint_every == 0:
                 writer.flush()
                 checkpoint(run_dir / CHECKPOINT_NAME, global_step, iteration)
                 saved_step = global_step
-            mean_ret = float(np.mean(recent_returns)) if recent_returns else float("nan")
-            pbar.update(global_step - pbar.n)
-            pbar.set_postfix(SPS=sps, ret100=f"{mean_ret:.1f}", refresh=False)
-            if pbar.disable and (iteration % status_every == 0 or iteration == num_iterations):
-                print(f"global_step={global_step} SPS={sps} mean_return(last 100)={mean_ret:.1f}", flush=True)
+            log.progress(global_step, iteration, sps)
 
         # ---- the end: final checkpoint + model, deterministic evaluation, learning curve ------------------------
-        pbar.close()
+        log.close_progress()
         checkpoint(run_dir / CHECKPOINT_NAME, global_step, done_update)
         checkpoint(run_dir / MODEL_NAME, global_step, done_update)
         eval_mean = None
         if args.eval_episodes:
-            eval_returns = evaluate(agent, normalizer, envs, act_space, args.eval_episodes, seed=args.seed + 10**6)
+            policy = LoadedAgent(agent, normalizer, obs_space, act_space, args.env_id, global_step)
+            eval_returns = evaluate(policy.act, envs, args.eval_episodes, seed=args.seed + 10**6)
             if eval_returns:
                 eval_mean = float(np.mean(eval_returns))
                 writer.add_scalar("eval/episodic_return", eval_mean, global_step)
                 print(f"eval: deterministic policy, {len(eval_returns)} episodes: mean return {eval_mean:.2f} "
                       f"+- {np.std(eval_returns):.2f} (min {min(eval_returns):.1f}, max {max(eval_returns):.1f})")  # fmt: skip
-        episodes_file.flush()
-        plot_learning_curve(run_dir, eval_mean, title=run_dir.name)
+        log.plot(eval_mean)
         print(f"run folder: {run_dir}  (model: {run_dir / MODEL_NAME}; tensorboard --logdir {run_dir.parent})")
         return 0
     except KeyboardInterrupt:
-        if pbar is not None:
-            pbar.close()
+        if log is not None:
+            log.close_progress()
         if not ready:
             print("\ninterrupted before training started; nothing to save", file=sys.stderr)
             return 130
@@ -950,15 +809,11 @@ def train(args: Args, explicit=frozenset()) -> int:
             f"continue with: godot-ppo train --resume {run_dir}",
             file=sys.stderr,
         )
-        if episodes_file is not None:
-            episodes_file.flush()
-            plot_learning_curve(run_dir, title=run_dir.name)
+        log.plot()
         return 130
     finally:
-        if episodes_file is not None:
-            episodes_file.close()
-        if writer is not None:
-            writer.close()
+        if log is not None:
+            log.close()
         envs.close()
 
 
@@ -971,8 +826,8 @@ def main(argv=None) -> int:
     except SystemExit as e:  # --help, or a bad flag (tyro printed why)
         return e.code if isinstance(e.code, int) else 0
     try:
-        return train(args, explicit_fields(argv))
-    except (TrainError, UnknownEnvError, UnsupportedSpaceError, MissingExportError) as e:
+        return train(args, explicit_fields(argv, Args))
+    except (TrainError, UnknownEnvError, UnsupportedSpaceError, GameError) as e:
         print(f"godot-ppo train: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # before training started (e.g. while the Godot instances were launching)

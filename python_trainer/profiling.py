@@ -50,11 +50,12 @@ import numpy as np
 import psutil
 
 from python_trainer import paths
-from python_trainer.launcher import end_process_tree, read_log_tail
+from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game
+from python_trainer.processes import end_process_tree, read_log_tail, run_to_end
+from python_trainer.vec_env import add_game_arguments
 
 MODES = ("headless", "windowed")
 DEFAULT_INSTANCES = (1, 2, 4, 8)
-DEFAULT_AGENTS = 16
 DEFAULT_SECONDS = 10.0
 DEFAULT_WARMUP_STEPS = 50
 SCALING_GAIN = 0.10  # "throughput stops growing": the next instance count adds less than this fraction
@@ -130,11 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="CPU %% is percent of one core (0..100 x cores). Windowed instances need a display: without $DISPLAY "
                "the launcher starts Xvfb.",
     )
-    p.add_argument("--env", default=paths.GAMES[0], choices=paths.GAMES, help="game (default: %(default)s)")
+    add_game_arguments(p)
     p.add_argument("--modes", type=_mode_list, default=list(MODES), help=f"comma-separated, from {','.join(MODES)} (default: all)")
     p.add_argument("--instances", type=_positive_int_list, default=list(DEFAULT_INSTANCES),
                    help="comma-separated instance counts (default: 1,2,4,8)")
-    p.add_argument("--agents", type=_positive_int, default=DEFAULT_AGENTS, help="agents per instance (default: %(default)s)")
+    p.add_argument("--agents", type=_positive_int, default=None,
+                   help="agents per instance, passed as --agents (default: the game's own choice)")
     window = p.add_mutually_exclusive_group()
     window.add_argument("--steps", type=_positive_int, default=None, help="measure this many vector steps per configuration")
     window.add_argument("--seconds", type=_positive_float, default=None,
@@ -194,15 +196,12 @@ def describe_machine() -> dict:
     }
 
 
-def engine_benchmark(env: str, agents: int, steps: int = 3000, timeout: float = 60.0) -> Optional[dict]:
+def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, timeout: float = 60.0) -> Optional[dict]:
     """The headless binary's in-engine rate with random actions and no trainer (``--benchmark_steps``)."""
     try:
-        binary = paths.export_binary(headless=True)
-        out = subprocess.run(
-            [str(binary), f"--env={env}", f"--agents={agents}", f"--benchmark_steps={steps}", "--fixed-fps", "60"],
-            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired, paths.MissingExportError):
+        cmd = GameInstance(game, agents=agents).command(f"--benchmark_steps={steps}")
+        out = run_to_end(cmd, timeout, env=game_environ())
+    except (OSError, GameError):
         return None
     for line in out.stdout.splitlines():
         if line.startswith("{") and '"benchmark"' in line:
@@ -402,9 +401,10 @@ def profile_config(cfg: Config, opts, out_dir: Path, policy, report: Callable[[s
     env = sampler = None
     try:
         t = time.perf_counter()
-        env = make_vec_env(opts.env, num_instances=cfg.instances, agents_per_instance=cfg.agents,
+        env = make_vec_env(opts.game, num_instances=cfg.instances, agents_per_instance=cfg.agents,
                            headless=cfg.headless, seed=opts.seed, run_dir=run_dir, max_restarts=0, report=report)
         result["launch_seconds"] = round(time.perf_counter() - t, 3)
+        result["agents"] = env.num_envs // cfg.instances  # what the game simulates (it may ignore --agents)
         launcher = env.launcher
         result["display"] = launcher.display
         result["pids"] = launcher.pids()
@@ -773,11 +773,12 @@ def train_for(cfg: Config, opts, out_dir: Path, budget_s: float) -> dict:
     root = out_dir / "training"
     root.mkdir(parents=True, exist_ok=True)
     exp = f"profile_{cfg.key}"
-    batch = cfg.instances * cfg.agents * 128
-    cmd = [sys.executable, "-m", "python_trainer.ppo", "--env-id", opts.env, "--num-instances", str(cfg.instances),
-           "--agents-per-instance", str(cfg.agents), "--total-timesteps", str(batch * 100_000), "--num-steps", "128",
+    cmd = [sys.executable, "-m", "python_trainer.ppo", "--env-id", opts.game.env, "--num-instances", str(cfg.instances),
+           "--agents-per-instance", str(cfg.agents), "--total-timesteps", str(10**12), "--num-steps", "128",
            "--eval-episodes", "0", "--checkpoint-every", "0", "--run-dir-root", str(root), "--exp-name", exp,
            "--seed", str(opts.seed + 1)]
+    if opts.game.env_path is not None:
+        cmd += ["--env-path", opts.game.env_path]
     if not cfg.headless:
         cmd.append("--window")
     result = {"key": cfg.key, "mode": cfg.mode, "instances": cfg.instances, "agents": cfg.agents,
@@ -806,7 +807,7 @@ def train_for(cfg: Config, opts, out_dir: Path, budget_s: float) -> dict:
     if left:
         end_process_tree([p.pid for p in left])
         result["leftover_pids_killed"] = [p.pid for p in left]
-    runs = sorted(root.glob(f"{opts.env}__{exp}__*"), key=lambda p: p.stat().st_mtime)
+    runs = sorted(root.glob(f"{opts.game.env}__{exp}__*"), key=lambda p: p.stat().st_mtime)
     if code not in (0, 130) or not runs:
         result["error"] = f"PPO exited with code {code}; last lines of {log_path}:\n" + read_log_tail(log_path)
         return result
@@ -862,12 +863,6 @@ def main(argv=None) -> int:
         return 2
 
     # Everything that can be checked before starting a single instance.
-    try:
-        for mode in opts.modes:
-            paths.export_binary(headless=(mode == "headless"))
-        policy = load_policy(opts.policy, opts.env)
-    except (paths.MissingExportError, ValueError) as e:
-        return fail(str(e))
     display_note = None
     if "windowed" in opts.modes:
         if os.environ.get("DISPLAY"):
@@ -878,6 +873,13 @@ def main(argv=None) -> int:
         else:
             display_note = ("No $DISPLAY: the launcher starts an Xvfb virtual display for each windowed "
                             "configuration (software rendering; its CPU is the Xvfb column).")
+    try:
+        opts.game = godot_game(opts.env_id, opts.env_path)
+        for mode in opts.modes:
+            opts.game.export.command(headless=(mode == "headless"))  # a GameError names the fix
+        policy = load_policy(opts.policy, opts.game.env)
+    except (GameError, ValueError) as e:
+        return fail(str(e))
 
     from tqdm import tqdm
 
@@ -889,18 +891,18 @@ def main(argv=None) -> int:
     configs = [Config(mode, n, opts.agents) for mode in opts.modes for n in opts.instances]
     window = f"{opts.steps} vector steps" if opts.steps is not None else f"{opts.seconds:g} s"
     report = {
-        "env": opts.env, "argv": argv, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "window": window,
+        "env": opts.game.env, "env_path": opts.game.env_path, "argv": argv, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "window": window,
         "warmup_steps": opts.warmup_steps, "policy": opts.policy, "sample_interval": opts.sample_interval,
         "machine": describe_machine(), "display_note": display_note, "results": [], "interrupted": False,
     }
     if display_note:
         print(display_note, file=sys.stderr)
-    print(f"profiling {len(configs)} configuration(s) of {opts.env}: {window} each; output in {out_dir}", file=sys.stderr)
+    print(f"profiling {len(configs)} configuration(s) of {opts.game.env}: {window} each; output in {out_dir}", file=sys.stderr)
 
     status = 0
     try:
         if "headless" in opts.modes and not opts.no_engine_benchmark:
-            report["engine_benchmark"] = engine_benchmark(opts.env, opts.agents)
+            report["engine_benchmark"] = engine_benchmark(opts.game, opts.agents)
         bar = tqdm(configs, desc="profile", unit="config", dynamic_ncols=True, disable=None)
         for cfg in bar:
             bar.set_postfix_str(cfg.key)

@@ -1,7 +1,8 @@
 """Vector envs: one gymnasium VectorEnv over many Godot instances, or over a gymnasium id.
 
-`GodotVecEnv` (gymnasium 1.0 ``VectorEnv``) drives ``num_instances`` Godot processes simulating
-``agents_per_instance`` agents each: ``num_envs = num_instances * agents_per_instance``. Each step sends the
+`GodotVecEnv` (gymnasium 1.0 ``VectorEnv``) drives ``num_instances`` Godot processes; each simulates the number of
+agents its env_info reports (``agents_per_instance`` is asked for with ``--agents``, and a game may ignore it), and
+``num_envs`` is their sum. Each step sends the
 actions to every instance first and reads the replies after, so the instances simulate in parallel.
 
 Conventions (shared with python_trainer.gym_env.GymVecEnv):
@@ -39,12 +40,12 @@ from python_trainer.launcher import (
     DEFAULT_MAX_RESTARTS,
     InstanceLauncher,
 )
-from python_trainer.paths import GAMES, check_game
+from python_trainer import paths
+from python_trainer.game import GameError, GameExport, GameInstance, GodotGame, godot_game, is_gym_id, list_games
 from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
 
-DEFAULT_AGENTS_PER_INSTANCE = 16
 # make_vec_env's options that only mean something for a Godot game.
-GODOT_ONLY_OPTIONS = {"connect_timeout", "step_timeout", "extra_args", "binary", "report"}
+GODOT_ONLY_OPTIONS = {"connect_timeout", "step_timeout", "extra_args", "binary", "report", "display"}
 
 
 # ---------------------------------------------------------------------------------------------- spaces
@@ -117,12 +118,12 @@ class GodotVecEnv(gym.vector.VectorEnv):
 
     def __init__(
         self,
-        env_id: str,
+        env_id: str | GodotGame | None = None,
         num_instances: int = 1,
-        agents_per_instance: int = DEFAULT_AGENTS_PER_INSTANCE,
+        agents_per_instance: Optional[int] = None,
         seed: int = 0,
         headless: bool = True,
-        speedup: int = 1,
+        speedup: float = 1,
         action_repeat: int = 1,
         max_episode_steps: Optional[int] = None,
         run_dir=None,
@@ -132,17 +133,21 @@ class GodotVecEnv(gym.vector.VectorEnv):
         extra_args: Sequence[str] = (),
         binary=None,
         report=None,
+        env_path=None,
+        display: Optional[str] = None,
     ):
         self.closed = True  # until the instances are up (VectorEnv.__del__ checks it)
-        self.env_id = env_id
+        game = env_id if isinstance(env_id, GodotGame) else godot_game(env_id, env_path, program=binary)
+        self.game = game
+        self.env_id = game.env
         self.num_instances = int(num_instances)
-        self.agents_per_instance = int(agents_per_instance)
-        self.num_envs = self.num_instances * self.agents_per_instance
+        instance = GameInstance(
+            game, agents=agents_per_instance, seed=seed, speedup=speedup, action_repeat=action_repeat,
+            max_episode_steps=max_episode_steps, headless=headless, display=display, extra_args=tuple(extra_args),
+        )
         self.launcher = InstanceLauncher(
-            env_id, self.num_instances, headless=headless, seed=seed, agents_per_instance=self.agents_per_instance,
-            speedup=speedup, action_repeat=action_repeat, max_episode_steps=max_episode_steps, run_dir=run_dir,
-            connect_timeout=connect_timeout, extra_args=extra_args, max_restarts=max_restarts,
-            step_timeout=step_timeout, binary=binary, report=report,
+            instance, self.num_instances, run_dir=run_dir, connect_timeout=connect_timeout,
+            max_restarts=max_restarts, step_timeout=step_timeout, report=report,
         )
         self.launcher.start()
         self.closed = False
@@ -156,6 +161,11 @@ class GodotVecEnv(gym.vector.VectorEnv):
         except BaseException:
             self.close()
             raise
+        # Each instance's agents take a contiguous block of the batch, in instance order.
+        self.agent_counts = [inst.env_info["n_agents"] for inst in self.launcher.instances]
+        self._offsets = np.concatenate([[0], np.cumsum(self.agent_counts)]).tolist()
+        self.num_envs = int(self._offsets[-1])
+        self.agents_per_instance = self.agent_counts[0] if len(set(self.agent_counts)) == 1 else None
         self.max_episode_steps = info.get("max_episode_steps")
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
@@ -171,14 +181,21 @@ class GodotVecEnv(gym.vector.VectorEnv):
     def _check_same_spaces(self, inst) -> None:
         spaces = spaces_from_env_info(inst.env_info)
         if spaces[0] != self.single_observation_space or spaces[1] != self.single_action_space:
-            raise GodotConnectionError(
-                inst.label(), f"reports spaces {spaces[:2]}, unlike instance 0's "
-                f"{(self.single_observation_space, self.single_action_space)}"
+            raise GameError(
+                f"{inst.label()} reports the spaces {spaces[0]} / {spaces[1]}, unlike instance 0's "
+                f"{self.single_observation_space} / {self.single_action_space}: every instance of a game must have "
+                "the same observation and action spaces (does the game build them from a random or per-instance "
+                "setting?)"
+            )
+        counts = getattr(self, "agent_counts", None)
+        if counts is not None and inst.env_info["n_agents"] != counts[inst.index]:
+            raise GameError(
+                f"{inst.label()} came back with {inst.env_info['n_agents']} agents after a restart, not "
+                f"{counts[inst.index]}: the number of agents an instance simulates must not change"
             )
 
     def _slice(self, i: int) -> slice:
-        a = self.agents_per_instance
-        return slice(i * a, (i + 1) * a)
+        return slice(self._offsets[i], self._offsets[i + 1])
 
     def _flat_obs(self, obs_list, inst_label="") -> np.ndarray:
         """(agents, obs_dim) float32 from godot-rl's list of per-agent obs dicts."""
@@ -199,7 +216,7 @@ class GodotVecEnv(gym.vector.VectorEnv):
             raise ValueError(f"{inst_label}: observation of size {arr.shape[1]}, expected {self.obs_dim}")
         return arr
 
-    def _step_obs(self, msg: dict, inst_label="") -> np.ndarray:
+    def _step_obs(self, msg: dict, agents: int, inst_label="") -> np.ndarray:
         """(agents, obs_dim) float32 from a step reply: packed ("obs_f32", asked for in our handshake) or JSON."""
         if "obs_f32" not in msg:
             return self._flat_obs(msg["obs"], inst_label)
@@ -207,10 +224,10 @@ class GodotVecEnv(gym.vector.VectorEnv):
             arr = np.frombuffer(base64.b64decode(msg["obs_f32"], validate=True), dtype="<f4")
         except (binascii.Error, TypeError, ValueError) as e:
             raise ValueError(f"{inst_label}: malformed packed observations from the game ({e!r})") from None
-        if arr.size != self.agents_per_instance * self.obs_dim:
+        if arr.size != agents * self.obs_dim:
             raise ValueError(f"{inst_label}: {arr.size} packed observation values, expected "
-                             f"{self.agents_per_instance} agents x {self.obs_dim}")  # fmt: skip
-        return arr.reshape(self.agents_per_instance, self.obs_dim)
+                             f"{agents} agents x {self.obs_dim}")  # fmt: skip
+        return arr.reshape(agents, self.obs_dim)
 
     def _flat_one(self, obs: dict) -> np.ndarray:
         return self._flat_obs([obs])[0]
@@ -316,19 +333,20 @@ class GodotVecEnv(gym.vector.VectorEnv):
         if self._needs_reset:
             raise RuntimeError("call reset() before step()")
         per_agent = self._encode_actions(actions)
-        n, A = self.num_envs, self.agents_per_instance
+        n = self.num_envs
         insts = self.launcher.instances
         failed = {}
         # Send to every instance first: they simulate in parallel while we wait for the first reply.
         for i, inst in enumerate(insts):
+            s = self._slice(i)
             try:
-                inst.conn.step_send(per_agent[i * A:(i + 1) * A])
+                inst.conn.step_send(per_agent[s])
             except GodotConnectionError as e:
                 failed[i] = e
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=np.bool_)
         truncated = np.zeros(n, dtype=np.bool_)
-        final_obs = None
+        final_obs = final_info = None
         new_obs = self._obs.copy()
         for i, inst in enumerate(insts):
             if i in failed:
@@ -339,28 +357,33 @@ class GodotVecEnv(gym.vector.VectorEnv):
                 failed[i] = e
                 continue
             s = self._slice(i)
+            agents = s.stop - s.start
             label = inst.label()
-            new_obs[s] = self._step_obs(msg, label)
+            new_obs[s] = self._step_obs(msg, agents, label)
             rewards[s] = np.asarray(msg["reward"], dtype=np.float64)
             done = np.asarray(msg["done"], dtype=np.bool_)
-            if done.shape != (A,) or rewards[s].shape != (A,):
-                raise ValueError(f"{label}: step reply for {done.shape} agents, expected {A}")
+            if done.shape != (agents,) or rewards[s].shape != (agents,):
+                raise ValueError(f"{label}: step reply for {done.shape} agents, expected {agents}")
             if done.any():
-                info = msg.get("info") or [{}] * A
+                info = msg.get("info") or [{}] * agents
                 if final_obs is None:
                     final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
+                    final_info = np.full(n, None, dtype=object)
                 for j in np.flatnonzero(done).tolist():
-                    agent_info = info[j] or {}
-                    trunc = bool(agent_info.get("TimeLimit.truncated", False))
+                    agent_info = dict(info[j] or {})
+                    trunc = bool(agent_info.pop("TimeLimit.truncated", False))
                     truncated[s.start + j] = trunc
                     terminated[s.start + j] = not trunc
-                    term_obs = agent_info.get("terminal_observation")
+                    term_obs = agent_info.pop("terminal_observation", None)
                     final_obs[s.start + j] = self._flat_one(term_obs) if term_obs is not None else new_obs[s.start + j]
+                    final_info[s.start + j] = agent_info  # the game's get_info() of the ended episode
         for i, e in failed.items():
             s = self._slice(i)
             if final_obs is None:
                 final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
+                final_info = np.full(n, None, dtype=object)
             final_obs[s] = self._obs[s]  # the last observation we know of
+            final_info[s] = [{} for _ in range(s.stop - s.start)]
             truncated[s] = True
             terminated[s] = False
             rewards[s] = 0.0
@@ -369,6 +392,8 @@ class GodotVecEnv(gym.vector.VectorEnv):
         if final_obs is not None:
             infos["final_obs"] = final_obs
             infos["_final_obs"] = terminated | truncated
+            infos["final_info"] = final_info
+            infos["_final_info"] = terminated | truncated
         if failed:
             restarted = np.zeros(n, dtype=np.bool_)
             for i in failed:
@@ -402,70 +427,108 @@ class GodotVecEnv(gym.vector.VectorEnv):
 
 # ---------------------------------------------------------------------------------------------- factory
 def make_vec_env(
-    env_id: str,
+    env_id: str | GodotGame | None = None,
     num_envs: Optional[int] = None,
     seed: int = 0,
     num_instances: int = 1,
     agents_per_instance: Optional[int] = None,
     headless: bool = True,
-    speedup: int = 1,
+    speedup: float = 1,
     action_repeat: int = 1,
     max_episode_steps: Optional[int] = None,
     run_dir=None,
     max_restarts: int = DEFAULT_MAX_RESTARTS,
+    env_path=None,
     **kw,
 ):
-    """A VectorEnv for a Godot game (`GodotVecEnv`) or a gymnasium id (`gym_env.GymVecEnv`)."""
-    if env_id in GAMES:
-        if int(num_instances) < 1:
-            raise ValueError(f"num_instances must be >= 1, got {num_instances}")
-        if agents_per_instance is None:
-            if num_envs is not None:
-                if num_envs % num_instances:
-                    raise ValueError(
-                        f"num_envs={num_envs} is not a multiple of num_instances={num_instances} "
-                        "(num_envs = num_instances x agents_per_instance)"
-                    )
-                agents_per_instance = num_envs // num_instances
-            else:
-                agents_per_instance = DEFAULT_AGENTS_PER_INSTANCE
-        if num_envs is not None and num_envs != num_instances * agents_per_instance:
-            raise ValueError(
-                f"num_envs={num_envs} must equal num_instances x agents_per_instance = "
-                f"{num_instances} x {agents_per_instance} = {num_instances * agents_per_instance}"
-            )
-        return GodotVecEnv(
-            env_id, num_instances=num_instances, agents_per_instance=agents_per_instance, seed=seed,
-            headless=headless, speedup=speedup, action_repeat=action_repeat, max_episode_steps=max_episode_steps,
-            run_dir=run_dir, max_restarts=max_restarts, **kw,
-        )
-    unknown = set(kw) - GODOT_ONLY_OPTIONS  # Godot-only options are ignored for gymnasium ids
-    if unknown:
-        raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
-    from python_trainer.gym_env import make_gym_vec_env
+    """A VectorEnv for a Godot game (`GodotVecEnv`) or a gymnasium id (`gym_env.GymVecEnv`).
 
-    return make_gym_vec_env(env_id, num_envs=num_envs, seed=seed)
+    ``env_path``: an export of any Godot 3 project that uses the rl_sync addon (``env_id`` None: its default game);
+    without it, a gymnasium id, else a game in this repository's export (`game.resolve_env` decides). For a Godot
+    game ``num_envs`` (when given) must come out as the agents the instances report; ``agents_per_instance``
+    defaults to ``num_envs / num_instances`` or, without either, to the game's own choice.
+    """
+    binary = kw.pop("binary", None)
+    if env_path is None and binary is None and not isinstance(env_id, GodotGame) and is_gym_id(env_id):
+        unknown = set(kw) - GODOT_ONLY_OPTIONS  # Godot-only options are ignored for gymnasium ids
+        if unknown:
+            raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
+        from python_trainer.gym_env import make_gym_vec_env
+
+        return make_gym_vec_env(env_id, num_envs=num_envs, seed=seed)
+    if int(num_instances) < 1:
+        raise ValueError(f"num_instances must be >= 1, got {num_instances}")
+    if agents_per_instance is None and num_envs is not None:
+        if num_envs % num_instances:
+            raise ValueError(
+                f"num_envs={num_envs} is not a multiple of num_instances={num_instances} "
+                "(num_envs = num_instances x agents_per_instance)"
+            )
+        agents_per_instance = num_envs // num_instances
+    if num_envs is not None and num_envs != num_instances * agents_per_instance:
+        raise ValueError(
+            f"num_envs={num_envs} must equal num_instances x agents_per_instance = "
+            f"{num_instances} x {agents_per_instance} = {num_instances * agents_per_instance}"
+        )
+    if isinstance(env_id, GodotGame):
+        game = env_id
+    else:
+        game = godot_game(env_id, env_path, program=binary)
+    env = GodotVecEnv(
+        game, num_instances=num_instances, agents_per_instance=agents_per_instance, seed=seed, headless=headless,
+        speedup=speedup, action_repeat=action_repeat, max_episode_steps=max_episode_steps, run_dir=run_dir,
+        max_restarts=max_restarts, **kw,
+    )
+    if num_envs is not None and env.num_envs != num_envs:
+        counts = env.agent_counts
+        env.close()
+        raise GameError(
+            f"num_envs={num_envs} was asked for, but {game.env} simulates {counts[0]} agents per instance whatever "
+            f"--agents says ({num_instances} instances: {sum(counts)} envs): drop num_envs, or use "
+            f"{sum(counts)}"
+        )
+    return env
+
+
+def add_game_arguments(parser: argparse.ArgumentParser, env_flag: str = "--env-id") -> None:
+    """--env-path and --env-id, worded alike in every command."""
+    parser.add_argument("--env-path", default=None, metavar="PATH",
+                        help="an exported game binary (headless or windowed) of any Godot 3 project with the rl_sync "
+                             "addon (default: this repository's exports/headless/rl_games.x86_64)")
+    parser.add_argument(env_flag, *(["--env"] if env_flag != "--env" else []), dest="env_id", default=None,
+                        metavar="NAME", help="a game in that binary (default: the binary's default game)")
 
 
 # ---------------------------------------------------------------------------------------------- commands
 def envs_main(argv=None) -> int:
-    """`godot-ppo envs`: the games and their spaces, read from a running headless instance (1 agent)."""
+    """`godot-ppo envs`: the games in a binary and their spaces, read from a running headless instance of each."""
     parser = argparse.ArgumentParser(prog="godot-ppo envs", description=envs_main.__doc__.split(":", 1)[1].strip())
+    add_game_arguments(parser)
     parser.add_argument("--timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S, help="connect timeout (s)")
     args = parser.parse_args(argv)
+    try:
+        export = GameExport.open(args.env_path or paths.default_export(headless=True))
+        listing = list_games(export, args.timeout)
+        names = [args.env_id] if args.env_id else list(listing.envs)
+        games = [godot_game(name, export.path) for name in names]
+    except GameError as e:
+        print(f"godot-ppo envs: error: {e}", file=sys.stderr)
+        return 2
+    print(f"{export.path}: {len(listing.envs)} game(s), default {listing.default}")
     status = 0
-    for game in GAMES:
+    for game in games:
         try:
-            env = GodotVecEnv(game, num_instances=1, agents_per_instance=1, connect_timeout=args.timeout)
+            env = GodotVecEnv(game, num_instances=1, connect_timeout=args.timeout)
         except Exception as e:
-            print(f"godot-ppo envs: error: {game}: {e}", file=sys.stderr)
+            print(f"godot-ppo envs: error: {game.env}: {e}", file=sys.stderr)
             status = 1
             continue
         try:
-            print(f"{game}")
-            print(f"  observation space: {env.single_observation_space}")
-            print(f"  action space:      {env.single_action_space}  (godot-rl: {env.env_info['action_space'][0]})")
-            print(f"  max_episode_steps: {env.max_episode_steps}")
+            print(f"{game.env}{' (default)' if game.env == listing.default else ''}")
+            print(f"  agents per instance: {env.num_envs} (the game's own choice; --agents may change it)")
+            print(f"  observation space:   {env.single_observation_space}")
+            print(f"  action space:        {env.single_action_space}  (godot-rl: {env.env_info['action_space'][0]})")
+            print(f"  max_episode_steps:   {env.max_episode_steps}")
         finally:
             env.close()
     return status
@@ -474,32 +537,28 @@ def envs_main(argv=None) -> int:
 def launch_main(argv=None) -> int:
     """`godot-ppo launch`: start instances and step them with random actions until Ctrl-C (or --seconds)."""
     parser = argparse.ArgumentParser(prog="godot-ppo launch", description=launch_main.__doc__.split(":", 1)[1].strip())
-    parser.add_argument("--env", default=GAMES[0], help=f"game ({', '.join(GAMES)})")
+    add_game_arguments(parser)
     parser.add_argument("--instances", type=int, default=1)
-    parser.add_argument("--agents", type=int, default=DEFAULT_AGENTS_PER_INSTANCE, help="agents per instance")
+    parser.add_argument("--agents", type=int, default=None, help="agents per instance (default: the game's choice)")
     parser.add_argument("--window", action="store_true", help="windowed instances (Xvfb is started if no $DISPLAY)")
     parser.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--speedup", type=int, default=1)
+    parser.add_argument("--speedup", type=float, default=1)
     parser.add_argument("--action-repeat", type=int, default=1)
     parser.add_argument("--max-episode-steps", type=int, default=None)
     parser.add_argument("--run-dir", default=None, help="where logs/instance_<i>.log go (default: a temp dir)")
     parser.add_argument("--report-every", type=float, default=2.0, help="seconds between steps/s lines")
     args = parser.parse_args(argv)
-    try:
-        check_game(args.env)
-    except ValueError as e:
-        print(f"godot-ppo launch: error: {e}", file=sys.stderr)
-        return 2
     env = None
     try:
+        game = godot_game(args.env_id, args.env_path)
         env = GodotVecEnv(
-            args.env, num_instances=args.instances, agents_per_instance=args.agents, seed=args.seed,
+            game, num_instances=args.instances, agents_per_instance=args.agents, seed=args.seed,
             headless=not args.window, speedup=args.speedup, action_repeat=args.action_repeat,
             max_episode_steps=args.max_episode_steps, run_dir=args.run_dir,
         )
-        print(f"launched {args.instances} instance(s) x {args.agents} agents of {args.env} "
-              f"(pids {env.launcher.pids()}, logs in {env.launcher.log_dir}); Ctrl-C to stop", flush=True)
+        print(f"launched {args.instances} instance(s) of {game.env} ({env.num_envs} agents in all; "
+              f"pids {env.launcher.pids()}, logs in {env.launcher.log_dir}); Ctrl-C to stop", flush=True)
         env.reset(seed=args.seed)
         start = last = time.perf_counter()
         steps = last_steps = episodes = 0
@@ -519,6 +578,9 @@ def launch_main(argv=None) -> int:
               f"({steps * env.num_envs / max(total, 1e-9):,.0f} agent-steps/s)", flush=True)
     except KeyboardInterrupt:
         print("interrupted: closing the instances", file=sys.stderr, flush=True)
+    except GameError as e:
+        print(f"godot-ppo launch: error: {e}", file=sys.stderr)
+        return 2
     except Exception as e:
         print(f"godot-ppo launch: error: {e}", file=sys.stderr)
         return 1

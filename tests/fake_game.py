@@ -4,7 +4,8 @@ Accepts the real binary's flags (--port, --env, --agents, --env_seed, --token, -
 --connect_timeout, ...; unknown ones ignored) plus test-only ones:
   --fake_mode=ok | exit_at_start | never_connect | wrong_token | hang_after=N | crash_after=N
   --fake_action=continuous:2 | discrete:3 | continuous:2,continuous:1 | discrete:3,discrete:2 | continuous:2,discrete:2
-  --fake_obs=obs:4 | a:2,b:3        (observation keys and sizes)
+  --fake_obs=obs:4 | a:2,b:3        (observation keys and sizes); by_seed: one key of size 4 + --env_seed
+  --fake_fixed_agents=N             simulate N agents whatever --agents says (as a user's fixed scene does)
   --fake_step_delay=SECONDS         sleep this long before answering each action
 
 Dynamics (deterministic from the seed): agent j's observation is [t, j, seed, last action sum, ...] padded with
@@ -58,6 +59,9 @@ def recv(sock):
 
 def main():
     args = parse_args(sys.argv[1:])
+    if "--list_envs" in sys.argv:
+        print(json.dumps({"envs": ["ball_chase"], "default": "ball_chase"}), flush=True)
+        return
     mode = args.get("fake_mode", "ok")
     env = args.get("env", "")
     if mode == "exit_at_start" or env == "no_such_game":
@@ -68,10 +72,13 @@ def main():
         time.sleep(float(args.get("connect_timeout", 30)))
         print("fake_game: never connected, quitting", flush=True)
         sys.exit(1)
-    n = int(args.get("agents", 16))
+    n = int(args.get("fake_fixed_agents", args.get("agents", 16)))
     seed = int(args.get("env_seed", 0))
     max_steps = int(args.get("max_episode_steps", 20))
-    obs_spec = [(k, int(v)) for k, v in (p.split(":") for p in args.get("fake_obs", "obs:4").split(","))]
+    if args.get("fake_obs") == "by_seed":
+        obs_spec = [("obs", 4 + seed)]
+    else:
+        obs_spec = [(k, int(v)) for k, v in (p.split(":") for p in args.get("fake_obs", "obs:4").split(","))]
     act_spec = {}
     for i, p in enumerate(args.get("fake_action", "continuous:2").split(",")):
         kind, size = p.split(":")

@@ -19,4 +19,7 @@ def test_gdscript_suite_passes():
     assert summary, f"the GDScript runner printed no summary:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     failures = "\n".join(line for line in result.stderr.splitlines() if "FAILED" in line or "SCRIPT ERROR" in line)
     assert result.returncode == 0 and summary.group(2) == "0", failures
+    # A script error inside a test stops that test where it stands and the runner still counts it as passed:
+    # any SCRIPT ERROR (a parse check's included) fails the suite.
+    assert "SCRIPT ERROR" not in result.stderr, failures
     assert int(summary.group(1)) >= 20, "the parse checks and tests did not all run"

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import FAKE_GAME, REPO, TESTS, alive, read_json_line, read_line, wait_gone
 from python_trainer import paths
+from python_trainer.game import GameError, GameInstance, godot_game
 from python_trainer.launcher import (
     InstanceCrashedError,
     InstanceLauncher,
@@ -30,6 +31,11 @@ def binary(request):
         request.getfixturevalue("headless_export")
         return None
     return [sys.executable, str(FAKE_GAME)]
+
+
+def instance(binary, **kw):
+    """ball_chase in the real export (binary None) or the fake game, as one GameInstance."""
+    return GameInstance(godot_game("ball_chase", program=binary), **kw)
 
 
 def quiet(events):
@@ -81,20 +87,20 @@ def test_exception_inside_with_block_ends_instances(binary, tmp_path):
 
 def test_missing_export_says_run_export(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "EXPORTS_DIR", tmp_path / "nowhere")
-    with pytest.raises(paths.MissingExportError, match="godot-ppo export"):
-        InstanceLauncher("ball_chase", 1)
+    with pytest.raises(GameError, match="godot-ppo export"):
+        launch_instances("ball_chase", 1)
 
 
-def test_unknown_game_lists_valid_ones():
-    with pytest.raises(ValueError, match="ball_chase"):
-        InstanceLauncher("pong_deluxe", 1)
+def test_unknown_game_lists_valid_ones(headless_export):
+    with pytest.raises(GameError, match="its games: ball_chase"):
+        launch_instances("pong_deluxe", 1)
 
 
 def test_instance_crashing_at_start_is_reported_at_once(binary, tmp_path):
     """A bad --env makes the game exit 1 at start: reported with exit code and log tail, long before the timeout."""
     t0 = time.monotonic()
-    launcher = InstanceLauncher("ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=binary,
-                                connect_timeout=60, extra_args=["--env=no_such_game"])
+    launcher = InstanceLauncher(instance(binary, agents=1, extra_args=("--env=no_such_game",)), 2, run_dir=tmp_path,
+                                connect_timeout=60)
     with pytest.raises(InstanceStartError) as ei:
         launcher.start()
     assert time.monotonic() - t0 < 15

@@ -1,6 +1,9 @@
 """PPO trainer and gymnasium vector env: pure functions against hand numbers, then tiny real training runs."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -8,7 +11,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from python_trainer import ppo
+from python_trainer import ppo, run_folder
 from python_trainer.gym_env import EpisodeStatistics, GymVecEnv
 
 CLEANRL_TAGS = [
@@ -334,7 +337,7 @@ def test_nan_observations_and_unsupported_spaces_are_clear_errors(tmp_path, caps
 def test_auto_normalisation_flags_parse():
     assert ppo._bool_flag_aliases(["--norm-obs", "--no-norm-reward", "--seed", "3"]) == [
         "--norm-obs", "True", "--norm-reward", "False", "--seed", "3"]  # fmt: skip
-    assert ppo.explicit_fields(["--env-id=Pendulum-v1", "--no-anneal-lr", "--seed", "3"]) == {
+    assert run_folder.explicit_fields(["--env-id=Pendulum-v1", "--no-anneal-lr", "--seed", "3"], ppo.Args) == {
         "env_id",
         "anneal_lr",
         "seed",
@@ -349,3 +352,18 @@ def test_target_kl_stops_the_update_epochs_early(tmp_path):
     # after the first gradient step any KL exceeds 1e-9: the update stops inside epoch 1 (0 epochs completed)
     assert [v for _, v in _scalars(stopped)[1]["diagnostics/update_epochs_done"]] == [0.0, 0.0]
     assert [v for _, v in _scalars(full)[1]["diagnostics/update_epochs_done"]] == [4.0, 4.0]
+
+
+def test_no_import_cycle():
+    """ppo does not import playback; checkpoint, policy_file and run_folder import neither ppo nor playback."""
+    code = (
+        "import sys\n"
+        "for name in ('checkpoint', 'policy_file', 'run_folder', 'ppo'):\n"
+        "    __import__('python_trainer.' + name)\n"
+        "    loaded = {m for m in ('python_trainer.ppo', 'python_trainer.playback') if m in sys.modules}\n"
+        "    allowed = {'python_trainer.ppo'} if name == 'ppo' else set()\n"
+        "    assert loaded == allowed, (name, sorted(loaded))\n"
+    )
+    repo = Path(__file__).resolve().parent.parent
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=repo)
+    assert result.returncode == 0, result.stderr

@@ -4,6 +4,8 @@ extends "res://addons/rl_sync/agent_controller.gd"
 var position := 0.0
 var resets := 0
 var last_action := {}
+# Returned by get_info() itself, not a copy, and cleared on reset, as a stateful controller might.
+var info := {}
 
 
 func get_obs() -> Array:
@@ -21,3 +23,8 @@ func set_action(action: Dictionary) -> void:
 func reset_episode() -> void:
 	position = 0.0
 	resets += 1
+	info.clear()
+
+
+func get_info() -> Dictionary:
+	return info

@@ -41,7 +41,7 @@ func test_distances_are_normalised() -> void:
 
 func test_distances_ignore_the_scale_of_the_scene() -> void:
 	_build_world()
-	# A window scales the whole scene to fit; readings must not change.
+	# Readings are in the ray's own frame: a scaled scene must not change them.
 	world.scale = Vector2(0.5, 0.5)
 	var sensor = Sensor.new()
 	sensor.n_rays = 4

@@ -53,6 +53,21 @@ func test_termination_resets_at_once_and_keeps_terminal_observation() -> void:
 	check_eq(agents[1].n_steps, 0, "step counter restarted")
 
 
+func test_ended_step_carries_the_info_of_the_ended_episode() -> void:
+	_setup(2, 100)
+	agents[0].info["fruits"] = 2
+	agents[1].info["fruits"] = 5
+	agents[1].info["wall_hits"] = 1.0
+	agents[1].done = true
+	var step: Dictionary = sync.decision_step()
+	check_eq(step["info"][0], {"fruits": 2}, "info of a running episode")
+	var ended: Dictionary = step["info"][1]
+	check_eq(ended["fruits"], 5, "the ended episode's value, though the reset cleared the controller's info")
+	check_eq(ended["wall_hits"], 1.0, "every key of the ended episode's info")
+	check_eq(ended["TimeLimit.truncated"], false, "our keys next to the controller's")
+	check_eq(agents[1].info, {}, "the controller's own Dictionary gets none of our keys")
+
+
 func test_time_limit_truncates() -> void:
 	_setup(1, 3)
 	var dones := []

@@ -8,7 +8,8 @@ extends Node
 # During play, add to `reward` whenever something good or bad happens and set `done = true` when the
 # episode ends by success or failure. The sync node does the rest once per decision step: it collects
 # and zeroes the reward, applies the time limit (`max_episode_steps`), and when the episode has ended
-# it calls `reset()` at once, so the observation it sends is the first one of the next episode.
+# it calls `begin_episode()` (and so `reset_episode()`) at once, so the observation it sends is the
+# first one of the next episode. Never reset the episode yourself. See README.md in this folder.
 
 const AGENT_GROUP := "AGENT"
 
@@ -68,7 +69,9 @@ func get_obs_space() -> Dictionary:
 	return {"obs": {"size": [get_obs().size()], "space": "box"}}
 
 
-# Extra per-agent data for the step's info dict (merged with the sync node's own keys).
+# Extra per-agent data for the step's info dict (merged with the sync node's own keys). On the step
+# where an episode ends it is asked before the reset, so it describes the ended episode; our trainer
+# logs its numeric values of ended episodes to TensorBoard as episode_info/<key>.
 func get_info() -> Dictionary:
 	return {}
 

@@ -1,7 +1,8 @@
 extends Node
 # RLSync: drives every agent controller of a scene from a trainer, a policy file, or the keyboard.
 #
-# Add one RLSync node to a game scene. Its mode comes from the command line:
+# Add one RLSync node to a game scene. When that scene is the first of a run, the node also answers
+# --list_envs and --env (see game_registry.gd). Its mode comes from the command line:
 #   --port=P               train: connect to a trainer on 127.0.0.1:P and speak godot-rl's protocol
 #   --policy=FILE          every agent is driven by a trained policy run in the engine (no trainer);
 #                          with --eval_episodes=N it plays N episodes, prints their returns as JSON, quits
@@ -9,13 +10,14 @@ extends Node
 #   (none of these)        human play: every agent takes the keyboard action of its controller
 # The wire protocol is godot-rl's (a 4-byte little-endian length, then UTF-8 JSON) so godot-rl's own
 # GodotEnv drives any game that uses this node; our extensions sit where godot-rl's client ignores
-# them (see README.md, "The wire protocol").
+# them (see "The wire protocol" in this folder's README.md).
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const AgentController = preload("res://addons/rl_sync/agent_controller.gd")
 const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
 const Overlay = preload("res://addons/rl_sync/overlay.gd")
 const Recorder = preload("res://addons/rl_sync/recorder.gd")
+const GameRegistry = preload("res://addons/rl_sync/game_registry.gd")
 
 # godot-rl 0.8's client sends handshake version 0.7; any 0.x is accepted.
 const MAJOR_VERSION := "0"
@@ -31,7 +33,8 @@ const BASE_PHYSICS_FPS := 60
 
 enum Mode { HUMAN, TRAIN, BENCHMARK, POLICY }
 
-# The game's name, sent to the trainer; --env overrides it.
+# The game's name, sent to the trainer and checked against policy files. Empty: the scene file's
+# base name. A game picked through the project's registry (rl_sync/games) takes its name there.
 export var env_name := ""
 
 var mode: int = Mode.HUMAN
@@ -68,15 +71,34 @@ func _ready() -> void:
 	process_priority = -1000
 	set_physics_process(false)
 	set_process(false)
+	if env_name == "":
+		env_name = _scene_file_name()
+	# When this scene is the first of the run (not one the game selector or another scene picked),
+	# it answers --list_envs and --env; it starts nothing when the run goes to another scene or quits.
+	if GameRegistry.chosen_game() == "" and _in_current_scene():
+		if not GameRegistry.claim_run(get_tree(), {env_name: get_tree().current_scene.filename}):
+			return
+	if GameRegistry.chosen_game() != "":
+		env_name = GameRegistry.chosen_game()
 	# The game builds its agents in its own _ready, which runs after ours (children first).
 	call_deferred("_start")
+
+
+# A node added to a tree without a current scene (a test runner) never chooses games.
+func _in_current_scene() -> bool:
+	var scene := get_tree().current_scene
+	return scene != null and (scene == self or scene.is_a_parent_of(self))
+
+
+func _scene_file_name() -> String:
+	var scene := get_tree().current_scene
+	return scene.filename.get_file().get_basename() if scene != null else ""
 
 
 func _start() -> void:
 	if RlArgs.has_failed():
 		return
 	var tree := get_tree()
-	env_name = RlArgs.get_string("env", env_name)
 	var seed_value = RlArgs.get_int(tree, "env_seed", 0, 0)
 	var repeat = RlArgs.get_int(tree, "action_repeat", 1, 1)
 	var max_steps = RlArgs.get_int(tree, "max_episode_steps", 0, 1)
@@ -215,6 +237,9 @@ func decision_step() -> Dictionary:
 		var ended: bool = agent.done or truncated
 		var info: Dictionary = agent.get_info()
 		if ended:
+			# The ended episode's info, copied before begin_episode() resets the controller: a
+			# controller may return a Dictionary it keeps and clears, and our keys must not go into it.
+			info = info.duplicate(true)
 			info["terminal_observation"] = {"obs": agent.get_obs()}
 			info["TimeLimit.truncated"] = truncated
 			agent.last_episode_return = agent.episode_return

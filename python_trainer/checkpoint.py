@@ -1,0 +1,110 @@
+"""Checkpoints: one format for periodic checkpoints, Ctrl-C checkpoints and the final model.pt.
+
+Only tensors and plain Python values, so ``torch.load(..., weights_only=True)`` reads it:
+
+    {"format": "godot-ppo-checkpoint/1", "env_id", "global_step", "update", "model", "optimizer", "normalizer",
+     "observation_space", "action_space", "args", "rng"}
+
+Written by ppo.py; read by ppo.py (--resume, load_agent), playback and profiling. Imports neither of them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import asdict
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+# The file names in a run folder; defined once, in paths (which playback and profiling import them from).
+from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
+
+__all__ = [
+    "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "MODEL_NAME", "space_to_dict", "space_from_dict", "rng_state",
+    "set_rng_state", "save_checkpoint", "load_checkpoint", "checkpoint_in",
+]  # fmt: skip
+
+CHECKPOINT_FORMAT = "godot-ppo-checkpoint/1"
+
+
+def space_to_dict(space):
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype),
+                "low": space.low.flatten().tolist(), "high": space.high.flatten().tolist()}  # fmt: skip
+    raise TypeError(f"cannot save space {space}")
+
+
+def space_from_dict(d):
+    if d["type"] == "Discrete":
+        return gym.spaces.Discrete(d["n"], start=d["start"])
+    shape = tuple(d["shape"])
+    low = np.array(d["low"], dtype=d["dtype"]).reshape(shape)
+    high = np.array(d["high"], dtype=d["dtype"]).reshape(shape)
+    return gym.spaces.Box(low, high, shape=shape, dtype=d["dtype"])
+
+
+def rng_state():
+    """The python, numpy and torch RNG streams, as tensors and plain values."""
+    np_state = np.random.get_state()
+    return {
+        "python": random.getstate(),
+        "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
+                  "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "torch": torch.get_rng_state(),
+    }  # fmt: skip
+
+
+def set_rng_state(state):
+    random.setstate(state["python"])
+    n = state["numpy"]
+    np.random.set_state(
+        ("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+    )
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, update, observation_space, action_space,
+                    env_info=None):
+    """Write atomically: a crash or Ctrl-C during the write leaves the previous file intact.
+
+    ``args`` is the training's Args dataclass; agent, optimizer and normalizer anything with a state_dict();
+    ``env_info``: a Godot game's (its action keys let a policy file be exported later without running the game).
+    """
+    state = {
+        "format": CHECKPOINT_FORMAT,
+        "env_id": args.env_id,
+        "global_step": int(global_step),
+        "update": int(update),
+        "model": agent.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "normalizer": normalizer.state_dict(),
+        "observation_space": space_to_dict(observation_space),
+        "action_space": space_to_dict(action_space),
+        "args": asdict(args),
+        "rng": rng_state(),
+        "env_info": env_info,
+    }
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path):
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def checkpoint_in(path) -> Path:
+    """A run folder's model.pt, else its checkpoint.pt; any other path as it is."""
+    path = Path(path)
+    if path.is_dir():
+        return path / MODEL_NAME if (path / MODEL_NAME).is_file() else path / CHECKPOINT_NAME
+    return path

@@ -1,0 +1,203 @@
+"""The policy file: a trained actor as JSON that the game runs by itself in plain GDScript
+(godot_project/addons/rl_sync/policy_runner.gd reads it).
+
+    {"format": "godot-ppo-policy", "version": 1, "env": "ball_chase", "observation_size": 12,
+     "action_keys": [{"key": "move", "action_type": "continuous", "size": 2}],   # network-output order
+     "action_rule": "clipped_mean" | "argmax",
+     "obs_normalization": null | {"mean": [...], "var": [...], "epsilon": 1e-8, "clip": 10.0},
+     "layers": [{"weight": [[...] x in] x out, "bias": [...], "activation": "tanh" | "linear"}, ...],
+     "source": {...}}                                                            # informational only
+
+Weights are float32 in PyTorch; they are written with the shortest decimal that reads back as the same float32
+(numpy's float32 repr), so the file is small and the GDScript forward pass matches PyTorch to ~1e-6.
+Normalisation statistics are float64 and written with Python's repr (exact).
+
+Built from what is in memory (an actor ``nn.Sequential`` of Linear/Tanh, the observation statistics, the game's
+action keys): ppo.py writes it at every checkpoint, playback exports it from a checkpoint file. Imports neither.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+# torch and gymnasium are imported where they are used: playback imports this module to read policy files and
+# should not pay for them.
+
+FORMAT = "godot-ppo-policy"
+VERSION = 1
+POLICY_NAME = "policy.json"
+
+
+class PolicyFileError(Exception):
+    """A policy file that cannot be built or read (playback.PlaybackError is this class)."""
+
+
+def _f32(x) -> float:
+    """The shortest decimal that reads back as the same float32, as a Python float (json writes it short)."""
+    return float(str(np.float32(x)))
+
+
+def action_keys(game_spaces, obs_dim: int, action_space, where: str, game: str = "?") -> list[dict]:
+    """[{key, action_type, size}] in the order of the network's outputs, checked against the actor's spaces.
+
+    ``game_spaces`` is ``vec_env.spaces_from_env_info(env_info)`` of the game that will run the policy:
+    (observation space, action space, observation layout, action kind, action layout [(key, size)]).
+    """
+    import gymnasium as gym
+
+    obs_space, act_space, _obs_layout, kind, act_layout = game_spaces
+    if int(obs_space.shape[0]) != obs_dim:
+        raise PolicyFileError(f"{where}: the actor takes {obs_dim} observations, but {game} gives {obs_space.shape[0]}")
+    if isinstance(action_space, gym.spaces.Discrete):
+        if kind != "discrete" or int(act_space.n) != int(action_space.n):
+            raise PolicyFileError(f"{where}: the actor chooses among {action_space.n} actions, but {game}'s action space is {act_space}")
+        if int(action_space.start) != 0:
+            raise PolicyFileError(f"{where}: Discrete actions starting at {action_space.start} cannot be played in the engine")
+    elif isinstance(action_space, gym.spaces.Box):
+        if kind != "continuous" or tuple(act_space.shape) != tuple(action_space.shape):
+            raise PolicyFileError(f"{where}: the actor outputs {action_space}, but {game}'s action space is {act_space}")
+        if not (np.all(action_space.low == -1.0) and np.all(action_space.high == 1.0)):
+            raise PolicyFileError(f"{where}: in-engine playback clips actions to [-1, 1]; this action space is {action_space}")
+    else:
+        raise PolicyFileError(f"{where}: action space {action_space} cannot be played in the engine")
+    return [{"key": key, "action_type": kind, "size": int(size)} for key, size in act_layout]
+
+
+def actor_layers(actor, where: str) -> list[dict]:
+    """The actor's Linear layers with their activations (Tanh folded into the Linear before it)."""
+    import torch
+    import torch.nn as nn
+
+    layers = []
+    with torch.no_grad():
+        for module in actor:
+            if isinstance(module, nn.Linear):
+                w = module.weight.detach().cpu().numpy().astype(np.float32)
+                b = module.bias.detach().cpu().numpy().astype(np.float32)
+                i = len(layers)
+                if not np.isfinite(w).all():
+                    raise PolicyFileError(
+                        f"{where}: the actor's layer {i} holds {int((~np.isfinite(w)).sum())} NaN/inf weights; this model "
+                        "cannot be played (training diverged: use an earlier checkpoint or retrain with a lower learning rate)"
+                    )
+                if not np.isfinite(b).all():
+                    raise PolicyFileError(f"{where}: the actor's layer {i} holds NaN/inf biases; this model cannot be played")
+                layers.append({
+                    "weight": [[_f32(x) for x in row] for row in w.tolist()],
+                    "bias": [_f32(x) for x in b.tolist()],
+                    "activation": "linear",
+                })  # fmt: skip
+            elif isinstance(module, nn.Tanh):
+                if not layers or layers[-1]["activation"] != "linear":
+                    raise PolicyFileError(f"{where}: Tanh without a Linear layer before it; cannot export {actor}")
+                layers[-1]["activation"] = "tanh"
+            else:
+                raise PolicyFileError(f"{where}: the actor holds {type(module).__name__}; only Linear and Tanh layers can be exported")
+    if not layers:
+        raise PolicyFileError(f"{where}: the actor has no Linear layer")
+    return layers
+
+
+def obs_normalization(stats: Optional[dict], where: str) -> Optional[dict]:
+    """``{"mean", "var", "epsilon", "clip"}`` (arrays or lists; None: observations are not normalised) as JSON values."""
+    if stats is None:
+        return None
+    mean = np.asarray(stats["mean"], np.float64)
+    var = np.asarray(stats["var"], np.float64)
+    if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var >= 0).all()):
+        raise PolicyFileError(f"{where}: the observation normalisation statistics hold NaN/inf; this model cannot be played")
+    return {"mean": mean.tolist(), "var": var.tolist(), "epsilon": float(stats["epsilon"]), "clip": float(stats["clip"])}
+
+
+def policy_source(checkpoint_path, *, global_step, update, trained_env, seed, command, env_path=None) -> dict:
+    """The file's informational "source": which run/checkpoint, how far it trained, how to train it again."""
+    checkpoint_path = Path(checkpoint_path)
+    return {
+        "run": checkpoint_path.resolve().parent.name,
+        "checkpoint": checkpoint_path.name,
+        "global_step": int(global_step),
+        "update": int(update),
+        "trained_env": trained_env,
+        "seed": seed,
+        "command": command,
+        "env_path": env_path,  # the export it was trained with (None: this repository's); `play` runs it there
+        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+    }
+
+
+def policy_dict(actor, obs_stats: Optional[dict], keys: list[dict], *, env: str, source: dict, where: str) -> dict:
+    """The policy file's content for an in-memory actor.
+
+    ``obs_stats``: see obs_normalization; ``keys``: see action_keys; ``where`` names the model in error messages.
+    """
+    norm = obs_normalization(obs_stats, where)
+    layers = actor_layers(actor, where)
+    obs_dim = len(layers[0]["weight"][0])  # the first Linear layer's in_features
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "env": env,
+        "observation_size": int(obs_dim),
+        "action_keys": keys,
+        "action_rule": "argmax" if keys[0]["action_type"] == "discrete" else "clipped_mean",
+        "obs_normalization": norm,
+        "layers": layers,
+        "source": source,
+    }
+
+
+def policy_json(policy: dict) -> str:
+    """One key per line; number lists compact. Floats keep repr precision (json writes Python's repr)."""
+    lines = [f"  {json.dumps(k)}: {json.dumps(v, separators=(',', ':'), allow_nan=False)}" for k, v in policy.items() if k != "layers"]
+    layer_lines = [f"    {json.dumps(layer, separators=(',', ':'), allow_nan=False)}" for layer in policy["layers"]]
+    lines.append('  "layers": [\n' + ",\n".join(layer_lines) + "\n  ]")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_policy(path, policy: dict) -> Path:
+    path = Path(path)
+    write_atomic(path, policy_json(policy))
+    return path
+
+
+def write_policy_or_warn(path, make_policy: Callable[[], dict]) -> Optional[Path]:
+    """For training: write ``make_policy()`` to ``path``. Never raises (training must not stop over playback):
+    on a problem (e.g. NaN weights) it prints a warning and returns None."""
+    path = Path(path)
+    try:
+        return write_policy(path, make_policy())
+    except Exception as e:
+        print(f"godot-ppo: warning: could not write the policy file {path}: {e}", file=sys.stderr, flush=True)
+        return None
+
+
+def read_policy(path) -> dict:
+    """Load and lightly check a policy file (the game does the full validation)."""
+    path = Path(path)
+    try:
+        policy = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PolicyFileError(f"policy file {path}: the file does not exist") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise PolicyFileError(f"policy file {path}: not valid JSON ({e}); is it truncated?") from None
+    if not isinstance(policy, dict) or policy.get("format") != FORMAT:
+        raise PolicyFileError(f"policy file {path}: not a godot-ppo policy file (expected \"format\": \"{FORMAT}\")")
+    if policy.get("version") != VERSION:
+        raise PolicyFileError(f"policy file {path}: unknown version {policy.get('version')!r}; this godot-ppo writes version {VERSION}")
+    return policy

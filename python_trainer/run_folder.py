@@ -1,0 +1,265 @@
+"""A training run's folder, kept out of ppo.py's loop: its name, --resume (arguments merged from args.json), args.json,
+episodes.csv, the TensorBoard writer and progress output (RunLog), the learning curve and the final evaluation.
+
+    RUN_DIR/args.json  episodes.csv  events.out.tfevents.*  checkpoint.pt  model.pt  policy.json  learning_curve.png
+
+Works on ppo.Args instances without importing ppo (the dataclass, or its class, is passed in).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections import deque
+from dataclasses import MISSING, asdict, fields
+from pathlib import Path
+
+import numpy as np
+
+from python_trainer.checkpoint import CHECKPOINT_NAME, load_checkpoint
+
+EPISODES_CSV = "episodes.csv"
+ARGS_JSON = "args.json"
+
+
+class TrainError(Exception):
+    """A problem the user can fix; main() prints it as `godot-ppo train: error: ...` and returns 2."""
+
+
+# ======================================================================================================================
+# Arguments: what the command line gave, --resume, args.json
+# ======================================================================================================================
+def _flag(name):
+    return "--" + name.replace("_", "-")
+
+
+def explicit_fields(argv, args_class):
+    """The fields of the Args dataclass given on the command line (the rest come from args.json when resuming)."""
+    given = set()
+    for f in fields(args_class):
+        for flag in {_flag(f.name), "--" + f.name}:  # tyro accepts --env-id and --env_id
+            neg = "--no-" + flag[2:]
+            if any(a in (flag, neg) or a.startswith(flag + "=") for a in argv):
+                given.add(f.name)
+    return given
+
+
+def new_run_dir(root, env_id, exp_name, seed) -> Path:
+    """ROOT/<env>__<exp>__<seed>__<time>, with _2, _3... appended if that exists already."""
+    root = Path(root)
+    run_name = f"{env_id}__{exp_name}__{seed}__{int(time.time())}"
+    run_dir, k = root / run_name, 1
+    while run_dir.exists():
+        k += 1
+        run_dir = root / f"{run_name}_{k}"
+    return run_dir
+
+
+def prepare_run(args, explicit):
+    """(args, run_dir, checkpoint or None). With --resume, unspecified flags come from the run's args.json."""
+    if args.resume is None:
+        return args, None, None  # train() names the folder (new_run_dir) once it knows which game runs
+    run_dir = Path(args.resume)
+    ckpt_path = run_dir / CHECKPOINT_NAME
+    if not run_dir.is_dir():
+        raise TrainError(
+            f"--resume {run_dir}: no such folder (give a run folder such as runs/CartPole-v1__ppo__1__1700000000)"
+        )
+    if not ckpt_path.is_file():
+        raise TrainError(
+            f"--resume {run_dir}: there is no {CHECKPOINT_NAME} in it (the run stopped before its first checkpoint); "
+            "start a new run instead, with a smaller --checkpoint-every if runs get interrupted early"
+        )
+    try:
+        ckpt = load_checkpoint(ckpt_path)
+    except Exception as e:  # truncated / foreign file
+        raise TrainError(f"--resume {run_dir}: cannot read {ckpt_path} ({e}); start a new run instead") from None
+    saved = ckpt["args"]
+    if "env_id" in explicit and args.env_id != ckpt["env_id"]:
+        raise TrainError(
+            f"--resume {run_dir}: that run trained {ckpt['env_id']!r}, not {args.env_id!r}; "
+            f"drop --env-id (or pass --env-id {ckpt['env_id']}) or start a new run"
+        )
+    merged = {
+        f.name: (getattr(args, f.name) if f.name in explicit else saved.get(f.name, getattr(args, f.name)))
+        for f in fields(args)
+    }
+    merged["resume"] = str(run_dir)
+    return type(args)(**merged), run_dir, ckpt
+
+
+def write_args_json(run_dir, args, extra):
+    with open(Path(run_dir) / ARGS_JSON, "w") as f:
+        json.dump({**asdict(args), **extra}, f, indent=2)
+
+
+def discard_if_unused(run_dir):
+    """Remove a run folder in which nothing happened (only its args.json): don't leave an empty run folder behind."""
+    run_dir = Path(run_dir)
+    if not any(p for p in run_dir.iterdir() if p.name != ARGS_JSON):
+        (run_dir / ARGS_JSON).unlink(missing_ok=True)
+        run_dir.rmdir()
+
+
+def train_command(args: dict, args_class) -> str:
+    """The `godot-ppo train` command line that reproduces a checkpoint's saved args (flags that differ from the
+    defaults of ``args_class``, plus --env-id and --seed)."""
+    parts = ["godot-ppo", "train"]
+    for f in fields(args_class):
+        if f.name not in args or f.name == "resume":
+            continue
+        value = args[f.name]
+        default = f.default if f.default is not MISSING else None
+        if value == default and f.name not in ("env_id", "seed"):
+            continue
+        flag = _flag(f.name)
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + flag[2:])
+        elif value is not None:
+            parts += [flag, str(value)]
+    return " ".join(parts)
+
+
+# ======================================================================================================================
+# Episodes, TensorBoard, progress
+# ======================================================================================================================
+def read_episodes(run_dir, up_to_step):
+    """Episodes logged so far (global_step, return, length), dropping those after the checkpoint we resume from."""
+    path = Path(run_dir) / EPISODES_CSV
+    rows = []
+    if path.is_file():
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                if int(row["global_step"]) <= up_to_step:
+                    rows.append((int(row["global_step"]), float(row["return"]), int(row["length"])))
+    return rows
+
+
+class RunLog:
+    """What a run records besides its checkpoints: TensorBoard events (``writer``), episodes.csv, the mean return
+    of the last 100 episodes, and progress (a tqdm bar on a terminal, else a status line every 1/20 of the run).
+
+    ``global_step``: where the run starts (a resumed run drops the events and episodes logged after it);
+    ``hyperparameters``: the table logged as text at the start of a new run.
+    """
+
+    def __init__(self, run_dir, global_step, resumed, hyperparameters):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.run_dir = Path(run_dir)
+        self.pbar = self.episodes_file = None
+        # resuming: hide the events the interrupted process logged after the checkpoint (steps > global_step)
+        self.writer = SummaryWriter(str(run_dir), purge_step=global_step + 1 if resumed else None)
+        try:
+            if not resumed:
+                self.writer.add_text(
+                    "hyperparameters",
+                    "|param|value|\n|-|-|\n%s" % "\n".join(f"|{k}|{v}|" for k, v in hyperparameters.items()),
+                )
+            episodes = read_episodes(self.run_dir, global_step)
+            with open(self.run_dir / EPISODES_CSV, "w", newline="") as f:  # rewritten without rows past the checkpoint
+                csv.writer(f).writerows([("global_step", "return", "length"), *episodes])
+            self.episodes_file = open(self.run_dir / EPISODES_CSV, "a", newline="")
+            self.episodes_csv = csv.writer(self.episodes_file)
+            self.recent_returns = deque((r[1] for r in episodes), maxlen=100)
+        except BaseException:
+            self.close()
+            raise
+
+    def start_progress(self, total, initial, desc, num_iterations):
+        from tqdm import tqdm
+
+        self.pbar = tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, desc=desc, disable=None)
+        self.status_every = max(1, num_iterations // 20)
+        self.num_iterations = num_iterations
+
+    def record_episodes(self, infos, global_step):
+        """The episodes that ended at this step (gymnasium's infos["episode"] / infos["_episode"]), and the numeric
+        values of their final infos (a Godot controller's get_info(), e.g. a success flag) as episode_info/<key>."""
+        if "_final_info" in infos:
+            for i in np.flatnonzero(infos["_final_info"]):
+                for key, value in (infos["final_info"][i] or {}).items():
+                    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and math.isfinite(value):
+                        self.writer.add_scalar(f"episode_info/{key}", float(value), global_step)
+        if "_episode" in infos:
+            for i in np.flatnonzero(infos["_episode"]):
+                ep_r, ep_l = float(infos["episode"]["r"][i]), int(infos["episode"]["l"][i])
+                self.writer.add_scalar("charts/episodic_return", ep_r, global_step)
+                self.writer.add_scalar("charts/episodic_length", ep_l, global_step)
+                self.episodes_csv.writerow((global_step, ep_r, ep_l))
+                self.recent_returns.append(ep_r)
+
+    def flush_episodes(self):
+        self.episodes_file.flush()
+
+    def progress(self, global_step, iteration, sps):
+        mean_ret = float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
+        self.pbar.update(global_step - self.pbar.n)
+        self.pbar.set_postfix(SPS=sps, ret100=f"{mean_ret:.1f}", refresh=False)
+        if self.pbar.disable and (iteration % self.status_every == 0 or iteration == self.num_iterations):
+            print(f"global_step={global_step} SPS={sps} mean_return(last 100)={mean_ret:.1f}", flush=True)
+
+    def close_progress(self):
+        if self.pbar is not None:
+            self.pbar.close()
+
+    def plot(self, eval_return=None):
+        """learning_curve.png from episodes.csv (flushed first)."""
+        self.episodes_file.flush()
+        plot_learning_curve(self.run_dir, eval_return, title=self.run_dir.name)
+
+    def close(self):
+        if self.episodes_file is not None:
+            self.episodes_file.close()
+        self.writer.close()
+
+
+def plot_learning_curve(run_dir, eval_return=None, title=None):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_episodes(Path(run_dir), up_to_step=2**62)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if rows:
+        steps, rets = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+        ax.plot(steps, rets, ".", alpha=0.25, markersize=3, label="episodic return")
+        window = min(100, len(rets))
+        trailing = np.convolve(rets, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1 :], trailing, "-", label=f"mean of last {window}")
+    if eval_return is not None:
+        ax.axhline(eval_return, color="k", ls="--", lw=1, label=f"deterministic eval: {eval_return:.1f}")
+    ax.set_xlabel("global step")
+    ax.set_ylabel("episodic return")
+    ax.set_title(title or Path(run_dir).name, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(Path(run_dir) / "learning_curve.png", dpi=100)
+    plt.close(fig)
+
+
+# ======================================================================================================================
+# Evaluation
+# ======================================================================================================================
+def evaluate(act, envs, num_episodes, seed, max_vector_steps=200_000):
+    """Deterministic returns of `num_episodes` fresh episodes (at most ceil(n / num_envs) per env, so short
+    episodes are not over-represented). ``act``: observations -> env actions (e.g. ppo.LoadedAgent.act)."""
+    quota = math.ceil(num_episodes / envs.num_envs)
+    per_env = [[] for _ in range(envs.num_envs)]
+    obs, _ = envs.reset(seed=seed)
+    for _ in range(max_vector_steps):
+        obs, _, _, _, infos = envs.step(act(obs))
+        if "_episode" in infos:
+            for i in np.flatnonzero(infos["_episode"]):
+                if len(per_env[i]) < quota:
+                    per_env[i].append(float(infos["episode"]["r"][i]))
+            if sum(map(len, per_env)) >= num_episodes:
+                break
+    returns = []  # round-robin over the envs: first episodes first
+    for k in range(quota):
+        returns += [env_returns[k] for env_returns in per_env if k < len(env_returns)]
+    return returns[:num_episodes]

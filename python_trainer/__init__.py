@@ -1,10 +1,12 @@
 """Train Godot games with a CleanRL-style PPO.
 
 Where each concern lives:
-    paths       where the Godot project and the exported binaries are
-    export      exporting the Godot project (headless and windowed binaries)
+    paths       where this repository's Godot project and exports are
+    game        which game: --env-path / --env-id, Godot versus gymnasium, one instance's command line
+    export      exporting any Godot 3 project (headless and windowed binaries, presets when missing)
+    processes   child processes: start in their own session, run with a timeout, end a process tree
     protocol    godot-rl's wire protocol: framing, messages, timeouts
-    launcher    ports, processes, tokens, logs, Xvfb, restarts
+    launcher    ports, tokens, logs, Xvfb, restarts of game instances
     vec_env     gymnasium vector envs over Godot instances (and over gymnasium ids)
     ppo         the PPO algorithm, one file, CleanRL style (Args, agent, train loop, load_agent)
     checkpoint  the checkpoint file: atomic writing, reading, spaces and RNG state in it

@@ -528,7 +528,9 @@ def train(args: Args, explicit=frozenset()) -> int:
     args, run_dir, ckpt = prepare_run(args, set(explicit))  # --resume: flags not given come from its args.json
     game = _resolve_env(args)  # an unknown id or a bad --env-path: the clear error before any folder exists
     if isinstance(game, GodotGame):
-        args = replace(args, env_id=game.env)  # the game's name, as the binary reports it
+        # The game's name as the binary reports it, and its export's absolute path (a resume or `play` from another
+        # folder finds it).
+        args = replace(args, env_id=game.env, env_path=game.env_path if args.env_path is not None else None)
         _check_instance_sizes(args)
     if args.num_envs is not None or not isinstance(game, GodotGame):
         _check_sizes(args, args.num_envs or DEFAULT_NUM_ENVS)  # what can be checked before any game starts

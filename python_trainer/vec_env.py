@@ -41,7 +41,7 @@ from python_trainer.launcher import (
     InstanceLauncher,
 )
 from python_trainer import paths
-from python_trainer.game import GameError, GameExport, GameInstance, GodotGame, godot_game, is_gym_id, list_games
+from python_trainer.game import GameError, GameExport, GameInstance, GodotGame, godot_game, list_games, resolve_env
 from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
 
 # make_vec_env's options that only mean something for a Godot game.
@@ -449,13 +449,19 @@ def make_vec_env(
     defaults to ``num_envs / num_instances`` or, without either, to the game's own choice.
     """
     binary = kw.pop("binary", None)
-    if env_path is None and binary is None and not isinstance(env_id, GodotGame) and is_gym_id(env_id):
+    if isinstance(env_id, GodotGame):
+        game = env_id
+    elif binary is not None:
+        game = godot_game(env_id, program=binary)
+    else:
+        game = resolve_env(env_id, env_path)
+    if isinstance(game, str):
         unknown = set(kw) - GODOT_ONLY_OPTIONS  # Godot-only options are ignored for gymnasium ids
         if unknown:
             raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
         from python_trainer.gym_env import make_gym_vec_env
 
-        return make_gym_vec_env(env_id, num_envs=num_envs, seed=seed)
+        return make_gym_vec_env(game, num_envs=num_envs, seed=seed)
     if int(num_instances) < 1:
         raise ValueError(f"num_instances must be >= 1, got {num_instances}")
     if agents_per_instance is None and num_envs is not None:
@@ -470,10 +476,6 @@ def make_vec_env(
             f"num_envs={num_envs} must equal num_instances x agents_per_instance = "
             f"{num_instances} x {agents_per_instance} = {num_instances * agents_per_instance}"
         )
-    if isinstance(env_id, GodotGame):
-        game = env_id
-    else:
-        game = godot_game(env_id, env_path, program=binary)
     env = GodotVecEnv(
         game, num_instances=num_instances, agents_per_instance=agents_per_instance, seed=seed, headless=headless,
         speedup=speedup, action_repeat=action_repeat, max_episode_steps=max_episode_steps, run_dir=run_dir,

@@ -1,10 +1,10 @@
 """Benchmark: how long PPO takes to learn ball_chase with 1 and 2 headless instances (16 agents each).
 
-    .venv/bin/python scripts/bench_ball_chase.py [--instances 1 2] [--target 50] [--total-timesteps 1000000]
+    .venv/bin/python scripts/bench_ball_chase.py [--instances 1 2] [--target 25] [--total-timesteps 1000000]
 
 Each configuration runs `godot-ppo train` (the `make demo` settings) and reads the run's TensorBoard events:
 time-to-target is the wall time from the start of the command until the mean of the last 100 training
-episodes first reaches --target (a random policy scores about -1; the pretrained policy about 100).
+episodes first reaches --target (a random policy scores about -1; the pretrained policy about 37).
 """
 
 import argparse
@@ -55,7 +55,7 @@ def run(instances, target, total_timesteps, root, seed):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--target", type=float, default=50.0)
+    parser.add_argument("--target", type=float, default=25.0)
     parser.add_argument("--total-timesteps", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--root", type=Path, default=Path("runs/bench_ball_chase"))

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from python_trainer import paths, playback  # noqa: E402
+from python_trainer.game import game_environ  # noqa: E402
 from python_trainer.launcher import Xvfb  # noqa: E402
 
 
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
 
     windowed = paths.export_binary(headless=False)
     with Xvfb(Path(tempfile.gettempdir()) / "godot-ppo-bench-xvfb.log") as xvfb:
-        env = playback.display_env(xvfb, say=lambda m: print(m, file=sys.stderr))
+        env = game_environ(display=playback.open_display(xvfb, say=lambda m: print(m, file=sys.stderr)))
         results["display"] = "Xvfb" if xvfb.proc is not None else os.environ.get("DISPLAY")
         wl = common + [f"--quit_after_frames={args.windowed_frames}", "--no_vsync"]
         for mode, extra in modes.items():

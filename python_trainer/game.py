@@ -23,7 +23,6 @@ import functools
 import json
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence, Union

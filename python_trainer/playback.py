@@ -6,18 +6,7 @@ record it, and evaluate it inside the engine.
     godot-ppo play exports/policies/ball_chase.json --record ball_chase.gif --record-seconds 10
     godot-ppo play runs/... --python                                      # the PyTorch checkpoint drives the window
 
-The policy file (read by godot_project/addons/rl_sync/policy_runner.gd) is JSON:
-
-    {"format": "godot-ppo-policy", "version": 1, "env": "ball_chase", "observation_size": 12,
-     "action_keys": [{"key": "move", "action_type": "continuous", "size": 2}],   # network-output order
-     "action_rule": "clipped_mean" | "argmax",
-     "obs_normalization": null | {"mean": [...], "var": [...], "epsilon": 1e-8, "clip": 10.0},
-     "layers": [{"weight": [[...] x in] x out, "bias": [...], "activation": "tanh" | "linear"}, ...],
-     "source": {...}}                                                            # informational only
-
-Weights are float32 in PyTorch; they are written with the shortest decimal that reads back as the same float32
-(numpy's float32 repr), so the file is small and the GDScript forward pass matches PyTorch to ~1e-6.
-Normalisation statistics are float64 and written with Python's repr (exact).
+The policy file's format is described in policy_file.py (and README.md, "The policy file").
 """
 
 from __future__ import annotations
@@ -37,7 +26,6 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from python_trainer import paths
 from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
 from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game, is_gym_id
 from python_trainer.launcher import InstanceStartError, Xvfb

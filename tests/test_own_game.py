@@ -23,7 +23,7 @@ import pytest
 
 from conftest import FAKE_GAME, REPO
 from python_trainer.export import ExportError, export
-from python_trainer.game import GameError, GameInstance, godot_game, resolve_env
+from python_trainer.game import GameError, GameInstance, resolve_env
 from python_trainer.launcher import InstanceLauncher, InstanceStartError
 
 BEST_RETURN = 1.0  # every walker reaches its goal (it always can within the time limit)

@@ -127,7 +127,9 @@ class GameList:
 @functools.lru_cache(maxsize=32)
 def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
     export = GameExport(path)
-    result = run_to_end(export.command(headless=True) + ["--list_envs"], timeout=timeout, env=game_environ())
+    # The engine's --quit ends the run after its first frame, which answers --list_envs: a binary whose .pck is
+    # damaged would otherwise fall back to the (headless) project manager and never exit.
+    result = run_to_end(export.command(headless=True) + ["--list_envs", "--quit"], timeout=timeout, env=game_environ())
     code, out, err = result.returncode, result.stdout, result.stderr
     fix = "is it an export of a Godot 3 project that uses addons/rl_sync?"
     if code is None:
@@ -139,9 +141,13 @@ def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
                 return GameList(tuple(listing["envs"]), str(listing["default"]))
             except (ValueError, KeyError, TypeError):
                 break
-    printed = [line.strip() for line in (out + err).splitlines() if line.strip() and "locale" not in line]
-    last = printed[-1][:200] if printed else "nothing"
-    raise GameError(f"{path} does not list its games ({describe_exit(code)}, last printed: {last!r}): {fix}")
+    # Godot's own first error says most (a damaged .pck: "Corrupted header in binary project.binary"); its noise about
+    # the locale and TLS certificates says nothing.
+    noise = ("locale", "certificate", "At: ")
+    printed = [line.strip() for line in (err + out).splitlines() if line.strip() and not any(n in line for n in noise)]
+    errors = [line for line in printed if line.startswith("ERROR")]
+    said = (errors or printed[-1:] or ["nothing"])[0][:200]
+    raise GameError(f"{path} does not list its games ({describe_exit(code)}; it said {said!r}): {fix}")
 
 
 def list_games(export: GameExport, timeout: float = LIST_ENVS_TIMEOUT_S) -> GameList:

@@ -82,6 +82,12 @@ def test_readme_tutorial_trains_and_plays_an_outside_game(tmp_path, headless_exp
     assert args["num_envs_resolved"] == 8  # 2 instances x the scene's 4 walkers
     policy = json.loads((run_dir / "policy.json").read_text())
     assert policy["env"] == "walker" and policy["action_keys"] == [{"key": "move", "action_type": "discrete", "size": 3}]
+    # The controller's get_info() of ended episodes reached TensorBoard: a success rate that rose with training.
+    from test_ppo import _scalars
+
+    _, scalars = _scalars(run_dir)
+    success = [v for _, v in scalars["episode_info/reached_goal"]]
+    assert set(success) <= {0.0, 1.0} and np.mean(success[-200:]) > np.mean(success[:200])
 
     # Random play, measured on the same export through the vector env.
     from python_trainer import make_vec_env
@@ -234,3 +240,15 @@ def test_our_presets_file_is_the_one_export_writes():
     from python_trainer.export import presets_cfg
 
     assert (REPO / "godot_project" / "export_presets.cfg").read_text() == presets_cfg("tests/*")
+
+
+def test_a_damaged_pck_is_named_at_once(tmp_path, headless_export):
+    """A truncated .pck makes Godot fall back to its project manager, which never exits: the listing must not wait
+    out the timeout, and the error quotes Godot's own complaint."""
+    binary = tmp_path / headless_export.name
+    shutil.copy2(headless_export, binary)
+    binary.with_suffix(".pck").write_bytes(headless_export.with_suffix(".pck").read_bytes()[:20000])
+    t0 = time.monotonic()
+    with pytest.raises(GameError, match="does not list its games.*Corrupted header"):
+        resolve_env(None, binary)
+    assert time.monotonic() - t0 < 10

@@ -93,11 +93,16 @@ class GameExport:
         return _template_kind(str(self.path), st.st_size, st.st_mtime)
 
     def command(self, headless: bool) -> list[str]:
-        """The argv prefix that runs this export headless or windowed."""
+        """The argv prefix that runs this export headless or windowed: the binary itself, else its sibling of the
+        other kind (`godot-ppo export` writes OUT/headless/NAME and OUT/windowed/NAME), else the same .pck with the
+        other template."""
         want = "headless" if headless else "windowed"
         kind = self.kind
         if kind is None or kind == want:
             return [str(self.path)]
+        sibling = GameExport(self.path.parent.parent / want / self.path.name)
+        if sibling.path.is_file() and sibling.pck.is_file() and sibling.kind == want:
+            return [str(sibling.path)]
         template = shutil.which(HEADLESS_TEMPLATE if headless else WINDOWED_TEMPLATE)
         if template is None or not self.pck.is_file():
             raise GameError(

@@ -84,8 +84,10 @@ def _read_cfg(path: Path) -> configparser.ConfigParser:
 
 def binary_name(project: Path) -> str:
     """The binaries' file name: the project's name (application/config/name) in snake_case."""
-    cfg = _read_cfg(project / "project.godot")
-    name = _unquote(cfg.get("application", "config/name", fallback="")) or project.resolve().name
+    # project.godot holds values over several lines (a Dictionary such as rl_sync/games), which configparser
+    # cannot read; the one key needed here is a line of its own.
+    found = re.search(r'^config/name="(.*)"\s*$', (project / "project.godot").read_text(), re.MULTILINE)
+    name = (found.group(1) if found else "") or project.resolve().name
     slug = re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower() or "game"
     return f"{slug}.x86_64"
 

@@ -252,3 +252,13 @@ def test_a_damaged_pck_is_named_at_once(tmp_path, headless_export):
     with pytest.raises(GameError, match="does not list its games.*Corrupted header"):
         resolve_env(None, binary)
     assert time.monotonic() - t0 < 10
+
+
+def test_a_copy_of_this_multi_game_project_exports_and_lists_its_games(tmp_path):
+    """A project with a game registry (a Dictionary over several lines in project.godot) exports under its name."""
+    project = tmp_path / "copy"
+    shutil.copytree(REPO / "godot_project", project, ignore=shutil.ignore_patterns(".import"))
+    written = export(project, tmp_path / "out", kinds=("headless",), quiet=True)
+    assert written["headless"].name == "rl_games.x86_64"
+    game = resolve_env(None, written["headless"])
+    assert game.env == "ball_chase"

@@ -2,6 +2,8 @@ extends "res://tests/test_case.gd"
 # The sync node's episode bookkeeping and action validation, without a trainer.
 
 const Sync = preload("res://addons/rl_sync/sync.gd")
+const TrainerSession = preload("res://addons/rl_sync/trainer_session.gd")
+const Wire = preload("res://addons/rl_sync/wire.gd")
 const FakeAgent = preload("res://tests/fake_agent.gd")
 
 var sync
@@ -89,12 +91,16 @@ func test_termination_on_the_last_step_is_not_truncation() -> void:
 	check_eq(step["info"][0]["TimeLimit.truncated"], false, "a failure on the limit step is a termination")
 
 
+func _convert(action, space: Dictionary):
+	return TrainerSession.convert_action(action, space, TrainerSession.action_spec(space))
+
+
 func test_valid_actions_are_converted() -> void:
 	_setup(1, 10)
 	# JSON numbers arrive as floats; discrete choices become ints.
-	var action = sync._convert_action({"move": [0.5, -1.0], "jump": 2.0}, agents[0].get_action_space())
+	var action = _convert({"move": [0.5, -1.0], "jump": 2.0}, agents[0].get_action_space())
 	check_eq(action, {"move": [0.5, -1.0], "jump": 2}, "converted action")
-	action = sync._convert_action({"move": [0, 0], "jump": [1.0]}, agents[0].get_action_space())
+	action = _convert({"move": [0, 0], "jump": [1.0]}, agents[0].get_action_space())
 	check_eq(action["jump"], 1, "a one-element list is accepted for a discrete key")
 
 
@@ -112,7 +118,7 @@ func test_invalid_actions_are_explained() -> void:
 		[{"move": [0.5, 0.5], "jump": 1.5}, "must be an integer in [0, 3)"],
 	]
 	for case in cases:
-		var result = sync._convert_action(case[0], space)
+		var result = _convert(case[0], space)
 		check(typeof(result) == TYPE_STRING and case[1] in result,
 				"action %s: expected an error containing \"%s\", got %s" % [str(case[0]), case[1], str(result)])
 
@@ -121,7 +127,7 @@ func test_step_reply_is_json_with_godot_rl_keys() -> void:
 	_setup(2, 100)
 	agents[0].reward = 0.25
 	agents[1].done = true
-	var text: String = sync._step_json(sync.decision_step())
+	var text: String = Wire.step_json(sync.decision_step(), false)
 	var parsed := JSON.parse(text)
 	check_eq(parsed.error, OK, "the hand-built step reply parses as JSON: " + text)
 	var reply: Dictionary = parsed.result
@@ -135,3 +141,21 @@ func test_step_reply_is_json_with_godot_rl_keys() -> void:
 func test_zero_action_matches_the_space() -> void:
 	_setup(1, 10)
 	check_eq(agents[0].zero_action(), {"move": [0.0, 0.0], "jump": 0}, "zero action")
+
+
+func test_action_messages_are_checked_before_any_agent_moves() -> void:
+	_setup(2, 10)
+	var session = TrainerSession.new(sync)
+	var error: String = session._apply_actions({"type": "action", "action": [{"move": [0.5, 0.5], "jump": 1}]})
+	check_eq(error,
+			"an action message needs a list of 2 actions, one per agent; got [{\"jump\":1,\"move\":[0.5,0.5]}]",
+			"wrong number of actions")
+	error = session._apply_actions({"type": "action", "action": [{"move": [0.5, 0.5], "jump": 1}, {"move": [0.5, 0.5]}]})
+	check_eq(error, "the action for agent 1 is invalid: the key 'jump' is missing (expected keys: [move, jump])",
+			"a bad action names its agent and key")
+	check_eq(agents[0].last_action, {}, "no agent moved on a bad message")
+	var good := [{"move": [0.5, 0.5], "jump": 1.0}, {"move": [1, -1], "jump": 0}]
+	error = session._apply_actions({"type": "action", "action": good})
+	check_eq(error, "", "a good message")
+	check_eq(agents[0].last_action, {"move": [0.5, 0.5], "jump": 1}, "agent 0's action")
+	check_eq(agents[1].last_action, {"move": [1, -1], "jump": 0}, "agent 1's action")

@@ -1,0 +1,94 @@
+extends Reference
+# --policy: a trained network (a policy file, see policy_runner.gd) drives every agent, without a
+# trainer. With --eval_episodes it plays that many episodes and prints {"eval": {...}}; with
+# --policy_forward it prints the network's outputs for given observations (parity checks).
+#
+# RLSync (sync.gd) holds one in policy mode. Nothing here quits: errors come back as a String and
+# step() says when the evaluation is over, for RLSync to stop the run.
+
+const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
+
+var runner: PolicyRunner = null
+
+# The RLSync node: its env_name and decision_step(). A Node, so holding it makes no reference cycle.
+var _sync: Node
+var _agents: Array
+var _seed := 0
+# Evaluation: each agent plays its share of the episodes, so short episodes are not favoured.
+var _eval_quota := []
+var _eval_returns := []
+var _eval_lengths := []
+
+
+# `seed_value` (--env_seed) only goes into the evaluation report.
+func _init(sync_node: Node, seed_value: int) -> void:
+	_sync = sync_node
+	_agents = sync_node.agents
+	_seed = seed_value
+
+
+# Returns "" or what is wrong with the file. `check_agents`: the file must fit the game's first
+# agent (--policy_forward checks the network alone, so it skips this).
+func load_policy(file_path: String, check_agents: bool) -> String:
+	runner = PolicyRunner.new()
+	var error := runner.load_file(file_path)
+	if error == "" and check_agents:
+		error = runner.check_agent(_sync.env_name, _agents[0].get_obs().size(), _sync.action_spaces[0])
+	return error
+
+
+# Splits N evaluation episodes among the agents (0: play until stopped).
+func set_eval_episodes(episodes: int) -> void:
+	_eval_quota = []
+	for i in range(_agents.size()):
+		_eval_quota.append(episodes / _agents.size() + (1 if i < episodes % _agents.size() else 0))
+
+
+# One decision step: every agent acts on its observation. Returns true once the evaluation's
+# episodes are all played and the report is printed.
+func step() -> bool:
+	var results: Dictionary = _sync.decision_step()
+	var evaluating := not _eval_quota.empty()
+	for i in range(_agents.size()):
+		if evaluating and results["done"][i] and _eval_quota[i] > 0:
+			_eval_quota[i] -= 1
+			_eval_returns.append(_agents[i].last_episode_return)
+			_eval_lengths.append(_agents[i].last_episode_length)
+		_agents[i].set_action(runner.act(results["obs"][i]["obs"]))
+	if not evaluating or _eval_quota.max() != 0:
+		return false
+	var total := 0.0
+	for r in _eval_returns:
+		total += r
+	print(to_json({"eval": {
+		"env": _sync.env_name,
+		"policy": runner.path,
+		"seed": _seed,
+		"episodes": _eval_returns.size(),
+		"returns": _eval_returns,
+		"lengths": _eval_lengths,
+		"mean_return": total / _eval_returns.size(),
+	}}))
+	return true
+
+
+# Parity check with the trainer: reads {"observations": [[...], ...]} and prints the raw network
+# outputs and the chosen actions at full precision (to_json keeps only 6 digits). Returns "" or
+# what is wrong with the input file.
+func print_outputs(input_path: String) -> String:
+	var file := File.new()
+	if file.open(input_path, File.READ) != OK:
+		return "--policy_forward: cannot read %s" % input_path
+	var parsed := JSON.parse(file.get_as_text())
+	file.close()
+	if parsed.error != OK or typeof(parsed.result) != TYPE_DICTIONARY or not parsed.result.has("observations"):
+		return "--policy_forward: %s must be JSON {\"observations\": [[...], ...]}" % input_path
+	var lines := PoolStringArray()
+	for obs in parsed.result["observations"]:
+		var outputs := runner.forward(obs)
+		var numbers := PoolStringArray()
+		for value in outputs:
+			numbers.append("%.9f" % value)
+		lines.append("{\"outputs\": [%s], \"action\": %s}" % [numbers.join(", "), to_json(runner.outputs_to_action(outputs))])
+	print("{\"forward\": [%s]}" % lines.join(", "))
+	return ""

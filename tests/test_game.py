@@ -194,6 +194,20 @@ def test_call_returns_one_value_per_agent(trainer):
     assert t.recv() == {"type": "call", "returns": [{"move": {"size": 2, "action_type": "continuous"}}] * 3}
 
 
+def test_call_reaches_only_the_controllers_own_methods(trainer):
+    """`call` of an engine method (queue_free) used to free the agents under the session: an endless script-error
+    loop at 100% CPU, gigabytes of output. Now it returns null and the game plays on."""
+    t = trainer("--env=ball_chase", "--agents=2")
+    t.start()
+    for method in ("queue_free", "free", "_physics_process", "set_script"):
+        t.send({"type": "call", "method": method})
+        assert t.recv() == {"type": "call", "returns": [None, None]}
+    for _ in range(5):
+        assert len(t.step([[0.5, 0.0], [0.0, 0.5]])["obs"]) == 2
+    t.send({"type": "close"})
+    assert t.wait() == 0
+
+
 def test_close_message_ends_the_instance(trainer):
     t = trainer("--env=ball_chase", "--agents=1")
     t.start()
@@ -223,6 +237,10 @@ BAD_MESSAGES = {
                          "not a finite number"),
     "protocol_version": (b'{"type": "handshake", "major_version": "9", "minor_version": "0"}',
                          "protocol version 9.0"),
+    # JSON.parse recurses once per level: 50,000 levels crashed the engine with SIGSEGV and no message.
+    "nested_50000_deep": (b'{"type": "call", "method": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+                          "holds more than"),
+    "invalid_utf8": (b'{"type": "\xff\xfe"}', "is not valid UTF-8"),
 }
 
 
@@ -263,6 +281,9 @@ def run_game(binary, *args, timeout=TIMEOUT, cwd=None):
     (["--env=ball_chase", "--agents=0", "--port=1"], "--agents=0 is not valid"),
     (["--env=ball_chase", "--port=abc"], "--port=abc is not valid"),
     (["--env=ball_chase", "--speedup=-2", "--port=1"], "--speedup=-2 is not valid"),
+    # Bounds: 100,000 arenas spent minutes building past any connect timeout; port 99999 waited out the timeout.
+    (["--env=ball_chase", "--agents=100000", "--port=1"], "--agents=100000 is not valid: give an integer from 1 to 4096"),
+    (["--env=ball_chase", "--port=99999"], "--port=99999 is not valid: give an integer from 1 to 65535"),
 ])
 def test_bad_command_lines_fail_fast(headless_export, args, expected):
     result = run_game(headless_export, *args)

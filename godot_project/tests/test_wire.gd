@@ -112,3 +112,19 @@ func test_packed_step_reply_decodes_to_the_same_float32_values() -> void:
 	var bytes := Marshalls.base64_to_raw(reply["obs_f32"])
 	check_eq(bytes.subarray(0, 3), PoolByteArray([0, 0, 0, 0x3F]), "little-endian float32 of 0.5")
 	check_eq(Wire.pack_obs([]), "", "no observations: an empty string")
+
+
+func test_deeply_nested_json_is_refused_before_parsing() -> void:
+	var deep := "{\"type\":\"call\",\"method\":" + "[".repeat(50000) + "]".repeat(50000) + "}"
+	var result = Wire.parse_message(deep, 1000)
+	check(typeof(result) == TYPE_STRING and "more than 1000 brackets" in result, "refused: %s" % Wire.preview(result))
+	check_eq(Wire.parse_message("{\"type\":\"action\",\"action\":[{\"move\":[0,0]}]}", 4)["type"], "action",
+			"a message within the bound parses")
+
+
+func test_invalid_utf8_is_named() -> void:
+	var body := PoolByteArray([123, 34, 0xFF, 0xFE, 34, 125])
+	var frame := _length_prefix(body.size())
+	frame.append_array(body)
+	var result = Wire.read_message(_peer(frame))
+	check(typeof(result) == TYPE_STRING and "is not valid UTF-8" in result, "got %s" % str(result))

@@ -28,15 +28,18 @@ static func get_string(key: String, default_value: String = "") -> String:
 	return parse().get(key, default_value)
 
 
-# Returns the integer setting, or null after failing when it is not an integer >= min_value.
-static func get_int(tree: SceneTree, key: String, default_value: int, min_value: int = 1):
+# Returns the integer setting, or null after failing when it is not an integer in
+# [min_value, max_value].
+static func get_int(tree: SceneTree, key: String, default_value: int, min_value: int = 1,
+		max_value: int = 0x7FFFFFFF):
 	var args := parse()
 	if not args.has(key):
 		return default_value
 	var text: String = args[key]
-	if not text.is_valid_integer() or int(text) < min_value:
-		fail(tree, "--%s=%s is not valid: give an integer >= %d, for example --%s=%d" % [
-				key, text, min_value, key, max(default_value, min_value)])
+	if not text.is_valid_integer() or int(text) < min_value or int(text) > max_value:
+		var bounds := ">= %d" % min_value if max_value == 0x7FFFFFFF else "from %d to %d" % [min_value, max_value]
+		fail(tree, "--%s=%s is not valid: give an integer %s, for example --%s=%d" % [
+				key, text, bounds, key, max(default_value, min_value)])
 		return null
 	return int(text)
 

@@ -94,7 +94,7 @@ func _start() -> void:
 	var repeat = RlArgs.get_int(tree, "action_repeat", 1, 1)
 	var max_steps = RlArgs.get_int(tree, "max_episode_steps", 0, 1)
 	var speedup = RlArgs.get_positive_float(tree, "speedup", 1.0)
-	var port = RlArgs.get_int(tree, "port", 0, 1)
+	var port = RlArgs.get_int(tree, "port", 0, 1, 65535)
 	var timeout_s = RlArgs.get_positive_float(tree, "connect_timeout", DEFAULT_CONNECT_TIMEOUT_S)
 	var bench_steps = RlArgs.get_int(tree, "benchmark_steps", 0, 1)
 	var eval_episodes = RlArgs.get_int(tree, "eval_episodes", 0, 1)

@@ -33,14 +33,27 @@ var _action_spaces: Array
 var _action_specs := []
 var _packed_obs := false
 var _awaiting_action_reply := false
+# An action message holds a bracket or two per agent and action key; eight times that is room enough.
+var _max_brackets := 0
+# The methods a trainer may `call`: those the agents' controller scripts define, minus the engine's
+# callbacks ("_..."). Calling anything else (queue_free, free...) would break the scene under the
+# session and flood the log with a script error every frame.
+var _callable := {}
 
 
 func _init(sync_node: Node) -> void:
 	_sync = sync_node
 	_agents = sync_node.agents
 	_action_spaces = sync_node.action_spaces
+	var keys := 0
 	for space in _action_spaces:
 		_action_specs.append(action_spec(space))
+		keys += space.size()
+	_max_brackets = Wire.DEFAULT_MAX_BRACKETS + 8 * (_agents.size() + keys)
+	for agent in _agents:
+		for method in agent.get_script().get_script_method_list():
+			if not method["name"].begins_with("_"):
+				_callable[method["name"]] = true
 
 
 # Keeps retrying until the deadline: godot-rl's client starts the game before it binds its port.
@@ -81,7 +94,7 @@ func _greet(deadline: int, token: String) -> String:
 		if OS.get_ticks_msec() >= deadline:
 			return "connected, but the trainer sent no handshake in time; quitting"
 		OS.delay_msec(2)
-	var message = Wire.read_message(stream)
+	var message = Wire.read_message(stream, _max_brackets)
 	if typeof(message) == TYPE_STRING:
 		return message
 	if message["type"] != "handshake":
@@ -102,7 +115,7 @@ func step() -> String:
 		if stream.put_data(Wire.frame(Wire.step_json(_sync.decision_step(), _packed_obs))) != OK:
 			return Wire.DISCONNECTED
 	while true:
-		var message = Wire.read_message(stream)
+		var message = Wire.read_message(stream, _max_brackets)
 		if typeof(message) == TYPE_STRING:
 			return message
 		var error := ""
@@ -188,10 +201,11 @@ func _engine_stats() -> Dictionary:
 	}
 
 
+# godot-rl's `call`: each agent's result, or null where its controller does not define the method.
 func _call_agents(method: String) -> Array:
 	var returns := []
 	for agent in _agents:
-		returns.append(agent.call(method) if agent.has_method(method) else null)
+		returns.append(agent.call(method) if _callable.has(method) and agent.has_method(method) else null)
 	return returns
 
 

@@ -11,6 +11,8 @@ extends Reference
 const MAX_MESSAGE_BYTES := 64 * 1024 * 1024
 # What read_message() returns when the peer is gone or the stream ends inside a message.
 const DISCONNECTED := "the trainer disconnected; quitting"
+# Brackets allowed in a message when the caller does not size the bound to its agents.
+const DEFAULT_MAX_BRACKETS := 1024
 
 
 # Frames by UTF-8 byte length (String.length() counts characters, which differ for non-ASCII text),
@@ -30,8 +32,8 @@ static func write_message(peer: StreamPeer, text: String) -> int:
 
 # Reads one framed message: the parsed message (a Dictionary with a "type"), or a String saying what
 # is wrong (DISCONNECTED when the peer is gone). Blocks until the whole message is there on a
-# StreamPeerTCP.
-static func read_message(peer: StreamPeer):
+# StreamPeerTCP. `max_brackets` bounds the brackets a message may hold (see parse_message).
+static func read_message(peer: StreamPeer, max_brackets: int = DEFAULT_MAX_BRACKETS):
 	var header: Array = peer.get_data(4)
 	if header[0] != OK:
 		return DISCONNECTED
@@ -43,11 +45,21 @@ static func read_message(peer: StreamPeer):
 	var body: Array = peer.get_data(length)
 	if body[0] != OK:
 		return DISCONNECTED
-	return parse_message(body[1].get_string_from_utf8())
+	var text: String = body[1].get_string_from_utf8()
+	if text.empty():  # Godot decodes invalid UTF-8 to nothing at all
+		return "a message of %d bytes is not valid UTF-8 text (is the trainer speaking godot-rl's protocol?)" \
+				% length
+	return parse_message(text, max_brackets)
 
 
 # The message in a frame's text: a Dictionary with a "type", or a String saying what is wrong.
-static func parse_message(text: String):
+# JSON.parse recurses once per nesting level and crashes the engine some 50,000 levels deep, so a
+# message with more brackets than `max_brackets` (two native counts, cheap on every step) is refused
+# before parsing.
+static func parse_message(text: String, max_brackets: int = DEFAULT_MAX_BRACKETS):
+	if text.count("[") + text.count("{") > max_brackets:
+		return "a message holds more than %d brackets, far more than the game's messages need: %s" \
+				% [max_brackets, preview(text)]
 	var parsed := JSON.parse(text)
 	if parsed.error != OK:
 		return "malformed JSON from the trainer (line %d: %s): %s" \

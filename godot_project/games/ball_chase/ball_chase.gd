@@ -12,6 +12,9 @@ const Arena = preload("res://games/ball_chase/arena.tscn")
 
 const ARENA_PITCH := 480.0
 const TRAINING_AGENTS := 16
+# Far more arenas than one process can simulate usefully; a typo such as --agents=100000 would
+# otherwise spend minutes building scenes past any trainer's connect timeout.
+const MAX_AGENTS := 4096
 const HUMAN_AGENTS := 1
 # The top strip of the window is left to the overlay's text.
 const VIEW_TOP := 80.0
@@ -29,7 +32,7 @@ var _fits_view := false
 func _ready() -> void:
 	var default_agents := TRAINING_AGENTS if RlArgs.has("port") or RlArgs.has("benchmark_steps") else HUMAN_AGENTS
 	# null after a bad --agents (RlArgs has failed then).
-	var agents_arg = RlArgs.get_int(get_tree(), "agents", default_agents, 1) if n_agents <= 0 else n_agents
+	var agents_arg = RlArgs.get_int(get_tree(), "agents", default_agents, 1, MAX_AGENTS) if n_agents <= 0 else n_agents
 	var seed_value = RlArgs.get_int(get_tree(), "env_seed", 0, 0)
 	if RlArgs.has_failed():
 		return

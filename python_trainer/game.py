@@ -23,6 +23,7 @@ import functools
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence, Union
@@ -133,8 +134,11 @@ class GameList:
 def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
     export = GameExport(path)
     # The engine's --quit ends the run after its first frame, which answers --list_envs: a binary whose .pck is
-    # damaged would otherwise fall back to the (headless) project manager and never exit.
-    result = run_to_end(export.command(headless=True) + ["--list_envs", "--quit"], timeout=timeout, env=game_environ())
+    # damaged would otherwise fall back to the (headless) project manager and never exit. It runs in an empty
+    # folder: a binary that cannot read its project settings writes Godot's user logs into its working folder.
+    with tempfile.TemporaryDirectory(prefix="godot-ppo-list-") as cwd:
+        result = run_to_end(export.command(headless=True) + ["--list_envs", "--quit"], timeout=timeout,
+                            env=game_environ(), cwd=cwd)  # fmt: skip
     code, out, err = result.returncode, result.stdout, result.stderr
     fix = "is it an export of a Godot 3 project that uses addons/rl_sync?"
     if code is None:

@@ -2,14 +2,21 @@
 
 For each instance the launcher first binds a listening socket on 127.0.0.1 port 0 (so the kernel picks a port
 nobody holds: a taken port cannot happen by construction), then starts the exported binary with
-``--port=<that port> --token=<secret> --fixed-fps 60 ...`` in its own process group, with stdout+stderr going
-to ``run_dir/logs/instance_<i>.log``. All instances are awaited in parallel against one deadline; a connection
-whose first message is not a ``hello`` carrying the instance's token is refused (closed) and the wait goes on;
-an instance that exits before connecting is reported (exit code + log tail) at once.
+``--port=<that port> --fixed-fps 60 ...`` in its own process group and a secret token in its environment
+(``RL_SYNC_TOKEN``: ``/proc/PID/environ`` is readable only by the same user, the command line by everyone). All
+instances are awaited in parallel against one deadline; a connection is refused (closed, reported) and the wait goes
+on unless its first message is a ``hello`` carrying the instance's token and its other end belongs to the process
+the launcher started (or one of its descendants) whose pid the hello names; an instance that exits before connecting
+is reported (exit code + log tail) at once.
+
+Logs: stdout+stderr go through a pipe and a reader thread per instance (never through the step loop) into
+``run_dir/logs/instance_<i>.log``, which `CappedLog` keeps under ``max_log_bytes`` (a game printing every frame would
+otherwise fill the disk); the first time it cuts output it says so through ``report``.
 
 No orphans: `close()` (also via the context manager, atexit, and SIGINT/SIGTERM handlers that close then
-re-raise) asks every instance to quit, then terminates/kills the process trees with psutil. If Python itself is
-SIGKILLed, the games see the dropped connection and quit by themselves.
+re-raise; a signal that was ignored when the launcher started stays ignored) asks every instance to quit, then
+terminates/kills the process trees with psutil. However Python itself ends (SIGKILL included), the kernel kills the
+games and Xvfb: they are started by `processes.spawn`, which gives them a parent-death signal.
 
 Crash handling: `restart(i, error)` reports a dead or silent instance (exit code, log tail) and starts a fresh
 one on a new port, at most ``max_restarts`` times per instance slot (like ML-Agents' --max-lifetime-restarts).
@@ -43,13 +50,15 @@ from typing import Callable, Optional, Sequence
 import psutil
 
 from python_trainer.game import GameInstance, godot_game
-from python_trainer.processes import LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, end_process_tree, read_log_tail
+from python_trainer.processes import LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, end_process_tree, read_log_tail, spawn
 from python_trainer.protocol import DEFAULT_TIMEOUT_S, PACKED_OBS_ENCODING, GodotConnection, GodotConnectionError
 
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESTARTS = 3
 CLOSE_GRACE_S = 2.0  # how long instances get to quit by themselves after the "close" message
 MAX_HELLO_BYTES = 4096
+DEFAULT_MAX_LOG_BYTES = 20 * 2**20  # per instance slot; a game stuck in a per-frame script error writes ~20 MB/s
+TOKEN_ENV = "RL_SYNC_TOKEN"  # the instance's secret, in its environment (never in its command line)
 _POLL_S = 0.1  # how often the connect wait checks whether instances died (it sleeps in select meanwhile)
 
 
@@ -74,6 +83,7 @@ class Instance:
     seed: int
     restarts: int = 0
     listener: Optional[socket.socket] = None
+    log: Optional["CappedLog"] = None
     conn: Optional[GodotConnection] = None
     hello: Optional[dict] = None
     env_info: Optional[dict] = None
@@ -87,6 +97,8 @@ class Instance:
         return f"instance {self.index} (port {self.port}, pid {self.pid}, game {self.game})"
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        if self.log is not None:
+            self.log.sync()  # what the game printed just before it died may still be in the pipe
         return read_log_tail(self.log_path, lines)
 
     def exit_code(self) -> Optional[int]:
@@ -114,8 +126,6 @@ def _signal_handler(signum, frame):
     prev = _PREVIOUS_HANDLERS.get(signum, signal.SIG_DFL)
     if callable(prev):
         prev(signum, frame)  # for SIGINT this is default_int_handler: raises KeyboardInterrupt
-    elif prev == signal.SIG_IGN:
-        return
     else:  # SIG_DFL (or None): die of the same signal, as if we had not been here
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
@@ -131,14 +141,143 @@ def _install_cleanup_hooks() -> None:
             return  # signal handlers can only be installed from the main thread; atexit still covers exits
         for sig in (signal.SIGINT, signal.SIGTERM):
             current = signal.getsignal(sig)
-            if current is _signal_handler:
-                continue
+            if current is _signal_handler or current == signal.SIG_IGN:
+                continue  # an ignored signal (`cmd &` in a script ignores SIGINT) must not close the instances
             _PREVIOUS_HANDLERS[sig] = current
             signal.signal(sig, _signal_handler)
 
 
 def _which(name: str) -> Optional[str]:
     return shutil.which(name)
+
+
+# ---------------------------------------------------------------------------------------------- logs
+class CappedLog:
+    """A log file that never grows past ``max_bytes``: the first half of it stays (how the game started), then one
+    line saying output was cut, then a rolling tail of the newest output (at least a quarter of ``max_bytes``, what an
+    error message quotes). A game that prints every frame (a script error in ``_process``) cannot fill the disk.
+
+    `follow` copies a pipe (a game's stdout+stderr) into the log on a daemon thread of its own, so the game's output
+    never passes through the step loop and costs a normal run nothing per step; `sync` copies what the pipes hold
+    right now, so a log tail read after a crash holds the game's last words. ``on_flood`` is called once, the first
+    time output is cut. Several pipes may follow one log in turn (a slot's restarts append to one file).
+    """
+
+    def __init__(self, path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_LOG_BYTES,
+                 on_flood: Optional[Callable[[], None]] = None):  # fmt: skip
+        if int(max_bytes) < 2**16:
+            raise ValueError(f"max_log_bytes must be at least 64 KiB, got {max_bytes}")
+        self.path = Path(path)
+        self.max_bytes = int(max_bytes)
+        self.on_flood = on_flood
+        self.bytes_in = 0  # everything written to it, kept or cut
+        self.flooded = False
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self._tail_start: Optional[int] = None  # where the rolling tail begins, once output has been cut
+        self._lock = threading.RLock()  # on_flood runs under it, and may read the log tail
+        self._pipes: set[int] = set()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            self._write(data)
+
+    def follow(self, fd: int) -> None:
+        """Copy the read end of a pipe into the log until every writer has closed it; the log then closes ``fd``."""
+        os.set_blocking(fd, False)
+        with self._lock:
+            self._pipes.add(fd)
+        thread = threading.Thread(target=self._pump, args=(fd,), name=f"log {self.path.name}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def sync(self) -> None:
+        """Copy into the file what the followed pipes hold now (bounded, in case a game floods them meanwhile)."""
+        with self._lock:
+            for fd in list(self._pipes):
+                self._copy(fd, 2**20)
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Wait up to ``timeout`` for the followed pipes to end (their processes are gone), then close the file."""
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            self._closed = True
+            self._close_file_if_done()
+
+    # ---------------------------------------------------------------- internals (under the lock)
+    def _pump(self, fd: int) -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        more = True
+        while more:
+            poller.poll()  # sleeps without the GIL until the game prints or exits
+            with self._lock:
+                more = self._copy(fd, 2**20)
+        with self._lock:
+            self._pipes.discard(fd)
+            os.close(fd)
+            self._close_file_if_done()
+
+    def _copy(self, fd: int, limit: int) -> bool:
+        """Copy up to ``limit`` bytes now in pipe ``fd``; False at its end."""
+        copied = 0
+        while copied < limit:
+            try:
+                chunk = os.read(fd, 2**16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                return False
+            self._write(chunk)
+            copied += len(chunk)
+        return True
+
+    def _write(self, data: bytes) -> None:
+        """Append ``data``, cutting the middle of the file when it would pass the cap."""
+        if self._fd < 0:
+            return
+        self.bytes_in += len(data)
+        if self._size + len(data) <= self.max_bytes:
+            os.pwrite(self._fd, data, self._size)
+            self._size += len(data)
+            return
+        first_cut = self._tail_start is None
+        if first_cut:  # keep the head up to its last whole line before half the cap, then say what was cut
+            end = min(self.max_bytes // 2, self._size)
+            window = max(0, end - 2**14)
+            cut = os.pread(self._fd, end - window, window).rfind(b"\n") + 1
+            start = window + cut if cut else end
+            marker = (b"" if cut or not start else b"\n") + (
+                f"# godot-ppo: this log is capped at {self.max_bytes / 2**20:g} MiB: output was cut here, "
+                "only the newest output follows\n").encode()  # fmt: skip
+        else:
+            start = self._tail_start
+        keep = self.max_bytes // 4
+        tail = os.pread(self._fd, keep, max(start, self._size - keep)) + data
+        if len(tail) > keep or self._size - start > keep:
+            tail = tail[-keep:]
+            newline = tail.find(b"\n")
+            if 0 <= newline < len(tail) - 1:
+                tail = tail[newline + 1:]  # start the tail at a whole line
+        if first_cut:
+            os.pwrite(self._fd, marker, start)
+            self._tail_start = start = start + len(marker)
+        os.pwrite(self._fd, tail, start)
+        self._size = start + len(tail)
+        os.ftruncate(self._fd, self._size)
+        if first_cut:
+            self.flooded = True
+            if self.on_flood is not None:
+                self.on_flood()
+
+    def _close_file_if_done(self) -> None:
+        if self._closed and not self._pipes and self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 # ---------------------------------------------------------------------------------------------- the launcher
@@ -170,10 +309,9 @@ class Xvfb:
         r, w = os.pipe()
         try:
             with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(
+                self.proc = spawn(
                     [exe, "-displayfd", str(w), "-screen", "0", self.screen, "-nolisten", "tcp"],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(w,),
-                    start_new_session=True,
                 )
             os.close(w)
             w = -1
@@ -229,6 +367,7 @@ class InstanceLauncher:
         max_restarts: int = DEFAULT_MAX_RESTARTS,
         step_timeout: float = DEFAULT_TIMEOUT_S,
         report: Optional[Callable[[str], None]] = None,
+        max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
     ):
         if int(num_instances) < 1:
             raise ValueError(f"num_instances must be >= 1, got {num_instances}")
@@ -242,6 +381,7 @@ class InstanceLauncher:
         self.connect_timeout = float(connect_timeout)
         self.max_restarts = int(max_restarts)
         self.step_timeout = float(step_timeout)
+        self.max_log_bytes = int(max_log_bytes)
         self.report = report or (lambda msg: print(f"godot-ppo: {msg}", file=sys.stderr, flush=True))
         self.events: list[str] = []  # everything reported (crashes, restarts, refused clients, Xvfb)
         self.command_prefix = instance.game.export.command(self.headless)  # a GameError names the fix
@@ -256,6 +396,7 @@ class InstanceLauncher:
 
         self.instances: list[Optional[Instance]] = [None] * self.num_instances
         self.restarts = [0] * self.num_instances
+        self._logs: list[Optional[CappedLog]] = [None] * self.num_instances  # one per slot, restarts append to it
         self.display: Optional[str] = instance.display
         self._xvfb: Optional[Xvfb] = None
         self._started = False
@@ -386,6 +527,9 @@ class InstanceLauncher:
                     pass
             for inst in live:
                 self._reap(inst.proc)
+            for log in self._logs:
+                if log is not None:
+                    log.close()
             if self._xvfb is not None:
                 self._xvfb.stop()
                 self._xvfb = None
@@ -412,11 +556,25 @@ class InstanceLauncher:
                 pass
             inst.listener = None
 
-    def _command(self, port: int, token: str, seed: int) -> list[str]:
+    def _command(self, port: int, seed: int) -> list[str]:
         timeout = max(1, math.ceil(self.connect_timeout))
         return self.instance.replace(seed=seed, display=self.display).command(
-            f"--port={port}", f"--token={token}", f"--connect_timeout={timeout}"
+            f"--port={port}", f"--connect_timeout={timeout}"
         )
+
+    def _log(self, index: int) -> "CappedLog":
+        if self._logs[index] is None:
+            self._logs[index] = CappedLog(self.log_dir / f"instance_{index}.log", self.max_log_bytes,
+                                          on_flood=lambda: self._report_flood(index))  # fmt: skip
+        return self._logs[index]
+
+    def _report_flood(self, index: int) -> None:
+        inst, log = self.instances[index], self._logs[index]
+        what = inst.label() if inst is not None else f"instance {index}"
+        msg = (f"{what} printed more than {log.max_bytes / 2**20:g} MiB: its log {log.path} keeps the first half "
+               "of that and the newest output (a game printing every frame, e.g. a script error, floods like this)")
+        self.events.append(msg)
+        self.report(msg)
 
     def _spawn(self, index: int, restarts: int) -> Instance:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -428,31 +586,30 @@ class InstanceLauncher:
             token = secrets.token_hex(16)
             # A restarted slot gets a new seed so it does not replay its predecessor's episodes.
             seed = self.seed + index + restarts * self.num_instances
-            cmd = self._command(port, token, seed)
-            log_path = self.log_dir / f"instance_{index}.log"
+            cmd = self._command(port, seed)
+            log = self._log(index)
             env = self.instance.replace(display=self.display).environ()
-            with open(log_path, "ab") as log:
-                shown = " ".join(shlex.quote(c if not c.startswith("--token=") else "--token=***") for c in cmd)
-                log.write(f"# godot-ppo: starting instance {index} (restart {restarts}): {shown}\n".encode())
-                log.flush()
-                try:
-                    proc = subprocess.Popen(
-                        cmd,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                        start_new_session=True,  # own process group: a terminal's Ctrl-C reaches only us
-                        close_fds=True,
-                    )
-                except OSError as e:
-                    raise InstanceStartError(f"could not start instance {index} ({cmd[0]}): {e}") from e
+            env[TOKEN_ENV] = token
+            shown = " ".join(shlex.quote(c) for c in cmd)
+            log.write(f"# godot-ppo: starting instance {index} (restart {restarts}): {shown}\n".encode())
+            out_r, out_w = os.pipe()
+            proc = None
+            try:
+                # own session: a terminal's Ctrl-C reaches only us; dies with us (processes.spawn)
+                proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env)
+            except OSError as e:
+                raise InstanceStartError(f"could not start instance {index} ({cmd[0]}): {e}") from e
+            finally:
+                os.close(out_w)
+                if proc is None:
+                    os.close(out_r)
+            log.follow(out_r)
         except BaseException:
             listener.close()
             raise
         return Instance(
-            index=index, port=port, token=token, proc=proc, log_path=log_path, game=self.env, seed=seed,
-            restarts=restarts, listener=listener,
+            index=index, port=port, token=token, proc=proc, log_path=log.path, game=self.env, seed=seed,
+            restarts=restarts, listener=listener, log=log,
         )
 
     def _refuse(self, inst: Instance, sock: socket.socket, why: str) -> None:
@@ -514,6 +671,8 @@ class InstanceLauncher:
                         continue  # incomplete hello
                     sel.unregister(sock)
                     del clients[sock]
+                    if not isinstance(verdict, str):
+                        verdict = self._check_peer(inst, sock, verdict)
                     if isinstance(verdict, str):
                         self._refuse(inst, sock, verdict)
                         continue
@@ -581,6 +740,31 @@ class InstanceLauncher:
         if msg.get("env") not in (None, self.env):
             return f"it runs game {msg.get('env')!r}, not {self.env!r}"
         return msg
+
+    @staticmethod
+    def _check_peer(inst: Instance, sock: socket.socket, hello: dict):
+        """The hello if the other end of ``sock`` belongs to the instance's process (or a descendant, for a wrapper
+        script) and the hello names that process's pid; else why not. A local process that read the token cannot
+        pass for the instance. Once per connection, never on the step path."""
+        try:
+            peer = sock.getpeername()
+            root = psutil.Process(inst.pid)
+            tree = [root] + root.children(recursive=True)
+        except (OSError, psutil.Error):
+            return "the instance's process is gone"
+        owner = None
+        for p in tree:
+            try:
+                if any(c.laddr == peer and c.raddr and c.raddr[1] == inst.port for c in p.net_connections("tcp4")):
+                    owner = p.pid
+                    break
+            except psutil.Error:
+                continue
+        if owner is None:
+            return f"the connecting process is not the instance (pid {inst.pid}) nor one of its children"
+        if hello.get("pid") != owner:
+            return f"its hello names pid {hello.get('pid')!r}, but the connection belongs to pid {owner}"
+        return hello
 
     # ---------------------------------------------------------------- Xvfb
     def _ensure_display(self) -> None:

@@ -12,6 +12,7 @@ The policy file's format is described in policy_file.py (and README.md, "The pol
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -28,7 +29,7 @@ import numpy as np
 
 from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
 from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game, is_gym_id
-from python_trainer.launcher import InstanceStartError, Xvfb
+from python_trainer.launcher import CappedLog, InstanceStartError, Xvfb
 from python_trainer.policy_file import FORMAT, VERSION, policy_json  # noqa: F401  (playback's public names too)
 from python_trainer.policy_file import POLICY_NAME, PolicyFileError, read_policy, write_policy
 from python_trainer.processes import end_process_tree, run_to_end, spawn
@@ -37,6 +38,7 @@ PLAY_FPS = 60  # the game's physics rate: a recording of S seconds is 60 * S fra
 RECORD_EVERY = 4  # record every 4th frame of 60 fps -> a 15 fps clip at true speed
 GIF_WIDTH = 512
 DEFAULT_TIMEOUT_S = 120.0
+FFMPEG_TIMEOUT_S = 600.0
 
 # A problem the user can fix; the commands print it as `godot-ppo CMD: error: ...`. One class with the policy file's
 # errors (policy_file.PolicyFileError), so `except PlaybackError` also catches a bad or unplayable policy file.
@@ -282,9 +284,10 @@ def assemble_mp4(frame_dir: Path, out: Path, fps: float = PLAY_FPS / RECORD_EVER
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [ffmpeg, "-y", "-loglevel", "error", "-framerate", f"{fps:g}", "-i", str(frame_dir / "frame_%05d.png"),
            "-vf", f"scale={width}:-2", "-pix_fmt", "yuv420p", "-c:v", "libx264", str(out)]  # fmt: skip
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = run_to_end(cmd, timeout=FFMPEG_TIMEOUT_S)  # like every child: it ends when we do
     if result.returncode != 0:
-        raise PlaybackError(f"ffmpeg failed: {result.stderr[-2000:]}")
+        why = f"did not finish within {FFMPEG_TIMEOUT_S:g} s" if result.returncode is None else "failed"
+        raise PlaybackError(f"ffmpeg {why}: {result.stderr[-2000:]}")
 
 
 def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, seconds: float = 10.0, say=print,
@@ -319,10 +322,12 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
     """The windowed game with the policy inside, real time (vsync); ends on Ctrl-C, window closed or --seconds.
 
     --seconds S asks the game to quit after S seconds of wall time (--quit_after_seconds); should it not, it is
-    ended a few seconds later. The game's stderr goes to a log file; its rl_sync lines (errors) are shown.
+    ended a few seconds later. The game's output goes to a log file (capped: a game printing every frame cannot
+    fill the disk); its rl_sync lines (errors) are shown.
     """
     log_path = Path(tempfile.gettempdir()) / f"godot-ppo-play-{os.getpid()}.log"
-    with _xvfb() as xvfb, open(log_path, "wb") as log:
+    log_path.unlink(missing_ok=True)
+    with _xvfb() as xvfb, contextlib.closing(CappedLog(log_path)) as log:
         # Real time (no --fixed-fps): the window shows the game at the speed a person plays it.
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say),
                                 fixed_fps=None)  # fmt: skip
@@ -440,11 +445,15 @@ def _raise_interrupt(signum, frame):
 
 
 def _sigterm_as_interrupt() -> None:
-    """SIGTERM ends `play` like Ctrl-C does: the game and Xvfb are ended on the way out."""
+    """SIGTERM and SIGHUP (a closed terminal or SSH session) end `play` like Ctrl-C does: the game and Xvfb are
+    ended on the way out. (Should `play` die anyway, its children die with it: processes.spawn.)"""
     import threading
 
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, _raise_interrupt)
 
 
 def play_main(argv=None) -> int:

@@ -1,15 +1,25 @@
 """Child processes: start one in its own session, run one to the end within a timeout, end a process tree.
 
-The launcher (game instances), playback (the game with a policy inside), profiling and the game listing all start
-processes through here, so none of them can leave a child running: a timeout, an exception or Ctrl-C ends the
-child's whole tree.
+The launcher (game instances, Xvfb), playback (the game with a policy inside), profiling and the game listing all
+start processes through `spawn`, so none of them can leave a child running: a timeout, an exception or Ctrl-C ends
+the child's whole tree, and however this process ends (SIGKILL, SIGHUP, a crash) the kernel sends every child it
+started SIGKILL (Linux's parent-death signal, set in the child before it runs the program).
+
+The parent-death signal fires when the *thread* that started the child ends, not the process. `spawn` therefore
+starts children from the main thread, or, when called from another thread (a short-lived worker may start a
+launcher), from one daemon thread of its own that lives as long as the process.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import ctypes
 import os
+import queue
 import signal
 import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -18,6 +28,13 @@ import psutil
 TERM_GRACE_S = 2.0  # SIGTERM, then this long before SIGKILL
 LOG_TAIL_LINES = 20
 _ENDING_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+DEATH_SIGNAL = signal.SIGKILL  # what a child gets when we die: it cannot be caught, so every kind of child ends
+_PR_SET_PDEATHSIG = 1
+if sys.platform.startswith("linux"):
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+    _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+else:  # pragma: no cover - the trainer runs on Linux; elsewhere children are ended by close() and atexit only
+    _prctl = None
 
 
 def read_log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 16384) -> str:
@@ -72,24 +89,60 @@ def end_process_tree(pids: Sequence[int], term_grace: float = TERM_GRACE_S) -> N
         psutil.wait_procs(alive, timeout=term_grace)
 
 
-def _unblock_ending_signals() -> None:
+def _child_setup(parent_pid: int) -> None:
+    """Runs in the child between fork and exec: let it be interrupted again, and have it die with its parent."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING_SIGNALS)
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, int(DEATH_SIGNAL), 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl: the signal will never come
+            os.kill(os.getpid(), DEATH_SIGNAL)
 
 
-def spawn(cmd: Sequence[str], **kwargs) -> subprocess.Popen:
-    """Popen in its own session, with Ctrl-C held back until Popen has returned: an interrupt arriving while the
-    child starts would otherwise leave a running child that nobody holds a handle to."""
+def _popen(cmd: Sequence[str], kwargs: dict) -> subprocess.Popen:
+    parent = os.getpid()
     old = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
     try:
-        return subprocess.Popen(list(cmd), start_new_session=True, preexec_fn=_unblock_ending_signals, **kwargs)
+        return subprocess.Popen(list(cmd), start_new_session=True, preexec_fn=lambda: _child_setup(parent), **kwargs)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def run_to_end(cmd: Sequence[str], timeout: float, env=None) -> subprocess.CompletedProcess:
+_SPAWN_REQUESTS: "queue.SimpleQueue" = queue.SimpleQueue()
+_SPAWNER_LOCK = threading.Lock()
+_spawner: Optional[threading.Thread] = None
+
+
+def _serve_spawns() -> None:
+    while True:
+        future, cmd, kwargs = _SPAWN_REQUESTS.get()
+        try:
+            future.set_result(_popen(cmd, kwargs))
+        except BaseException as e:
+            future.set_exception(e)
+
+
+def spawn(cmd: Sequence[str], **kwargs) -> subprocess.Popen:
+    """Popen in its own session that dies with this process, with Ctrl-C held back until Popen has returned: an
+    interrupt arriving while the child starts would otherwise leave a running child that nobody holds a handle to.
+
+    From a thread other than the main one, the child is started on the spawner thread (see the module's docstring).
+    """
+    global _spawner
+    if threading.current_thread() is threading.main_thread():
+        return _popen(cmd, kwargs)
+    with _SPAWNER_LOCK:
+        if _spawner is None:
+            _spawner = threading.Thread(target=_serve_spawns, name="godot-ppo spawner", daemon=True)
+            _spawner.start()
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    _SPAWN_REQUESTS.put((future, list(cmd), kwargs))
+    return future.result()
+
+
+def run_to_end(cmd: Sequence[str], timeout: float, env=None, cwd=None) -> subprocess.CompletedProcess:
     """Run ``cmd`` to its end and return its output as text; ``returncode`` is None when it did not end within
     ``timeout`` (it and its children are ended then, as on an exception or Ctrl-C)."""
-    proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
     try:
         out, err = proc.communicate(timeout=timeout)
         code = proc.returncode

@@ -51,7 +51,7 @@ import psutil
 
 from python_trainer import paths
 from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game
-from python_trainer.processes import end_process_tree, read_log_tail, run_to_end
+from python_trainer.processes import end_process_tree, read_log_tail, run_to_end, spawn
 from python_trainer.vec_env import add_game_arguments
 
 MODES = ("headless", "windowed")
@@ -788,8 +788,8 @@ def train_for(cfg: Config, opts, out_dir: Path, budget_s: float) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(paths.REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
     t0 = time.perf_counter()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                cwd=str(paths.REPO_ROOT), start_new_session=True)
+        proc = spawn(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                     cwd=str(paths.REPO_ROOT))  # own session; dies with us (processes.spawn)
     try:
         try:
             code = proc.wait(timeout=budget_s)  # finishing by itself within the budget is unexpected: an error

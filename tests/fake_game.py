@@ -1,12 +1,15 @@
 """A stand-in for the exported Godot binary: speaks the game side of godot-rl's protocol (see /tmp/spec.md).
 
 Accepts the real binary's flags (--port, --env, --agents, --env_seed, --token, --max_episode_steps,
---connect_timeout, ...; unknown ones ignored) plus test-only ones:
+--connect_timeout, ...; unknown ones ignored) and, like it, reads the token from $RL_SYNC_TOKEN before --token;
+plus test-only ones:
   --fake_mode=ok | exit_at_start | never_connect | wrong_token | hang_after=N | crash_after=N
   --fake_action=continuous:2 | discrete:3 | continuous:2,continuous:1 | discrete:3,discrete:2 | continuous:2,discrete:2
   --fake_obs=obs:4 | a:2,b:3        (observation keys and sizes); by_seed: one key of size 4 + --env_seed
   --fake_fixed_agents=N             simulate N agents whatever --agents says (as a user's fixed scene does)
   --fake_step_delay=SECONDS         sleep this long before answering each action
+  --fake_flood                      once connected, print lines to stderr without end (a per-frame script error)
+  --fake_wait_for=PATH              connect only once PATH exists (a test orders connections with it)
 
 Dynamics (deterministic from the seed): agent j's observation is [t, j, seed, last action sum, ...] padded with
 zeros; reward = 0.1 + 0.01 * j; an episode terminates when a per-agent RNG draws < 0.05, and is truncated at
@@ -19,6 +22,7 @@ import random
 import socket
 import struct
 import sys
+import threading
 import time
 
 
@@ -57,6 +61,15 @@ def recv(sock):
     return json.loads(body.decode("utf-8"))
 
 
+def flood():
+    line = b"SCRIPT ERROR: fake_game: Invalid get index 'position' (on base: 'previously freed instance').\n"
+    block = line * 200
+    i = 0
+    while True:
+        os.write(2, b"%d " % i + block)
+        i += 1
+
+
 def main():
     args = parse_args(sys.argv[1:])
     if "--list_envs" in sys.argv:
@@ -86,6 +99,10 @@ def main():
 
     port = int(args["port"])
     deadline = time.monotonic() + float(args.get("connect_timeout", 30))
+    while "fake_wait_for" in args and not os.path.exists(args["fake_wait_for"]):
+        if time.monotonic() > deadline:
+            sys.exit(1)
+        time.sleep(0.01)
     while True:
         try:
             sock = socket.create_connection(("127.0.0.1", port), timeout=2)
@@ -96,11 +113,14 @@ def main():
                 sys.exit(1)
             time.sleep(0.05)
     sock.settimeout(None)
-    token = args.get("token")
+    token = os.environ.get("RL_SYNC_TOKEN") or args.get("token")
     if mode == "wrong_token":
         token = "not-the-token"
     if token is not None:
         send(sock, {"type": "hello", "token": token, "env": env, "n_agents": n, "pid": os.getpid(), "protocol": 1})
+
+    if "--fake_flood" in sys.argv:
+        threading.Thread(target=flood, daemon=True).start()
 
     rngs = [random.Random(seed * 1000 + j) for j in range(n)]
     t = [0] * n

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import zipfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -23,11 +24,16 @@ import torch
 from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
 
 __all__ = [
-    "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "MODEL_NAME", "space_to_dict", "space_from_dict", "rng_state",
+    "CHECKPOINT_FORMAT", "CheckpointError", "CHECKPOINT_NAME", "MODEL_NAME", "space_to_dict", "space_from_dict", "rng_state",
     "set_rng_state", "save_checkpoint", "load_checkpoint", "checkpoint_in",
 ]  # fmt: skip
 
 CHECKPOINT_FORMAT = "godot-ppo-checkpoint/1"
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read, saying what it is: missing, empty, truncated, not a checkpoint."""
 
 
 def space_to_dict(space):
@@ -99,7 +105,30 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
 
 
 def load_checkpoint(path):
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """The checkpoint's dict; raises CheckpointError naming what is wrong with the file (empty, truncated...)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise CheckpointError(f"cannot read {path} ({e.strerror or e})") from None
+    if size == 0:
+        raise CheckpointError(f"{path} is an empty file (0 bytes), not a checkpoint")
+    if head != _ZIP_MAGIC:
+        raise CheckpointError(f"{path} is not a checkpoint ({size} bytes that do not start like a torch.save file)")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        if not zipfile.is_zipfile(path):
+            raise CheckpointError(
+                f"{path} is truncated ({size} bytes: the end of its archive is missing; copied or written incompletely?)"
+            ) from None
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise CheckpointError(f"{path} is a torch file but not a readable checkpoint ({type(e).__name__}: {first})") from None
+    if not isinstance(ckpt, dict) or "model" not in ckpt or "global_step" not in ckpt:
+        raise CheckpointError(f"{path} is a torch file but not a godot-ppo checkpoint (no model / global_step in it)")
+    return ckpt
 
 
 def checkpoint_in(path) -> Path:

@@ -196,6 +196,11 @@ def read_policy(path) -> dict:
         raise PolicyFileError(f"policy file {path}: the file does not exist") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise PolicyFileError(f"policy file {path}: not valid JSON ({e}); is it truncated?") from None
+    except RecursionError:  # json's decoder recurses once per nesting level
+        raise PolicyFileError(
+            f"policy file {path}: JSON nested too deeply to read (thousands of levels); a policy file is a few levels "
+            "deep: this is not one"
+        ) from None
     if not isinstance(policy, dict) or policy.get("format") != FORMAT:
         raise PolicyFileError(f"policy file {path}: not a godot-ppo policy file (expected \"format\": \"{FORMAT}\")")
     if policy.get("version") != VERSION:

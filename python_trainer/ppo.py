@@ -20,6 +20,9 @@ loading a trained agent -> train(): setup, rollout, GAE, PPO update, logging. Th
 Differences from CleanRL, all on purpose: a truncated episode (time limit) is bootstrapped with gamma * V(final obs)
 instead of being treated as a death; observation normalisation / reward scaling are done in this file (and saved
 with the model) instead of by gym wrappers; checkpoints, --resume, Ctrl-C safety and a final deterministic eval.
+Around the loop, not in it: every flag checked before any game starts; one process per run folder (a lock);
+SIGINT, SIGTERM and SIGHUP (cli.signal_policy), a crashed instance, a closed stdout or any other error once the
+agent exists all write the checkpoint of the last completed update and print the --resume command.
 The bookkeeping around the loop lives next door: checkpoint.py (the checkpoint file), run_folder.py (run folder,
 --resume, args.json, episodes.csv, TensorBoard/progress, learning curve, evaluation), policy_file.py (the in-engine
 player's policy.json, written with each checkpoint of a Godot game).
@@ -27,10 +30,14 @@ player's policy.json, written with each checkpoint of a Godot game).
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import random
+import signal
 import sys
 import time
+import traceback
 from dataclasses import asdict, dataclass, replace
 from typing import Annotated, NamedTuple, Optional
 
@@ -42,6 +49,7 @@ import torch.optim as optim
 import tyro
 
 from python_trainer import policy_file
+from python_trainer.cli import hold_signals, signal_policy, signum_of
 from python_trainer.checkpoint import (  # load_checkpoint / save_checkpoint: ppo.load_checkpoint etc. keep working
     CHECKPOINT_NAME,
     MODEL_NAME,
@@ -54,7 +62,10 @@ from python_trainer.checkpoint import (  # load_checkpoint / save_checkpoint: pp
 )
 from python_trainer.game import GameError, GodotGame, resolve_env
 from python_trainer.gym_env import DEFAULT_NUM_ENVS, UnknownEnvError, UnsupportedSpaceError
+from python_trainer.launcher import DEFAULT_MAX_RESTARTS, InstanceCrashedError, InstanceStartError
+from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
 from python_trainer.run_folder import (
+    RunLock,
     RunLog,
     TrainError,
     discard_if_unused,
@@ -86,7 +97,8 @@ class Args:
     resume: Optional[str] = None
     """continue the run in this folder from its last checkpoint (flags not given are taken from its args.json)"""
     checkpoint_every: int = 10
-    """write RUN_DIR/checkpoint.pt every this many updates (0: only at the end and on Ctrl-C)"""
+    """write RUN_DIR/checkpoint.pt every this many updates (0: only at the end, and when stopped by SIGINT/SIGTERM/SIGHUP
+    or an error)"""
     eval_episodes: int = 10
     """after training, evaluate the deterministic policy (argmax / mean action) over this many episodes (0: skip)"""
 
@@ -111,6 +123,11 @@ class Args:
     """Godot games: physics frames per decision step (default: the Godot env's)"""
     window: bool = False
     """Godot games: show the game windows instead of running headless"""
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    """Godot games: how many times each instance may be restarted after a crash or a hang before training stops
+    (with a checkpoint)"""
+    step_timeout: float = DEFAULT_TIMEOUT_S
+    """Godot games: seconds an instance may take to answer one step before it counts as hung (and is restarted)"""
 
     # --- algorithm --------------------------------------------------------------------------------------------
     total_timesteps: int = 500000
@@ -419,6 +436,57 @@ def game_policy(agent, normalizer, action_space, env_info, checkpoint_path, *, e
 # ======================================================================================================================
 # Argument checks and env options
 # ======================================================================================================================
+def _positive(v):
+    return math.isfinite(v) and v > 0
+
+
+def _non_negative(v):
+    return math.isfinite(v) and v >= 0
+
+
+# flag -> (valid?, what is valid, an example); None (a default chosen later) is always valid
+_VALID_VALUES = {
+    "learning_rate": (_positive, "a number > 0", "2.5e-4"),
+    "gamma": (lambda v: 0 < v <= 1, "a discount in (0, 1]", "0.99"),
+    "gae_lambda": (lambda v: 0 <= v <= 1, "a number in [0, 1]", "0.95"),
+    "clip_coef": (_positive, "a number > 0", "0.2"),
+    "ent_coef": (_non_negative, "a number >= 0", "0.01"),
+    "vf_coef": (_non_negative, "a number >= 0", "0.5"),
+    "max_grad_norm": (_positive, "a number > 0", "0.5"),
+    "target_kl": (_positive, "a number > 0 (typical: 0.01 to 0.05)", "0.02"),
+    "speedup": (_positive, "a number > 0 (the engine's time scale)", "8"),
+    "action_repeat": (lambda v: v >= 1, "an integer >= 1 (physics frames per decision step)", "8"),
+    "step_timeout": (_positive, "a number of seconds > 0", "60"),
+    "max_restarts": (lambda v: v >= 0, "an integer >= 0", "3"),
+    "num_envs": (lambda v: v >= 1, "an integer >= 1", "4"),
+    "num_steps": (lambda v: v >= 1, "an integer >= 1", "128"),
+    "num_minibatches": (lambda v: v >= 1, "an integer >= 1", "4"),
+    "update_epochs": (lambda v: v >= 1, "an integer >= 1", "4"),
+    "total_timesteps": (lambda v: v >= 1, "an integer >= 1", "500000"),
+    "checkpoint_every": (lambda v: v >= 0, "an integer >= 0 (0: only at the end and on a stop)", "10"),
+    "eval_episodes": (lambda v: v >= 0, "an integer >= 0 (0: skip)", "10"),
+    "torch_threads": (lambda v: v >= 1, "an integer >= 1", "1"),
+}
+
+
+def _check_values(args):
+    """Every flag that can be checked without a game, before any game starts or folder is made: one line each."""
+    from python_trainer.vec_env import MAX_AGENTS_PER_INSTANCE, MAX_INSTANCES
+
+    valid = dict(_VALID_VALUES)
+    valid["num_instances"] = (lambda v: 1 <= v <= MAX_INSTANCES, f"1 to {MAX_INSTANCES} (one Godot process each; "
+                              "more on one machine only contend for its cores and memory)", "2")  # fmt: skip
+    valid["agents_per_instance"] = (lambda v: 1 <= v <= MAX_AGENTS_PER_INSTANCE, f"1 to {MAX_AGENTS_PER_INSTANCE} (an "
+                                    "instance sets its agents up before it connects: spread more over more "
+                                    "--num-instances)", "16")  # fmt: skip
+    for name, (ok, what, example) in valid.items():
+        value = getattr(args, name)
+        if value is not None and not ok(value):
+            flag = "--" + name.replace("_", "-")
+            shown = f"{value:g}" if isinstance(value, float) else value
+            raise TrainError(f"{flag} {shown} is not valid: give {what}, e.g. {flag} {example}")
+
+
 def _check_sizes(args, num_envs):
     if num_envs < 1 or args.num_steps < 1 or args.num_minibatches < 1 or args.update_epochs < 1:
         raise TrainError("--num-envs, --num-steps, --num-minibatches and --update-epochs must all be >= 1")
@@ -480,6 +548,7 @@ def _env_kwargs(args, game, global_step, run_dir):
             env_kwargs["speedup"] = args.speedup
         if args.action_repeat is not None:
             env_kwargs["action_repeat"] = args.action_repeat
+        env_kwargs.update(max_restarts=args.max_restarts, step_timeout=args.step_timeout)
     return env_kwargs
 
 
@@ -526,6 +595,7 @@ def train(args: Args, explicit=frozenset()) -> int:
     from python_trainer.vec_env import make_vec_env
 
     args, run_dir, ckpt = prepare_run(args, set(explicit))  # --resume: flags not given come from its args.json
+    _check_values(args)  # every flag that can be checked without a game: before any game starts
     game = _resolve_env(args)  # an unknown id or a bad --env-path: the clear error before any folder exists
     if isinstance(game, GodotGame):
         # The game's name as the binary reports it, and its export's absolute path (a resume or `play` from another
@@ -534,9 +604,8 @@ def train(args: Args, explicit=frozenset()) -> int:
         _check_instance_sizes(args)
     if args.num_envs is not None or not isinstance(game, GodotGame):
         _check_sizes(args, args.num_envs or DEFAULT_NUM_ENVS)  # what can be checked before any game starts
-    run_dir = run_dir or new_run_dir(args.run_dir_root, args.env_id, args.exp_name, args.seed)
-    fresh = not run_dir.exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    fresh = run_dir is None
+    run_dir = run_dir or new_run_dir(args.run_dir_root, args.env_id, args.exp_name, args.seed)  # made exclusively
     global_step = ckpt["global_step"] if ckpt else 0
     start_update = ckpt["update"] if ckpt else 0
 
@@ -550,8 +619,9 @@ def train(args: Args, explicit=frozenset()) -> int:
         set_rng_state(ckpt["rng"])
 
     # Env setup: a Godot game says how many agents each instance simulates, and so how many envs there are
-    envs = None
+    envs = lock = None
     try:
+        lock = RunLock(run_dir, prefix="--resume " if ckpt else "")  # one training per run folder, until we end
         envs = make_vec_env(game, **_env_kwargs(args, game, global_step, run_dir))
         num_envs = envs.num_envs
         batch_size, minibatch_size = _check_sizes(args, num_envs)
@@ -560,16 +630,18 @@ def train(args: Args, explicit=frozenset()) -> int:
             envs.close()
         if fresh:
             discard_if_unused(run_dir)
+        if lock is not None:
+            lock.release()
         raise
-    num_iterations = args.total_timesteps // batch_size
-    if args.agents_per_instance is not None and getattr(envs, "agents_per_instance", None) not in (None, args.agents_per_instance):
-        print(f"note: {args.env_id} simulates {envs.agents_per_instance} agents per instance whatever --agents-per-instance "
-              f"says; training {num_envs} envs", file=sys.stderr, flush=True)  # fmt: skip
-    write_args_json(run_dir, args, {"num_envs_resolved": num_envs, "batch_size": batch_size,
-                                    "minibatch_size": minibatch_size, "num_iterations": num_iterations})  # fmt: skip
     log = None
-    ready = False  # set once the agent exists: from then on Ctrl-C saves a checkpoint
+    ready = False  # set once the agent exists: from then on a stop or a crash saves a checkpoint
     try:
+        num_iterations = args.total_timesteps // batch_size
+        if args.agents_per_instance is not None and getattr(envs, "agents_per_instance", None) not in (None, args.agents_per_instance):
+            print(f"note: {args.env_id} simulates {envs.agents_per_instance} agents per instance whatever "
+                  f"--agents-per-instance says; training {num_envs} envs", file=sys.stderr, flush=True)  # fmt: skip
+        write_args_json(run_dir, args, {"num_envs_resolved": num_envs, "batch_size": batch_size,
+                                        "minibatch_size": minibatch_size, "num_iterations": num_iterations})  # fmt: skip
         obs_space, act_space = envs.single_observation_space, envs.single_action_space
         _check_spaces(obs_space, act_space, ckpt, args, run_dir)
         discrete = isinstance(act_space, gym.spaces.Discrete)
@@ -799,42 +871,119 @@ def train(args: Args, explicit=frozenset()) -> int:
         log.plot(eval_mean)
         print(f"run folder: {run_dir}  (model: {run_dir / MODEL_NAME}; tensorboard --logdir {run_dir.parent})")
         return 0
-    except KeyboardInterrupt:
-        if log is not None:
-            log.close_progress()
-        if not ready:
-            print("\ninterrupted before training started; nothing to save", file=sys.stderr)
-            return 130
-        checkpoint(run_dir / CHECKPOINT_NAME, done_step, done_update)
-        print(
-            f"\ninterrupted: checkpoint at global step {done_step} in {run_dir / CHECKPOINT_NAME}; "
-            f"continue with: godot-ppo train --resume {run_dir}",
-            file=sys.stderr,
-        )
-        log.plot()
-        return 130
+    except TrainError:
+        raise  # NaN observations or loss: its message names the last checkpoint (the model may be diverging)
+    except (KeyboardInterrupt, Exception) as e:
+        # Ctrl-C, SIGTERM, SIGHUP (cli.Interrupted), an instance out of restarts, a closed stdout (`| head`), a bug:
+        # the model in memory is intact, so the last completed update is saved first, with a second signal held off.
+        with hold_signals():
+            saved = False
+            if ready:
+                try:
+                    checkpoint(run_dir / CHECKPOINT_NAME, done_step, done_update)
+                    saved = True
+                except Exception as save_error:
+                    _say(f"godot-ppo train: could not write the checkpoint ({_one_line(save_error)}); "
+                         f"{checkpoint_note()}")  # fmt: skip
+            _quiet_closed_stdout()
+            if log is not None:
+                _best_effort(log.close_progress)
+                if saved:
+                    _best_effort(log.plot)
+            if isinstance(e, KeyboardInterrupt):
+                status, head = 128 + signum_of(e), f"\ninterrupted by {signal.Signals(signum_of(e)).name}: "
+            else:
+                status, head = 1, f"godot-ppo train: error: {_describe_crash(e, run_dir)}\n"
+            if saved:
+                _say(f"{head}checkpoint at global step {done_step} (the last completed update) in "
+                     f"{run_dir / CHECKPOINT_NAME}; continue with: godot-ppo train --resume {run_dir}")  # fmt: skip
+            else:
+                kept = f"; {run_dir / CHECKPOINT_NAME} is unchanged" if ckpt else ""
+                _say(f"{head}{'nothing saved' if ready else 'training had not started: nothing to save'}{kept}")
+            return status
     finally:
         if log is not None:
             log.close()
         envs.close()
+        lock.release()
+
+
+# ======================================================================================================================
+# Stopping early: what is said, and saying it when the terminal or a pipe is gone
+# ======================================================================================================================
+def _say(msg):
+    """A line on stderr, unless stderr is gone (a hung-up terminal, a closed pipe): the work is saved either way."""
+    try:
+        print(msg, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _best_effort(fn):
+    try:
+        fn()
+    except Exception:
+        pass
+
+
+def _quiet_closed_stdout():
+    """When stdout is a closed pipe (`| head`), point it at /dev/null: nothing more fails, and Python's own flush at
+    exit prints no 'Exception ignored ... BrokenPipeError'."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+
+
+def _one_line(e):
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+
+
+def _describe_crash(e, run_dir):
+    """One line for an error that ended training once the agent existed (the traceback of an unexpected one goes to
+    RUN_DIR/error.log)."""
+    if isinstance(e, BrokenPipeError):
+        return "an output of the trainer was closed under it (broken pipe, e.g. `godot-ppo train ... | head`)"
+    if isinstance(e, InstanceCrashedError):
+        return f"{_one_line(e)} (--max-restarts allows more restarts)"
+    if isinstance(e, (InstanceStartError, GodotConnectionError, GameError)):
+        return _one_line(e)
+    try:
+        (run_dir / "error.log").write_text("".join(traceback.format_exception(e)))
+        return f"{type(e).__name__}: {_one_line(e)} (traceback in {run_dir / 'error.log'})"
+    except OSError:
+        return f"{type(e).__name__}: {_one_line(e)}"
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = tyro.cli(
-            Args, args=_bool_flag_aliases(argv), prog="godot-ppo train", description=__doc__.split("\n\n")[0]
-        )
-    except SystemExit as e:  # --help, or a bad flag (tyro printed why)
-        return e.code if isinstance(e.code, int) else 0
-    try:
-        return train(args, explicit_fields(argv, Args))
-    except (TrainError, UnknownEnvError, UnsupportedSpaceError, GameError) as e:
-        print(f"godot-ppo train: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:  # before training started (e.g. while the Godot instances were launching)
-        print("\ngodot-ppo train: interrupted", file=sys.stderr)
-        return 130
+    with signal_policy():  # SIGINT, SIGTERM and SIGHUP stop training like Ctrl-C (cli.py); `godot-ppo` installed it too
+        try:
+            args = tyro.cli(
+                Args, args=_bool_flag_aliases(argv), prog="godot-ppo train", description=__doc__.split("\n\n")[0]
+            )
+        except SystemExit as e:  # --help, or a bad flag (tyro printed why)
+            return e.code if isinstance(e.code, int) else 0
+        try:
+            return train(args, explicit_fields(argv, Args))
+        except (TrainError, UnknownEnvError, UnsupportedSpaceError, GameError) as e:
+            _say(f"godot-ppo train: error: {e}")
+            return 2
+        except (InstanceStartError, InstanceCrashedError, GodotConnectionError, OSError) as e:  # before training
+            _quiet_closed_stdout()
+            if getattr(e, "errno", None) == errno.EADDRINUSE:  # the launcher binds port 0: no free local port left
+                e = f"{e} (while opening a local port for a game instance: are the ephemeral ports used up?)"
+            _say(f"godot-ppo train: error: {e}")
+            return 1
+        except KeyboardInterrupt as e:  # before training started (e.g. while the Godot instances were launching)
+            _say(f"\ngodot-ppo train: interrupted by {signal.Signals(signum_of(e)).name}")
+            return 128 + signum_of(e)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 episodes.csv, the TensorBoard writer and progress output (RunLog), the learning curve and the final evaluation.
 
     RUN_DIR/args.json  episodes.csv  events.out.tfevents.*  checkpoint.pt  model.pt  policy.json  learning_curve.png
+            train.lock (held by the process that trains in the folder)
 
 Works on ppo.Args instances without importing ppo (the dataclass, or its class, is passed in).
 """
@@ -9,8 +10,10 @@ Works on ppo.Args instances without importing ppo (the dataclass, or its class, 
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import math
+import os
 import time
 from collections import deque
 from dataclasses import MISSING, asdict, fields
@@ -18,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from python_trainer.checkpoint import CHECKPOINT_NAME, load_checkpoint
+from python_trainer.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 
 EPISODES_CSV = "episodes.csv"
 ARGS_JSON = "args.json"
+LOCK_NAME = "train.lock"
 
 
 class TrainError(Exception):
@@ -47,14 +51,51 @@ def explicit_fields(argv, args_class):
 
 
 def new_run_dir(root, env_id, exp_name, seed) -> Path:
-    """ROOT/<env>__<exp>__<seed>__<time>, with _2, _3... appended if that exists already."""
+    """Create ROOT/<env>__<exp>__<seed>__<time> (with _2, _3... appended if that exists already) and return it.
+
+    Each candidate is created with an exclusive mkdir, so two runs started in the same second get two folders."""
     root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
     run_name = f"{env_id}__{exp_name}__{seed}__{int(time.time())}"
-    run_dir, k = root / run_name, 1
-    while run_dir.exists():
-        k += 1
-        run_dir = root / f"{run_name}_{k}"
-    return run_dir
+    k = 1
+    while True:
+        run_dir = root / (run_name if k == 1 else f"{run_name}_{k}")
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            k += 1
+
+
+class RunLock:
+    """One training per run folder: an exclusive ``flock`` on RUN_DIR/train.lock, held from the folder's creation
+    (or --resume) to the end of the training. The kernel drops it when the process ends, however it ends (no stale
+    lock after SIGKILL); the file holds the holder's pid for the error message. ``prefix`` starts that message."""
+
+    def __init__(self, run_dir, prefix=""):
+        path = Path(run_dir) / LOCK_NAME
+        try:
+            self.file = open(path, "a+")  # not inherited by the game processes (O_CLOEXEC), so it dies with us
+        except OSError as e:
+            raise TrainError(f"{prefix}{run_dir}: cannot create its lock file {LOCK_NAME} ({e})") from None
+        try:
+            fcntl.flock(self.file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.file.seek(0)
+            holder = self.file.read().strip() or "?"
+            self.file.close()
+            raise TrainError(
+                f"{prefix}{run_dir} is still being trained by process {holder} (it holds {path}): stop that "
+                f"process first (Ctrl-C or `kill {holder}` writes its checkpoint) or wait for it to end"
+            ) from None
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(f"{os.getpid()}\n")
+        self.file.flush()
+
+    def release(self):
+        if not self.file.closed:
+            self.file.close()  # closing the descriptor drops the lock; the file stays (its pid is only a hint)
 
 
 def prepare_run(args, explicit):
@@ -74,8 +115,8 @@ def prepare_run(args, explicit):
         )
     try:
         ckpt = load_checkpoint(ckpt_path)
-    except Exception as e:  # truncated / foreign file
-        raise TrainError(f"--resume {run_dir}: cannot read {ckpt_path} ({e}); start a new run instead") from None
+    except CheckpointError as e:  # empty, truncated, foreign file
+        raise TrainError(f"--resume {run_dir}: {e}; start a new run instead") from None
     saved = ckpt["args"]
     if "env_id" in explicit and args.env_id != ckpt["env_id"]:
         raise TrainError(
@@ -96,10 +137,12 @@ def write_args_json(run_dir, args, extra):
 
 
 def discard_if_unused(run_dir):
-    """Remove a run folder in which nothing happened (only its args.json): don't leave an empty run folder behind."""
+    """Remove a run folder in which nothing happened (only its args.json and lock): don't leave an empty run folder
+    behind."""
     run_dir = Path(run_dir)
-    if not any(p for p in run_dir.iterdir() if p.name != ARGS_JSON):
+    if not any(p for p in run_dir.iterdir() if p.name not in (ARGS_JSON, LOCK_NAME)):
         (run_dir / ARGS_JSON).unlink(missing_ok=True)
+        (run_dir / LOCK_NAME).unlink(missing_ok=True)
         run_dir.rmdir()
 
 

@@ -282,7 +282,7 @@ def run_game(binary, *args, timeout=TIMEOUT, cwd=None):
     (["--env=ball_chase", "--port=abc"], "--port=abc is not valid"),
     (["--env=ball_chase", "--speedup=-2", "--port=1"], "--speedup=-2 is not valid"),
     # Bounds: 100,000 arenas spent minutes building past any connect timeout; port 99999 waited out the timeout.
-    (["--env=ball_chase", "--agents=100000", "--port=1"], "--agents=100000 is not valid: give an integer from 1 to 4096"),
+    (["--env=ball_chase", "--agents=100000", "--port=1"], "--agents=100000 is not valid: give an integer from 1 to 2048"),
     (["--env=ball_chase", "--port=99999"], "--port=99999 is not valid: give an integer from 1 to 65535"),
 ])
 def test_bad_command_lines_fail_fast(headless_export, args, expected):

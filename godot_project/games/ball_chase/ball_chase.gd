@@ -12,9 +12,9 @@ const Arena = preload("res://games/ball_chase/arena.tscn")
 
 const ARENA_PITCH := 480.0
 const TRAINING_AGENTS := 16
-# Far more arenas than one process can simulate usefully; a typo such as --agents=100000 would
-# otherwise spend minutes building scenes past any trainer's connect timeout.
-const MAX_AGENTS := 4096
+# More arenas than one process can start (4096 overflow the engine's message queue and never connect);
+# a typo such as --agents=100000 would otherwise spend minutes past any trainer's connect timeout.
+const MAX_AGENTS := 2048
 const HUMAN_AGENTS := 1
 # The top strip of the window is left to the overlay's text.
 const VIEW_TOP := 80.0

@@ -51,7 +51,13 @@ import psutil
 
 from python_trainer.game import GameInstance, godot_game
 from python_trainer.processes import LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, end_process_tree, read_log_tail, spawn
-from python_trainer.protocol import DEFAULT_TIMEOUT_S, PACKED_OBS_ENCODING, GodotConnection, GodotConnectionError
+from python_trainer.protocol import (
+    BINARY_STEP_ENCODING,
+    DEFAULT_TIMEOUT_S,
+    PACKED_OBS_ENCODING,
+    GodotConnection,
+    GodotConnectionError,
+)
 
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESTARTS = 3
@@ -707,7 +713,7 @@ class InstanceLauncher:
 
         # Handshake and env_info: send to every instance first, then read the replies.
         for inst in pending_instances:
-            inst.conn.handshake(obs_encoding=PACKED_OBS_ENCODING)
+            inst.conn.handshake(obs_encoding=PACKED_OBS_ENCODING, step_encoding=BINARY_STEP_ENCODING)
             inst.conn.send({"type": "env_info"})
         for inst in pending_instances:
             timeout = max(1.0, deadline - time.monotonic())

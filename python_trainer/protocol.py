@@ -17,11 +17,25 @@ import struct
 import time
 from typing import Any, Callable, Optional, Sequence
 
+import numpy as np
+
 MAJOR_VERSION = "0"
 MINOR_VERSION = "7"
 # Our extension: the handshake may ask for observations packed as base64 little-endian float32
 # ("obs_f32" in step replies) instead of JSON lists; godot-rl never asks, so it gets JSON.
 PACKED_OBS_ENCODING = "f32_base64"
+# Our extension: the handshake may ask for the binary step exchange ("step_encoding": "binary"): actions go to the
+# game as packed numbers and each step reply comes back as one packed block (see `pack_actions` and
+# `unpack_step`); env_info's "step_encoding" says which is in force. Other messages stay JSON.
+BINARY_STEP_ENCODING = "binary"
+STEP_ENCODINGS = ("json", BINARY_STEP_ENCODING)
+# A packed body is laid out as Godot's var2bytes() writes a pool array: a little-endian uint32 type word, a
+# uint32 count, the values. Its first byte is never the "{" of a JSON body.
+POOL_INT_ARRAY = 21   # Godot's Variant type of PoolIntArray: int32 values
+POOL_REAL_ARRAY = 22  # PoolRealArray: float32 values
+PACKED_HEADER = struct.Struct("<II")
+# Statuses in a packed step reply.
+STATUS_RUNNING, STATUS_TERMINATED, STATUS_TRUNCATED = 0, 1, 2
 # The game rejects messages above 64 MiB; we refuse to allocate for anything bigger either.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 30.0
@@ -54,9 +68,74 @@ def encode_message(obj: Any) -> bytes:
     return _LEN.pack(len(body)) + body
 
 
+def pack_actions(floats=None, ints=None) -> bytes:
+    """One framed packed action message: the float32 array of every continuous value (agents in order, keys
+    sorted), then the int32 array of every discrete value; an empty or absent array is left out."""
+    parts = []
+    for values, type_word, dtype in ((floats, POOL_REAL_ARRAY, "<f4"), (ints, POOL_INT_ARRAY, "<i4")):
+        if values is None:
+            continue
+        data = np.ascontiguousarray(values, dtype=dtype).ravel()
+        if data.size:
+            parts += [PACKED_HEADER.pack(type_word, data.size), data.tobytes()]
+    if not parts:
+        raise ValueError("packed actions need at least one value")
+    body = b"".join(parts)
+    return _LEN.pack(len(body)) + body
+
+
+def is_packed(body) -> bool:
+    """Whether a message body is packed (starts with a pool array's type word) rather than JSON."""
+    return len(body) >= PACKED_HEADER.size and body[0] in (POOL_INT_ARRAY, POOL_REAL_ARRAY) and body[1:4] == b"\0\0\0"
+
+
+def unpack_step(body, n_agents: int, obs_dim: int):
+    """A packed step reply: (obs (n, obs_dim), rewards (n,), statuses (n,), terminal obs (ended agents, obs_dim),
+    infos {agent index: info of an ended agent}). The arrays are float32 views of ``body`` (frombuffer, no copy;
+    statuses too: 0 running, 1 terminated, 2 truncated). Raises ValueError for anything but that layout."""
+    if not is_packed(body) or body[0] != POOL_REAL_ARRAY:
+        raise ValueError(f"expected a packed step reply (a float32 array), got {bytes(body[:40])!r}")
+    _, count = PACKED_HEADER.unpack_from(body, 0)
+    end = PACKED_HEADER.size + 4 * count
+    if end > len(body):
+        raise ValueError(f"a packed step reply announces {count} float32 values but holds {len(body) - 8} bytes")
+    values = np.frombuffer(body, dtype="<f4", count=count, offset=PACKED_HEADER.size)
+    n, d = n_agents, obs_dim
+    head = n * (d + 2)
+    if count < head or (count - head) % max(d, 1):
+        raise ValueError(f"a packed step reply of {count} float32 values does not fit {n} agents with observations "
+                         f"of {d} values ({n} x {d} + {n} rewards + {n} statuses + {d} per ended episode)")
+    statuses = values[n * (d + 1):head]
+    ended = int(np.count_nonzero(statuses))
+    if ended and not ((statuses == STATUS_RUNNING) | (statuses == STATUS_TERMINATED)
+                      | (statuses == STATUS_TRUNCATED)).all():
+        raise ValueError(f"agent statuses must be 0 (running), 1 (terminated) or 2 (truncated); got "
+                         f"{statuses.tolist()[:20]}")
+    if count != head + ended * d:
+        raise ValueError(f"a packed step reply of {count} float32 values for {ended} ended episodes; expected "
+                         f"{head + ended * d} ({n} agents, observations of {d} values)")
+    infos = {}
+    if end < len(body):
+        info = decode_body(body[end:]).get("info")
+        if not isinstance(info, dict) or not all(k.isdigit() and int(k) < n for k in info):
+            raise ValueError(f"the JSON after a packed step reply must be {{\"info\": {{agent index: info}}}}; got "
+                             f"{bytes(body[end:end + 200])!r}")
+        infos = {int(k): v for k, v in info.items()}
+    return (values[:n * d].reshape(n, d), values[n * d:n * (d + 1)], statuses,
+            values[head:].reshape(ended, d), infos)
+
+
 def decode_body(body: bytes | bytearray | memoryview) -> dict:
     """Parse a message body (without its length prefix); raises ValueError if it is not a JSON object."""
-    obj = json.loads(bytes(body).decode("utf-8"))
+    body = bytes(body)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text (byte 0x{body[e.start]:02x} at offset {e.start})") from None
+    try:
+        obj = json.loads(text)
+    except RecursionError:  # json's decoder recurses once per nesting level
+        raise ValueError("JSON nested too deeply (thousands of levels)") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     return obj
@@ -149,12 +228,11 @@ class GodotConnection:
                 )
             buf += chunk
 
-    def recv(self, timeout: Optional[float] = None, expect: Optional[str] = None) -> dict:
-        """Read one message; ``expect`` checks its "type". Raises GodotConnectionError on any failure."""
+    def recv_body(self, timeout: Optional[float] = None, what: str = "a message") -> bytes:
+        """Read one message's body (without its length prefix), undecoded."""
         if self.closed:
             raise self.error("the connection is already closed")
         t = self.timeout if timeout is None else float(timeout)
-        what = f"a {expect!r} reply" if expect else "a message"
         deadline = time.monotonic() + t
         self._fill(4, deadline, what, first_wait=t)
         (n,) = _LEN.unpack_from(self._rbuf, 0)
@@ -163,8 +241,20 @@ class GodotConnection:
                 f"announced a message of {n} bytes, above the {MAX_MESSAGE_BYTES}-byte limit (corrupt stream?)"
             )
         self._fill(4 + n, deadline, what)
-        body = bytes(self._rbuf[4:4 + n])
-        del self._rbuf[:4 + n]
+        if len(self._rbuf) == 4 + n:  # the usual case: one whole message and nothing after it
+            body = bytes(memoryview(self._rbuf)[4:])
+            self._rbuf.clear()
+        else:
+            body = bytes(self._rbuf[4:4 + n])
+            del self._rbuf[:4 + n]
+        return body
+
+    def recv(self, timeout: Optional[float] = None, expect: Optional[str] = None) -> dict:
+        """Read one message; ``expect`` checks its "type". Raises GodotConnectionError on any failure."""
+        what = f"a {expect!r} reply" if expect else "a message"
+        body = self.recv_body(timeout, what)
+        if is_packed(body):
+            raise self.error(f"sent a packed message ({len(body)} bytes) where {what} in JSON was expected")
         try:
             msg = decode_body(body)
         except (UnicodeDecodeError, ValueError) as e:
@@ -174,10 +264,12 @@ class GodotConnection:
         return msg
 
     # ------------------------------------------------------------------ messages
-    def handshake(self, obs_encoding: Optional[str] = None) -> None:
+    def handshake(self, obs_encoding: Optional[str] = None, step_encoding: Optional[str] = None) -> None:
         message = {"type": "handshake", "major_version": MAJOR_VERSION, "minor_version": MINOR_VERSION}
         if obs_encoding is not None:
             message["obs_encoding"] = obs_encoding
+        if step_encoding is not None:
+            message["step_encoding"] = step_encoding
         self.send(message)
 
     def env_info(self, timeout: Optional[float] = None) -> dict:
@@ -212,6 +304,26 @@ class GodotConnection:
         if "obs" not in msg and "obs_f32" not in msg:
             raise self.error(f"step reply lacks 'obs': {str(msg)[:300]}")
         return msg
+
+    def send_bytes(self, data: bytes, what: str = "packed actions") -> None:
+        """Send an already framed message (e.g. from `pack_actions`)."""
+        if self.closed:
+            raise self.error("the connection is already closed")
+        try:
+            self._set_timeout(self.timeout)
+            self.sock.sendall(data)
+        except socket.timeout:
+            raise self.error(f"timed out after {self.timeout:g}s sending {what}") from None
+        except OSError as e:
+            raise self.error(f"the connection broke while sending {what} ({e})") from None
+
+    def step_recv_packed(self, n_agents: int, obs_dim: int, timeout: Optional[float] = None):
+        """The packed step reply of the binary step exchange, as `unpack_step` returns it."""
+        body = self.recv_body(timeout, "a packed 'step' reply")
+        try:
+            return unpack_step(body, n_agents, obs_dim)
+        except ValueError as e:
+            raise self.error(f"sent a malformed step reply ({e})") from None
 
     def call(self, method: str, timeout: Optional[float] = None) -> list:
         self.send({"type": "call", "method": method})

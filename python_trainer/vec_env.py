@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import math
 import sys
 import time
 from typing import Optional, Sequence
@@ -42,10 +43,39 @@ from python_trainer.launcher import (
 )
 from python_trainer import paths
 from python_trainer.game import GameError, GameExport, GameInstance, GodotGame, godot_game, list_games, resolve_env
-from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
+from python_trainer.protocol import (
+    BINARY_STEP_ENCODING,
+    DEFAULT_TIMEOUT_S,
+    STATUS_TRUNCATED,
+    GodotConnectionError,
+    pack_actions,
+)
 
 # make_vec_env's options that only mean something for a Godot game.
 GODOT_ONLY_OPTIONS = {"connect_timeout", "step_timeout", "extra_args", "binary", "report", "display"}
+
+# Bounds checked before any game starts (train checks them as flags, GodotVecEnv as arguments):
+# each instance is a Godot process of its own (about 60 MB headless, 300 MB windowed, up to a CPU core): past 64 on
+# one machine they only contend with each other;
+MAX_INSTANCES = 64
+# an instance builds its agents' nodes before it connects and simulates them all on one core: ball_chase starts 2048
+# agents in 0.7 s and steps them in 0.12 s, while 4096 overflow Godot's message queue during set-up and never
+# connect (100000 spent minutes). More agents belong in more instances.
+MAX_AGENTS_PER_INSTANCE = 2048
+
+
+def check_instance_options(num_instances, agents_per_instance=None, speedup=1, action_repeat=1) -> None:
+    """ValueError (one line, with the reason) for settings no game should be started with."""
+    if not 1 <= int(num_instances) <= MAX_INSTANCES:
+        raise ValueError(f"num_instances={num_instances}: give 1 to {MAX_INSTANCES} (one Godot process each; more "
+                         "than that on one machine only contend for its cores and memory)")
+    if agents_per_instance is not None and not 1 <= int(agents_per_instance) <= MAX_AGENTS_PER_INSTANCE:
+        raise ValueError(f"agents_per_instance={agents_per_instance}: give 1 to {MAX_AGENTS_PER_INSTANCE} (an "
+                         "instance sets its agents up before it connects; spread more agents over more instances)")
+    if not (math.isfinite(speedup) and speedup > 0):
+        raise ValueError(f"speedup={speedup}: give a number > 0 (the engine's time scale, e.g. 8)")
+    if int(action_repeat) != action_repeat or action_repeat < 1:
+        raise ValueError(f"action_repeat={action_repeat}: give an integer >= 1 (physics frames per step, e.g. 8)")
 
 
 # ---------------------------------------------------------------------------------------------- spaces
@@ -137,6 +167,7 @@ class GodotVecEnv(gym.vector.VectorEnv):
         display: Optional[str] = None,
     ):
         self.closed = True  # until the instances are up (VectorEnv.__del__ checks it)
+        check_instance_options(num_instances, agents_per_instance, speedup, action_repeat)
         game = env_id if isinstance(env_id, GodotGame) else godot_game(env_id, env_path, program=binary)
         self.game = game
         self.env_id = game.env
@@ -232,8 +263,9 @@ class GodotVecEnv(gym.vector.VectorEnv):
     def _flat_one(self, obs: dict) -> np.ndarray:
         return self._flat_obs([obs])[0]
 
-    def _encode_actions(self, actions) -> list:
-        """Validate the batched actions and turn them into godot-rl's list of per-agent dicts."""
+    def _checked_actions(self, actions) -> np.ndarray:
+        """Validate the batched actions: (n, dim) float64 clipped to [-1, 1] for continuous ones, (n, keys) int64
+        for discrete ones, each row's values in sorted key order (the packed actions' layout)."""
         n = self.num_envs
         a = np.asarray(actions)
         if self._act_kind == "continuous":
@@ -242,24 +274,13 @@ class GodotVecEnv(gym.vector.VectorEnv):
                 a = a.reshape(n, 1)
             if a.shape != (n, dim):
                 raise ValueError(f"actions must have shape ({n}, {dim}) for {self.single_action_space}, got {a.shape}")
-            if not np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_:
+            if a.dtype.kind not in "fiu":  # floats or integers (not bools, not objects)
                 raise ValueError(f"continuous actions must be numbers, got dtype {a.dtype}")
             if not np.isfinite(a).all():
                 bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
                 raise ValueError(f"actions contain NaN or infinite values (sub-envs {bad[:10].tolist()})")
-            # Rounded to 7 decimals (float32 precision): short JSON numbers are quicker to write and to parse.
-            rows = np.round(np.clip(a, -1.0, 1.0).astype(np.float64), 7).tolist()
-            if len(self._act_layout) == 1:
-                key = self._act_layout[0][0]
-                return [{key: r} for r in rows]
-            out, offsets = [], []
-            start = 0
-            for key, size in self._act_layout:
-                offsets.append((key, start, start + size))
-                start += size
-            for r in rows:
-                out.append({key: r[s:e] for key, s, e in offsets})
-            return out
+            # minimum(maximum()) is np.clip without its Python wrapper (a few µs per step); it returns a new array.
+            return np.minimum(np.maximum(a, -1.0, dtype=np.float64), 1.0)
         # discrete / multidiscrete
         k = len(self._act_layout)
         if self._act_kind == "discrete":
@@ -278,11 +299,40 @@ class GodotVecEnv(gym.vector.VectorEnv):
             raise ValueError(f"discrete actions must be integers, got dtype {a.dtype}")
         a = a.astype(np.int64)
         nvec = np.array([s for _, s in self._act_layout])
-        if (a < 0).any() or (a.reshape(n, -1) >= nvec).any():
+        a = a.reshape(n, -1)
+        if (a < 0).any() or (a >= nvec).any():
             raise ValueError(f"discrete actions out of range for {self.single_action_space}")
+        return a
+
+    def _encode_actions(self, actions) -> list:
+        """Validate the batched actions and turn them into godot-rl's list of per-agent dicts."""
+        return self._json_actions(self._checked_actions(actions))
+
+    def _packed_actions(self, a: np.ndarray, s: slice) -> bytes:
+        """The framed packed action message (binary step exchange) for the agents in ``s``."""
+        if self._act_kind == "continuous":
+            return pack_actions(floats=a[s])
+        return pack_actions(ints=a[s])
+
+    def _json_actions(self, a: np.ndarray) -> list:
+        """godot-rl's list of per-agent action dicts from `_checked_actions`' array."""
+        if self._act_kind == "continuous":
+            # Rounded to 7 decimals (float32 precision): short JSON numbers are quicker to write and to parse.
+            rows = np.round(a, 7).tolist()
+            if len(self._act_layout) == 1:
+                key = self._act_layout[0][0]
+                return [{key: r} for r in rows]
+            out, offsets = [], []
+            start = 0
+            for key, size in self._act_layout:
+                offsets.append((key, start, start + size))
+                start += size
+            for r in rows:
+                out.append({key: r[s:e] for key, s, e in offsets})
+            return out
         if self._act_kind == "discrete":
             key = self._act_layout[0][0]
-            return [{key: v} for v in a.tolist()]
+            return [{key: v} for v in a[:, 0].tolist()]
         keys = [key for key, _ in self._act_layout]
         return [dict(zip(keys, row)) for row in a.tolist()]
 
@@ -332,15 +382,23 @@ class GodotVecEnv(gym.vector.VectorEnv):
             raise RuntimeError("this GodotVecEnv is closed")
         if self._needs_reset:
             raise RuntimeError("call reset() before step()")
-        per_agent = self._encode_actions(actions)
+        a = self._checked_actions(actions)
+        per_agent = None
         n = self.num_envs
         insts = self.launcher.instances
         failed = {}
+        # Which instances speak the binary step exchange (their env_info says so; godot-rl's plugin never does).
+        binary = [inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING for inst in insts]
         # Send to every instance first: they simulate in parallel while we wait for the first reply.
         for i, inst in enumerate(insts):
             s = self._slice(i)
             try:
-                inst.conn.step_send(per_agent[s])
+                if binary[i]:
+                    inst.conn.send_bytes(self._packed_actions(a, s))
+                else:
+                    if per_agent is None:
+                        per_agent = self._json_actions(a)
+                    inst.conn.step_send(per_agent[s])
             except GodotConnectionError as e:
                 failed[i] = e
         rewards = np.zeros(n, dtype=np.float64)
@@ -351,13 +409,33 @@ class GodotVecEnv(gym.vector.VectorEnv):
         for i, inst in enumerate(insts):
             if i in failed:
                 continue
+            s = self._slice(i)
+            agents = s.stop - s.start
+            if binary[i]:
+                try:
+                    obs, rew, status, term_obs, infos = inst.conn.step_recv_packed(agents, self.obs_dim)
+                except GodotConnectionError as e:
+                    failed[i] = e
+                    continue
+                new_obs[s] = obs
+                rewards[s] = rew
+                if term_obs.shape[0]:
+                    if final_obs is None:
+                        final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
+                        final_info = np.full(n, None, dtype=object)
+                    ended = np.flatnonzero(status)
+                    trunc = status[ended] == STATUS_TRUNCATED
+                    truncated[s.start + ended] = trunc
+                    terminated[s.start + ended] = ~trunc
+                    final_obs[s.start + ended] = term_obs
+                    for j in ended.tolist():
+                        final_info[s.start + j] = dict(infos.get(j) or {})  # the game's get_info() of the ended episode
+                continue
             try:
                 msg = inst.conn.step_recv()
             except GodotConnectionError as e:
                 failed[i] = e
                 continue
-            s = self._slice(i)
-            agents = s.stop - s.start
             label = inst.label()
             new_obs[s] = self._step_obs(msg, agents, label)
             rewards[s] = np.asarray(msg["reward"], dtype=np.float64)
@@ -462,8 +540,7 @@ def make_vec_env(
         from python_trainer.gym_env import make_gym_vec_env
 
         return make_gym_vec_env(game, num_envs=num_envs, seed=seed)
-    if int(num_instances) < 1:
-        raise ValueError(f"num_instances must be >= 1, got {num_instances}")
+    check_instance_options(num_instances, agents_per_instance, speedup, action_repeat)
     if agents_per_instance is None and num_envs is not None:
         if num_envs % num_instances:
             raise ValueError(

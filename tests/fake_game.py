@@ -10,6 +10,11 @@ plus test-only ones:
   --fake_step_delay=SECONDS         sleep this long before answering each action
   --fake_flood                      once connected, print lines to stderr without end (a per-frame script error)
   --fake_wait_for=PATH              connect only once PATH exists (a test orders connections with it)
+  --fake_step_encoding=json         ignore a handshake's "step_encoding" (as a game without our binary exchange)
+  --fake_info                       an ended episode's info also holds {"fake_length": its length}
+
+Like the game, it speaks the binary step exchange when the handshake asks for "step_encoding": "binary" (see
+README.md, "The wire protocol"): a packed action message gets a packed step reply, a JSON one a JSON reply.
 
 Dynamics (deterministic from the seed): agent j's observation is [t, j, seed, last action sum, ...] padded with
 zeros; reward = 0.1 + 0.01 * j; an episode terminates when a per-agent RNG draws < 0.05, and is truncated at
@@ -58,7 +63,28 @@ def recv(sock):
     body = recv_exact(sock, n)
     if body is None:
         return None
+    if body[:1] in (b"\x15", b"\x16"):  # a packed body: Godot's var2bytes of a PoolIntArray / PoolRealArray
+        return {"type": "_packed", "body": body}
     return json.loads(body.decode("utf-8"))
+
+
+def unpack_arrays(body):
+    """{21: [ints], 22: [floats]} from a packed body (each array: uint32 type, uint32 count, the values)."""
+    arrays, at = {21: [], 22: []}, 0
+    while at + 8 <= len(body):
+        kind, count = struct.unpack_from("<II", body, at)
+        if kind not in arrays or at + 8 + 4 * count > len(body):
+            break
+        arrays[kind] = list(struct.unpack_from(f"<{count}{'i' if kind == 21 else 'f'}", body, at + 8))
+        at += 8 + 4 * count
+    return arrays, at == len(body)
+
+
+def send_packed_step(sock, values, infos):
+    body = struct.pack(f"<II{len(values)}f", 22, len(values), *values)
+    if infos:
+        body += json.dumps({"info": {str(j): v for j, v in infos.items()}}).encode("utf-8")
+    sock.sendall(struct.pack("<I", len(body)) + body)
 
 
 def flood():
@@ -135,6 +161,14 @@ def main():
             pos += size
         return out
 
+    def flat_obs(j):  # the packed form: every key's values, keys sorted (as the trainer flattens them)
+        o = obs_of(j)
+        return [v for k in sorted(o) for v in o[k]]
+
+    float_keys = sorted(k for k, spec in act_spec.items() if spec["action_type"] == "continuous")
+    int_keys = sorted(k for k, spec in act_spec.items() if spec["action_type"] == "discrete")
+    floats_per_agent = sum(act_spec[k]["size"] for k in float_keys)
+    binary = False
     steps = 0
     hang_after = int(mode.split("=")[1]) if mode.startswith("hang_after=") else None
     crash_after = int(mode.split("=")[1]) if mode.startswith("crash_after=") else None
@@ -147,19 +181,37 @@ def main():
         if typ == "handshake":
             if msg.get("major_version") != "0":
                 sys.exit(1)
+            if msg.get("step_encoding", "json") not in ("json", "binary"):
+                print(f"rl_sync: error: the trainer asked for the step encoding {msg['step_encoding']!r}",
+                      file=sys.stderr, flush=True)
+                sys.exit(1)
+            binary = msg.get("step_encoding") == "binary" and args.get("fake_step_encoding") != "json"
         elif typ == "env_info":
             send(sock, {
                 "type": "env_info", "n_agents": n,
                 "observation_space": [{k: {"size": [s], "space": "box"} for k, s in obs_spec}] * n,
                 "action_space": [act_spec] * n, "agent_policy_names": ["shared_policy"] * n,
                 "env": env, "max_episode_steps": max_steps,
+                **({"step_encoding": "binary"} if binary else {}),
             })
         elif typ == "reset":
             for j in range(n):
                 t[j] = 0
                 last[j] = 0.0
             send(sock, {"type": "reset", "obs": [obs_of(j) for j in range(n)]})
-        elif typ == "action":
+        elif typ in ("action", "_packed"):
+            packed = typ == "_packed"
+            if packed:
+                arrays, whole = unpack_arrays(msg["body"])
+                if not binary or not whole or len(arrays[22]) != n * floats_per_agent \
+                        or len(arrays[21]) != n * len(int_keys):
+                    print(f"rl_sync: error: a packed action message of {len(msg['body'])} bytes does not fit",
+                          file=sys.stderr, flush=True)
+                    sys.exit(1)
+                acts = [{"f": arrays[22][j * floats_per_agent:(j + 1) * floats_per_agent],
+                         "i": arrays[21][j * len(int_keys):(j + 1) * len(int_keys)]} for j in range(n)]
+            else:
+                acts = msg["action"]
             steps += 1
             if crash_after is not None and steps > crash_after:
                 print("fake_game: crashing on purpose", file=sys.stderr, flush=True)
@@ -168,11 +220,11 @@ def main():
                 print("fake_game: hanging on purpose", flush=True)
                 time.sleep(3600)
             time.sleep(float(args.get("fake_step_delay", 0)))
-            acts = msg["action"]
             if len(acts) != n:
                 print("rl_sync: error: wrong action count", file=sys.stderr, flush=True)
                 sys.exit(1)
             obs, rew, done, info = [], [], [], []
+            statuses, terminal, ended_infos = [], [], {}
             for j in range(n):
                 s = 0.0
                 for v in acts[j].values():
@@ -184,16 +236,26 @@ def main():
                 trunc = (not term) and t[j] >= max_steps
                 rew.append(r)
                 if term or trunc:
+                    extra = {"fake_length": t[j]} if "--fake_info" in sys.argv else {}
                     term_obs = obs_of(j)
+                    terminal += flat_obs(j)
+                    if extra:
+                        ended_infos[j] = extra
                     t[j] = 0
                     last[j] = 0.0
                     done.append(True)
-                    info.append({"terminal_observation": term_obs, "TimeLimit.truncated": trunc})
+                    statuses.append(2.0 if trunc else 1.0)
+                    info.append({**extra, "terminal_observation": term_obs, "TimeLimit.truncated": trunc})
                 else:
                     done.append(False)
+                    statuses.append(0.0)
                     info.append({})
                 obs.append(obs_of(j))
-            send(sock, {"type": "step", "obs": obs, "reward": rew, "done": done, "info": info})
+            if packed:
+                values = [v for j in range(n) for v in flat_obs(j)] + rew + statuses + terminal
+                send_packed_step(sock, values, ended_infos)
+            else:
+                send(sock, {"type": "step", "obs": obs, "reward": rew, "done": done, "info": info})
         elif typ == "call":
             send(sock, {"type": "call", "returns": [msg.get("method")] * n})
         elif typ == "close":

@@ -17,11 +17,15 @@ const EXTENSION_VERSION := 1
 # Observation encodings a trainer may ask for in its handshake ("obs_encoding"); godot-rl asks for
 # none and gets godot-rl's JSON lists.
 const OBS_ENCODINGS := ["json", "f32_base64"]
+# Step encodings ("step_encoding" in the handshake): godot-rl's JSON, or our binary step exchange
+# (packed actions in, one packed block of observations, rewards and statuses out; see wire.gd).
+const STEP_ENCODINGS := ["json", "binary"]
 # What step() returns when the trainer sent "close".
 const CLOSED := "the trainer closed the session"
 
 var stream: StreamPeerTCP = null
 var obs_encoding := "json"
+var step_encoding := "json"
 
 # The RLSync node: its env_name and decision_step(). A Node, so holding it makes no reference cycle.
 var _sync: Node
@@ -32,7 +36,23 @@ var _action_spaces: Array
 # looking keys up in the action spaces.
 var _action_specs := []
 var _packed_obs := false
+var _binary := false
+# For packed actions: one spec per agent in sorted key order (the order the trainer packs them in),
+# and how many float32 and int32 values a whole message holds.
+var _sorted_specs := []
+var _packed_floats := 0
+var _packed_ints := 0
+# For each int32 value of packed actions: its key's number of choices, and [agent index, key].
+var _int_sizes := PoolIntArray()
+var _int_owners := []
+# Where a decision step's time goes, in microseconds summed over `steps` (reported by "stats"): building
+# and sending the reply, waiting for the trainer's next message, reading and decoding it, checking
+# and applying the actions, and everything between two decision steps (physics, the main loop).
+var _timing := {"steps": 0, "reply_usec": 0, "wait_usec": 0, "read_usec": 0, "apply_usec": 0, "outside_usec": 0}
+var _left_step_usec := 0
 var _awaiting_action_reply := false
+# The reply goes in the action's kind: a packed action gets a packed reply, a JSON one a JSON reply.
+var _packed_reply := false
 # An action message holds a bracket or two per agent and action key; eight times that is room enough.
 var _max_brackets := 0
 # The methods a trainer may `call`: those the agents' controller scripts define, minus the engine's
@@ -49,6 +69,15 @@ func _init(sync_node: Node) -> void:
 	for space in _action_spaces:
 		_action_specs.append(action_spec(space))
 		keys += space.size()
+		var sorted_spec := sorted_action_spec(space)
+		_sorted_specs.append(sorted_spec)
+		for entry in sorted_spec:
+			if entry[2]:
+				_packed_ints += 1
+				_int_sizes.append(entry[1])
+				_int_owners.append([_sorted_specs.size() - 1, entry[0]])
+			else:
+				_packed_floats += entry[1]
 	_max_brackets = Wire.DEFAULT_MAX_BRACKETS + 8 * (_agents.size() + keys)
 	for agent in _agents:
 		for method in agent.get_script().get_script_method_list():
@@ -110,19 +139,40 @@ func close() -> void:
 # One decision step: reply to the last action with the step's results, then answer requests until
 # the next action arrives, which this applies (it moves the agents this physics frame).
 func step() -> String:
+	var start := OS.get_ticks_usec()
 	if _awaiting_action_reply:
 		_awaiting_action_reply = false
-		if stream.put_data(Wire.frame(Wire.step_json(_sync.decision_step(), _packed_obs))) != OK:
+		var packet: PoolByteArray
+		if _packed_reply:
+			var packed: Array = _sync.decision_step_packed()
+			packet = Wire.packed_step_frame(packed[0], packed[1])
+		else:
+			packet = Wire.frame(Wire.step_json(_sync.decision_step(), _packed_obs))
+		if stream.put_data(packet) != OK:
 			return Wire.DISCONNECTED
+	var sent := OS.get_ticks_usec()
 	while true:
-		var message = Wire.read_message(stream, _max_brackets)
+		# Blocks (in poll(), woken by the data) until the trainer's next message begins.
+		var length := Wire.read_length(stream)
+		var arrived := OS.get_ticks_usec()
+		var message = Wire.read_body(stream, length, _max_brackets, _binary)
 		if typeof(message) == TYPE_STRING:
 			return message
 		var error := ""
+		if typeof(message) == TYPE_RAW_ARRAY:
+			var decoded := OS.get_ticks_usec()
+			error = _apply_packed_actions(message)
+			_awaiting_action_reply = error == ""
+			_packed_reply = true
+			_count_step(start, sent, arrived, decoded)
+			return error
 		match message["type"]:
 			"action":
+				var decoded := OS.get_ticks_usec()
 				error = _apply_actions(message)
 				_awaiting_action_reply = error == ""
+				_packed_reply = false
+				_count_step(start, sent, arrived, decoded)
 				return error
 			"reset":
 				for agent in _agents:
@@ -162,9 +212,27 @@ func _check_handshake(message: Dictionary) -> String:
 	if not encoding in OBS_ENCODINGS:
 		return "the trainer asked for the observation encoding '%s'; this game knows %s" \
 				% [encoding, str(OBS_ENCODINGS)]
+	var steps := str(message.get("step_encoding", "json"))
+	if not steps in STEP_ENCODINGS:
+		return "the trainer asked for the step encoding '%s'; this game knows %s" % [steps, str(STEP_ENCODINGS)]
 	obs_encoding = encoding
 	_packed_obs = encoding == "f32_base64"
+	step_encoding = steps
+	_binary = steps == "binary"
 	return ""
+
+
+# Adds one decision step to the timing "stats" reports (see _timing).
+func _count_step(start: int, sent: int, arrived: int, decoded: int) -> void:
+	var now := OS.get_ticks_usec()
+	_timing["steps"] += 1
+	if _left_step_usec > 0:
+		_timing["outside_usec"] += start - _left_step_usec
+	_timing["reply_usec"] += sent - start
+	_timing["wait_usec"] += arrived - sent
+	_timing["read_usec"] += decoded - arrived
+	_timing["apply_usec"] += now - decoded
+	_left_step_usec = now
 
 
 func _env_info() -> Dictionary:
@@ -183,6 +251,7 @@ func _env_info() -> Dictionary:
 		"max_episode_steps": _agents[0].max_episode_steps,
 		"extension_version": EXTENSION_VERSION,
 		"obs_encoding": obs_encoding,
+		"step_encoding": step_encoding,
 	}
 
 
@@ -198,6 +267,7 @@ func _engine_stats() -> Dictionary:
 		"physics_ticks_per_second": Engine.iterations_per_second,
 		"headless": RlArgs.is_headless(),
 		"engine_version": Engine.get_version_info()["string"],
+		"session": _timing.duplicate(),
 	}
 
 
@@ -226,6 +296,67 @@ func _apply_actions(message: Dictionary) -> String:
 	return ""
 
 
+# The binary twin of _apply_actions(): the same checks (finite values, discrete values in range), on
+# values unpacked from the message in each agent's sorted key order.
+func _apply_packed_actions(body: PoolByteArray) -> String:
+	var unpacked = Wire.unpack_actions(body, _packed_floats, _packed_ints)
+	if typeof(unpacked) == TYPE_STRING:
+		return unpacked
+	var floats: PoolRealArray = unpacked[0]
+	var ints: PoolIntArray = unpacked[1]
+	# One sum finds any NaN or infinity (a sum of finite float32 values cannot overflow a float64);
+	# only then is the culprit looked for.
+	var total := 0.0
+	for x in floats:
+		total += x
+	if is_nan(total) or is_inf(total):
+		return _non_finite_action(floats)
+	for k in range(ints.size()):
+		var choice: int = ints[k]
+		if choice < 0 or choice >= _int_sizes[k]:
+			var owner: Array = _int_owners[k]
+			return "the action for agent %d is invalid: '%s' must be an integer in [0, %d), got %d" \
+					% [owner[0], owner[1], _int_sizes[k], choice]
+	# Every value is valid: each agent gets its action as soon as it is built.
+	var f := 0
+	var d := 0
+	for i in range(_agents.size()):
+		var action := {}
+		for entry in _sorted_specs[i]:
+			if entry[2]:
+				action[entry[0]] = ints[d]
+				d += 1
+				continue
+			var size: int = entry[1]
+			if size == 2:  # the usual case (a 2-D move), written out: a third quicker than the loop
+				action[entry[0]] = [floats[f], floats[f + 1]]
+				f += 2
+			else:
+				var values := []
+				for _j in range(size):
+					values.append(floats[f])
+					f += 1
+				action[entry[0]] = values
+		_agents[i].set_action(action)
+	return ""
+
+
+# The error for the first NaN or infinite value among packed continuous actions.
+func _non_finite_action(floats: PoolRealArray) -> String:
+	var f := 0
+	for i in range(_agents.size()):
+		for entry in _sorted_specs[i]:
+			if entry[2]:
+				continue
+			for _j in range(entry[1]):
+				var x: float = floats[f]
+				f += 1
+				if is_nan(x) or is_inf(x):
+					return "the action for agent %d is invalid: '%s' holds %s, which is not a finite number" \
+							% [i, entry[0], str(x)]
+	return "packed actions hold a value that is not a finite number"
+
+
 func _send(message: Dictionary) -> int:
 	return Wire.write_message(stream, to_json(message))
 
@@ -234,6 +365,16 @@ func _send(message: Dictionary) -> int:
 static func action_spec(space: Dictionary) -> Array:
 	var spec := []
 	for key in space:
+		spec.append([key, int(space[key]["size"]), space[key]["action_type"] == "discrete"])
+	return spec
+
+
+# action_spec() with the keys in sorted order: the order of the values in packed actions.
+static func sorted_action_spec(space: Dictionary) -> Array:
+	var keys := space.keys()
+	keys.sort()
+	var spec := []
+	for key in keys:
 		spec.append([key, int(space[key]["size"]), space[key]["action_type"] == "discrete"])
 	return spec
 

@@ -1,7 +1,9 @@
 extends Reference
-# The bytes of godot-rl's wire protocol: framing, decoding and the hand-built step reply.
+# The bytes of godot-rl's wire protocol: framing, decoding, the hand-built step reply and our binary
+# step exchange.
 #
-# A message is a 4-byte little-endian length, then that many bytes of UTF-8 JSON. Everything here is
+# A message is a 4-byte little-endian length, then that many bytes of UTF-8 JSON, or, once the
+# handshake asked for "step_encoding": "binary", packed numbers (see "The binary step exchange"). Everything here is
 # a static function on a StreamPeer, a PoolByteArray or plain values, so it needs no scene tree and a
 # test can drive it through a StreamPeerBuffer. Nothing here quits or prints: errors come back as a
 # String, for the caller to report (see trainer_session.gd).
@@ -32,20 +34,41 @@ static func write_message(peer: StreamPeer, text: String) -> int:
 
 # Reads one framed message: the parsed message (a Dictionary with a "type"), or a String saying what
 # is wrong (DISCONNECTED when the peer is gone). Blocks until the whole message is there on a
-# StreamPeerTCP. `max_brackets` bounds the brackets a message may hold (see parse_message).
-static func read_message(peer: StreamPeer, max_brackets: int = DEFAULT_MAX_BRACKETS):
+# StreamPeerTCP. `max_brackets` bounds the brackets a message may hold (see parse_message). With
+# `packed_ok` (the handshake asked for the binary step encoding), a packed body comes back as it is,
+# a PoolByteArray, for unpack_actions().
+static func read_message(peer: StreamPeer, max_brackets: int = DEFAULT_MAX_BRACKETS, packed_ok: bool = false):
+	return read_body(peer, read_length(peer), max_brackets, packed_ok)
+
+
+# The first half of read_message(): the length prefix (-1 when the peer is gone). On a StreamPeerTCP
+# this blocks in poll() until the bytes arrive, so the game wakes as soon as the trainer has written.
+static func read_length(peer: StreamPeer) -> int:
 	var header: Array = peer.get_data(4)
 	if header[0] != OK:
-		return DISCONNECTED
+		return -1
 	var b: PoolByteArray = header[1]
-	var length := b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)
-	if length <= 0 or length > MAX_MESSAGE_BYTES:
+	return b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)
+
+
+# The second half of read_message(): the body of `length` bytes, decoded.
+static func read_body(peer: StreamPeer, length: int, max_brackets: int = DEFAULT_MAX_BRACKETS,
+		packed_ok: bool = false):
+	if length < 0:
+		return DISCONNECTED
+	if length == 0 or length > MAX_MESSAGE_BYTES:
 		return "a message announced %d bytes; the limit is %d (is the trainer speaking godot-rl's protocol?)" \
 				% [length, MAX_MESSAGE_BYTES]
 	var body: Array = peer.get_data(length)
 	if body[0] != OK:
 		return DISCONNECTED
-	var text: String = body[1].get_string_from_utf8()
+	var bytes: PoolByteArray = body[1]
+	if is_packed(bytes):
+		if packed_ok:
+			return bytes
+		return "a packed (binary) message of %d bytes, but the handshake did not ask for the step encoding \"binary\"" \
+				% length
+	var text: String = bytes.get_string_from_utf8()
 	if text.empty():  # Godot decodes invalid UTF-8 to nothing at all
 		return "a message of %d bytes is not valid UTF-8 text (is the trainer speaking godot-rl's protocol?)" \
 				% length
@@ -109,6 +132,96 @@ static func unpack_obs(text: String) -> PoolRealArray:
 	for _i in range(buffer.get_size() / 4):
 		values.append(buffer.get_float())
 	return values
+
+
+# --- The binary step exchange ("step_encoding": "binary" in the handshake) -----------------------
+#
+# A packed body is laid out exactly as var2bytes() writes a pool array: a 4-byte little-endian type
+# word (TYPE_REAL_ARRAY = 22: float32 values; TYPE_INT_ARRAY = 21: int32 values), a 4-byte count,
+# then the values, little-endian. So bytes2var() reads it in one native call, and its first byte
+# (0x15 or 0x16) can never be the "{" that starts a JSON body.
+#   actions (trainer -> game): the float32 array of every continuous value (agents in order, each
+#       agent's keys in sorted order), then the int32 array of every discrete value, in the same
+#       order; an array with no values is left out (a space of one kind sends one array).
+#   step reply (game -> trainer): one float32 array holding, for N agents, every agent's observation,
+#       then N rewards, then N statuses (0: running, 1: terminated, 2: truncated by the time limit),
+#       then the terminal observation of each agent whose episode ended, in agent order; and, only
+#       when an ended agent's get_info() has keys, UTF-8 JSON after the array: {"info": {"<agent
+#       index>": {...}}}.
+const PACKED_HEADER_BYTES := 8
+const STATUS_RUNNING := 0.0
+const STATUS_TERMINATED := 1.0
+const STATUS_TRUNCATED := 2.0
+
+
+# A packed body starts with the type word of a PoolIntArray or PoolRealArray; a JSON body with "{".
+static func is_packed(body: PoolByteArray) -> bool:
+	return body.size() >= PACKED_HEADER_BYTES and (body[0] == TYPE_REAL_ARRAY or body[0] == TYPE_INT_ARRAY) \
+			and body[1] == 0 and body[2] == 0 and body[3] == 0
+
+
+# The packed actions in `body`: [PoolRealArray of n_floats values, PoolIntArray of n_ints values], or
+# a String saying what is wrong. The length and both headers are checked before bytes2var() runs, so
+# a wrong message never reaches the decoder.
+static func unpack_actions(body: PoolByteArray, n_floats: int, n_ints: int):
+	var expected := 0
+	if n_floats > 0:
+		expected += PACKED_HEADER_BYTES + 4 * n_floats
+	if n_ints > 0:
+		expected += PACKED_HEADER_BYTES + 4 * n_ints
+	if body.size() != expected:
+		return "a packed action message of %d bytes; this game expects %d (%d float32 values for continuous keys, %d int32 values for discrete keys, each array after an 8-byte header)" \
+				% [body.size(), expected, n_floats, n_ints]
+	var floats := PoolRealArray()
+	var ints := PoolIntArray()
+	var at := 0
+	if n_floats > 0:
+		var error := _check_header(body, 0, TYPE_REAL_ARRAY, n_floats, "float32")
+		if error != "":
+			return error
+		floats = bytes2var(body)  # the first array; bytes2var ignores what follows it
+		at = PACKED_HEADER_BYTES + 4 * n_floats
+	if n_ints > 0:
+		var error := _check_header(body, at, TYPE_INT_ARRAY, n_ints, "int32")
+		if error != "":
+			return error
+		ints = bytes2var(body if at == 0 else body.subarray(at, body.size() - 1))
+	return [floats, ints]
+
+
+static func _check_header(body: PoolByteArray, at: int, type: int, count: int, what: String) -> String:
+	var found_type := _u32(body, at)
+	var found_count := _u32(body, at + 4)
+	if found_type != type or found_count != count:
+		return "packed actions at byte %d: expected the header of %d %s values (type %d), got type %d with %d values" \
+				% [at, count, what, type, found_type, found_count]
+	return ""
+
+
+static func _u32(bytes: PoolByteArray, at: int) -> int:
+	return bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16) | (bytes[at + 3] << 24)
+
+
+# The inverse of unpack_actions() (tests and tools; the trainer packs in Python).
+static func pack_actions(floats: PoolRealArray, ints: PoolIntArray) -> PoolByteArray:
+	var body := PoolByteArray()
+	if floats.size() > 0:
+		body.append_array(var2bytes(floats))
+	if ints.size() > 0:
+		body.append_array(var2bytes(ints))
+	return body
+
+
+# The framed step reply: `values` (see the layout above) as var2bytes() writes it, then the JSON of
+# `infos` ({"<agent index>": info}) when it is not empty. Header and body in one array.
+static func packed_step_frame(values: PoolRealArray, infos: Dictionary) -> PoolByteArray:
+	var body := var2bytes(values)
+	if not infos.empty():
+		body.append_array(to_json({"info": infos}).to_utf8())
+	var n := body.size()
+	var packet := PoolByteArray([n & 0xFF, (n >> 8) & 0xFF, (n >> 16) & 0xFF, (n >> 24) & 0xFF])
+	packet.append_array(body)
+	return packet
 
 
 # A value as it appears in an error message, cut to 120 characters.

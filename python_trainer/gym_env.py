@@ -10,6 +10,9 @@ Conventions shared with the Godot vector env (python_trainer.vec_env), so ppo.py
   sub-envs whose episode ended at this step: ``infos["episode"] = {"r": float array (num_envs,), "l": int array,
   "t": float array}`` (zeros where no episode ended) and the mask ``infos["_episode"]``. The bookkeeping lives in
   ``EpisodeStatistics`` so the Godot env reuses it.
+* ``groups``: the envs (contiguous slices of the batch) that ``step_async(actions, group)`` / ``step_wait(group)``
+  step together, with ``step``'s conventions for the group's envs (ppo.py's rollout goes through them). Here one
+  group, the whole batch; the Godot env has two with 2 or more instances, stepped while the trainer serves the other.
 * Observations are flat float32 vectors: ``single_observation_space`` is a 1-D float32 Box (Dict, Tuple,
   Discrete, image... observation spaces are flattened with ``gymnasium.spaces.flatten``).
 """
@@ -69,28 +72,33 @@ class EpisodeStatistics:
             self.episode_lengths[mask] = 0
             self.episode_start_times[mask] = now
 
-    def update(self, rewards, terminated, truncated, infos: dict) -> dict:
-        self.episode_returns += rewards
-        self.episode_lengths += 1
+    def update(self, rewards, terminated, truncated, infos: dict, part: slice = slice(None)) -> dict:
+        """``part``: the sub-envs the arrays are about (a contiguous slice of the batch, e.g. one group of a
+        pipelined step); the statistics added to ``infos`` have the part's size."""
+        # views of the part's entries (basic slicing): updating them updates the whole arrays
+        returns, lengths = self.episode_returns[part], self.episode_lengths[part]
+        start_times = self.episode_start_times[part]
+        returns += rewards
+        lengths += 1
         dones = np.logical_or(terminated, truncated)
         if dones.any():
             key = self.stats_key
             if key in infos or f"_{key}" in infos:
                 raise ValueError(f"episode statistics already in infos (keys: {list(infos)})")
             now = time.perf_counter()
-            elapsed = np.round(now - self.episode_start_times, 6)
+            elapsed = np.round(now - start_times, 6)
             infos[key] = {
-                "r": np.where(dones, self.episode_returns, 0.0),
-                "l": np.where(dones, self.episode_lengths, 0),
+                "r": np.where(dones, returns, 0.0),
+                "l": np.where(dones, lengths, 0),
                 "t": np.where(dones, elapsed, 0.0),
             }
             infos[f"_{key}"] = dones
             idx = np.flatnonzero(dones)
             self.episode_count += len(idx)
-            self.return_queue.extend(self.episode_returns[idx].tolist())
-            self.length_queue.extend(self.episode_lengths[idx].tolist())
+            self.return_queue.extend(returns[idx].tolist())
+            self.length_queue.extend(lengths[idx].tolist())
             self.time_queue.extend(elapsed[idx].tolist())
-            self.reset(dones)
+            returns[dones], lengths[dones], start_times[dones] = 0.0, 0, now  # their next episodes start
         return infos
 
 
@@ -132,6 +140,10 @@ class GymVecEnv(gym.vector.VectorEnv):
         self.episode_stats = EpisodeStatistics(num_envs)
         self.closed = False
         self._seed = seed
+        # One group (the whole batch): step_async/step_wait exist so a trainer has one code path for every env,
+        # but nothing runs in the background here (the envs step in step_wait).
+        self.groups = [slice(0, num_envs)]
+        self._pending_actions = None
 
     def _flat(self, obs):
         if self._flatten:
@@ -154,6 +166,7 @@ class GymVecEnv(gym.vector.VectorEnv):
             if info:
                 infos = self._add_info(infos, info, i)
         self.episode_stats.reset()
+        self._pending_actions = None
         return self._obs.copy(), infos
 
     def step(self, actions):
@@ -185,6 +198,23 @@ class GymVecEnv(gym.vector.VectorEnv):
             infos["final_info"], infos["_final_info"] = final_info, mask.copy()
         infos = self.episode_stats.update(rewards, terminated, truncated, infos)
         return self._obs.copy(), rewards, terminated, truncated, infos
+
+    def step_async(self, actions, group: int = 0) -> None:
+        """Keep the actions of the (only) group for step_wait, which steps the envs."""
+        if group != 0:
+            raise IndexError(f"GymVecEnv has one group (0), not {group}")
+        if self._pending_actions is not None:
+            raise RuntimeError("step_async twice without step_wait")
+        self._pending_actions = actions
+
+    def step_wait(self, group: int = 0):
+        """step() with the actions step_async kept."""
+        if group != 0:
+            raise IndexError(f"GymVecEnv has one group (0), not {group}")
+        if self._pending_actions is None:
+            raise RuntimeError("step_wait without step_async")
+        actions, self._pending_actions = self._pending_actions, None
+        return self.step(actions)
 
     def render(self):
         return tuple(env.render() for env in self.envs)

@@ -123,6 +123,11 @@ class Args:
     """Godot games: physics frames per decision step (default: the Godot env's)"""
     window: bool = False
     """Godot games: show the game windows instead of running headless"""
+    watch: bool = False
+    """Godot games: open one more window, outside the training batch, in which the policy plays inside the engine at
+    real time from RUN_DIR/policy.json, reloaded at every checkpoint (Xvfb without $DISPLAY)"""
+    watch_fps: int = 30
+    """with --watch: the window's frame cap (it also runs at a lower CPU priority, so training keeps the CPU)"""
     max_restarts: int = DEFAULT_MAX_RESTARTS
     """Godot games: how many times each instance may be restarted after a crash or a hang before training stops
     (with a checkpoint)"""
@@ -167,6 +172,10 @@ class Args:
     """normalise observations with running mean/std, clipped to +-10 (--norm-obs / --no-norm-obs)"""
     norm_reward: Annotated[Optional[bool], _AUTO] = None
     """scale rewards by the running std of the discounted return, clipped to +-10 (--norm-reward / --no-norm-reward)"""
+    pipeline: bool = True
+    """Godot games with 2 or more instances: pipelined rollouts, half of the instances simulate while the actions of
+    the other half are computed (the same data as --no-pipeline, which takes strict turns: all games wait for the
+    trainer, then the trainer for all games)"""
 
 
 
@@ -225,13 +234,15 @@ class Normalizer:
         out = (obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + self.epsilon)
         return np.clip(out, -self.clip_obs, self.clip_obs).astype(np.float32)
 
-    def scale_reward(self, rewards, dones):
+    def scale_reward(self, rewards, dones, envs=slice(None)):
+        """``envs``: which envs of the batch the rewards are (a group's slice in the rollout; default: all)."""
         rewards = np.asarray(rewards, dtype=np.float64)
         if not self.norm_reward:
             return rewards
-        self.returns = self.returns * self.gamma + rewards
-        self.return_rms.update(self.returns)
-        self.returns[dones] = 0.0
+        returns = self.returns[envs]  # a view: updating it updates self.returns
+        returns[:] = returns * self.gamma + rewards
+        self.return_rms.update(returns)
+        returns[dones] = 0.0
         return np.clip(rewards / np.sqrt(self.return_rms.var + self.epsilon), -self.clip_reward, self.clip_reward)
 
     def state_dict(self):
@@ -466,6 +477,7 @@ _VALID_VALUES = {
     "checkpoint_every": (lambda v: v >= 0, "an integer >= 0 (0: only at the end and on a stop)", "10"),
     "eval_episodes": (lambda v: v >= 0, "an integer >= 0 (0: skip)", "10"),
     "torch_threads": (lambda v: v >= 1, "an integer >= 1", "1"),
+    "watch_fps": (lambda v: v >= 1, "an integer >= 1 (frames per second)", "30"),
 }
 
 
@@ -602,6 +614,8 @@ def train(args: Args, explicit=frozenset()) -> int:
         # folder finds it).
         args = replace(args, env_id=game.env, env_path=game.env_path if args.env_path is not None else None)
         _check_instance_sizes(args)
+    elif args.watch:
+        raise TrainError(f"--watch shows a Godot game's window; {args.env_id} is a gymnasium env: drop --watch")
     if args.num_envs is not None or not isinstance(game, GodotGame):
         _check_sizes(args, args.num_envs or DEFAULT_NUM_ENVS)  # what can be checked before any game starts
     fresh = run_dir is None
@@ -633,7 +647,7 @@ def train(args: Args, explicit=frozenset()) -> int:
         if lock is not None:
             lock.release()
         raise
-    log = None
+    log = watcher = None
     ready = False  # set once the agent exists: from then on a stop or a crash saves a checkpoint
     try:
         num_iterations = args.total_timesteps // batch_size
@@ -671,9 +685,12 @@ def train(args: Args, explicit=frozenset()) -> int:
                             update=update, observation_space=obs_space, action_space=act_space,
                             env_info=env_info)  # fmt: skip
             if env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
-                policy_file.write_policy_or_warn(run_dir / policy_file.POLICY_NAME, lambda: game_policy(
-                    agent, normalizer, act_space, env_info, path, env_id=args.env_id, global_step=step, update=update,
-                    args=asdict(args)))  # fmt: skip
+                write_policy(path, step, update)
+
+        def write_policy(path, step, update):
+            policy_file.write_policy_or_warn(run_dir / policy_file.POLICY_NAME, lambda: game_policy(
+                agent, normalizer, act_space, env_info, path, env_id=args.env_id, global_step=step, update=update,
+                args=asdict(args)))  # fmt: skip
 
         # ALGO Logic: Storage setup (numpy: writing one step into a numpy array is ~5x cheaper than into a tensor;
         # the whole rollout becomes tensors, without a copy, for the update)
@@ -692,11 +709,20 @@ def train(args: Args, explicit=frozenset()) -> int:
                 return "no checkpoint was written yet"
             return f"the last checkpoint {run_dir / CHECKPOINT_NAME} (global step {saved_step}) is intact"
 
+        if args.watch:  # a window plays RUN_DIR/policy.json, reloaded at each checkpoint; now: the actor as it starts
+            from python_trainer.playback import start_policy_watcher
+
+            write_policy(run_dir / CHECKPOINT_NAME, global_step, start_update)
+            watcher = start_policy_watcher(run_dir / policy_file.POLICY_NAME, game, log_dir=run_dir / "logs",
+                                           seed=args.seed, action_repeat=args.action_repeat or 1,
+                                           fps=args.watch_fps, say=_say)  # fmt: skip
         done_step, done_update = global_step, start_update  # the last completed update (what Ctrl-C saves)
         start_time, start_step = time.time(), global_step
         raw_obs, _ = envs.reset(seed=args.seed + global_step)
         next_obs = normalizer.normalize_obs(raw_obs)
         next_done = np.zeros(num_envs, np.float32)
+        groups = envs.groups  # the envs of each group of instances (slices of the batch), stepped in this order
+        pipeline = args.pipeline and len(groups) > 1
         log.start_progress(total=num_iterations * batch_size, initial=global_step, desc=f"{args.env_id}",
                            num_iterations=num_iterations)  # fmt: skip
         ready = True
@@ -712,43 +738,61 @@ def train(args: Args, explicit=frozenset()) -> int:
                 optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
             # ---- ROLLOUT: num_steps x num_envs transitions with the current policy --------------------------------
-            for step in range(args.num_steps):
-                global_step += num_envs
-                obs[step] = next_obs
-                dones[step] = next_done
+            # The envs come in groups of whole instances (envs.groups: slices of the batch; one group for a gymnasium
+            # env or a single instance), served in a fixed order at every step: collect the group's results of the
+            # previous step, then choose and send its next actions. Pipelined, a group's actions go out at once, so
+            # it simulates while the trainer serves the next group; --no-pipeline sends all groups' actions together
+            # (strict turns). The data, the normalisation updates and the RNG draws are the same either way.
+            for step in range(args.num_steps + 1):  # the extra pass only collects the rollout's last step
+                if step > 0:
+                    global_step += num_envs  # step - 1 is done once this pass has collected it
+                held = []
+                for group, g in enumerate(groups):  # g: the group's envs
+                    if step > 0:  # r_{t-1} and s_t of the group's envs
+                        t = step - 1
+                        raw_obs, reward, terminated, truncated, infos = envs.step_wait(group)
+                        if not (np.isfinite(raw_obs).all() and np.isfinite(reward).all()):
+                            raise TrainError(
+                                f"{args.env_id} returned NaN/inf observations or rewards at global step {global_step}: "
+                                f"fix the env's observation/reward code ({checkpoint_note()})"
+                            )
+                        done = np.logical_or(terminated, truncated)
+                        reward = normalizer.scale_reward(reward, done, g)
+                        if args.truncation_bootstrap and truncated.any():
+                            # Time-limit truncation: r_t += gamma * V(s_final) (see bootstrap_truncated); termination:
+                            # nothing.
+                            final_values = np.zeros(len(reward))
+                            cut = np.flatnonzero(np.logical_and(truncated, np.logical_not(terminated)))
+                            if cut.size:
+                                final_obs = np.stack(infos["final_obs"][cut]).astype(np.float32)
+                                with torch.no_grad():
+                                    x = torch.from_numpy(normalizer.normalize_obs(final_obs, update=False))
+                                    final_values[cut] = agent.get_value(x).flatten().numpy()
+                            reward = bootstrap_truncated(reward, terminated, truncated, final_values, args.gamma)
+                        rewards[t, g] = reward
+                        next_obs[g] = normalizer.normalize_obs(raw_obs)
+                        next_done[g] = done
 
-                # a_t ~ pi_theta_old(.|s_t), log pi_theta_old(a_t|s_t), V(s_t)
-                with torch.no_grad():
-                    action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs))
-                action = action.numpy()
-                actions[step] = action
-                logprobs[step] = logprob.numpy()
-                values[step] = value.numpy().ravel()
+                        # episodic return/length -> TensorBoard and episodes.csv
+                        log.record_episodes(infos, global_step)
+                    if step == args.num_steps:
+                        continue
+                    obs[step, g] = next_obs[g]
+                    dones[step, g] = next_done[g]
 
-                raw_obs, reward, terminated, truncated, infos = envs.step(env_action(act_space, action))
-                if not (np.isfinite(raw_obs).all() and np.isfinite(reward).all()):
-                    raise TrainError(
-                        f"{args.env_id} returned NaN/inf observations or rewards at global step {global_step}: fix the "
-                        f"env's observation/reward code ({checkpoint_note()})"
-                    )
-                done = np.logical_or(terminated, truncated)
-                reward = normalizer.scale_reward(reward, done)
-                if args.truncation_bootstrap and truncated.any():
-                    # Time-limit truncation: r_t += gamma * V(s_final) (see bootstrap_truncated); termination: nothing.
-                    final_values = np.zeros(num_envs)
-                    cut = np.flatnonzero(np.logical_and(truncated, np.logical_not(terminated)))
-                    if cut.size:
-                        final_obs = np.stack(infos["final_obs"][cut]).astype(np.float32)
-                        with torch.no_grad():
-                            x = torch.from_numpy(normalizer.normalize_obs(final_obs, update=False))
-                            final_values[cut] = agent.get_value(x).flatten().numpy()
-                    reward = bootstrap_truncated(reward, terminated, truncated, final_values, args.gamma)
-                rewards[step] = reward
-                next_obs = normalizer.normalize_obs(raw_obs)
-                next_done = done.astype(np.float32)
-
-                # episodic return/length -> TensorBoard and episodes.csv
-                log.record_episodes(infos, global_step)
+                    # a_t ~ pi_theta_old(.|s_t), log pi_theta_old(a_t|s_t), V(s_t)
+                    with torch.no_grad():
+                        action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs[g]))
+                    action = action.numpy()
+                    actions[step, g] = action
+                    logprobs[step, g] = logprob.numpy()
+                    values[step, g] = value.numpy().ravel()
+                    if pipeline:  # the group simulates while the next one is served
+                        envs.step_async(env_action(act_space, action), group)
+                    else:
+                        held.append((env_action(act_space, action), group))
+                for group_actions, group in held:  # strict turns: every group's actions, once all are chosen
+                    envs.step_async(group_actions, group)
 
             # ---- ADVANTAGES: bootstrap value if not done, then GAE backwards -------------------------------------
             with torch.no_grad():
@@ -902,6 +946,8 @@ def train(args: Args, explicit=frozenset()) -> int:
                 _say(f"{head}{'nothing saved' if ready else 'training had not started: nothing to save'}{kept}")
             return status
     finally:
+        if watcher is not None:
+            watcher.close()
         if log is not None:
             log.close()
         envs.close()

@@ -18,7 +18,12 @@ Conventions (shared with python_trainer.gym_env.GymVecEnv):
 * episode statistics like gymnasium 1.x's RecordEpisodeStatistics: ``infos["episode"] = {"r", "l", "t"}`` and
   ``infos["_episode"]``;
 * an instance that crashes or stops answering is reported and restarted (``max_restarts`` per instance); its
-  agents' episodes end as truncated with ``final_obs`` = their last known observation.
+  agents' episodes end as truncated with ``final_obs`` = their last known observation;
+* groups (pipelined rollouts): ``groups`` lists the envs (contiguous slices of the batch) of groups of whole
+  instances, two with 2 or more instances (the first half of the instances and the rest), one otherwise.
+  ``step_async(actions, group)`` sends a group's actions and returns; ``step_wait(group)`` reads its replies and
+  returns ``step``'s tuple for the group's envs (same autoreset, final_obs/final_info, episode statistics and
+  restarts). So one group simulates while the trainer computes the other's actions.
 """
 
 from __future__ import annotations
@@ -207,6 +212,11 @@ class GodotVecEnv(gym.vector.VectorEnv):
         self._seed = seed
         self._needs_reset = True
         self.episode_stats = EpisodeStatistics(self.num_envs)
+        # Pipelined rollouts: two groups of whole instances (the first half and the rest), one with one instance.
+        half = (self.num_instances + 1) // 2
+        self._group_instances = [range(0, half), range(half, self.num_instances)][: 2 if self.num_instances > 1 else 1]
+        self.groups = [slice(self._offsets[r.start], self._offsets[r.stop]) for r in self._group_instances]
+        self._pending: dict = {}  # group -> {instance: send error} for the groups step_async sent actions to
 
     # ---------------------------------------------------------------- helpers
     def _check_same_spaces(self, inst) -> None:
@@ -263,10 +273,11 @@ class GodotVecEnv(gym.vector.VectorEnv):
     def _flat_one(self, obs: dict) -> np.ndarray:
         return self._flat_obs([obs])[0]
 
-    def _checked_actions(self, actions) -> np.ndarray:
-        """Validate the batched actions: (n, dim) float64 clipped to [-1, 1] for continuous ones, (n, keys) int64
-        for discrete ones, each row's values in sorted key order (the packed actions' layout)."""
-        n = self.num_envs
+    def _checked_actions(self, actions, n: Optional[int] = None) -> np.ndarray:
+        """Validate the batched actions of ``n`` envs (default: all): (n, dim) float64 clipped to [-1, 1] for
+        continuous ones, (n, keys) int64 for discrete ones, each row's values in sorted key order (the packed
+        actions' layout)."""
+        n = self.num_envs if n is None else n
         a = np.asarray(actions)
         if self._act_kind == "continuous":
             dim = self.single_action_space.shape[0]
@@ -357,6 +368,8 @@ class GodotVecEnv(gym.vector.VectorEnv):
         elif self._seed is not None:
             self.action_space.seed(self._seed)
             self._seed = None
+        for group in list(self._pending):  # replies still on the way (e.g. a rollout that stopped halfway)
+            self.step_wait(group)
         insts = self.launcher.instances
         failed = {}
         for i, inst in enumerate(insts):
@@ -378,22 +391,55 @@ class GodotVecEnv(gym.vector.VectorEnv):
         return self._obs.copy(), {}
 
     def step(self, actions):
+        """Step every instance: send to all of them first (they simulate in parallel), then read each reply."""
+        self._check_steppable()
+        if self._pending:
+            raise RuntimeError(f"group(s) {sorted(self._pending)} were sent actions with step_async: step_wait for "
+                               "them before step()")  # fmt: skip
+        everyone = range(self.num_instances)
+        failed = self._send(self._checked_actions(actions, self.num_envs), everyone)
+        return self._receive(everyone, failed)
+
+    # ---------------------------------------------------------------- groups: pipelined rollouts
+    # ``groups``: the envs (a contiguous slice of the batch) of each group of whole instances. With 2 or more
+    # instances there are two groups, the first half of the instances and the rest; a trainer can send one group's
+    # actions (step_async) and compute the other group's while the first simulates, then collect (step_wait).
+    def step_async(self, actions, group: int) -> None:
+        """Send the actions of ``group``'s envs (shape: the group's size first) to its instances; returns at once."""
+        self._check_steppable()
+        if group in self._pending:
+            raise RuntimeError(f"group {group} already has actions in flight: step_wait({group}) first")
+        s = self.groups[group]  # IndexError for a group that does not exist
+        a = self._checked_actions(actions, s.stop - s.start)
+        self._pending[group] = self._send(a, self._group_instances[group])
+
+    def step_wait(self, group: int):
+        """(obs, reward, terminated, truncated, infos) of ``group``'s envs for the actions step_async sent, with
+        step()'s conventions (arrays of the group's size; an instance that crashed is restarted)."""
+        self._check_steppable()
+        if group not in self._pending:
+            raise RuntimeError(f"step_wait({group}) without a step_async for group {group}")
+        failed = self._pending.pop(group)
+        return self._receive(self._group_instances[group], failed)
+
+    def _check_steppable(self) -> None:
         if self.closed:
             raise RuntimeError("this GodotVecEnv is closed")
         if self._needs_reset:
             raise RuntimeError("call reset() before step()")
-        a = self._checked_actions(actions)
-        per_agent = None
-        n = self.num_envs
-        insts = self.launcher.instances
+
+    def _send(self, a: np.ndarray, insts: range) -> dict:
+        """Send each instance in ``insts`` its rows of ``a`` (checked actions of those instances' envs, in order);
+        returns {instance: error} for the ones that could not be reached."""
+        base = self._offsets[insts.start]
         failed = {}
-        # Which instances speak the binary step exchange (their env_info says so; godot-rl's plugin never does).
-        binary = [inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING for inst in insts]
-        # Send to every instance first: they simulate in parallel while we wait for the first reply.
-        for i, inst in enumerate(insts):
-            s = self._slice(i)
+        per_agent = None
+        for i in insts:
+            inst = self.launcher.instances[i]
+            s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)
             try:
-                if binary[i]:
+                # binary step exchange when the instance's env_info says so (godot-rl's plugin never does)
+                if inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING:
                     inst.conn.send_bytes(self._packed_actions(a, s))
                 else:
                     if per_agent is None:
@@ -401,17 +447,25 @@ class GodotVecEnv(gym.vector.VectorEnv):
                     inst.conn.step_send(per_agent[s])
             except GodotConnectionError as e:
                 failed[i] = e
+        return failed
+
+    def _receive(self, insts: range, failed: dict):
+        """Read the step replies of ``insts`` (contiguous instances; ``failed``: those _send could not reach) and
+        return step()'s tuple for their envs, restarting instances that failed."""
+        part = slice(self._offsets[insts.start], self._offsets[insts.stop])
+        base, n = part.start, part.stop - part.start
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=np.bool_)
         truncated = np.zeros(n, dtype=np.bool_)
         final_obs = final_info = None
-        new_obs = self._obs.copy()
-        for i, inst in enumerate(insts):
+        new_obs = self._obs[part].copy()
+        for i in insts:
             if i in failed:
                 continue
-            s = self._slice(i)
+            inst = self.launcher.instances[i]
+            s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)
             agents = s.stop - s.start
-            if binary[i]:
+            if inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING:
                 try:
                     obs, rew, status, term_obs, infos = inst.conn.step_recv_packed(agents, self.obs_dim)
                 except GodotConnectionError as e:
@@ -456,11 +510,11 @@ class GodotVecEnv(gym.vector.VectorEnv):
                     final_obs[s.start + j] = self._flat_one(term_obs) if term_obs is not None else new_obs[s.start + j]
                     final_info[s.start + j] = agent_info  # the game's get_info() of the ended episode
         for i, e in failed.items():
-            s = self._slice(i)
+            s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)
             if final_obs is None:
                 final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
                 final_info = np.full(n, None, dtype=object)
-            final_obs[s] = self._obs[s]  # the last observation we know of
+            final_obs[s] = self._obs[self._slice(i)]  # the last observation we know of
             final_info[s] = [{} for _ in range(s.stop - s.start)]
             truncated[s] = True
             terminated[s] = False
@@ -475,12 +529,12 @@ class GodotVecEnv(gym.vector.VectorEnv):
         if failed:
             restarted = np.zeros(n, dtype=np.bool_)
             for i in failed:
-                restarted[self._slice(i)] = True
+                restarted[self._offsets[i] - base : self._offsets[i + 1] - base] = True
             infos["instance_restarted"] = restarted
             infos["_instance_restarted"] = restarted.copy()
-        self._obs = new_obs
-        infos = self.episode_stats.update(rewards, terminated, truncated, infos)
-        return new_obs.copy(), rewards, terminated, truncated, infos
+        self._obs[part] = new_obs  # a copy: what we return is the caller's
+        infos = self.episode_stats.update(rewards, terminated, truncated, infos, part)
+        return new_obs, rewards, terminated, truncated, infos
 
     def call(self, method: str) -> list:
         """godot-rl's "call" message on every instance; returns the concatenated per-agent results."""

@@ -1,14 +1,19 @@
 extends Reference
 # --policy: a trained network (a policy file, see policy_runner.gd) drives every agent, without a
 # trainer. With --eval_episodes it plays that many episodes and prints {"eval": {...}}; with
-# --policy_forward it prints the network's outputs for given observations (parity checks).
+# --policy_forward it prints the network's outputs for given observations (parity checks); with
+# --policy_reload it picks up each new version of the file (`godot-ppo train --watch`).
 #
 # RLSync (sync.gd) holds one in policy mode. Nothing here quits: errors come back as a String and
 # step() says when the evaluation is over, for RLSync to stop the run.
 
 const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
+const PolicyReloader = preload("res://addons/rl_sync/policy_reloader.gd")
+const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 
 var runner: PolicyRunner = null
+# With --policy_reload: watches the file and hands over each new version (null otherwise).
+var reloader: PolicyReloader = null
 
 # The RLSync node: its env_name and decision_step(). A Node, so holding it makes no reference cycle.
 var _sync: Node
@@ -28,12 +33,24 @@ func _init(sync_node: Node, seed_value: int) -> void:
 
 
 # Returns "" or what is wrong with the file. `check_agents`: the file must fit the game's first
-# agent (--policy_forward checks the network alone, so it skips this).
+# agent (--policy_forward checks the network alone, so it skips this). With --policy_reload the file
+# is then watched, and a new version replaces the policy (policy_reloader.gd).
 func load_policy(file_path: String, check_agents: bool) -> String:
 	runner = PolicyRunner.new()
-	var error := runner.load_file(file_path)
+	var reload := check_agents and RlArgs.has("policy_reload")
+	# Reloading compares the file's text with what was loaded: read it once, for both.
+	var text := PolicyReloader.read_text(file_path) if reload else ""
+	var error := ""
+	if text != "":
+		runner.path = file_path
+		error = runner.load_text(text)
+	else:
+		error = runner.load_file(file_path)
 	if error == "" and check_agents:
-		error = runner.check_agent(_sync.env_name, _agents[0].get_obs().size(), _sync.action_spaces[0])
+		var obs_size: int = _agents[0].get_obs().size()
+		error = runner.check_agent(_sync.env_name, obs_size, _sync.action_spaces[0])
+		if error == "" and reload:
+			reloader = PolicyReloader.new(file_path, _sync.env_name, obs_size, _sync.action_spaces[0], text)
 	return error
 
 
@@ -47,6 +64,10 @@ func set_eval_episodes(episodes: int) -> void:
 # One decision step: every agent acts on its observation. Returns true once the evaluation's
 # episodes are all played and the report is printed.
 func step() -> bool:
+	if reloader != null:
+		var fresh = reloader.poll(OS.get_ticks_msec())
+		if fresh != null:
+			runner = fresh
 	var results: Dictionary = _sync.decision_step()
 	var evaluating := not _eval_quota.empty()
 	for i in range(_agents.size()):

@@ -29,6 +29,8 @@ var obs_mean := []
 var obs_scale := []
 var obs_clip := 0.0
 var normalize := false
+# The file's "source" (informational: run, checkpoint, global step...); {} when it has none.
+var source := {}
 # Per layer: {"blocks": [[Basis...] per output block], "bias": [Vector3 per output block],
 #             "n_out": int, "tanh": bool}
 var _layers := []
@@ -47,12 +49,19 @@ func load_file(file_path: String) -> String:
 		return _error("the file cannot be read")
 	var text := file.get_as_text()
 	file.close()
+	return load_text(text)
+
+
+# Loads a policy file's content (`path` names it in errors); returns "" or what is wrong.
+func load_text(text: String) -> String:
 	if text.strip_edges() == "":
 		return _error("the file is empty")
 	var parsed := JSON.parse(text)
 	if parsed.error != OK:
 		return _error(("not valid JSON (line %d: %s): the file is truncated or damaged, or holds NaN or Infinity, "
 				+ "which JSON cannot represent") % [parsed.error_line, parsed.error_string])
+	var given = parsed.result.get("source") if typeof(parsed.result) == TYPE_DICTIONARY else null
+	source = given if typeof(given) == TYPE_DICTIONARY else {}
 	return load_dict(parsed.result)
 
 

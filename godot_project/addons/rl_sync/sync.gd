@@ -101,9 +101,11 @@ func _start() -> void:
 	var quit_after = RlArgs.get_int(tree, "quit_after_frames", 0, 1)
 	var quit_after_s = RlArgs.get_positive_float(tree, "quit_after_seconds", 0.0)
 	var record_every = RlArgs.get_int(tree, "record_every", 4, 1)
+	var max_fps = RlArgs.get_int(tree, "max_fps", 0, 1)
 	if RlArgs.has_failed():
 		return
 	action_repeat = repeat
+	Engine.target_fps = max_fps  # --max_fps: a frame cap (0: none), e.g. a window watched during training
 
 	# Game time per physics step stays 1/60 s whatever the speedup, so physics is the same at any
 	# speed; with the engine's --fixed-fps flag, frames also stop waiting for the wall clock.
@@ -253,6 +255,45 @@ func decision_step() -> Dictionary:
 	if _overlay != null:
 		_overlay.show_agents(_mode_text(), agents)
 	return {"obs": obs, "reward": rewards, "done": dones, "info": infos}
+
+
+# decision_step() for the binary step exchange: the same bookkeeping, its results packed as Wire's
+# step reply wants them. Returns [values, infos]: values is one PoolRealArray of every observation,
+# the rewards, the statuses (Wire.STATUS_*) and the terminal observations of the agents whose episode
+# ended; infos maps an ended agent's index (a String) to its get_info(), when that has keys. Only
+# ended agents are asked for get_info(), as only their info reaches the trainer.
+func decision_step_packed() -> Array:
+	var values := PoolRealArray()
+	var rewards := PoolRealArray()
+	var statuses := PoolRealArray()
+	var terminal := PoolRealArray()
+	var infos := {}
+	for i in range(agents.size()):
+		var agent = agents[i]
+		agent.n_steps += 1
+		var reward: float = agent.reward
+		agent.reward = 0.0
+		agent.episode_return += reward
+		if agent.done or agent.n_steps >= agent.max_episode_steps:
+			var truncated: bool = not agent.done
+			var info: Dictionary = agent.get_info()
+			if not info.empty():
+				infos[str(i)] = info.duplicate(true)  # before begin_episode() may clear it
+			terminal.append_array(agent.get_obs())
+			statuses.append(Wire.STATUS_TRUNCATED if truncated else Wire.STATUS_TERMINATED)
+			agent.last_episode_return = agent.episode_return
+			agent.last_episode_length = agent.n_steps
+			agent.begin_episode()
+		else:
+			statuses.append(Wire.STATUS_RUNNING)
+		values.append_array(agent.get_obs())
+		rewards.append(reward)
+	values.append_array(rewards)
+	values.append_array(statuses)
+	values.append_array(terminal)
+	if _overlay != null:
+		_overlay.show_agents(_mode_text(), agents)
+	return [values, infos]
 
 
 func _mode_text() -> String:

@@ -1,0 +1,113 @@
+extends "res://tests/test_case.gd"
+# --policy_reload (policy_reloader.gd): a new file replaces the policy; a half-written, damaged or
+# mismatched one keeps the previous policy and is tried again at its next change; a missing file is
+# waited for. The clock is the test's own (poll's now_msec), so no test waits for real time.
+
+const PolicyReloader = preload("res://addons/rl_sync/policy_reloader.gd")
+const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
+
+const ACTION_SPACE := {"move": {"size": 2, "action_type": "continuous"}}
+
+var _path := ""
+var _clock := 0
+
+
+func _policy_text(global_step: int, bias: float, env: String = "ball_chase") -> String:
+	var policy := {
+		"format": "godot-ppo-policy", "version": 1, "env": env, "observation_size": 4,
+		"action_keys": [{"key": "move", "action_type": "continuous", "size": 2}],
+		"action_rule": "clipped_mean", "obs_normalization": null,
+		"layers": [{"weight": [[0.5, 0, 0, 0], [0, 0.5, 0, 0]], "bias": [bias, -bias], "activation": "linear"}],
+		"source": {"global_step": global_step},
+	}
+	return to_json(policy)
+
+
+func _write(text: String) -> void:
+	var file := File.new()
+	file.open(_path, File.WRITE)
+	file.store_string(text)
+	file.close()
+
+
+func _reloader() -> PolicyReloader:
+	_path = "%s/rl_sync_reload_test_%d.json" % [OS.get_environment("TMPDIR") if OS.get_environment("TMPDIR") != "" else "/tmp", OS.get_process_id()]
+	var text := _policy_text(100, 0.1)
+	_write(text)
+	return PolicyReloader.new(_path, "ball_chase", 4, ACTION_SPACE, text)
+
+
+# The next poll is due: the reloader checks a few times a second, not every call.
+func _poll(reloader: PolicyReloader):
+	_clock += PolicyReloader.CHECK_EVERY_MSEC
+	return reloader.poll(_clock)
+
+
+func cleanup() -> void:
+	if _path != "":
+		Directory.new().remove(_path)
+
+
+func test_unchanged_file_is_not_reloaded() -> void:
+	var reloader := _reloader()
+	check(_poll(reloader) == null, "the file that was loaded is not loaded again")
+	check(_poll(reloader) == null, "nor at the next check")
+	check_eq(reloader.reloads, 0, "reloads")
+
+
+func test_a_new_file_replaces_the_policy() -> void:
+	var reloader := _reloader()
+	_write(_policy_text(200, 0.3))  # within the same second as the first write: found by its text
+	var runner = _poll(reloader)
+	check(runner != null, "the new file is loaded")
+	if runner != null:
+		check_eq(int(runner.source["global_step"]), 200, "the new file's global step")
+		check_near(runner.act([0, 0, 0, 0])["move"][0], 0.3, 1e-6, "the new network acts")
+	check_eq(reloads_of(reloader), 1, "reloads")
+	check(_poll(reloader) == null, "and only once")
+
+
+func test_checks_are_spaced_out() -> void:
+	var reloader := _reloader()
+	_poll(reloader)
+	_write(_policy_text(200, 0.3))
+	check(reloader.poll(_clock + 1) == null, "no check 1 ms after the last one")
+	check(_poll(reloader) != null, "the next check finds the file")
+
+
+func test_half_written_file_keeps_the_previous_policy() -> void:
+	var reloader := _reloader()
+	var full := _policy_text(300, 0.5)
+	_write(full.substr(0, full.length() / 2))
+	check(_poll(reloader) == null, "a half-written file is not loaded")
+	check_eq(reloader.refused, 1, "refused once")
+	check(_poll(reloader) == null, "nor retried while it does not change")
+	check_eq(reloader.refused, 1, "still refused once")
+	_write(full)
+	var runner = _poll(reloader)
+	check(runner != null, "the completed file is loaded at its next change")
+	if runner != null:
+		check_eq(int(runner.source["global_step"]), 300, "the completed file's global step")
+
+
+func test_other_bad_files_keep_the_previous_policy() -> void:
+	var reloader := _reloader()
+	for text in ["", "not json", "{\"format\": \"something else\"}", _policy_text(400, 0.1, "snake"),
+			_policy_text(400, NAN)]:
+		_write(text)
+		check(_poll(reloader) == null, "not loaded: %s" % text.substr(0, 40))
+	check_eq(reloader.refused, 5, "each bad version refused once")
+	check_eq(reloader.reloads, 0, "nothing reloaded")
+
+
+func test_missing_file_is_waited_for() -> void:
+	var reloader := _reloader()
+	Directory.new().remove(_path)
+	check(_poll(reloader) == null, "a missing file keeps the policy")
+	check_eq(reloader.refused, 0, "and is not a refused file")
+	_write(_policy_text(500, 0.2))
+	check(_poll(reloader) != null, "the file that comes back is loaded")
+
+
+func reloads_of(reloader: PolicyReloader) -> int:
+	return reloader.reloads

@@ -1,34 +1,6 @@
-extends "res://tests/test_case.gd"
+extends "res://tests/sync_test_case.gd"
 # The binary step exchange ("step_encoding": "binary"): the packed bytes of wire.gd, the packed
 # decision step of sync.gd and the packed action checks of trainer_session.gd, without a socket.
-
-const Sync = preload("res://addons/rl_sync/sync.gd")
-const TrainerSession = preload("res://addons/rl_sync/trainer_session.gd")
-const Wire = preload("res://addons/rl_sync/wire.gd")
-const FakeAgent = preload("res://tests/fake_agent.gd")
-
-var sync
-var agents := []
-
-
-func _setup(n_agents: int, max_steps: int) -> void:
-	sync = Sync.new()
-	agents = []
-	for _i in range(n_agents):
-		var agent = FakeAgent.new()
-		agent.max_episode_steps = max_steps
-		agent.begin_episode()
-		agents.append(agent)
-	sync.agents = agents
-	for agent in agents:
-		sync.action_spaces.append(agent.get_action_space())
-
-
-func cleanup() -> void:
-	for agent in agents:
-		agent.free()
-	if sync != null:
-		sync.free()
 
 
 func _peer(bytes: PoolByteArray) -> StreamPeerBuffer:

@@ -242,8 +242,10 @@ def test_resume_continues_at_the_saved_global_step(tmp_path, capsys):
     ckpt = ppo.load_checkpoint(run_dir / "checkpoint.pt")
     assert (ckpt["global_step"], ckpt["update"]) == (2048, 8)
     _, scalars = _scalars(run_dir)
-    steps = [s for s, _ in scalars["charts/SPS"]]
-    assert steps == list(range(256, 2049, 256))  # one event per update, nothing repeated or skipped
+    # One event per update, nothing repeated or skipped. Sorted: the two runs' event files are read in the order of
+    # their names, which end in a per-process counter (".9" sorts after ".10").
+    steps = sorted(s for s, _ in scalars["charts/SPS"])
+    assert steps == list(range(256, 2049, 256))
     lr = dict(scalars["charts/learning_rate"])
     assert lr[1280] == pytest.approx(2.5e-4 * (1 - 4 / 8))  # update 5 of 8: the annealing continued, not restarted
 

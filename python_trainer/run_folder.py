@@ -279,7 +279,8 @@ def plot_learning_curve(run_dir, eval_return=None, title=None):
     ax.set_ylabel("episodic return")
     ax.set_title(title or Path(run_dir).name, fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # a run too short to finish an episode has nothing to label
+        ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     fig.savefig(Path(run_dir) / "learning_curve.png", dpi=100)
     plt.close(fig)

@@ -219,8 +219,8 @@ def resolve_env(env_id: Optional[str], env_path=None, timeout: float = LIST_ENVS
 def godot_game(env_id: Optional[str], env_path=None, program: Optional[Sequence[str]] = None) -> GodotGame:
     """``resolve_env`` for callers that need a Godot game; ``program`` runs a stand-in binary under that name."""
     if program is not None:
-        return GodotGame(Program(tuple(str(p) for p in ([program] if isinstance(program, (str, os.PathLike))
-                                                          else program))), env_id or "game")  # fmt: skip
+        argv = [program] if isinstance(program, (str, os.PathLike)) else program
+        return GodotGame(Program(tuple(str(p) for p in argv)), env_id or "game")
     game = resolve_env(env_id, env_path)
     if isinstance(game, str):
         raise GameError(f"{env_id!r} is a gymnasium id, not a Godot game: pass --env-path to a Godot export")

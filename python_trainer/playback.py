@@ -17,7 +17,6 @@ import json
 import os
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
+from python_trainer.cli import signal_policy
 from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game, is_gym_id
 from python_trainer.launcher import CappedLog, InstanceStartError, Xvfb
 from python_trainer.policy_file import FORMAT, VERSION, policy_json  # noqa: F401  (playback's public names too)
@@ -564,22 +564,6 @@ def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, 
     return 0
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def _sigterm_as_interrupt() -> None:
-    """SIGTERM and SIGHUP (a closed terminal or SSH session) end `play` like Ctrl-C does: the game and Xvfb are
-    ended on the way out. (Should `play` die anyway, its children die with it: processes.spawn.)"""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) == signal.SIG_DFL:
-            signal.signal(sig, _raise_interrupt)
-
-
 def play_main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="godot-ppo play",
@@ -603,7 +587,13 @@ def play_main(argv=None) -> int:
     if args.agents < 1 or (args.seconds is not None and args.seconds <= 0):
         parser.error("--agents must be >= 1 and --seconds > 0")
     say = lambda msg: print(msg, flush=True)  # noqa: E731
-    _sigterm_as_interrupt()
+    # SIGTERM and SIGHUP (a closed terminal or SSH session) end `play` like Ctrl-C: the game and Xvfb are ended on
+    # the way out (cli.py's policy; `godot-ppo` installed it already, this covers a direct call).
+    with signal_policy():
+        return _play(args, say)
+
+
+def _play(args, say) -> int:
     try:
         if args.python:
             if args.record:

@@ -185,16 +185,7 @@ class GodotConnection:
 
     # ------------------------------------------------------------------ framing
     def send(self, obj: Any) -> None:
-        if self.closed:
-            raise self.error("the connection is already closed")
-        data = encode_message(obj)
-        try:
-            self._set_timeout(self.timeout)
-            self.sock.sendall(data)
-        except socket.timeout:
-            raise self.error(f"timed out after {self.timeout:g}s sending a {obj.get('type')!r} message") from None
-        except OSError as e:
-            raise self.error(f"the connection broke while sending a {obj.get('type')!r} message ({e})") from None
+        self.send_bytes(encode_message(obj), f"a {obj.get('type')!r} message")
 
     def _set_timeout(self, value: float) -> None:
         if value != self._sock_timeout:

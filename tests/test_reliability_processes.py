@@ -5,7 +5,6 @@ Every case runs real processes (the fake game where the engine adds nothing, the
 waits by polling with deadlines.
 """
 
-import json
 import os
 import signal
 import subprocess

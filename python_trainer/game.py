@@ -23,6 +23,7 @@ import functools
 import json
 import os
 import shutil
+import socket
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,10 +125,20 @@ class Program:
         return list(self.argv)
 
 
+# What a game made with godot_rl_agents' plugin (its Godot 3 sync.gd) prints just before its one try to connect. Such
+# a game does not answer --list_envs: it holds one game, named here after its binary.
+PLUGIN_CONNECT_LINE = "trying to connect to server"
+# ...and the line where it says what it applied: "physics ticks <ticks/s> <time scale> <speedup> <node's speed_up>".
+# (That version reads --speedup before it parses the command line, so its Sync node's speed_up wins.)
+PLUGIN_PHYSICS_LINE = "physics ticks"
+ADDON_GUIDE = "README: \"Already using godot_rl_agents' plugin?\""
+
+
 @dataclass(frozen=True)
 class GameList:
     envs: tuple
     default: str
+    rl_sync: bool = True  # the export has our addon (False: a game made with godot_rl_agents' plugin)
 
 
 @functools.lru_cache(maxsize=32)
@@ -136,11 +147,15 @@ def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
     # The engine's --quit ends the run after its first frame, which answers --list_envs: a binary whose .pck is
     # damaged would otherwise fall back to the (headless) project manager and never exit. It runs in an empty
     # folder: a binary that cannot read its project settings writes Godot's user logs into its working folder.
-    with tempfile.TemporaryDirectory(prefix="godot-ppo-list-") as cwd:
-        result = run_to_end(export.command(headless=True) + ["--list_envs", "--quit"], timeout=timeout,
-                            env=game_environ(), cwd=cwd)  # fmt: skip
+    # --port names a port bound but not listening: a game made with godot_rl_agents' plugin (which ignores
+    # --list_envs) tries its one connection there and is refused at once, instead of trying its default port 11008,
+    # where some other trainer may listen.
+    with tempfile.TemporaryDirectory(prefix="godot-ppo-list-") as cwd, socket.socket() as closed_port:
+        closed_port.bind(("127.0.0.1", 0))
+        argv = ["--list_envs", "--quit", f"--port={closed_port.getsockname()[1]}"]
+        result = run_to_end(export.command(headless=True) + argv, timeout=timeout, env=game_environ(), cwd=cwd)
     code, out, err = result.returncode, result.stdout, result.stderr
-    fix = "is it an export of a Godot 3 project that uses addons/rl_sync?"
+    fix = "is it an export of a Godot 3 project that uses addons/rl_sync or godot_rl_agents' plugin?"
     if code is None:
         raise GameError(f"{path} did not answer --list_envs within {timeout:g} s ({fix})")
     for line in out.splitlines():
@@ -150,6 +165,8 @@ def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
                 return GameList(tuple(listing["envs"]), str(listing["default"]))
             except (ValueError, KeyError, TypeError):
                 break
+    if PLUGIN_CONNECT_LINE in out:
+        return GameList((path.stem,), path.stem, rl_sync=False)
     # Godot's own first error says most (a damaged .pck: "Corrupted header in binary project.binary"); its noise about
     # the locale and TLS certificates says nothing.
     noise = ("locale", "certificate", "At: ")
@@ -170,10 +187,20 @@ class GodotGame:
 
     export: Union[GameExport, Program]
     env: str
+    rl_sync: bool = True  # False: a game made with godot_rl_agents' plugin (no in-engine policies, no --list_envs)
 
     @property
     def env_path(self) -> Optional[str]:
         return str(self.export.path) if isinstance(self.export, GameExport) else None
+
+    def require_addon(self, what: str) -> None:
+        """Raise GameError (one line) when ``what`` needs our addon in the game and this game does not have it."""
+        if not self.rl_sync:
+            raise GameError(
+                f"{what} runs the policy inside the game, which needs the rl_sync addon; {self.env_path or self.env} "
+                "is a game made with godot_rl_agents' plugin: use `godot-ppo play RUN --python` (the PyTorch "
+                f"checkpoint drives the game), or move the game to our addon ({ADDON_GUIDE})"
+            )
 
 
 def is_gym_id(env_id: Optional[str]) -> bool:
@@ -205,15 +232,17 @@ def resolve_env(env_id: Optional[str], env_path=None, timeout: float = LIST_ENVS
         export = GameExport.open(env_path)
     games = list_games(export, timeout)
     if env_id is None:
-        return GodotGame(export, games.default)
+        return GodotGame(export, games.default, games.rl_sync)
     if env_id not in games.envs:
         where = f"--env-path {export.path}" if env_path is not None else f"the default export {export.path}"
         also = "" if env_path is not None else " nor a registered gymnasium id (e.g. CartPole-v1)"
         raise GameError(
             f"unknown env id {env_id!r}: neither a game in {where} (its games: {', '.join(games.envs)}){also}; "
             "pick one of those, or pass --env-path to the export that holds it"
+            + ("" if games.rl_sync else " (a game made with godot_rl_agents' plugin holds one game, named after its "
+               "binary: drop --env-id)")
         )
-    return GodotGame(export, env_id)
+    return GodotGame(export, env_id, games.rl_sync)
 
 
 def godot_game(env_id: Optional[str], env_path=None, program: Optional[Sequence[str]] = None) -> GodotGame:
@@ -252,13 +281,14 @@ class GameInstance:
 
     def command(self, *mode_args: str) -> list[str]:
         """argv: the program, the game's settings, ``mode_args`` (--port=..., --policy=..., ...), extra args."""
-        cmd = self.game.export.command(self.headless) + [f"--env={self.game.env}", f"--env_seed={self.seed}"]
+        # The seed, speedup and action repeat always go explicitly: a game made with godot_rl_agents' plugin has
+        # defaults of its own for them (action_repeat 8 when the flag is absent).
+        cmd = self.game.export.command(self.headless) + [
+            f"--env={self.game.env}", f"--env_seed={self.seed}", f"--speedup={self.speedup:g}",
+            f"--action_repeat={int(self.action_repeat)}",
+        ]
         if self.agents is not None:
             cmd.append(f"--agents={int(self.agents)}")
-        if self.speedup != 1:
-            cmd.append(f"--speedup={self.speedup:g}")
-        if self.action_repeat != 1:
-            cmd.append(f"--action_repeat={int(self.action_repeat)}")
         if self.max_episode_steps is not None:
             cmd.append(f"--max_episode_steps={int(self.max_episode_steps)}")
         cmd += [str(a) for a in mode_args] + [str(a) for a in self.extra_args]

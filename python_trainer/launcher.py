@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import atexit
 import hmac
-import json
 import math
 import os
 import secrets
@@ -49,20 +48,24 @@ from typing import Callable, Optional, Sequence
 
 import psutil
 
-from python_trainer.game import GameInstance, godot_game
+from python_trainer.game import PLUGIN_CONNECT_LINE, GameInstance, godot_game
 from python_trainer.processes import LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, end_process_tree, read_log_tail, spawn
 from python_trainer.protocol import (
     BINARY_STEP_ENCODING,
     DEFAULT_TIMEOUT_S,
+    MAX_MESSAGE_BYTES,
     PACKED_OBS_ENCODING,
     GodotConnection,
     GodotConnectionError,
+    decode_body,
+    dialect,
+    encode_message,
+    handshake_message,
 )
 
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESTARTS = 3
 CLOSE_GRACE_S = 2.0  # how long instances get to quit by themselves after the "close" message
-MAX_HELLO_BYTES = 4096
 DEFAULT_MAX_LOG_BYTES = 20 * 2**20  # per instance slot; a game stuck in a per-frame script error writes ~20 MB/s
 TOKEN_ENV = "RL_SYNC_TOKEN"  # the instance's secret, in its environment (never in its command line)
 _POLL_S = 0.1  # how often the connect wait checks whether instances died (it sleeps in select meanwhile)
@@ -91,8 +94,9 @@ class Instance:
     listener: Optional[socket.socket] = None
     log: Optional["CappedLog"] = None
     conn: Optional[GodotConnection] = None
-    hello: Optional[dict] = None
+    hello: Optional[dict] = None  # our addon's hello (None from a game made with godot_rl_agents' plugin)
     env_info: Optional[dict] = None
+    dialect: Optional[str] = None  # protocol.RL_SYNC or protocol.GODOT_RL, told by `protocol.dialect`
     started_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -354,6 +358,51 @@ class Xvfb:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@dataclass
+class _Greeting:
+    """What an accepted connection has said so far, until its env_info tells its dialect."""
+
+    inst: Instance
+    owner: int  # the pid at the other end
+    buf: bytearray = field(default_factory=bytearray)
+    hello: Optional[dict] = None
+    dialect: Optional[str] = None
+
+    def feed(self, data: bytes, launcher: "InstanceLauncher"):
+        """None while a message is incomplete; a reason to refuse the connection; or the env_info once the dialect
+        is known. Raises InstanceStartError for the instance's own connection speaking neither dialect."""
+        self.buf += data
+        while len(self.buf) >= 4:
+            (n,) = struct.unpack_from("<I", self.buf, 0)
+            if n > MAX_MESSAGE_BYTES:
+                raise InstanceStartError(f"{self.inst.label()}: its first message announced {n} bytes, above the "
+                                         f"{MAX_MESSAGE_BYTES}-byte limit (corrupt stream?)")
+            if len(self.buf) < 4 + n:
+                return None
+            body = bytes(self.buf[4:4 + n])
+            del self.buf[:4 + n]
+            try:
+                msg = decode_body(body)
+            except ValueError as e:
+                raise InstanceStartError(f"{self.inst.label()}: its first message is not a JSON object ({e}): "
+                                         f"{body[:80]!r}") from None
+            if self.hello is None and msg.get("type") == "hello":
+                verdict = launcher._check_hello(self.inst, msg, self.owner)
+                if isinstance(verdict, str):
+                    return verdict
+                self.hello = verdict
+                continue
+            try:
+                self.dialect = dialect(self.hello, msg)
+            except ValueError as e:
+                raise InstanceStartError(f"{self.inst.label()}: {e}") from None
+            if self.buf:
+                raise InstanceStartError(f"{self.inst.label()}: it sent {len(self.buf)} more bytes after its env_info "
+                                         "before it was asked anything")
+            return msg
+        return None
 
 
 class InstanceLauncher:
@@ -628,25 +677,24 @@ class InstanceLauncher:
         self.report(msg)
 
     def _connect(self, pending_instances: Sequence[Instance], deadline: float) -> None:
-        """Accept each instance's connection (token checked), then handshake and read env_info, all in parallel."""
+        """Accept each instance's connection, handshake, read env_info and tell the game's dialect, all instances in
+        parallel against one deadline.
+
+        A connection is refused unless its other end belongs to the started process (or a descendant). On an
+        accepted one the handshake (asking for our packed encodings, which a plain game ignores) and the env_info
+        request go out at once, since a game made with godot_rl_agents' plugin says nothing first; what comes back
+        decides the dialect (`protocol.dialect`): our hello (its token and pid checked) then env_info, or env_info
+        alone. A peer that speaks neither ends the start with one line naming what was missing."""
         sel = selectors.DefaultSelector()
         waiting = {inst.index: inst for inst in pending_instances}
-        clients: dict[socket.socket, tuple[Instance, bytearray]] = {}
+        clients: dict[socket.socket, _Greeting] = {}
         try:
             for inst in pending_instances:
                 sel.register(inst.listener, selectors.EVENT_READ, ("listen", inst))
             while waiting:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    names = ", ".join(waiting[i].label() for i in sorted(waiting))
-                    details = "".join(
-                        f"\n--- {inst.label()}: {describe_exit(inst.proc.poll())}; last lines of {inst.log_path} ---\n"
-                        + (inst.log_tail() or "(nothing printed)")
-                        for inst in waiting.values()
-                    )
-                    raise InstanceStartError(
-                        f"timed out after {self.connect_timeout:g}s waiting for {names} to connect{details}"
-                    )
+                    raise InstanceStartError(self._connect_timeout_message(waiting, clients))
                 for key, _ in sel.select(timeout=min(_POLL_S, remaining)):
                     kind, inst = key.data
                     if kind == "listen":
@@ -654,47 +702,48 @@ class InstanceLauncher:
                             sock, _addr = inst.listener.accept()
                         except (BlockingIOError, InterruptedError):
                             continue
-                        sock.setblocking(False)
-                        clients[sock] = (inst, bytearray())
+                        owner = self._peer_owner(inst, sock)
+                        if isinstance(owner, str):
+                            self._refuse(inst, sock, owner)
+                            continue
+                        if any(g.inst is inst for g in clients.values()):
+                            self._refuse(inst, sock, "the instance already has a connection")
+                            continue
+                        try:
+                            sock.settimeout(2.0)
+                            sock.sendall(encode_message(handshake_message(PACKED_OBS_ENCODING, BINARY_STEP_ENCODING))
+                                         + encode_message({"type": "env_info"}))  # fmt: skip
+                            sock.setblocking(False)
+                        except OSError as e:
+                            self._refuse(inst, sock, f"the connection broke during the handshake ({e})")
+                            continue
+                        clients[sock] = _Greeting(inst, owner)
                         sel.register(sock, selectors.EVENT_READ, ("client", inst))
                         continue
                     sock = key.fileobj
-                    inst, buf = clients[sock]
+                    greeting = clients[sock]
                     try:
                         data = sock.recv(65536)
                     except (BlockingIOError, InterruptedError):
                         continue
                     except OSError:
                         data = b""
-                    if not data:
-                        sel.unregister(sock)
-                        del clients[sock]
-                        self._refuse(inst, sock, "the client closed the connection without saying hello")
-                        continue
-                    buf.extend(data)
-                    verdict = self._check_hello(inst, buf)
+                    verdict = greeting.feed(data, self) if data else "the client closed the connection before its env_info"
                     if verdict is None:
-                        continue  # incomplete hello
+                        continue  # more to come
                     sel.unregister(sock)
                     del clients[sock]
-                    if not isinstance(verdict, str):
-                        verdict = self._check_peer(inst, sock, verdict)
                     if isinstance(verdict, str):
                         self._refuse(inst, sock, verdict)
                         continue
                     # The real instance: wrap the socket and stop listening on its port.
                     sock.setblocking(True)
-                    inst.hello = verdict
+                    inst.hello, inst.env_info, inst.dialect = greeting.hello, verdict, greeting.dialect
                     inst.conn = GodotConnection(
                         sock, label=inst.label, log_tail=inst.log_tail, timeout=self.step_timeout
                     )
                     sel.unregister(inst.listener)
                     self._close_listener(inst)
-                    for other, (oinst, _) in list(clients.items()):
-                        if oinst is inst:
-                            sel.unregister(other)
-                            del clients[other]
-                            self._refuse(inst, other, "a client connected but never said hello")
                     del waiting[inst.index]
                 for i, inst in list(waiting.items()):
                     code = inst.proc.poll()
@@ -711,66 +760,53 @@ class InstanceLauncher:
                     pass
             sel.close()
 
-        # Handshake and env_info: send to every instance first, then read the replies.
-        for inst in pending_instances:
-            inst.conn.handshake(obs_encoding=PACKED_OBS_ENCODING, step_encoding=BINARY_STEP_ENCODING)
-            inst.conn.send({"type": "env_info"})
-        for inst in pending_instances:
-            timeout = max(1.0, deadline - time.monotonic())
-            info = inst.conn.recv(timeout=timeout, expect="env_info")
-            n = info.get("n_agents")
-            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                raise InstanceStartError(f"{inst.label()} reports n_agents={n!r} in its env_info: it has no agents")
-            inst.env_info = info
+    def _connect_timeout_message(self, waiting: dict, clients: dict) -> str:
+        connected = {g.inst.index for g in clients.values()}
+        names = ", ".join(waiting[i].label() for i in sorted(waiting))
+        what = "to connect" if not connected else "to connect and answer the handshake"
+        details = ""
+        plugin = False
+        for i in sorted(waiting):
+            inst = waiting[i]
+            tail = inst.log_tail() or "(nothing printed)"
+            plugin = plugin or PLUGIN_CONNECT_LINE in tail
+            state = "connected, but sent no env_info" if i in connected else describe_exit(inst.proc.poll())
+            details += f"\n--- {inst.label()}: {state}; last lines of {inst.log_path} ---\n" + tail
+        hint = ""
+        if plugin:
+            hint = (" (a game made with godot_rl_agents' plugin tries to connect once, one second after it starts, and "
+                    "then plays in human mode for ever: it was ended; a machine this busy needs fewer --instances)")
+        return f"timed out after {self.connect_timeout:g}s waiting for {names} {what}{hint}{details}"
 
-    def _check_hello(self, inst: Instance, buf: bytearray):
-        """None if incomplete, a reason string to refuse, or the hello dict if it carries the right token."""
-        if len(buf) < 4:
-            return None
-        (n,) = struct.unpack("<I", bytes(buf[:4]))
-        if n > MAX_HELLO_BYTES:
-            return f"its first message announced {n} bytes (a hello is tiny)"
-        if len(buf) < 4 + n:
-            return None
-        if len(buf) > 4 + n:
-            return "it sent more than a hello before the handshake"
-        try:
-            msg = json.loads(bytes(buf[4:]).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            return "its first message is not JSON"
-        if not isinstance(msg, dict) or msg.get("type") != "hello":
-            return "its first message is not a hello"
+    def _check_hello(self, inst: Instance, msg: dict, owner: int):
+        """The hello if it carries the instance's token, names its game and the connecting pid; else why not."""
         token = msg.get("token")
         if not isinstance(token, str) or not hmac.compare_digest(token.encode(), inst.token.encode()):
             return "wrong or missing token"
         if msg.get("env") not in (None, self.env):
             return f"it runs game {msg.get('env')!r}, not {self.env!r}"
+        if msg.get("pid") != owner:
+            return f"its hello names pid {msg.get('pid')!r}, but the connection belongs to pid {owner}"
         return msg
 
     @staticmethod
-    def _check_peer(inst: Instance, sock: socket.socket, hello: dict):
-        """The hello if the other end of ``sock`` belongs to the instance's process (or a descendant, for a wrapper
-        script) and the hello names that process's pid; else why not. A local process that read the token cannot
-        pass for the instance. Once per connection, never on the step path."""
+    def _peer_owner(inst: Instance, sock: socket.socket):
+        """The pid owning the other end of ``sock`` if it is the instance's process or a descendant (a wrapper
+        script's child); else why not. A local process cannot pass for the instance, token or no token (a game made
+        with godot_rl_agents' plugin has none). Once per connection, never on the step path."""
         try:
             peer = sock.getpeername()
             root = psutil.Process(inst.pid)
             tree = [root] + root.children(recursive=True)
         except (OSError, psutil.Error):
             return "the instance's process is gone"
-        owner = None
         for p in tree:
             try:
                 if any(c.laddr == peer and c.raddr and c.raddr[1] == inst.port for c in p.net_connections("tcp4")):
-                    owner = p.pid
-                    break
+                    return p.pid
             except psutil.Error:
                 continue
-        if owner is None:
-            return f"the connecting process is not the instance (pid {inst.pid}) nor one of its children"
-        if hello.get("pid") != owner:
-            return f"its hello names pid {hello.get('pid')!r}, but the connection belongs to pid {owner}"
-        return hello
+        return f"the connecting process is not the instance (pid {inst.pid}) nor one of its children"
 
     # ---------------------------------------------------------------- Xvfb
     def _ensure_display(self) -> None:

@@ -191,7 +191,9 @@ def policy_game(policy_path, env_id: Optional[str] = None, env_path=None) -> God
     export it was trained with, when the file names one, else this repository's)."""
     policy = read_policy(policy_path)
     env_path = env_path or (policy.get("source") or {}).get("env_path")
-    return godot_game(env_id or policy["env"], env_path)
+    game = godot_game(env_id or policy["env"], env_path)
+    game.require_addon("in-engine playback (play without --python, --record, in-engine evaluation)")
+    return game
 
 
 def _run_game(cmd: Sequence[str], timeout: float, env=None) -> subprocess.CompletedProcess:

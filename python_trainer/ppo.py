@@ -614,6 +614,8 @@ def train(args: Args, explicit=frozenset()) -> int:
         # folder finds it).
         args = replace(args, env_id=game.env, env_path=game.env_path if args.env_path is not None else None)
         _check_instance_sizes(args)
+        if args.watch:
+            game.require_addon("--watch")
     elif args.watch:
         raise TrainError(f"--watch shows a Godot game's window; {args.env_id} is a gymnasium env: drop --watch")
     if args.num_envs is not None or not isinstance(game, GodotGame):
@@ -654,8 +656,12 @@ def train(args: Args, explicit=frozenset()) -> int:
         if args.agents_per_instance is not None and getattr(envs, "agents_per_instance", None) not in (None, args.agents_per_instance):
             print(f"note: {args.env_id} simulates {envs.agents_per_instance} agents per instance whatever "
                   f"--agents-per-instance says; training {num_envs} envs", file=sys.stderr, flush=True)  # fmt: skip
+        game_settings = getattr(envs, "game_settings", None)  # Godot games: what the instances were given
+        if game_settings is not None:
+            print(envs.startup_line(), flush=True)
         write_args_json(run_dir, args, {"num_envs_resolved": num_envs, "batch_size": batch_size,
-                                        "minibatch_size": minibatch_size, "num_iterations": num_iterations})  # fmt: skip
+                                        "minibatch_size": minibatch_size, "num_iterations": num_iterations,
+                                        **({"game_settings": game_settings} if game_settings else {})})  # fmt: skip
         obs_space, act_space = envs.single_observation_space, envs.single_action_space
         _check_spaces(obs_space, act_space, ckpt, args, run_dir)
         discrete = isinstance(act_space, gym.spaces.Discrete)

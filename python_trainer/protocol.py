@@ -36,6 +36,29 @@ POOL_REAL_ARRAY = 22  # PoolRealArray: float32 values
 PACKED_HEADER = struct.Struct("<II")
 # Statuses in a packed step reply.
 STATUS_RUNNING, STATUS_TERMINATED, STATUS_TRUNCATED = 0, 1, 2
+# The two dialects a game may speak (`dialect` tells them apart from the game's first messages):
+#   RL_SYNC:  our addon. It says hello (with the launcher's token) as soon as it connects, its env_info carries
+#             "extension_version" (and the encodings in force), step replies carry "info" with
+#             "TimeLimit.truncated" and "terminal_observation", and the game resets an ended episode in the same step.
+#   GODOT_RL: godot_rl_agents' own plugin (its Godot 3 version, branch godot3 at 5b6e1bf, handshake version 0.3). It
+#             sends nothing before the trainer's handshake; env_info gives ONE observation space and ONE action space
+#             for all agents (dicts, not lists) and no "agent_policy_names"; step replies have no "info"; "done" is
+#             the agent's done flag, which the game sets both on success/failure and when its own time limit makes
+#             it reset, so a time limit cannot be told from a termination; there is no terminal observation.
+#             Which observation comes with done=True depends on when the game resets: the plugin reads every
+#             agent's get_obs() after `action_repeat` physics frames, and the game resets itself (usually at its
+#             next physics frame after setting needs_reset, in its own _physics_process). An episode that ended in
+#             the window's last frame arrives with its own last observation; one that ended earlier in the window
+#             arrives with the next episode's first (or even a few frames into it). We map it as
+#             terminated = done, truncated = False, final_obs = that observation, and the next step goes on from
+#             it: nothing bootstraps from a terminated episode, so which of the two it is does not bias the
+#             returns, and each reported done counts one episode.
+RL_SYNC = "rl_sync"
+GODOT_RL = "godot_rl"
+DIALECT_NAMES = {RL_SYNC: "the rl_sync addon's protocol (with our extensions)",
+                 GODOT_RL: "godot_rl_agents' plugin protocol (plain JSON, done = terminated, no terminal observation)"}
+EXTENSION_KEY = "extension_version"  # in our addon's env_info only
+ENV_INFO_KEYS = ("n_agents", "observation_space", "action_space")
 # The game rejects messages above 64 MiB; we refuse to allocate for anything bigger either.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 30.0
@@ -139,6 +162,40 @@ def decode_body(body: bytes | bytearray | memoryview) -> dict:
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def handshake_message(obs_encoding: Optional[str] = None, step_encoding: Optional[str] = None) -> dict:
+    """The trainer's handshake; the encodings are our extension (godot_rl_agents' plugin ignores unknown keys)."""
+    message = {"type": "handshake", "major_version": MAJOR_VERSION, "minor_version": MINOR_VERSION}
+    if obs_encoding is not None:
+        message["obs_encoding"] = obs_encoding
+    if step_encoding is not None:
+        message["step_encoding"] = step_encoding
+    return message
+
+
+def dialect(hello: Optional[dict], env_info: dict) -> str:
+    """RL_SYNC or GODOT_RL, from what a game said before any episode: our hello (None if it sent none) and its
+    env_info reply. Raises ValueError with one line naming what is missing from a game that speaks neither."""
+    if env_info.get("type") != "env_info":
+        raise ValueError(f"its first message is neither our hello nor an env_info reply (type "
+                         f"{env_info.get('type')!r}): is it a Godot game with the rl_sync addon or godot_rl_agents' "
+                         "plugin?")
+    missing = [k for k in ENV_INFO_KEYS if k not in env_info]
+    if missing:
+        raise ValueError(f"its env_info reply lacks {', '.join(map(repr, missing))} (it has "
+                         f"{', '.join(map(repr, sorted(k for k in env_info if k != 'type'))) or 'nothing'}): "
+                         "a godot-rl game says how many agents it has and their observation and action spaces")
+    n = env_info["n_agents"]
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"its env_info reports n_agents={n!r}: it has no agents (are its AIController nodes in "
+                         "the group AGENT?)")
+    for key in ("observation_space", "action_space"):
+        space = env_info[key]
+        if not isinstance(space, (dict, list)) or not space:
+            raise ValueError(f"its env_info's {key!r} is {str(space)[:100]!r}: expected one space for all agents (a "
+                             "dict) or one per agent (a list)")
+    return RL_SYNC if hello is not None or EXTENSION_KEY in env_info else GODOT_RL
 
 
 class GodotConnection:
@@ -256,12 +313,7 @@ class GodotConnection:
 
     # ------------------------------------------------------------------ messages
     def handshake(self, obs_encoding: Optional[str] = None, step_encoding: Optional[str] = None) -> None:
-        message = {"type": "handshake", "major_version": MAJOR_VERSION, "minor_version": MINOR_VERSION}
-        if obs_encoding is not None:
-            message["obs_encoding"] = obs_encoding
-        if step_encoding is not None:
-            message["step_encoding"] = step_encoding
-        self.send(message)
+        self.send(handshake_message(obs_encoding, step_encoding))
 
     def env_info(self, timeout: Optional[float] = None) -> dict:
         self.send({"type": "env_info"})

@@ -47,10 +47,14 @@ from python_trainer.launcher import (
     InstanceLauncher,
 )
 from python_trainer import paths
-from python_trainer.game import GameError, GameExport, GameInstance, GodotGame, godot_game, list_games, resolve_env
+from python_trainer.game import (
+    PLUGIN_PHYSICS_LINE, GameError, GameExport, GameInstance, GodotGame, godot_game, list_games, resolve_env,
+)
 from python_trainer.protocol import (
     BINARY_STEP_ENCODING,
     DEFAULT_TIMEOUT_S,
+    DIALECT_NAMES,
+    GODOT_RL,
     STATUS_TRUNCATED,
     GodotConnectionError,
     pack_actions,
@@ -190,6 +194,9 @@ class GodotVecEnv(gym.vector.VectorEnv):
         try:
             info = self.launcher.instances[0].env_info
             self.env_info = info
+            # The launcher told the dialect from the game's first messages (protocol.dialect); a game made with
+            # godot_rl_agents' plugin (GODOT_RL) speaks JSON, has no "info" and reports done = terminated.
+            self.dialect = self.launcher.instances[0].dialect
             (self.single_observation_space, self.single_action_space, self._obs_layout, self._act_kind,
              self._act_layout) = spaces_from_env_info(info)
             for inst in self.launcher.instances[1:]:
@@ -218,6 +225,29 @@ class GodotVecEnv(gym.vector.VectorEnv):
         self.groups = [slice(self._offsets[r.start], self._offsets[r.stop]) for r in self._group_instances]
         self._pending: dict = {}  # group -> {instance: send error} for the groups step_async sent actions to
 
+    # ---------------------------------------------------------------- what the game was given
+    @property
+    def game_settings(self) -> dict:
+        """What the instances were given on their command lines (run folders record it) and the dialect they speak."""
+        given = self.launcher.instance
+        return {"dialect": self.dialect, "env_seed": [inst.seed for inst in self.launcher.instances],
+                "speedup": given.speedup, "action_repeat": int(given.action_repeat), "agents": self.agent_counts}
+
+    def startup_line(self) -> str:
+        """One line: the game, its dialect, and what its instances were given (and, for a game made with
+        godot_rl_agents' plugin, what its own log says it applied)."""
+        g = self.game_settings
+        seeds = g["env_seed"]
+        line = (f"game {self.env_id}: {self.num_instances} instance(s) x {self.agent_counts[0]} agents, speaking "
+                f"{DIALECT_NAMES[self.dialect]}; given --env_seed={seeds[0]}{f'..{seeds[-1]}' if len(seeds) > 1 else ''}"
+                f" --speedup={g['speedup']:g} --action_repeat={g['action_repeat']}")
+        if self.dialect == GODOT_RL:
+            applied = next((ln.strip() for ln in self.launcher.instances[0].log_tail(200).splitlines()
+                            if ln.startswith(PLUGIN_PHYSICS_LINE)), None)  # fmt: skip
+            if applied:
+                line += f" (its log: {applied!r}: physics ticks/s, time scale, speedup taken)"
+        return line
+
     # ---------------------------------------------------------------- helpers
     def _check_same_spaces(self, inst) -> None:
         spaces = spaces_from_env_info(inst.env_info)
@@ -228,6 +258,9 @@ class GodotVecEnv(gym.vector.VectorEnv):
                 "the same observation and action spaces (does the game build them from a random or per-instance "
                 "setting?)"
             )
+        if inst.dialect != self.dialect:
+            raise GameError(f"{inst.label()} speaks {DIALECT_NAMES[inst.dialect]}, unlike instance 0 "
+                            f"({DIALECT_NAMES[self.dialect]}): every instance must run the same export")
         counts = getattr(self, "agent_counts", None)
         if counts is not None and inst.env_info["n_agents"] != counts[inst.index]:
             raise GameError(
@@ -497,6 +530,7 @@ class GodotVecEnv(gym.vector.VectorEnv):
             if done.shape != (agents,) or rewards[s].shape != (agents,):
                 raise ValueError(f"{label}: step reply for {done.shape} agents, expected {agents}")
             if done.any():
+                # GODOT_RL: no info, so done counts as terminated and final_obs is the observation that came with it
                 info = msg.get("info") or [{}] * agents
                 if final_obs is None:
                     final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
@@ -660,7 +694,10 @@ def envs_main(argv=None) -> int:
             print(f"{game.env}{' (default)' if game.env == listing.default else ''}")
             print(f"  agents per instance: {env.num_envs} (the game's own choice; --agents may change it)")
             print(f"  observation space:   {env.single_observation_space}")
-            print(f"  action space:        {env.single_action_space}  (godot-rl: {env.env_info['action_space'][0]})")
+            act = env.env_info["action_space"]
+            print(f"  action space:        {env.single_action_space}  "
+                  f"(godot-rl: {act[0] if isinstance(act, list) else act})")
+            print(f"  speaks:              {DIALECT_NAMES[env.dialect]}")
             print(f"  max_episode_steps:   {env.max_episode_steps}")
         finally:
             env.close()
@@ -690,6 +727,7 @@ def launch_main(argv=None) -> int:
             headless=not args.window, speedup=args.speedup, action_repeat=args.action_repeat,
             max_episode_steps=args.max_episode_steps, run_dir=args.run_dir,
         )
+        print(env.startup_line(), flush=True)
         print(f"launched {args.instances} instance(s) of {game.env} ({env.num_envs} agents in all; "
               f"pids {env.launcher.pids()}, logs in {env.launcher.log_dir}); Ctrl-C to stop", flush=True)
         env.reset(seed=args.seed)

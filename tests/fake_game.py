@@ -12,6 +12,14 @@ plus test-only ones:
   --fake_wait_for=PATH              connect only once PATH exists (a test orders connections with it)
   --fake_step_encoding=json         ignore a handshake's "step_encoding" (as a game without our binary exchange)
   --fake_info                       an ended episode's info also holds {"fake_length": its length}
+  --fake_dialect=godot_rl           speak exactly as a game made with godot_rl_agents' plugin (Godot 3 branch, see
+                                    python_trainer/protocol.py): no --list_envs answer, no hello, one space each in
+                                    env_info, no info, done = terminated or time limit; --action_repeat defaults to 8
+                                    and each decision reports it in the observation's last value
+  --fake_mode=human_fallback        (with that dialect) connect to nothing and run on, as that plugin does when its
+                                    one connection attempt fails
+  --fake_env_info=KEY,...           (with that dialect) leave these keys out of env_info
+  --fake_first=TYPE                 (with that dialect) answer the handshake with a message of this type instead
 
 Like the game, it speaks the binary step exchange when the handshake asks for "step_encoding": "binary" (see
 README.md, "The wire protocol"): a packed action message gets a packed step reply, a JSON one a JSON reply.
@@ -98,6 +106,8 @@ def flood():
 
 def main():
     args = parse_args(sys.argv[1:])
+    if args.get("fake_dialect") == "godot_rl":
+        return plain_game(args)
     if "--list_envs" in sys.argv:
         print(json.dumps({"envs": ["ball_chase"], "default": "ball_chase"}), flush=True)
         return
@@ -264,6 +274,82 @@ def main():
         else:
             print(f"rl_sync: error: unknown message type {typ!r}", file=sys.stderr, flush=True)
             sys.exit(1)
+
+
+def plain_game(args):
+    """A game made with godot_rl_agents' plugin (godot3 branch, 5b6e1bf), as its sync.gd speaks: it prints what
+    its sync.gd prints, waits one second (here: 0.1 s, to keep tests fast), tries once to connect, and plays in human
+    mode for ever if that fails; then it answers the handshake with nothing and env_info with one space each."""
+    repeat = int(args.get("action_repeat", 8))  # the plugin's default when the flag is absent
+    n = int(args.get("fake_fixed_agents", 2))
+    seed = int(args.get("env_seed", 1))
+    max_steps = int(args.get("max_episode_steps", 20))
+    print("getting command line arguments", flush=True)
+    print("Waiting for one second to allow server to start", flush=True)
+    time.sleep(0.1)
+    print("trying to connect to server", flush=True)
+    sock = None
+    if args.get("fake_mode") != "human_fallback" and "--list_envs" not in sys.argv:
+        try:
+            sock = socket.create_connection(("127.0.0.1", int(args.get("port", 11008))), timeout=2)
+        except OSError:
+            pass
+    if sock is None:
+        if "--quit" in sys.argv:
+            return
+        while True:  # human mode: the game plays on, never connecting
+            time.sleep(1)
+    sock.settimeout(None)
+    msg = recv(sock)
+    if msg is None or msg.get("type") != "handshake":
+        sys.exit(1)
+    print("performing handshake", flush=True)
+    msg = recv(sock)
+    if msg is None or msg.get("type") != "env_info":
+        sys.exit(1)
+    info = {"type": "env_info", "observation_space": {"obs": {"size": [4], "space": "box"}},
+            "action_space": {"move": {"size": 2, "action_type": "continuous"}}, "n_agents": n}
+    for key in filter(None, args.get("fake_env_info", "").split(",")):
+        info.pop(key, None)
+    if "fake_first" in args:
+        info = {"type": args["fake_first"]}
+    send(sock, info)
+    rngs = [random.Random(seed * 1000 + j) for j in range(n)]
+    t = [0] * n
+    done = [False] * n
+
+    def obs_of(j):
+        return {"obs": [float(t[j]), float(j), float(seed), float(repeat)]}
+
+    while True:
+        msg = recv(sock)
+        if msg is None:
+            sys.exit(0)
+        typ = msg.get("type")
+        if typ == "close":
+            print("received close message, closing game", flush=True)
+            sys.exit(0)
+        if typ == "reset":
+            t = [0] * n
+            send(sock, {"type": "reset", "obs": [obs_of(j) for j in range(n)]})
+        elif typ == "call":
+            send(sock, {"type": "call", "returns": [msg.get("method")] * n})
+        elif typ == "action":
+            if len(msg["action"]) != n:
+                sys.exit(1)
+            rew = []
+            for j in range(n):
+                t[j] += 1
+                rew.append(0.1 + 0.01 * j)
+                # a termination or the game's own time limit: the plugin's done cannot tell them apart, and the
+                # game resets itself (the observation sent is then the next episode's first)
+                if rngs[j].random() < 0.05 or t[j] >= max_steps:
+                    done[j] = True
+                    t[j] = 0
+            send(sock, {"type": "step", "obs": [obs_of(j) for j in range(n)], "reward": rew, "done": done})
+            done = [False] * n
+        else:
+            print("message was not handled", flush=True)
 
 
 if __name__ == "__main__":

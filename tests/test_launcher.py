@@ -161,10 +161,10 @@ def test_stray_clients_are_refused_and_the_run_goes_on(binary, tmp_path, monkeyp
         env.reset()
         for _ in range(50):
             env.step(env.action_space.sample())
+        # Refused as they connect, before a byte is read or sent: a connection must come from the started process
+        # (a game made with godot_rl_agents' plugin has no token to tell it by).
         refused = [e for e in env.launcher.events if e.startswith("refused")]
-        assert any("wrong or missing token" in e for e in refused)
-        assert any("a hello is tiny" in e or "not JSON" in e for e in refused)  # b"GET " as a length is huge
-        assert any("never said hello" in e for e in refused)
+        assert len(refused) == 3 * 2 and all("is not the instance" in e for e in refused), refused
         for s in StrayLauncher.strays:  # every stranger was disconnected
             s.settimeout(5)
             try:

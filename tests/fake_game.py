@@ -289,13 +289,13 @@ def plain_game(args):
     time.sleep(0.1)
     print("trying to connect to server", flush=True)
     sock = None
-    if args.get("fake_mode") != "human_fallback" and "--list_envs" not in sys.argv:
+    if args.get("fake_mode") != "human_fallback":  # like the plugin, it ignores --list_envs and tries to connect
         try:
             sock = socket.create_connection(("127.0.0.1", int(args.get("port", 11008))), timeout=2)
         except OSError:
             pass
     if sock is None:
-        if "--quit" in sys.argv:
+        if "--quit" in sys.argv:  # the engine's flag: quit after the first frame
             return
         while True:  # human mode: the game plays on, never connecting
             time.sleep(1)

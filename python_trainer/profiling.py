@@ -11,6 +11,10 @@ fixed window (``--steps`` vector steps or ``--seconds`` of wall clock):
 * throughput, the trainer's view: agent-steps/s and sync round trips/s (one round trip = send the actions to every
   instance, then read every reply); the game's own physics frames/s and, windowed, rendered frames/s, from the
   differences of the counters of the game's ``{"type": "stats"}`` reply at both ends of the window;
+* headless only, where the time goes: the engine-only rate (as many headless processes at once running
+  ``--benchmark_steps``: random actions chosen inside the engine, no trainer, the limit of the sync loop) before
+  the launch, the synced rate's share of it, and with 2 or more instances the same window again pipelined as
+  training runs it (``env.groups``: one half of the instances simulates while the other half's actions are chosen);
 * cost: a psutil thread reads every ``--sample-interval`` s the CPU times (user, system), resident memory and
   thread count of each instance, of this Python process, of the Xvfb the launcher started (if any) and of the whole
   machine. CPU % is in "percent of one core" (0..100 x cores); "other" is the machine's CPU use that is none of
@@ -41,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -149,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sample-interval", type=_positive_float, default=0.25, help="psutil sampling period in s (default: %(default)s)")
     p.add_argument("--no-engine-benchmark", action="store_true",
-                   help="skip the engine-only reference rate (headless binary's --benchmark_steps)")
+                   help="skip the engine-only rates (the headless binary's --benchmark_steps, as many processes "
+                        "as instances)")
     p.add_argument("--compare-training", action="store_true",
                    help="then train PPO on the fastest headless and the fastest windowed configuration")
     p.add_argument("--compare-seconds", type=_positive_float, default=60.0,
@@ -196,12 +202,10 @@ def describe_machine() -> dict:
     }
 
 
-def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, timeout: float = 60.0) -> Optional[dict]:
-    """The headless binary's in-engine rate with random actions and no trainer (``--benchmark_steps``)."""
+def _one_engine_run(cmd, timeout: float) -> Optional[dict]:
     try:
-        cmd = GameInstance(game, agents=agents).command(f"--benchmark_steps={steps}")
         out = run_to_end(cmd, timeout, env=game_environ())
-    except (OSError, GameError):
+    except OSError:
         return None
     for line in out.stdout.splitlines():
         if line.startswith("{") and '"benchmark"' in line:
@@ -210,6 +214,26 @@ def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, 
             except (ValueError, KeyError):
                 return None
     return None
+
+
+def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, timeout: float = 60.0,
+                     instances: int = 1) -> Optional[dict]:
+    """The headless binary's in-engine rate with random actions and no trainer (``--benchmark_steps``).
+
+    With ``instances`` > 1, that many processes run at once (the limit for as many synced instances on this
+    machine) and ``agent_steps_per_second`` is the sum of their rates; None when any of them failed.
+    """
+    try:
+        cmd = GameInstance(game, agents=agents).command(f"--benchmark_steps={steps}")
+    except GameError:
+        return None
+    with ThreadPoolExecutor(max_workers=instances) as pool:
+        runs = list(pool.map(lambda _: _one_engine_run(cmd, timeout), range(instances)))
+    if any(r is None for r in runs):
+        return None
+    return {**runs[0], "instances": instances,
+            "agent_steps_per_second": sum(r["agent_steps_per_second"] for r in runs),
+            "per_instance": [r["agent_steps_per_second"] for r in runs]}
 
 
 # ======================================================================================================================
@@ -368,14 +392,59 @@ def load_policy(spec: str, env_id: str):
 
 
 def _actor(policy, env) -> Callable:
+    """obs of n envs (the batch or a group of it) -> their actions."""
     if policy is None:
-        return lambda obs: env.action_space.sample()
+        def random_actions(obs):
+            a = env.action_space.sample()
+            n = len(obs)
+            return {k: v[:n] for k, v in a.items()} if isinstance(a, dict) else a[:n]
+        return random_actions
     if policy.observation_space.shape != env.single_observation_space.shape:
         raise ValueError(
             f"the policy expects observations of shape {policy.observation_space.shape}, the game gives "
             f"{env.single_observation_space.shape}"
         )
     return lambda obs: policy.act(obs, deterministic=True)
+
+
+def run_window(env, act: Callable, obs, steps: Optional[int] = None, seconds: Optional[float] = None,
+               pipelined: bool = False):
+    """Step ``env`` for ``steps`` vector steps (or for ``seconds``); returns (vector steps, seconds, last obs).
+
+    Strict turns (``env.step``): every instance gets its actions, then every reply is read, so the games idle while
+    Python chooses. Pipelined (``env.groups``, as training does with 2 or more instances): a group's next actions go
+    out as soon as its replies are in, so one group simulates while the other's actions are chosen.
+    """
+    def more(n, t0):
+        return n < steps if steps is not None else time.perf_counter() - t0 < seconds
+
+    n, t0 = 0, time.perf_counter()
+    if not pipelined:
+        while more(n, t0):
+            obs = env.step(act(obs))[0]
+            n += 1
+        return n, time.perf_counter() - t0, obs
+    obs = [obs[g] for g in env.groups]
+    in_flight = set()
+    try:
+        for i in range(len(obs)):
+            env.step_async(act(obs[i]), i)
+            in_flight.add(i)
+        while more(n, t0):
+            for i in range(len(obs)):
+                in_flight.discard(i)
+                obs[i] = env.step_wait(i)[0]
+                env.step_async(act(obs[i]), i)
+                in_flight.add(i)
+            n += 1
+        seconds = time.perf_counter() - t0
+        for i in sorted(in_flight):  # the replies to the last actions sent, outside the window
+            in_flight.discard(i)
+            obs[i] = env.step_wait(i)[0]
+        return n, seconds, np.concatenate(obs)
+    finally:
+        for i in sorted(in_flight):  # an error halfway: leave no reply unread
+            env.step_wait(i)
 
 
 # ======================================================================================================================
@@ -400,6 +469,9 @@ def profile_config(cfg: Config, opts, out_dir: Path, policy, report: Callable[[s
     result["log_dir"] = str(run_dir / "logs")
     env = sampler = None
     try:
+        if cfg.headless and not opts.no_engine_benchmark:  # before the launch: nothing else running then
+            eb = engine_benchmark(opts.game, cfg.agents, instances=cfg.instances)
+            result["engine_only_agent_steps_per_second"] = eb["agent_steps_per_second"] if eb else None
         t = time.perf_counter()
         env = make_vec_env(opts.game, num_instances=cfg.instances, agents_per_instance=cfg.agents,
                            headless=cfg.headless, seed=opts.seed, run_dir=run_dir, max_restarts=0, report=report)
@@ -419,17 +491,12 @@ def profile_config(cfg: Config, opts, out_dir: Path, policy, report: Callable[[s
         sampler = ResourceSampler({"instance": launcher.pids(), "python": [os.getpid()], "xvfb": result["xvfb_pids"]},
                                   opts.sample_interval)
         sampler.start()
-        steps, t0 = 0, time.perf_counter()
-        if opts.steps is not None:
-            for steps in range(1, opts.steps + 1):
-                obs = env.step(act(obs))[0]
-        else:
-            while time.perf_counter() - t0 < opts.seconds:
-                obs = env.step(act(obs))[0]
-                steps += 1
-        seconds = time.perf_counter() - t0
+        steps, seconds, obs = run_window(env, act, obs, opts.steps, opts.seconds)
         sampler.stop()
         stats_after = request_stats(conns)
+        if cfg.headless and len(env.groups) > 1:  # the same window again, pipelined as training runs it
+            p_steps, p_seconds, obs = run_window(env, act, obs, opts.steps, opts.seconds, pipelined=True)
+            result["pipelined_agent_steps_per_second"] = p_steps * env.num_envs / p_seconds
 
         physics = _rate(stats_before, stats_after, "physics_frames")
         drawn = _rate(stats_before, stats_after, "frames_drawn")
@@ -566,6 +633,11 @@ def table_row(r: dict) -> dict:
     return {
         "mode": r["mode"], "instances": r["instances"], "agents_per_instance": r["agents"], "status": r["status"],
         "agent_steps_per_s": r.get("agent_steps_per_second"),
+        "engine_only_agent_steps_per_s": r.get("engine_only_agent_steps_per_second"),
+        "synced_share_of_engine_only": (r["agent_steps_per_second"] / r["engine_only_agent_steps_per_second"]
+                                        if r.get("agent_steps_per_second") and r.get("engine_only_agent_steps_per_second")
+                                        else None),
+        "pipelined_agent_steps_per_s": r.get("pipelined_agent_steps_per_second"),
         "round_trips_per_s": r.get("round_trips_per_second"),
         "physics_fps_per_instance": r.get("physics_fps_per_instance"),
         "rendered_fps_per_instance": r.get("rendered_fps_per_instance"),
@@ -589,7 +661,9 @@ def table_row(r: dict) -> dict:
 MD_COLUMNS = [
     ("mode", "mode", "{}"), ("instances", "inst", "{}"), ("agents_per_instance", "agents/inst", "{}"),
     ("status", "status", "{}"),
-    ("agent_steps_per_s", "agent-steps/s", "{:,.0f}"), ("round_trips_per_s", "round trips/s", "{:,.1f}"),
+    ("engine_only_agent_steps_per_s", "engine-only agent-steps/s", "{:,.0f}"),
+    ("agent_steps_per_s", "synced agent-steps/s", "{:,.0f}"), ("synced_share_of_engine_only", "synced/engine", "{:.0%}"),
+    ("pipelined_agent_steps_per_s", "pipelined agent-steps/s", "{:,.0f}"), ("round_trips_per_s", "round trips/s", "{:,.1f}"),
     ("physics_fps_per_instance", "physics fps/inst", "{:,.1f}"), ("rendered_fps_per_instance", "rendered fps/inst", "{:,.1f}"),
     ("cpu_user_pct_per_instance", "CPU% user/inst", "{:.0f}"), ("cpu_system_pct_per_instance", "CPU% sys/inst", "{:.0f}"),
     ("cpu_pct_all_instances", "CPU% all inst", "{:.0f}"), ("rss_mb_per_instance", "RSS MB/inst", "{:.0f}"),
@@ -615,10 +689,11 @@ def markdown(report: dict) -> str:
     ]
     if report.get("display_note"):
         lines.append(report["display_note"])
-    eb = report.get("engine_benchmark")
-    if eb:
-        lines.append(f"Engine-only reference (1 headless instance, {eb.get('agents')} agents, no trainer): "
-                     f"{eb.get('agent_steps_per_second', 0):,.0f} agent-steps/s.")
+    if any(r.get("engine_only_agent_steps_per_second") for r in report["results"]):
+        lines.append("Engine-only: as many headless processes at once running `--benchmark_steps` (random actions "
+                     "chosen in the engine, no trainer): the limit of the synced rate. Synced: the same window through "
+                     "the vector env in strict turns (every game waits while Python chooses). Pipelined: as training "
+                     "runs 2 or more instances (one half simulates while the other's actions are chosen).")
     lines += ["", "| " + " | ".join(h for _, h, _ in MD_COLUMNS) + " |", "|" + "---|" * len(MD_COLUMNS)]
     for r in report["results"]:
         row = table_row(r)
@@ -901,8 +976,6 @@ def main(argv=None) -> int:
 
     status = 0
     try:
-        if "headless" in opts.modes and not opts.no_engine_benchmark:
-            report["engine_benchmark"] = engine_benchmark(opts.game, opts.agents)
         bar = tqdm(configs, desc="profile", unit="config", dynamic_ncols=True, disable=None)
         for cfg in bar:
             bar.set_postfix_str(cfg.key)
@@ -912,7 +985,12 @@ def main(argv=None) -> int:
                 if result.get(key) and not report["machine"].get(key):
                     report["machine"][key] = result[key]
             if result["status"] == "ok":
-                tqdm.write(f"{cfg.key}: {result['agent_steps_per_second']:,.0f} agent-steps/s", file=sys.stderr)
+                row = table_row(result)
+                extra = "".join(f"; {name} {_fmt(row[k], f)}" for k, name, f in (
+                    ("engine_only_agent_steps_per_s", "engine-only", "{:,.0f}"),
+                    ("synced_share_of_engine_only", "synced/engine", "{:.0%}"),
+                    ("pipelined_agent_steps_per_s", "pipelined", "{:,.0f}")) if row[k] is not None)
+                tqdm.write(f"{cfg.key}: {result['agent_steps_per_second']:,.0f} agent-steps/s{extra}", file=sys.stderr)
             else:
                 status = 1
                 tqdm.write(f"{cfg.key}: failed: {result.get('error', '').splitlines()[0][:300]}", file=sys.stderr)

@@ -35,6 +35,23 @@ def our_pids(report):
     return pids
 
 
+def test_engine_only_synced_and_pipelined_side_by_side(tmp_path, headless_export, capsys):
+    out = tmp_path / "out"
+    code = profiling.main(["--modes", "headless", "--instances", "1,2", "--agents", "4", "--steps", "100",
+                           "--warmup-steps", "5", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    rows = {int(r["instances"]): r for r in csv.DictReader(open(out / "profile.csv"))}
+    for n, row in rows.items():
+        engine, synced = float(row["engine_only_agent_steps_per_s"]), float(row["agent_steps_per_s"])
+        assert engine > 0 and synced > 0
+        assert float(row["synced_share_of_engine_only"]) == pytest.approx(synced / engine, abs=1e-3)  # the CSV keeps 3 decimals
+    assert rows[1]["pipelined_agent_steps_per_s"] == "" and float(rows[2]["pipelined_agent_steps_per_s"]) > 0
+    header = next(line for line in (out / "profile.md").read_text().splitlines() if line.startswith("| mode"))
+    assert "engine-only agent-steps/s | synced agent-steps/s | synced/engine | pipelined agent-steps/s" in header
+    assert "synced/engine" in printed.err  # the per-configuration line says it as it goes
+
+
 def test_tiny_profile_headless_and_windowed(tmp_path, headless_export, windowed_export, capsys):
     code, out = run_profile(tmp_path, "--modes", "headless,windowed", "--instances", "1,2", "--agents", "3",
                             "--steps", "150", "--warmup-steps", "5", "--sample-interval", "0.1")
@@ -63,6 +80,9 @@ def test_tiny_profile_headless_and_windowed(tmp_path, headless_export, windowed_
             assert res[role]["rss_mb_per_process"] > 0 and res[role]["threads_per_process"] >= 1
         assert 0 <= res["machine_cpu_pct"] <= 100 * cores + 1
         assert r["samples"], key  # every sample is kept
+        # the pipelined window runs where training pipelines: headless, 2 or more instances
+        assert (r.get("pipelined_agent_steps_per_second", 0) > 0) == (key == "headless_x2"), key
+        assert "engine_only_agent_steps_per_second" not in r  # --no-engine-benchmark
         if r["mode"] == "windowed":
             assert r["rendered_fps_per_instance"] > 0 and r["game_reports_headless"] is False
         else:

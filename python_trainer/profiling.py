@@ -57,6 +57,7 @@ import psutil
 from python_trainer import paths
 from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game
 from python_trainer.processes import end_process_tree, read_log_tail, run_to_end, spawn
+from python_trainer.protocol import GODOT_RL
 from python_trainer.vec_env import add_game_arguments
 
 MODES = ("headless", "windowed")
@@ -469,7 +470,9 @@ def profile_config(cfg: Config, opts, out_dir: Path, policy, report: Callable[[s
     result["log_dir"] = str(run_dir / "logs")
     env = sampler = None
     try:
-        if cfg.headless and not opts.no_engine_benchmark:  # before the launch: nothing else running then
+        # A game made with godot_rl_agents' plugin has neither --benchmark_steps nor the "stats" message: it is
+        # measured from outside only (our rates, psutil's costs; physics frames = decision steps x action repeat).
+        if cfg.headless and not opts.no_engine_benchmark and opts.game.rl_sync:  # before the launch: nothing else running
             eb = engine_benchmark(opts.game, cfg.agents, instances=cfg.instances)
             result["engine_only_agent_steps_per_second"] = eb["agent_steps_per_second"] if eb else None
         t = time.perf_counter()
@@ -486,21 +489,27 @@ def profile_config(cfg: Config, opts, out_dir: Path, policy, report: Callable[[s
             obs = env.step(act(obs))[0]
 
         conns = [inst.conn for inst in launcher.instances]
-        stats_before = request_stats(conns)
+        outside = env.dialect == GODOT_RL
+        stats_before = None if outside else request_stats(conns)
         result["xvfb_pids"] = [launcher.xvfb_pid] if launcher.xvfb_pid is not None else []
         sampler = ResourceSampler({"instance": launcher.pids(), "python": [os.getpid()], "xvfb": result["xvfb_pids"]},
                                   opts.sample_interval)
         sampler.start()
         steps, seconds, obs = run_window(env, act, obs, opts.steps, opts.seconds)
         sampler.stop()
-        stats_after = request_stats(conns)
+        stats_after = None if outside else request_stats(conns)
         if cfg.headless and len(env.groups) > 1:  # the same window again, pipelined as training runs it
             p_steps, p_seconds, obs = run_window(env, act, obs, opts.steps, opts.seconds, pipelined=True)
             result["pipelined_agent_steps_per_second"] = p_steps * env.num_envs / p_seconds
 
-        physics = _rate(stats_before, stats_after, "physics_frames")
-        drawn = _rate(stats_before, stats_after, "frames_drawn")
+        if outside:  # every decision step is the action repeat's physics frames (the launcher passed it)
+            physics = [steps * env.game_settings["action_repeat"] / seconds] * cfg.instances
+            drawn = None  # a windowed game's frame rate is the engine's to say
+        else:
+            physics = _rate(stats_before, stats_after, "physics_frames")
+            drawn = _rate(stats_before, stats_after, "frames_drawn")
         result.update({
+            "measured": "from outside (no stats message: godot_rl_agents' plugin)" if outside else "game stats",
             "status": "ok",
             "steps": steps,
             "seconds": round(seconds, 4),
@@ -508,9 +517,9 @@ def profile_config(cfg: Config, opts, out_dir: Path, policy, report: Callable[[s
             "agent_steps_per_second": steps * env.num_envs / seconds,
             "physics_fps_per_instance": float(np.mean(physics)),
             "physics_fps_total": float(np.sum(physics)),
-            "rendered_fps_per_instance": None if cfg.headless else float(np.mean(drawn)),
-            "engine_version": stats_after[0].get("engine_version"),
-            "game_reports_headless": stats_after[0].get("headless"),
+            "rendered_fps_per_instance": None if cfg.headless or drawn is None else float(np.mean(drawn)),
+            "engine_version": stats_after[0].get("engine_version") if stats_after else None,
+            "game_reports_headless": stats_after[0].get("headless") if stats_after else None,
             "stats_before": stats_before,
             "stats_after": stats_after,
             "resources": sampler.summary(),
@@ -689,6 +698,9 @@ def markdown(report: dict) -> str:
     ]
     if report.get("display_note"):
         lines.append(report["display_note"])
+    if any(r.get("measured", "").startswith("from outside") for r in report.get("results", [])):
+        lines.append("A game made with godot_rl_agents' plugin: measured from outside (it has no stats message nor "
+                     "--benchmark_steps): physics fps = round trips x action repeat; no engine-only or rendered rate.")
     if any(r.get("engine_only_agent_steps_per_second") for r in report["results"]):
         lines.append("Engine-only: as many headless processes at once running `--benchmark_steps` (random actions "
                      "chosen in the engine, no trainer): the limit of the synced rate. Synced: the same window through "

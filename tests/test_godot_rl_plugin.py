@@ -140,3 +140,21 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     assert "speaks:              godot_rl_agents' plugin protocol" in capsys.readouterr().out
     assert ppo.main(["--env-path", str(export), "--watch", "--run-dir-root", str(root)]) == 2
     assert "--watch runs the policy inside the game, which needs the rl_sync addon" in capsys.readouterr().err
+
+
+def test_profile_measures_a_plain_game_from_outside(tmp_path, capsys):
+    from python_trainer import profiling
+
+    out = tmp_path / "profile"
+    code = profiling.main(["--env-path", str(plain_export(tmp_path)), "--modes", "headless", "--instances", "1,2",
+                           "--steps", "100", "--warmup-steps", "5", "--out", str(out)])  # fmt: skip
+    assert code == 0, capsys.readouterr()
+    results = json.loads((out / "profile.json").read_text())["results"]
+    assert [r["status"] for r in results] == ["ok", "ok"]
+    for r in results:
+        assert r["measured"].startswith("from outside") and r["stats_before"] is None
+        assert r.get("engine_only_agent_steps_per_second") is None  # no --benchmark_steps in such a game
+        assert r["agent_steps_per_second"] > 0
+        assert r["physics_fps_per_instance"] == pytest.approx(r["round_trips_per_second"])  # action repeat 1
+    assert results[1]["pipelined_agent_steps_per_second"] > 0
+    assert "measured from outside" in (out / "profile.md").read_text()

@@ -45,14 +45,17 @@ STATUS_RUNNING, STATUS_TERMINATED, STATUS_TRUNCATED = 0, 1, 2
 #             for all agents (dicts, not lists) and no "agent_policy_names"; step replies have no "info"; "done" is
 #             the agent's done flag, which the game sets both on success/failure and when its own time limit makes
 #             it reset, so a time limit cannot be told from a termination; there is no terminal observation.
-#             Which observation comes with done=True depends on when the game resets: the plugin reads every
-#             agent's get_obs() after `action_repeat` physics frames, and the game resets itself (usually at its
-#             next physics frame after setting needs_reset, in its own _physics_process). An episode that ended in
-#             the window's last frame arrives with its own last observation; one that ended earlier in the window
-#             arrives with the next episode's first (or even a few frames into it). We map it as
-#             terminated = done, truncated = False, final_obs = that observation, and the next step goes on from
-#             it: nothing bootstraps from a terminated episode, so which of the two it is does not bias the
-#             returns, and each reported done counts one episode.
+#             Which observation comes with done=True depends on when the game resets. The plugin's Sync node reads
+#             every agent's reward, done and get_obs() at the start of the decision frame (it is the scene's first
+#             node), every `action_repeat` physics frames; a game made the plugin's way sets done and needs_reset
+#             in its _physics_process and resets at the start of its next one. So an episode that ended in the
+#             last frame of the window (always, with action_repeat 1) arrives with its own last observation, and
+#             the game resets during the following step (that step's action is lost, its reward is usually 0);
+#             one that ended earlier in the window arrives with the next episode's first observation (or one a
+#             few frames into it). A game that resets in the frame it sets done always sends the next episode's
+#             first. We map it as terminated = done, truncated = False, final_obs = that observation, and the
+#             next step goes on from it: nothing bootstraps from a terminated episode, each reported done counts
+#             one episode, and a step spent resetting counts in the next episode's length.
 RL_SYNC = "rl_sync"
 GODOT_RL = "godot_rl"
 DIALECT_NAMES = {RL_SYNC: "the rl_sync addon's protocol (with our extensions)",

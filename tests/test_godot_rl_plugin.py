@@ -158,3 +158,37 @@ def test_profile_measures_a_plain_game_from_outside(tmp_path, capsys):
         assert r["physics_fps_per_instance"] == pytest.approx(r["round_trips_per_second"])  # action repeat 1
     assert results[1]["pipelined_agent_steps_per_second"] > 0
     assert "measured from outside" in (out / "profile.md").read_text()
+
+
+class StrayPlainLauncher(InstanceLauncher):
+    """Before the plain game connects (it waits a moment, as the plugin does), a local client connects to its port
+    and says nothing, as a plain game does: only the peer check tells it from the game."""
+
+    strays: list = []
+
+    def _spawn(self, index, restarts):
+        import socket
+
+        inst = super()._spawn(index, restarts)
+        self.strays.append(socket.create_connection(("127.0.0.1", inst.port)))
+        return inst
+
+
+def test_without_a_token_a_stray_client_is_still_refused(fake_binary, tmp_path):
+    events = []
+    launcher = StrayPlainLauncher(GameInstance(godot_game("plain", program=fake_binary), extra_args=PLAIN), 1,
+                                  run_dir=tmp_path, connect_timeout=20, report=quiet(events))  # fmt: skip
+    try:
+        with launcher:
+            assert launcher.instances[0].dialect == GODOT_RL and launcher.instances[0].conn.reset()
+            assert [e for e in events if "is not the instance" in e] == events and len(events) == 1
+            stray = StrayPlainLauncher.strays[0]
+            stray.settimeout(5)
+            try:  # refused: closed before a byte was sent to it (no handshake reached it)
+                assert stray.recv(1) == b""
+            except ConnectionResetError:
+                pass
+    finally:
+        for s in StrayPlainLauncher.strays:
+            s.close()
+        StrayPlainLauncher.strays.clear()

@@ -17,7 +17,7 @@ plus test-only ones:
                                     env_info, no info, done = terminated or time limit; --action_repeat defaults to 8
                                     and each decision reports it in the observation's last value
   --fake_mode=human_fallback        (with that dialect) connect to nothing and run on, as that plugin does when its
-                                    one connection attempt fails
+                                    one connection attempt fails (crash_after=N works in that dialect too)
   --fake_env_info=KEY,...           (with that dialect) leave these keys out of env_info
   --fake_first=TYPE                 (with that dialect) answer the handshake with a message of this type instead
 
@@ -317,6 +317,9 @@ def plain_game(args):
     rngs = [random.Random(seed * 1000 + j) for j in range(n)]
     t = [0] * n
     done = [False] * n
+    steps = 0
+    mode = args.get("fake_mode", "ok")
+    crash_after = int(mode.split("=")[1]) if mode.startswith("crash_after=") else None
 
     def obs_of(j):
         return {"obs": [float(t[j]), float(j), float(seed), float(repeat)]}
@@ -337,6 +340,10 @@ def plain_game(args):
         elif typ == "action":
             if len(msg["action"]) != n:
                 sys.exit(1)
+            steps += 1
+            if crash_after is not None and steps > crash_after:
+                print("fake_game: crashing on purpose", file=sys.stderr, flush=True)
+                os._exit(7)
             rew = []
             for j in range(n):
                 t[j] += 1

@@ -192,3 +192,21 @@ def test_without_a_token_a_stray_client_is_still_refused(fake_binary, tmp_path):
         for s in StrayPlainLauncher.strays:
             s.close()
         StrayPlainLauncher.strays.clear()
+
+
+def test_a_crashed_plain_game_is_restarted_in_its_dialect(fake_binary, tmp_path):
+    events = []
+    env = GodotVecEnv("plain", num_instances=2, binary=fake_binary, extra_args=(*PLAIN, "--fake_mode=crash_after=5"),
+                      max_restarts=1, run_dir=tmp_path, report=quiet(events))  # fmt: skip
+    try:
+        env.reset()
+        restarted = None
+        for _ in range(6):
+            obs, _, terminated, truncated, infos = env.step(env.action_space.sample())
+            restarted = infos.get("_instance_restarted", restarted)
+        assert restarted is not None and restarted.all()  # both instances crashed at step 6 and came back
+        assert truncated.all() and not terminated.any()  # their episodes were cut short, not ended by the game
+        assert all(inst.dialect == GODOT_RL and inst.restarts == 1 for inst in env.launcher.instances)
+        assert any("crashing on purpose" in e for e in events)
+    finally:
+        env.close()

@@ -530,8 +530,9 @@ class GodotVecEnv(gym.vector.VectorEnv):
             if done.shape != (agents,) or rewards[s].shape != (agents,):
                 raise ValueError(f"{label}: step reply for {done.shape} agents, expected {agents}")
             if done.any():
-                # GODOT_RL: no info, so done counts as terminated and final_obs is the observation that came with it
-                info = msg.get("info") or [{}] * agents
+                # GODOT_RL (godot_rl_agents' plugin): no info, so done = terminated and final_obs is the observation
+                # that came with it (see protocol.py)
+                info = (self.dialect != GODOT_RL and msg.get("info")) or [{}] * agents
                 if final_obs is None:
                     final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
                     final_info = np.full(n, None, dtype=object)

@@ -757,8 +757,7 @@ def train(args: Args, explicit=frozenset()) -> int:
         else:  # rollout workers on a Ray cluster, each with its own games (ray_rollouts.py)
             from python_trainer.ray_rollouts import RayRollouts
 
-            envs = ray_workers = RayRollouts(game, args, run_dir, _env_kwargs(args, game, global_step, run_dir),
-                                             say=lambda msg: print(msg, flush=True))  # fmt: skip
+            envs = ray_workers = RayRollouts(game, args, run_dir, _env_kwargs(args, game, global_step, run_dir), _say)
         num_envs = envs.num_envs
         batch_size, minibatch_size = _check_sizes(args, num_envs)
     except BaseException:

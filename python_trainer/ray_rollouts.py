@@ -245,7 +245,7 @@ def connect(address, num_cpus):
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         if address == LOCAL:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="warning", configure_logging=True)
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="warning")
         else:
             ray.init(address=address, logging_level="warning")
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -261,7 +261,7 @@ class RayRollouts:
     """K rollout workers on a Ray cluster, seen by ppo.train like its envs (spaces, num_envs, env_info, close) plus
     `collect` (one update's rollout into the learner's buffer) and `evaluate`."""
 
-    def __init__(self, game, args, run_dir, env_kwargs, say=print):
+    def __init__(self, game, args, run_dir, env_kwargs, say):
         import ray
 
         from python_trainer.game import GameExport, GodotGame
@@ -312,7 +312,7 @@ class RayRollouts:
         self.where = [{k: info[k] for k in ("worker", "node_id", "node_ip", "pid", "game_pids")} for info in infos]
         self._write_where()
         nodes = len({w["node_id"] for w in self.where})
-        say(f"ray: {self.num_workers} workers on {nodes} node(s), {self.num_envs} envs; where: "
+        say(f"godot-ppo: ray: {self.num_workers} workers on {nodes} node(s), {self.num_envs} envs; where: "
             f"{self.run_dir / WORKERS_JSON}")  # fmt: skip
 
     # ------------------------------------------------------------------------------------------------------ setup
@@ -384,7 +384,7 @@ class RayRollouts:
                         f"{self.failures[i]} times, more than --ray-max-restarts {self.max_restarts} allows "
                         f"({str(e).splitlines()[0]})"
                     ) from None
-                self.say(f"ray: worker {i} (pid {where['pid']}) on {_node_label(where['node_ip'], where['node_id'])} "
+                self.say(f"godot-ppo: ray: worker {i} (pid {where['pid']}) on {_node_label(where['node_ip'], where['node_id'])} "
                          f"died; restart {self.failures[i]}/{self.max_restarts}, collecting its fragment again")  # fmt: skip
                 pending[self.workers[i].collect.remote(ref)] = i
             except ray.exceptions.RayTaskError as e:

@@ -232,9 +232,55 @@ def _check_address(address):
         ) from None
 
 
+_REAPER = """
+import os, sys, psutil
+sys.stdin.buffer.read()  # EOF: the driver ended, however it ended
+procs = []
+for arg in sys.argv[1:]:
+    pid, created = arg.split(":")
+    try:
+        p = psutil.Process(int(pid))
+        if abs(p.create_time() - float(created)) < 0.01:
+            procs.append(p)
+    except psutil.Error:
+        pass
+for p in procs:
+    try:
+        p.terminate()
+    except psutil.Error:
+        pass
+for p in psutil.wait_procs(procs, timeout=3)[1]:
+    try:
+        p.kill()
+    except psutil.Error:
+        pass
+"""
+
+
+def _reap_when_driver_ends(pids_before):
+    """For a local Ray: a small process in its own session that ends the Ray processes started for this run once the
+    driver is gone, however it went. A SIGKILLed driver takes the processes it started itself along (Ray sets their
+    parent-death signal), but not the agents the raylet starts (with Ray 2.60, ray::DashboardAgent and
+    ray::RuntimeEnvAgent stay behind). The pipe's write end lives only in the driver: its end is the EOF."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in pids_before]
+    args = []
+    for p in started:
+        try:
+            args.append(f"{p.pid}:{p.create_time()}")
+        except psutil.Error:
+            pass
+    return subprocess.Popen([sys.executable, "-c", _REAPER, *args], stdin=subprocess.PIPE, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
 def connect(address, num_cpus):
     """ray.init for --ray-address (``local``: a Ray of ``num_cpus`` CPUs on this machine), with our signal
-    handlers put back (see the module's docstring). Returns True when this call started the Ray it joined."""
+    handlers put back (see the module's docstring). Returns the watchdog of a local Ray (None when joining)."""
     import signal
 
     import ray
@@ -243,9 +289,14 @@ def connect(address, num_cpus):
 
     _check_address(address)
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    reaper = None
     try:
         if address == LOCAL:
+            import psutil
+
+            before = {p.pid for p in psutil.Process().children(recursive=True)}
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="warning")
+            reaper = _reap_when_driver_ends(before)
         else:
             ray.init(address=address, logging_level="warning")
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -254,7 +305,7 @@ def connect(address, num_cpus):
         for sig, handler in saved.items():
             if handler is not None:
                 signal.signal(sig, handler)
-    return address == LOCAL
+    return reaper
 
 
 class RayRollouts:
@@ -272,10 +323,11 @@ class RayRollouts:
         self.max_restarts = args.ray_max_restarts
         is_godot = isinstance(game, GodotGame)
         cpus = args.ray_cpus_per_worker or ((args.num_instances if is_godot else 0) + 1)
-        self.workers, self.failures, self.started_ray = [], [0] * self.num_workers, False
+        self.workers, self.failures = [], [0] * self.num_workers
         self.learner_s = None
         self._last_end = None
-        self.started_ray = connect(self.address, num_cpus=max(os.cpu_count() or 1, cpus * self.num_workers))
+        # a local Ray gets CPUs for every worker: the same oversubscription as --num-instances on one machine
+        self.reaper = connect(self.address, num_cpus=max(os.cpu_count() or 1, cpus * self.num_workers))
         try:
             self._check_room(cpus)
             digest = None
@@ -380,9 +432,10 @@ class RayRollouts:
                 where = self.where[i]
                 if self.failures[i] > self.max_restarts:
                     raise RayWorkerLost(
-                        f"Ray worker {i} on {_node_label(where['node_ip'], where['node_id'])} died "
-                        f"{self.failures[i]} times, more than --ray-max-restarts {self.max_restarts} allows "
-                        f"({str(e).splitlines()[0]})"
+                        f"Ray worker {i} (pid {where['pid']}) on {_node_label(where['node_ip'], where['node_id'])} "
+                        f"died after {self.failures[i] - 1} restart(s), the most --ray-max-restarts "
+                        f"{self.max_restarts} allows: check that node (`ray status`, its Ray logs in /tmp/ray and "
+                        f"RUN_DIR/workers/worker_{i}/logs there) or raise --ray-max-restarts"
                     ) from None
                 self.say(f"godot-ppo: ray: worker {i} (pid {where['pid']}) on {_node_label(where['node_ip'], where['node_id'])} "
                          f"died; restart {self.failures[i]}/{self.max_restarts}, collecting its fragment again")  # fmt: skip
@@ -451,6 +504,13 @@ class RayRollouts:
             self.workers = []
         if ray.is_initialized():
             ray.shutdown()
+        if self.reaper is not None:  # a local Ray: its watchdog ends what ray.shutdown left, then itself
+            self.reaper.stdin.close()
+            try:
+                self.reaper.wait(timeout=10)
+            except Exception:
+                pass
+            self.reaper = None
 
 
 def _widen(infos, cols, num_envs):

@@ -2,6 +2,7 @@
 2 CPUs declared per node, so the two workers of 1 instance + 1 CPU each land one per node), trained through the CLI."""
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -75,13 +76,11 @@ def test_two_nodes_train_record_where_and_leave_no_game(cluster, tmp_path, headl
 
 def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, headless_export):
     proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--checkpoint-every", "1",
-                                   total=24576), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                   total=16384), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
         (run_dir,) = _run_dirs(tmp_path)
         before = _where(run_dir)[1]
-        import os
-
         os.kill(before["pid"], signal.SIGKILL)
         assert wait_gone(before["game_pids"], timeout=10) == [], "the killed worker's game outlived it"
         _, err = proc.communicate(timeout=180)
@@ -93,8 +92,30 @@ def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, h
     assert "worker 1" in err and "restart 1/3" in err, err[-3000:]
     after = _where(run_dir)
     assert after[1]["pid"] != before["pid"] and after[1]["game_pids"] != before["game_pids"]
-    assert ppo.load_agent(run_dir).global_step == 24576
+    assert ppo.load_agent(run_dir).global_step == 16384
     assert wait_gone([p for w in after for p in w["game_pids"]], timeout=10) == []
+
+
+def test_a_worker_out_of_restarts_stops_the_run_with_a_checkpoint_naming_it(cluster, tmp_path, headless_export):
+    proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--ray-max-restarts", "0",
+                                   "--checkpoint-every", "1", total=10**8), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
+        (run_dir,) = _run_dirs(tmp_path)
+        where = _where(run_dir)
+        os.kill(where[1]["pid"], signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, err[-3000:]
+    node = f"node {where[1]['node_ip']} (Ray node id {where[1]['node_id'][:12]})"
+    assert f"Ray worker 1 (pid {where[1]['pid']}) on {node} died after 0 restart(s)" in err, err[-3000:]
+    assert f"continue with: godot-ppo train --resume {run_dir}" in err
+    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 2 * 16 * 128
+    assert wait_gone([p for w in where for p in (w["pid"], *w["game_pids"])], timeout=15) == []
 
 
 def test_more_workers_than_the_cluster_has_cpus_for_is_refused(cluster, tmp_path, headless_export):

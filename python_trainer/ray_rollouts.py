@@ -457,7 +457,7 @@ class RayRollouts:
             for name in set(frag) & set(type(buf).FIELDS) - {"next_obs", "next_done"}:
                 getattr(buf, name)[:, cols] = frag[name]
             self.fragment_bytes += sum(a.nbytes for n, a in frag.items() if n in type(buf).FIELDS)
-            buf.episodes += [(t, _widen(infos, cols, self.num_envs)) for t, infos in frag["episodes"]]
+            buf.episodes += frag["episodes"]  # (t, infos of the envs of one group of the worker's instances)
             for rms, moments in zip((normalizer.obs_rms, normalizer.return_rms), frag["moments"]):
                 if moments is not None and (rms is normalizer.obs_rms and normalizer.norm_obs or
                                             rms is normalizer.return_rms and normalizer.norm_reward):  # fmt: skip
@@ -511,23 +511,6 @@ class RayRollouts:
             except Exception:
                 pass
             self.reaper = None
-
-
-def _widen(infos, cols, num_envs):
-    """A worker's episode infos (its envs) as infos of the whole batch (its columns), for RunLog.record_episodes."""
-    out = {}
-    for key, value in infos.items():
-        if isinstance(value, dict):
-            out[key] = {k: _widen_array(v, cols, num_envs) for k, v in value.items()}
-        else:
-            out[key] = _widen_array(value, cols, num_envs)
-    return out
-
-
-def _widen_array(a, cols, num_envs):
-    out = np.zeros(num_envs, dtype=a.dtype) if a.dtype != object else np.empty(num_envs, dtype=object)
-    out[cols] = a
-    return out
 
 
 def _cause(e) -> str:

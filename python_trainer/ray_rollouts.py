@@ -445,9 +445,11 @@ class RayRollouts:
 
                 if isinstance(e.cause, NonFiniteEnvData):
                     raise e.cause from None
-                where = self.where[i]
+                where, cause = self.where[i], _cause(e)
+                if "\n" in cause:  # the whole error, the games' log tails included (the stop message is one line)
+                    self.say(f"godot-ppo: ray: worker {i} failed:\n{cause}")
                 raise RayWorkerLost(f"Ray worker {i} on {_node_label(where['node_ip'], where['node_id'])}: "
-                                    f"{_cause(e)}") from None  # fmt: skip
+                                    f"{cause}") from None  # fmt: skip
         self.fragment_bytes = 0
         buf.episodes = []
         for i, frag in enumerate(fragments):

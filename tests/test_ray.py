@@ -164,6 +164,22 @@ def test_ctrl_c_with_a_local_ray_checkpoints_and_ends_every_process(tmp_path, he
     assert wait_gone(pids, timeout=15) == [], [p for p in pids if alive(p)]
 
 
+def test_one_ray_worker_trains_the_model_the_local_path_trains(cluster, tmp_path):
+    """The same algorithm: a Ray worker runs the local path's collect_rollout with the same seeds, so one worker
+    gives the local run's model (CartPole: no normalisation statistics to merge)."""
+    models = []
+    for name, extra in (("local", []), ("ray", ["--ray-address", cluster.address, "--ray-workers", "1"])):
+        cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", "CartPole-v1", "--num-envs", "4",
+               "--total-timesteps", "2048", "--eval-episodes", "0", "--run-dir-root", str(tmp_path / name), *extra]
+        out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-3000:]
+        (run_dir,) = _run_dirs(tmp_path / name)
+        models.append(ppo.load_checkpoint(run_dir / "model.pt")["model"])
+    assert models[0].keys() == models[1].keys()
+    for key in models[0]:
+        assert (models[0][key] == models[1][key]).all(), key
+
+
 def test_a_node_with_another_binary_is_refused_naming_it(tmp_path):
     game = tmp_path / "game.x86_64"
     game.write_bytes(b"one build")

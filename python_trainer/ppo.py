@@ -6,8 +6,8 @@
     python -m python_trainer.ppo --help
 
 Read top to bottom: Args -> normalisation -> the two pure functions (truncation bootstrap, GAE) -> Agent ->
-loading a trained agent -> train(): setup, rollout, GAE, PPO update, logging. The equations (Schulman et al.
-2017, 2016):
+the rollout (RolloutBuffer, collect_rollout) -> loading a trained agent -> train(): setup, rollout, GAE, PPO update,
+logging. The equations (Schulman et al. 2017, 2016):
 
     delta_t  = r_t + gamma * V(s_{t+1}) * (1 - done_{t+1}) - V(s_t)            (TD error)
     A_t      = delta_t + gamma * lambda * (1 - done_{t+1}) * A_{t+1}            (GAE, backwards)
@@ -23,6 +23,8 @@ with the model) instead of by gym wrappers; checkpoints, --resume, Ctrl-C safety
 Around the loop, not in it: every flag checked before any game starts; one process per run folder (a lock);
 SIGINT, SIGTERM and SIGHUP (cli.signal_policy), a crashed instance, a closed stdout or any other error once the
 agent exists all write the checkpoint of the last completed update and print the --resume command.
+With --ray-address the rollout comes from Ray workers on several machines (ray_rollouts.py): each runs
+collect_rollout on its own games and the learner here fills its buffer with their fragments; the rest is unchanged.
 The bookkeeping around the loop lives next door: checkpoint.py (the checkpoint file), run_folder.py (run folder,
 --resume, args.json, episodes.csv, TensorBoard/progress, learning curve, evaluation), policy_file.py (the in-engine
 player's policy.json, written with each checkpoint of a Godot game).

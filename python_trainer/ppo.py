@@ -726,6 +726,10 @@ def train(args: Args, explicit=frozenset()) -> int:
 
     args, run_dir, ckpt = prepare_run(args, set(explicit))  # --resume: flags not given come from its args.json
     _check_values(args)  # every flag that can be checked without a game: before any game starts
+    ray_flags = sorted(set(explicit) & {"ray_workers", "ray_cpus_per_worker", "ray_max_restarts"})
+    if args.ray_address is None and ray_flags:
+        raise TrainError(f"--{ray_flags[0].replace('_', '-')} is for Ray rollout workers: add --ray-address local (this "
+                         "machine) or --ray-address HOST:PORT (a cluster), or drop it")  # fmt: skip
     game = _resolve_env(args)  # an unknown id or a bad --env-path: the clear error before any folder exists
     if isinstance(game, GodotGame):
         # The game's name as the binary reports it, and its export's absolute path (a resume or `play` from another

@@ -139,6 +139,12 @@ def test_an_address_without_a_cluster_is_named_within_seconds(tmp_path):
     assert _run_dirs(tmp_path) == []
 
 
+def test_ray_flags_without_an_address_are_refused(tmp_path, capsys):
+    assert ppo.main(["--ray-workers", "3", "--run-dir-root", str(tmp_path)]) == 2
+    assert "--ray-workers is for Ray rollout workers: add --ray-address local" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_ctrl_c_with_a_local_ray_checkpoints_and_ends_every_process(tmp_path, headless_export):
     """--ray-address local: SIGINT reaches our handler (not Ray's), the checkpoint is written, and the workers,
     their games and the local Ray are gone."""

@@ -186,6 +186,23 @@ def test_one_ray_worker_trains_the_model_the_local_path_trains(cluster, tmp_path
         assert (models[0][key] == models[1][key]).all(), key
 
 
+def test_a_node_without_the_binary_is_refused_at_start_naming_it(cluster, tmp_path, monkeypatch, headless_export):
+    """The learner says the game is at a path where no node has it: every worker refuses before any game starts."""
+    from python_trainer import ray_rollouts
+    from python_trainer.game import resolve_env
+    from python_trainer.run_folder import TrainError
+
+    missing = tmp_path / "elsewhere" / "rl_games.x86_64"
+    monkeypatch.setattr(ray_rollouts, "export_digest", lambda paths: {str(missing): "0" * 64})  # the learner only
+    args = ppo.Args(env_id="ball_chase", num_instances=1, agents_per_instance=2, ray_address=cluster.address)
+    game = resolve_env("ball_chase")
+    with pytest.raises(TrainError) as e:
+        ray_rollouts.RayRollouts(game, args, tmp_path, ppo._env_kwargs(args, game, 0, tmp_path), say=print)
+    assert f"has no game file at {missing}: copy the same exports" in str(e.value)
+    assert str(e.value).startswith("node "), str(e.value)
+    assert not (tmp_path / "workers").exists()  # no worker started its games
+
+
 def test_a_node_with_another_binary_is_refused_naming_it(tmp_path):
     game = tmp_path / "game.x86_64"
     game.write_bytes(b"one build")

@@ -395,12 +395,16 @@ class RayRollouts:
             raise TrainError(f"{len(pending)} of {len(refs)} Ray workers ({cpus:g} CPUs each) were still waiting "
                              f"{doing} after {START_TIMEOUT_S:.0f} s: is the cluster at {self.address} busy, or "
                              "smaller than it says? (`ray status` shows it)")  # fmt: skip
-        try:
-            return ray.get(refs)
-        except ray.exceptions.RayTaskError as e:
-            raise TrainError(f"a Ray worker failed {doing}: {_cause(e)}") from None
-        except ray.exceptions.RayActorError as e:
-            raise TrainError(f"a Ray worker died {doing}: {str(e).splitlines()[0]}") from None
+        out = []
+        for i, ref in enumerate(refs):
+            try:
+                out.append(ray.get(ref))
+            except ray.exceptions.RayTaskError as e:  # its message carries the games' log tails
+                raise TrainError(f"Ray worker {i} on node {getattr(e, 'ip', '?')} failed {doing}: "
+                                 f"{_cause(e)}") from None  # fmt: skip
+            except ray.exceptions.RayActorError as e:
+                raise TrainError(f"Ray worker {i} died {doing}: {str(e).splitlines()[0]}") from None
+        return out
 
     def _write_where(self):
         tmp = self.run_dir / (WORKERS_JSON + ".tmp")
@@ -453,16 +457,16 @@ class RayRollouts:
         self.fragment_bytes = 0
         buf.episodes = []
         for i, frag in enumerate(fragments):
-            cols = slice(self.offsets[i], self.offsets[i + 1])
-            for name in ("next_obs", "next_done"):
-                getattr(buf, name)[cols] = frag[name]
-            for name in set(frag) & set(type(buf).FIELDS) - {"next_obs", "next_done"}:
-                getattr(buf, name)[:, cols] = frag[name]
-            self.fragment_bytes += sum(a.nbytes for n, a in frag.items() if n in type(buf).FIELDS)
+            cols = slice(self.offsets[i], self.offsets[i + 1])  # worker i's envs in the batch
+            for name in type(buf).FIELDS:
+                if name in ("next_obs", "next_done"):  # (num_envs, ...)
+                    getattr(buf, name)[cols] = frag[name]
+                else:  # (num_steps, num_envs, ...)
+                    getattr(buf, name)[:, cols] = frag[name]
+                self.fragment_bytes += frag[name].nbytes
             buf.episodes += frag["episodes"]  # (t, infos of the envs of one group of the worker's instances)
             for rms, moments in zip((normalizer.obs_rms, normalizer.return_rms), frag["moments"]):
-                if moments is not None and (rms is normalizer.obs_rms and normalizer.norm_obs or
-                                            rms is normalizer.return_rms and normalizer.norm_reward):  # fmt: skip
+                if moments is not None:  # None: nothing normalised (that normalisation is off)
                     rms.update_from_moments(*moments)
             if frag["where"] != self.where[i]:  # a restarted worker (new pid, maybe another node)
                 self.where[i] = frag["where"]

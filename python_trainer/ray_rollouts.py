@@ -334,9 +334,10 @@ class RayRollouts:
             if is_godot and isinstance(game.export, GameExport):
                 export = game.export
                 digest = export_digest([p for p in (export.path, export.pck) if p.exists()])
+            # SPREAD: one worker per node while nodes have room; max_task_retries=0: a dead worker's fragment is
+            # asked for again by `collect` (it knows which worker and node it was), not silently by Ray
             remote = ray.remote(RolloutWorker).options(
-                num_cpus=cpus, max_restarts=self.max_restarts, max_task_retries=0, scheduling_strategy="SPREAD",
-                name=None,
+                num_cpus=cpus, max_restarts=self.max_restarts, max_task_retries=0, scheduling_strategy="SPREAD"
             )
             argd = {k: getattr(args, k) for k in ("seed", "torch_threads", "gamma", "num_steps", "pipeline")}
             self.workers = [remote.remote(i, game, env_kwargs, argd, digest) for i in range(self.num_workers)]

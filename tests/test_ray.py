@@ -118,6 +118,21 @@ def test_a_worker_out_of_restarts_stops_the_run_with_a_checkpoint_naming_it(clus
     assert wait_gone([p for w in where for p in (w["pid"], *w["game_pids"])], timeout=15) == []
 
 
+def test_a_killed_learner_leaves_no_worker_and_no_game(cluster, tmp_path, headless_export):
+    """SIGKILL of the driver: Ray ends the driver's actors, and their games follow them (parent-death signal)."""
+    proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--checkpoint-every", "1",
+                                   total=10**8), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
+        (run_dir,) = _run_dirs(tmp_path)
+        where = _where(run_dir)
+    finally:
+        proc.kill()
+        proc.wait()
+    pids = [p for w in where for p in (w["pid"], *w["game_pids"])]
+    assert wait_gone(pids, timeout=20) == [], [p for p in pids if alive(p)]
+
+
 def test_more_workers_than_the_cluster_has_cpus_for_is_refused(cluster, tmp_path, headless_export):
     out = subprocess.run(_train(tmp_path, cluster.address, "--ray-workers", "3"), cwd=REPO, capture_output=True,
                          text=True, timeout=60)  # fmt: skip

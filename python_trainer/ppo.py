@@ -6,8 +6,8 @@
     python -m python_trainer.ppo --help
 
 Read top to bottom: Args -> normalisation -> the two pure functions (truncation bootstrap, GAE) -> Agent ->
-loading a trained agent -> train(): setup, rollout, GAE, PPO update, logging. The equations (Schulman et al.
-2017, 2016):
+the rollout (RolloutBuffer, collect_rollout) -> loading a trained agent -> train(): setup, rollout, GAE, PPO update,
+logging. The equations (Schulman et al. 2017, 2016):
 
     delta_t  = r_t + gamma * V(s_{t+1}) * (1 - done_{t+1}) - V(s_t)            (TD error)
     A_t      = delta_t + gamma * lambda * (1 - done_{t+1}) * A_{t+1}            (GAE, backwards)
@@ -23,6 +23,8 @@ with the model) instead of by gym wrappers; checkpoints, --resume, Ctrl-C safety
 Around the loop, not in it: every flag checked before any game starts; one process per run folder (a lock);
 SIGINT, SIGTERM and SIGHUP (cli.signal_policy), a crashed instance, a closed stdout or any other error once the
 agent exists all write the checkpoint of the last completed update and print the --resume command.
+With --ray-address the rollout comes from Ray workers on several machines (ray_rollouts.py): each runs
+collect_rollout on its own games and the learner here fills its buffer with their fragments; the rest is unchanged.
 The bookkeeping around the loop lives next door: checkpoint.py (the checkpoint file), run_folder.py (run folder,
 --resume, args.json, episodes.csv, TensorBoard/progress, learning curve, evaluation), policy_file.py (the in-engine
 player's policy.json, written with each checkpoint of a Godot game).
@@ -64,6 +66,7 @@ from python_trainer.game import GameError, GodotGame, resolve_env
 from python_trainer.gym_env import DEFAULT_NUM_ENVS, UnknownEnvError, UnsupportedSpaceError
 from python_trainer.launcher import DEFAULT_MAX_RESTARTS, InstanceCrashedError, InstanceStartError
 from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
+from python_trainer.ray_rollouts import RayWorkerLost
 from python_trainer.run_folder import (
     RunLock,
     RunLog,
@@ -177,6 +180,18 @@ class Args:
     the other half are computed (the same data as --no-pipeline, which takes strict turns: all games wait for the
     trainer, then the trainer for all games)"""
 
+    # --- several machines (Ray; see ray_rollouts.py and the README) --------------------------------------------
+    ray_address: Optional[str] = None
+    """collect the rollouts with --ray-workers Ray actors, each running --num-instances games on its own node:
+    `local` starts a Ray on this machine for the run; HOST:PORT joins the cluster that `ray start --head` started"""
+    ray_workers: int = 2
+    """with --ray-address: how many rollout workers (the batch is their envs side by side)"""
+    ray_cpus_per_worker: Optional[float] = None
+    """with --ray-address: the CPUs each worker reserves on its node (default: --num-instances + 1)"""
+    ray_max_restarts: int = 3
+    """with --ray-address: how many times Ray restarts each worker that dies before training stops (with a
+    checkpoint)"""
+
 
 
 # ======================================================================================================================
@@ -192,7 +207,10 @@ class RunningMeanStd:
         self.count = epsilon
 
     def update(self, x):
-        batch_mean, batch_var, batch_count = x.mean(axis=0), x.var(axis=0), x.shape[0]
+        self.update_from_moments(x.mean(axis=0), x.var(axis=0), x.shape[0])
+
+    def update_from_moments(self, batch_mean, batch_var, batch_count):
+        """Merge the moments of a batch seen elsewhere (a Ray worker's observations) as if seen here."""
         delta = batch_mean - self.mean
         tot_count = self.count + batch_count
         self.mean = self.mean + delta * batch_count / tot_count
@@ -387,6 +405,103 @@ def env_action(action_space, action):
 
 
 # ======================================================================================================================
+# The rollout: num_steps x num_envs transitions with the current policy. The same function fills the buffer here and,
+# in a Ray run (ray_rollouts.py), each worker's part of it on the worker's own node.
+# ======================================================================================================================
+class NonFiniteEnvData(ValueError):
+    """The env returned NaN/inf observations or rewards at rollout step ``t``."""
+
+    def __init__(self, t):
+        super().__init__(f"NaN/inf observations or rewards at rollout step {t}")
+        self.t = t
+
+
+class RolloutBuffer:
+    """One rollout as (num_steps, num_envs, ...) numpy arrays (writing one step into a numpy array is ~5x cheaper than
+    into a tensor; the whole rollout becomes tensors, without a copy, for the update).
+
+    dones[t] = 1: obs[t] starts a new episode; rewards[t]: r_t (scaled); terminated/truncated[t]: how an episode
+    ended at step t; final_values[t]: V(final obs) of an episode truncated at step t (bootstrap_truncated adds it);
+    next_obs / next_done: s_T and its done after the last step; episodes: (t, infos) of the steps where episodes
+    ended. A Ray worker's rollout fragment is this buffer for the worker's envs.
+    """
+
+    FIELDS = ("obs", "actions", "logprobs", "rewards", "dones", "values", "terminated", "truncated", "final_values",
+              "next_obs", "next_done")  # fmt: skip
+
+    def __init__(self, num_steps, num_envs, obs_dim, act_space):
+        discrete = isinstance(act_space, gym.spaces.Discrete)
+        self.obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
+        self.actions = np.zeros((num_steps, num_envs) + act_space.shape, np.int64 if discrete else np.float32)
+        self.logprobs = np.zeros((num_steps, num_envs), np.float32)
+        self.rewards = np.zeros((num_steps, num_envs), np.float32)
+        self.dones = np.zeros((num_steps, num_envs), np.float32)
+        self.values = np.zeros((num_steps, num_envs), np.float32)
+        self.terminated = np.zeros((num_steps, num_envs), bool)
+        self.truncated = np.zeros((num_steps, num_envs), bool)
+        self.final_values = np.zeros((num_steps, num_envs), np.float32)
+        self.next_obs = np.zeros((num_envs, obs_dim), np.float32)
+        self.next_done = np.zeros(num_envs, np.float32)
+        self.episodes = []
+
+
+def collect_rollout(envs, agent, normalizer, buf, pipeline=True):
+    """Fill ``buf`` with the current policy's next num_steps x num_envs transitions, from buf.next_obs on.
+
+    The envs come in groups of whole instances (envs.groups: slices of the batch; one group for a gymnasium env or a
+    single instance), served in a fixed order at every step: collect the group's results of the previous step, then
+    choose and send its next actions. Pipelined, a group's actions go out at once, so it simulates while the trainer
+    serves the next group; pipeline=False sends all groups' actions together (strict turns). The data, the
+    normalisation updates and the RNG draws are the same either way.
+    """
+    act_space = envs.single_action_space
+    num_steps, groups = buf.obs.shape[0], envs.groups
+    pipeline = pipeline and len(groups) > 1
+    buf.episodes = []
+    for step in range(num_steps + 1):  # the extra pass only collects the rollout's last step
+        held = []
+        for group, g in enumerate(groups):  # g: the group's envs
+            if step > 0:  # r_{t-1} and s_t of the group's envs
+                t = step - 1
+                raw_obs, reward, terminated, truncated, infos = envs.step_wait(group)
+                if not (np.isfinite(raw_obs).all() and np.isfinite(reward).all()):
+                    raise NonFiniteEnvData(t)
+                done = np.logical_or(terminated, truncated)
+                buf.rewards[t, g] = normalizer.scale_reward(reward, done, g)
+                buf.terminated[t, g], buf.truncated[t, g] = terminated, truncated
+                final_values = buf.final_values[t, g]  # a view
+                final_values[:] = 0.0
+                cut = np.flatnonzero(np.logical_and(truncated, np.logical_not(terminated)))
+                if cut.size:  # time-limit truncations: V(s_final), for bootstrap_truncated
+                    final_obs = np.stack(infos["final_obs"][cut]).astype(np.float32)
+                    with torch.no_grad():
+                        x = torch.from_numpy(normalizer.normalize_obs(final_obs, update=False))
+                        final_values[cut] = agent.get_value(x).flatten().numpy()
+                buf.next_obs[g] = normalizer.normalize_obs(raw_obs)
+                buf.next_done[g] = done
+                if "_episode" in infos or "_final_info" in infos:  # episodic return/length, logged by the caller
+                    buf.episodes.append((t, infos))
+            if step == num_steps:
+                continue
+            buf.obs[step, g] = buf.next_obs[g]
+            buf.dones[step, g] = buf.next_done[g]
+
+            # a_t ~ pi_theta_old(.|s_t), log pi_theta_old(a_t|s_t), V(s_t)
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(buf.next_obs[g]))
+            action = action.numpy()
+            buf.actions[step, g] = action
+            buf.logprobs[step, g] = logprob.numpy()
+            buf.values[step, g] = value.numpy().ravel()
+            if pipeline:  # the group simulates while the next one is served
+                envs.step_async(env_action(act_space, action), group)
+            else:
+                held.append((env_action(act_space, action), group))
+        for group_actions, group in held:  # strict turns: every group's actions, once all are chosen
+            envs.step_async(group_actions, group)
+
+
+# ======================================================================================================================
 # A trained agent from a checkpoint (checkpoint.py writes and reads the file), and its policy file for the engine.
 # ======================================================================================================================
 class LoadedAgent(NamedTuple):
@@ -478,6 +593,9 @@ _VALID_VALUES = {
     "eval_episodes": (lambda v: v >= 0, "an integer >= 0 (0: skip)", "10"),
     "torch_threads": (lambda v: v >= 1, "an integer >= 1", "1"),
     "watch_fps": (lambda v: v >= 1, "an integer >= 1 (frames per second)", "30"),
+    "ray_workers": (lambda v: v >= 1, "an integer >= 1 (rollout workers)", "2"),
+    "ray_cpus_per_worker": (_positive, "a number of CPUs > 0", "3"),
+    "ray_max_restarts": (lambda v: v >= 0, "an integer >= 0", "3"),
 }
 
 
@@ -608,6 +726,10 @@ def train(args: Args, explicit=frozenset()) -> int:
 
     args, run_dir, ckpt = prepare_run(args, set(explicit))  # --resume: flags not given come from its args.json
     _check_values(args)  # every flag that can be checked without a game: before any game starts
+    ray_flags = sorted(set(explicit) & {"ray_workers", "ray_cpus_per_worker", "ray_max_restarts"})
+    if args.ray_address is None and ray_flags:
+        raise TrainError(f"--{ray_flags[0].replace('_', '-')} is for Ray rollout workers: add --ray-address local (this "
+                         "machine) or --ray-address HOST:PORT (a cluster), or drop it")  # fmt: skip
     game = _resolve_env(args)  # an unknown id or a bad --env-path: the clear error before any folder exists
     if isinstance(game, GodotGame):
         # The game's name as the binary reports it, and its export's absolute path (a resume or `play` from another
@@ -635,10 +757,15 @@ def train(args: Args, explicit=frozenset()) -> int:
         set_rng_state(ckpt["rng"])
 
     # Env setup: a Godot game says how many agents each instance simulates, and so how many envs there are
-    envs = lock = None
+    envs = lock = ray_workers = None
     try:
         lock = RunLock(run_dir, prefix="--resume " if ckpt else "")  # one training per run folder, until we end
-        envs = make_vec_env(game, **_env_kwargs(args, game, global_step, run_dir))
+        if args.ray_address is None:
+            envs = make_vec_env(game, **_env_kwargs(args, game, global_step, run_dir))
+        else:  # rollout workers on a Ray cluster, each with its own games (ray_rollouts.py)
+            from python_trainer.ray_rollouts import RayRollouts
+
+            envs = ray_workers = RayRollouts(game, args, run_dir, _env_kwargs(args, game, global_step, run_dir), _say)
         num_envs = envs.num_envs
         batch_size, minibatch_size = _check_sizes(args, num_envs)
     except BaseException:
@@ -698,14 +825,8 @@ def train(args: Args, explicit=frozenset()) -> int:
                 agent, normalizer, act_space, env_info, path, env_id=args.env_id, global_step=step, update=update,
                 args=asdict(args)))  # fmt: skip
 
-        # ALGO Logic: Storage setup (numpy: writing one step into a numpy array is ~5x cheaper than into a tensor;
-        # the whole rollout becomes tensors, without a copy, for the update)
-        obs = np.zeros((args.num_steps, num_envs, obs_dim), np.float32)
-        actions = np.zeros((args.num_steps, num_envs) + act_space.shape, np.int64 if discrete else np.float32)
-        logprobs = np.zeros((args.num_steps, num_envs), np.float32)
-        rewards = np.zeros((args.num_steps, num_envs), np.float32)
-        dones = np.zeros((args.num_steps, num_envs), np.float32)
-        values = np.zeros((args.num_steps, num_envs), np.float32)
+        # ALGO Logic: Storage setup
+        buf = RolloutBuffer(args.num_steps, num_envs, obs_dim, act_space)
 
         # Start the game
         saved_step = global_step if ckpt else None  # the global step of the newest checkpoint on disk
@@ -724,11 +845,9 @@ def train(args: Args, explicit=frozenset()) -> int:
                                            fps=args.watch_fps, say=_say)  # fmt: skip
         done_step, done_update = global_step, start_update  # the last completed update (what Ctrl-C saves)
         start_time, start_step = time.time(), global_step
-        raw_obs, _ = envs.reset(seed=args.seed + global_step)
-        next_obs = normalizer.normalize_obs(raw_obs)
-        next_done = np.zeros(num_envs, np.float32)
-        groups = envs.groups  # the envs of each group of instances (slices of the batch), stepped in this order
-        pipeline = args.pipeline and len(groups) > 1
+        if ray_workers is None:  # (Ray workers reset their own envs)
+            raw_obs, _ = envs.reset(seed=args.seed + global_step)
+            buf.next_obs[:] = normalizer.normalize_obs(raw_obs)
         log.start_progress(total=num_iterations * batch_size, initial=global_step, desc=f"{args.env_id}",
                            num_iterations=num_iterations)  # fmt: skip
         ready = True
@@ -744,76 +863,38 @@ def train(args: Args, explicit=frozenset()) -> int:
                 optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
             # ---- ROLLOUT: num_steps x num_envs transitions with the current policy --------------------------------
-            # The envs come in groups of whole instances (envs.groups: slices of the batch; one group for a gymnasium
-            # env or a single instance), served in a fixed order at every step: collect the group's results of the
-            # previous step, then choose and send its next actions. Pipelined, a group's actions go out at once, so
-            # it simulates while the trainer serves the next group; --no-pipeline sends all groups' actions together
-            # (strict turns). The data, the normalisation updates and the RNG draws are the same either way.
-            for step in range(args.num_steps + 1):  # the extra pass only collects the rollout's last step
-                if step > 0:
-                    global_step += num_envs  # step - 1 is done once this pass has collected it
-                held = []
-                for group, g in enumerate(groups):  # g: the group's envs
-                    if step > 0:  # r_{t-1} and s_t of the group's envs
-                        t = step - 1
-                        raw_obs, reward, terminated, truncated, infos = envs.step_wait(group)
-                        if not (np.isfinite(raw_obs).all() and np.isfinite(reward).all()):
-                            raise TrainError(
-                                f"{args.env_id} returned NaN/inf observations or rewards at global step {global_step}: "
-                                f"fix the env's observation/reward code ({checkpoint_note()})"
-                            )
-                        done = np.logical_or(terminated, truncated)
-                        reward = normalizer.scale_reward(reward, done, g)
-                        if args.truncation_bootstrap and truncated.any():
-                            # Time-limit truncation: r_t += gamma * V(s_final) (see bootstrap_truncated); termination:
-                            # nothing.
-                            final_values = np.zeros(len(reward))
-                            cut = np.flatnonzero(np.logical_and(truncated, np.logical_not(terminated)))
-                            if cut.size:
-                                final_obs = np.stack(infos["final_obs"][cut]).astype(np.float32)
-                                with torch.no_grad():
-                                    x = torch.from_numpy(normalizer.normalize_obs(final_obs, update=False))
-                                    final_values[cut] = agent.get_value(x).flatten().numpy()
-                            reward = bootstrap_truncated(reward, terminated, truncated, final_values, args.gamma)
-                        rewards[t, g] = reward
-                        next_obs[g] = normalizer.normalize_obs(raw_obs)
-                        next_done[g] = done
-
-                        # episodic return/length -> TensorBoard and episodes.csv
-                        log.record_episodes(infos, global_step)
-                    if step == args.num_steps:
-                        continue
-                    obs[step, g] = next_obs[g]
-                    dones[step, g] = next_done[g]
-
-                    # a_t ~ pi_theta_old(.|s_t), log pi_theta_old(a_t|s_t), V(s_t)
-                    with torch.no_grad():
-                        action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(next_obs[g]))
-                    action = action.numpy()
-                    actions[step, g] = action
-                    logprobs[step, g] = logprob.numpy()
-                    values[step, g] = value.numpy().ravel()
-                    if pipeline:  # the group simulates while the next one is served
-                        envs.step_async(env_action(act_space, action), group)
-                    else:
-                        held.append((env_action(act_space, action), group))
-                for group_actions, group in held:  # strict turns: every group's actions, once all are chosen
-                    envs.step_async(group_actions, group)
+            try:
+                if ray_workers is None:
+                    collect_rollout(envs, agent, normalizer, buf, args.pipeline)
+                else:  # each worker runs collect_rollout on its own node's games; their fragments fill buf
+                    ray_workers.collect(agent, normalizer, buf)
+                    ray_workers.log_scalars(writer, global_step + batch_size)  # per-worker steps/s, update costs
+            except NonFiniteEnvData as e:
+                raise TrainError(
+                    f"{args.env_id} returned NaN/inf observations or rewards at global step "
+                    f"{global_step + (e.t + 1) * num_envs}: fix the env's observation/reward code ({checkpoint_note()})"
+                ) from None
+            global_step += batch_size
+            for t, infos in buf.episodes:  # episodic return/length -> TensorBoard and episodes.csv
+                log.record_episodes(infos, global_step - batch_size + (t + 1) * num_envs)
 
             # ---- ADVANTAGES: bootstrap value if not done, then GAE backwards -------------------------------------
+            rewards = buf.rewards
+            if args.truncation_bootstrap:  # time-limit truncations: r_t + gamma * V(s_final) (see bootstrap_truncated)
+                rewards = bootstrap_truncated(buf.rewards, buf.terminated, buf.truncated, buf.final_values, args.gamma)
             with torch.no_grad():
-                next_value = agent.get_value(torch.from_numpy(next_obs)).numpy().reshape(1, -1)
+                next_value = agent.get_value(torch.from_numpy(buf.next_obs)).numpy().reshape(1, -1)
             advantages, returns = compute_gae(
-                rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
+                rewards, buf.values, buf.dones, next_value, buf.next_done, args.gamma, args.gae_lambda
             )
 
             # flatten the batch: (num_steps, num_envs, ...) -> (batch_size, ...)
-            b_obs = torch.from_numpy(obs.reshape((-1, obs_dim)))
-            b_logprobs = torch.from_numpy(logprobs.reshape(-1))
-            b_actions = torch.from_numpy(actions.reshape((-1,) + act_space.shape))
+            b_obs = torch.from_numpy(buf.obs.reshape((-1, obs_dim)))
+            b_logprobs = torch.from_numpy(buf.logprobs.reshape(-1))
+            b_actions = torch.from_numpy(buf.actions.reshape((-1,) + act_space.shape))
             b_advantages = torch.from_numpy(advantages.reshape(-1))
             b_returns = torch.from_numpy(returns.reshape(-1))
-            b_values = torch.from_numpy(values.reshape(-1))
+            b_values = torch.from_numpy(buf.values.reshape(-1))
 
             # ---- PPO UPDATE: update_epochs passes over shuffled minibatches ---------------------------------------
             b_inds = np.arange(batch_size)
@@ -912,7 +993,10 @@ def train(args: Args, explicit=frozenset()) -> int:
         eval_mean = None
         if args.eval_episodes:
             policy = LoadedAgent(agent, normalizer, obs_space, act_space, args.env_id, global_step)
-            eval_returns = evaluate(policy.act, envs, args.eval_episodes, seed=args.seed + 10**6)
+            if ray_workers is None:
+                eval_returns = evaluate(policy.act, envs, args.eval_episodes, seed=args.seed + 10**6)
+            else:  # on worker 0's games
+                eval_returns = ray_workers.evaluate(policy.act, args.eval_episodes, seed=args.seed + 10**6)
             if eval_returns:
                 eval_mean = float(np.mean(eval_returns))
                 writer.add_scalar("eval/episodic_return", eval_mean, global_step)
@@ -1004,7 +1088,7 @@ def _describe_crash(e, run_dir):
         return "an output of the trainer was closed under it (broken pipe, e.g. `godot-ppo train ... | head`)"
     if isinstance(e, InstanceCrashedError):
         return f"{_one_line(e)} (--max-restarts allows more restarts)"
-    if isinstance(e, (InstanceStartError, GodotConnectionError, GameError)):
+    if isinstance(e, (InstanceStartError, GodotConnectionError, GameError, RayWorkerLost)):
         return _one_line(e)
     try:
         (run_dir / "error.log").write_text("".join(traceback.format_exception(e)))

@@ -1,0 +1,259 @@
+"""Rollout workers on a Ray cluster (ray_rollouts.py): a two-node cluster on this machine (ray.cluster_utils.Cluster,
+2 CPUs declared per node, so the two workers of 1 instance + 1 CPU each land one per node), trained through the CLI."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import REPO, alive, wait_gone
+from python_trainer import ppo
+from python_trainer.ray_rollouts import WORKERS_JSON, RolloutWorker, _added_moments, export_digest
+from test_ppo import _run_dirs, _scalars
+
+ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    try:
+        c.add_node(num_cpus=2)
+        c.wait_for_nodes()
+        yield c
+    finally:
+        c.shutdown()
+
+
+def _train(tmp_path, address, *extra, total=8192):
+    return [sys.executable, "-m", "python_trainer", "train", "--env-id", "ball_chase", "--num-instances", "1",
+            "--agents-per-instance", "16", "--num-steps", "128", "--total-timesteps", str(total),
+            "--eval-episodes", "0", "--run-dir-root", str(tmp_path), "--ray-address", address, *extra]  # fmt: skip
+
+
+def _where(run_dir):
+    return json.loads((run_dir / WORKERS_JSON).read_text())
+
+
+def _wait_for(predicate, proc, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.05)
+
+
+def test_two_nodes_train_record_where_and_leave_no_game(cluster, tmp_path, headless_export):
+    """One worker on each node trains ball_chase; the learner's return rises; ray_workers.json names both nodes."""
+    out = subprocess.run(_train(tmp_path, cluster.address, "--ray-workers", "2", "--learning-rate", "1e-3",
+                                total=49152), cwd=REPO, capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    (run_dir,) = _run_dirs(tmp_path)
+    where = _where(run_dir)
+    assert [w["worker"] for w in where] == [0, 1]
+    assert len({w["node_id"] for w in where}) == 2, where
+    assert all(len(w["game_pids"]) == 1 for w in where)
+    games = [p for w in where for p in w["game_pids"]]
+    assert wait_gone(games, timeout=10) == [], "a game process outlived the run"
+    assert wait_gone([w["pid"] for w in where], timeout=10) == [], "a Ray worker outlived the run"
+    _, scalars = _scalars(run_dir)
+    assert {"ray/worker_0_steps_per_s", "ray/worker_1_steps_per_s", "ray/fragment_bytes"} <= set(scalars)
+    assert ppo.load_agent(run_dir).global_step == 49152
+    for w in (0, 1):  # each worker's game logs under the run's name
+        assert (run_dir / "workers" / f"worker_{w}" / "logs" / "instance_0.log").exists()
+    # learning: a random ball_chase policy's episodes return about -1.1 (the first episodes of every run here);
+    # after 1.5 episode lengths of training per env they return more than 0 on average
+    rows = np.loadtxt(run_dir / "episodes.csv", delimiter=",", skiprows=1, ndmin=2)
+    late = rows[rows[:, 0] > 49152 / 2, 1]
+    assert len(late) >= 16 and late.mean() > 0.0, rows
+
+
+def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, headless_export):
+    proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--checkpoint-every", "1",
+                                   total=16384), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
+        (run_dir,) = _run_dirs(tmp_path)
+        before = _where(run_dir)[1]
+        os.kill(before["pid"], signal.SIGKILL)
+        assert wait_gone(before["game_pids"], timeout=10) == [], "the killed worker's game outlived it"
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    assert "worker 1" in err and "restart 1/3" in err, err[-3000:]
+    after = _where(run_dir)
+    assert after[1]["pid"] != before["pid"] and after[1]["game_pids"] != before["game_pids"]
+    assert ppo.load_agent(run_dir).global_step == 16384
+    assert wait_gone([p for w in after for p in w["game_pids"]], timeout=10) == []
+
+
+def test_a_worker_out_of_restarts_stops_the_run_with_a_checkpoint_naming_it(cluster, tmp_path, headless_export):
+    proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--ray-max-restarts", "0",
+                                   "--checkpoint-every", "1", total=10**8), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
+        (run_dir,) = _run_dirs(tmp_path)
+        where = _where(run_dir)
+        os.kill(where[1]["pid"], signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, err[-3000:]
+    node = f"node {where[1]['node_ip']} (Ray node id {where[1]['node_id'][:12]})"
+    assert f"Ray worker 1 (pid {where[1]['pid']}) on {node} died after 0 restart(s)" in err, err[-3000:]
+    assert f"continue with: godot-ppo train --resume {run_dir}" in err
+    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 2 * 16 * 128
+    assert wait_gone([p for w in where for p in (w["pid"], *w["game_pids"])], timeout=15) == []
+
+
+def test_a_killed_learner_leaves_no_worker_and_no_game(cluster, tmp_path, headless_export):
+    """SIGKILL of the driver: Ray ends the driver's actors, and their games follow them (parent-death signal)."""
+    proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--checkpoint-every", "1",
+                                   total=10**8), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
+        (run_dir,) = _run_dirs(tmp_path)
+        where = _where(run_dir)
+    finally:
+        proc.kill()
+        proc.wait()
+    pids = [p for w in where for p in (w["pid"], *w["game_pids"])]
+    assert wait_gone(pids, timeout=20) == [], [p for p in pids if alive(p)]
+
+
+def test_more_workers_than_the_cluster_has_cpus_for_is_refused(cluster, tmp_path, headless_export):
+    out = subprocess.run(_train(tmp_path, cluster.address, "--ray-workers", "3"), cwd=REPO, capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "--ray-workers 3" in out.stderr and "room for 2 worker(s)" in out.stderr, out.stderr[-2000:]
+    assert _run_dirs(tmp_path) == []
+
+
+def test_an_address_without_a_cluster_is_named_within_seconds(tmp_path):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    start = time.monotonic()
+    out = subprocess.run(_train(tmp_path, address, "--env-id", "CartPole-v1"), cwd=REPO, capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert time.monotonic() - start < 20
+    assert out.returncode == 2
+    assert f"--ray-address {address}: no Ray cluster answers there" in out.stderr, out.stderr[-2000:]
+    assert _run_dirs(tmp_path) == []
+
+
+def test_ray_flags_without_an_address_are_refused(tmp_path, capsys):
+    assert ppo.main(["--ray-workers", "3", "--run-dir-root", str(tmp_path)]) == 2
+    assert "--ray-workers is for Ray rollout workers: add --ray-address local" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_with_a_local_ray_checkpoints_and_ends_every_process(tmp_path, headless_export):
+    """--ray-address local: SIGINT reaches our handler (not Ray's), the checkpoint is written, and the workers,
+    their games and the local Ray are gone."""
+    cmd = _train(tmp_path, "local", "--ray-workers", "1", "--checkpoint-every", "1", total=10**8)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
+        (run_dir,) = _run_dirs(tmp_path)
+        where = _where(run_dir)
+        import psutil
+
+        rays = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err[-3000:]
+    assert "--resume" in err
+    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 16 * 128
+    pids = [p for w in where for p in (w["pid"], *w["game_pids"])] + rays
+    assert wait_gone(pids, timeout=15) == [], [p for p in pids if alive(p)]
+
+
+def test_one_ray_worker_trains_the_model_the_local_path_trains(cluster, tmp_path):
+    """The same algorithm: a Ray worker runs the local path's collect_rollout with the same seeds, so one worker
+    gives the local run's model (CartPole: no normalisation statistics to merge)."""
+    models = []
+    for name, extra in (("local", []), ("ray", ["--ray-address", cluster.address, "--ray-workers", "1"])):
+        argv = ["--env-id", "CartPole-v1", "--num-envs", "4", "--total-timesteps", "1024", "--eval-episodes", "0",
+                "--run-dir-root", str(tmp_path / name), *extra]
+        if extra:  # the learner joins Ray from its own process, as `godot-ppo train` does
+            cmd = [sys.executable, "-m", "python_trainer", "train", *argv]
+            out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0, out.stderr[-3000:]
+        else:
+            assert ppo.main(argv) == 0
+        (run_dir,) = _run_dirs(tmp_path / name)
+        models.append(ppo.load_checkpoint(run_dir / "model.pt")["model"])
+    assert models[0].keys() == models[1].keys()
+    for key in models[0]:
+        assert (models[0][key] == models[1][key]).all(), key
+
+
+def test_a_node_without_the_binary_is_refused_at_start_naming_it(cluster, tmp_path, monkeypatch, headless_export):
+    """The learner says the game is at a path where no node has it: every worker refuses before any game starts."""
+    from python_trainer import ray_rollouts
+    from python_trainer.game import resolve_env
+    from python_trainer.run_folder import TrainError
+
+    missing = tmp_path / "elsewhere" / "rl_games.x86_64"
+    monkeypatch.setattr(ray_rollouts, "export_digest", lambda paths: {str(missing): "0" * 64})  # the learner only
+    args = ppo.Args(env_id="ball_chase", num_instances=1, agents_per_instance=2, ray_address=cluster.address)
+    game = resolve_env("ball_chase")
+    with pytest.raises(TrainError) as e:
+        ray_rollouts.RayRollouts(game, args, tmp_path, ppo._env_kwargs(args, game, 0, tmp_path), say=print)
+    assert f"has no game file at {missing}: copy the same exports" in str(e.value)
+    assert str(e.value).startswith("node "), str(e.value)
+    assert not (tmp_path / "workers").exists()  # no worker started its games
+
+
+def test_a_node_with_another_binary_is_refused_naming_it(tmp_path):
+    game = tmp_path / "game.x86_64"
+    game.write_bytes(b"one build")
+    worker = object.__new__(RolloutWorker)
+    worker.node_ip, worker.node_id = "10.0.0.7", "abcdef0123456789"
+    worker.digest = export_digest([game])
+    assert worker.check_binary() is None
+    game.write_bytes(b"another build")
+    assert "node 10.0.0.7 (Ray node id abcdef012345) has a different" in worker.check_binary()
+    game.unlink()
+    assert worker.check_binary() == f"node 10.0.0.7 (Ray node id abcdef012345) has no game file at {game}"
+
+
+def _copy(rms):
+    out = ppo.RunningMeanStd(shape=rms.mean.shape)
+    out.mean, out.var, out.count = rms.mean.copy(), rms.var.copy(), rms.count
+    return out
+
+
+def test_merged_moments_equal_the_moments_of_all_the_data():
+    """Two workers start from the learner's statistics and see one part of the data each; the learner merges what
+    each added and ends where it would have seeing all the data itself."""
+    rng = np.random.default_rng(0)
+    data = [rng.normal(i, 1 + i, (50, 3)) for i in range(3)]
+    learner = ppo.RunningMeanStd(shape=(3,))
+    learner.update(data[0])
+    start = _copy(learner)
+    workers = [_copy(start) for _ in data[1:]]
+    for worker, part in zip(workers, data[1:]):
+        worker.update(part)
+    for worker in workers:
+        learner.update_from_moments(*_added_moments(start.mean, start.var, start.count, worker))
+    everything = np.concatenate(data)
+    np.testing.assert_allclose(learner.mean, everything.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(learner.var, everything.var(0), rtol=1e-4)

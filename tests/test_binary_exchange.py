@@ -121,7 +121,15 @@ def rollout(env, actions):
     return out
 
 
-@pytest.mark.parametrize("spec", ["continuous:2", "discrete:3", "discrete:3,discrete:2", "continuous:2,continuous:1"])
+def eighths(actions):
+    """Actions exact in float32 and in 7 decimals (a hybrid space's dict too), so both encodings carry the same."""
+    if isinstance(actions, dict):
+        return {key: eighths(value) for key, value in actions.items()}
+    return np.round(actions * 8) / 8
+
+
+@pytest.mark.parametrize("spec", ["continuous:2", "discrete:3", "discrete:3,discrete:2", "continuous:2,continuous:1",
+                                  "continuous:2,discrete:3", "discrete:4,continuous:1,discrete:2"])
 def test_fake_game_gives_the_same_steps_both_ways(tmp_path, spec):
     runs = {}
     for mode in ("binary", "json"):
@@ -130,8 +138,7 @@ def test_fake_game_gives_the_same_steps_both_ways(tmp_path, spec):
         try:
             assert env.launcher.instances[0].env_info["step_encoding"] == mode
             env.action_space.seed(5)
-            # exact in float32 and in 7 decimals, so both encodings carry the same actions
-            actions = [np.round(env.action_space.sample() * 8) / 8 for _ in range(40)]
+            actions = [eighths(env.action_space.sample()) for _ in range(40)]
             runs[mode] = rollout(env, actions)
         finally:
             env.close()

@@ -59,7 +59,7 @@ func ray_directions() -> Array:
 	var directions := []
 	for pitch in pitch_degrees:
 		for i in range(n_yaw):
-			var yaw := 0.0 if n_yaw == 1 else deg2rad(yaw_degrees * (float(i) / (n_yaw - 1) - 0.5))
+			var yaw := 0.0 if n_yaw == 1 else deg2rad(yaw_degrees * (0.5 - float(i) / (n_yaw - 1)))
 			var p := deg2rad(pitch)
 			# yaw > 0 turns to the left of forward (-z), as a rotation about +y does.
 			directions.append(Vector3(-sin(yaw) * cos(p), sin(p), -cos(yaw) * cos(p)))

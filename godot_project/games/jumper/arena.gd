@@ -67,6 +67,8 @@ func _ready() -> void:
 			mesh.name = "Mesh"
 			mesh.mesh = CubeMesh.new()  # 2 x 2 x 2: its scale is the box's extents (a mesh only draws)
 			body.add_child(mesh)
+		# Out of the way until a course places it (never where an agent starts).
+		body.translation = Vector3(0, -1000, 0)
 		add_child(body)
 		platforms.append(body)
 

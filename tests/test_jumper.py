@@ -8,6 +8,7 @@ import subprocess
 import gymnasium as gym
 import numpy as np
 
+from conftest import REPO
 from python_trainer import make_vec_env, playback, ppo
 from test_ppo import _run_dirs
 
@@ -64,3 +65,11 @@ def test_hybrid_training_end_to_end(headless_export, tmp_path):
     assert result.returncode == 1
     assert (f"rl_sync: error: policy file {other}: its action keys [jump (discrete, 3), move (continuous, 2)] do not "
             "match the game's [jump (discrete, 2), move (continuous, 2)]") in result.stderr
+
+
+def test_committed_policy_reaches_goals_in_the_engine(headless_export):
+    """exports/policies/jumper.json still fits the game (observation layout, action keys) and plays it: reaching a
+    goal pays +2 and falling costs -1, so a mean return above 2 means goals reached (random play: about -1)."""
+    report = playback.evaluate_in_engine(REPO / "exports" / "policies" / "jumper.json", episodes=16, agents=16,
+                                         max_episode_steps=300)  # fmt: skip
+    assert report["episodes"] == 16 and report["mean_return"] > 3.0, report

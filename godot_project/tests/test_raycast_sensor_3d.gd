@@ -46,7 +46,7 @@ func test_layout_and_distances() -> void:
 	check_eq(sensor.n_rays(), 7, "3 yaws x 2 pitches + the ray down")
 	var directions: Array = sensor.ray_directions()
 	check(directions[1].distance_to(Vector3.FORWARD) < 1e-6, "the middle ray of a level row points forward (-z)")
-	check(directions[0].x < 0.0 and directions[2].x > 0.0, "rows go from left to right")
+	check(directions[0].x > 0.0 and directions[2].x < 0.0, "rows go from right (+x) to left")
 	check(directions[6].distance_to(Vector3.DOWN) < 1e-6, "the last ray points down")
 	yield(physics_frames(2), "completed")
 	var values: Array = sensor.get_observation()

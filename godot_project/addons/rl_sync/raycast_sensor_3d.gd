@@ -6,7 +6,7 @@ extends Spatial
 # at each angle of `pitch_degrees` (0 is level, negative points down, so a walker sees the floor's
 # edges ahead of it). get_observation() returns one value per ray in [0, 1]: 1 - distance /
 # ray_length for the nearest hit, 0 when nothing is within reach, so near surfaces read as large
-# values. Rays are listed pitch by pitch, each from left to right.
+# values. Rays are listed pitch by pitch, each row from right to left (as the yaw grows).
 # The rays are RayCast children that stay disabled and are cast only when an observation is asked
 # for: no Dictionary per ray (as PhysicsDirectSpaceState.intersect_ray builds), and nothing to pay on
 # physics frames between decisions.
@@ -59,7 +59,7 @@ func ray_directions() -> Array:
 	var directions := []
 	for pitch in pitch_degrees:
 		for i in range(n_yaw):
-			var yaw := 0.0 if n_yaw == 1 else deg2rad(yaw_degrees * (0.5 - float(i) / (n_yaw - 1)))
+			var yaw := 0.0 if n_yaw == 1 else deg2rad(yaw_degrees * (float(i) / (n_yaw - 1) - 0.5))
 			var p := deg2rad(pitch)
 			# yaw > 0 turns to the left of forward (-z), as a rotation about +y does.
 			directions.append(Vector3(-sin(yaw) * cos(p), sin(p), -cos(yaw) * cos(p)))

@@ -17,13 +17,16 @@ const TRAINING_AGENTS := 16
 const MAX_AGENTS := 2048
 const HUMAN_AGENTS := 1
 # The follow camera: this far behind and above the agent, looking a little ahead of it.
-const FOLLOW_BACK := 7.0
-const FOLLOW_UP := 4.5
+const FOLLOW_BACK := 8.0
+const FOLLOW_UP := 6.0
+const FOLLOW_AHEAD := 4.0
 const FOLLOW_LAG := 4.0
 
 # How many arenas to build; 0 reads --agents (the tests set it).
 var n_agents := 0
 var arenas := []
+
+var _camera_placed := false
 
 onready var camera: Camera = $Camera
 
@@ -68,9 +71,11 @@ func _process(delta: float) -> void:
 	var player: KinematicBody = arenas[0].player
 	var back: Vector3 = player.global_transform.basis.z
 	back.y = 0.0
-	var target := player.global_transform.origin + back.normalized() * FOLLOW_BACK + Vector3.UP * FOLLOW_UP
+	back = back.normalized()
+	var target := player.global_transform.origin + back * FOLLOW_BACK + Vector3.UP * FOLLOW_UP
 	var weight: float = clamp(delta * FOLLOW_LAG, 0.0, 1.0)
 	var eye := camera.global_transform.origin.linear_interpolate(target, weight)
-	if eye.distance_to(target) > 30.0:  # a new episode far from the last: jump there
+	if not _camera_placed or eye.distance_to(target) > 30.0:  # the first frame, or a new episode far away
 		eye = target
-	camera.look_at_from_position(eye, player.global_transform.origin + Vector3.UP * 1.0, Vector3.UP)
+		_camera_placed = true
+	camera.look_at_from_position(eye, player.global_transform.origin - back * FOLLOW_AHEAD, Vector3.UP)

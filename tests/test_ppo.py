@@ -410,3 +410,29 @@ def test_no_import_cycle():
     repo = Path(__file__).resolve().parent.parent
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=repo)
     assert result.returncode == 0, result.stderr
+
+
+def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
+    """The fake game with a continuous key (a0, 2 values) and a discrete key of 3 choices (a1), through ppo.main:
+    rollout, update, checkpoint, resume and the deterministic evaluation."""
+    import stat
+
+    from conftest import FAKE_GAME
+
+    script = tmp_path / "hybrid_game.sh"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_GAME}" "$@" --fake_action=continuous:2,discrete:3\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    root = tmp_path / "runs"
+    argv = ["--env-path", str(script), "--agents-per-instance", "4", "--num-steps", "16", "--num-minibatches", "2",
+            "--total-timesteps", "128", "--eval-episodes", "2", "--checkpoint-every", "1", "--run-dir-root", str(root)]
+    assert ppo.main(argv) == 0
+    (run_dir,) = _run_dirs(root)
+    loaded = ppo.load_agent(run_dir)
+    assert loaded.action_space == gym.spaces.Dict({"a0": gym.spaces.Box(-1, 1, (2,), np.float32),
+                                                   "a1": gym.spaces.Discrete(3)})  # fmt: skip
+    assert loaded.agent.heads == [("a0", "continuous", 2), ("a1", "discrete", 3)] and loaded.global_step == 128
+    policy = json.loads((run_dir / "policy.json").read_text())  # for in-engine playback: one rule per key
+    assert policy["action_rule"] == "per_key" and policy["action_keys"] == [
+        {"key": "a0", "action_type": "continuous", "size": 2}, {"key": "a1", "action_type": "discrete", "size": 3}]
+    assert ppo.main(["--resume", str(run_dir), "--total-timesteps", "192"]) == 0
+    assert ppo.load_agent(run_dir).global_step == 192

@@ -17,9 +17,11 @@ loading a trained agent -> train(): setup, rollout, GAE, PPO update, logging. Th
     L^VF     = 0.5 * E[ max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) ]
     loss     = -L^CLIP - c_ent * H[pi] + c_vf * L^VF
 
-Differences from CleanRL, all on purpose: a truncated episode (time limit) is bootstrapped with gamma * V(final obs)
-instead of being treated as a death; observation normalisation / reward scaling are done in this file (and saved
-with the model) instead of by gym wrappers; checkpoints, --resume, Ctrl-C safety and a final deterministic eval.
+Differences from CleanRL, all on purpose: one actor head per action key, so a game's action space may mix continuous
+and discrete keys (pi(a|s) = prod over keys, log-probabilities and entropies summed; see Agent); a truncated episode
+(time limit) is bootstrapped with gamma * V(final obs) instead of being treated as a death; observation
+normalisation / reward scaling are done in this file (and saved with the model) instead of by gym wrappers;
+checkpoints, --resume, Ctrl-C safety and a final deterministic eval.
 Around the loop, not in it: every flag checked before any game starts; one process per run folder (a lock);
 SIGINT, SIGTERM and SIGHUP (cli.signal_policy), a crashed instance, a closed stdout or any other error once the
 agent exists all write the checkpoint of the last completed update and print the --resume command.

@@ -12,6 +12,8 @@ const Arena = preload("res://games/jumper/arena.tscn")
 
 # Courses stay within about 40 m of their arena's origin and rays reach 8 m.
 const ARENA_PITCH := 100.0
+# What the grid view frames around each arena's origin (most courses stay within it).
+const VIEW_RADIUS := 30.0
 const TRAINING_AGENTS := 16
 # As in ball_chase: a typo such as --agents=100000 must not spend minutes building arenas.
 const MAX_AGENTS := 2048
@@ -60,8 +62,8 @@ func _frame_grid(columns: int) -> void:
 		return
 	var rows := int(ceil(arenas.size() / float(columns)))
 	var centre := Vector3(columns - 1, 0, rows - 1) * ARENA_PITCH / 2.0
-	var size := max(columns, rows) * ARENA_PITCH
-	camera.look_at_from_position(centre + Vector3(0, size * 0.85, size * 0.75), centre, Vector3.UP)
+	var span: float = (max(columns, rows) - 1) * ARENA_PITCH + 2.0 * VIEW_RADIUS
+	camera.look_at_from_position(centre + Vector3(0, 0.8, 0.6).normalized() * span / 1.1, centre, Vector3.UP)
 
 
 func _process(delta: float) -> void:

@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := godot3-server godot3-runner xvfb xauth imagemagick
 
-.PHONY: demo test play export deps system-deps clean
+.PHONY: demo test play play-jumper export deps system-deps clean
 
 demo: deps export
 	$(PY) -m python_trainer train --env-id ball_chase --num-instances 2 --agents-per-instance 16 \
@@ -16,6 +16,10 @@ demo: deps export
 # Watch the pretrained ball_chase agent in the game window (Xvfb is started when there is no $DISPLAY).
 play: deps export
 	$(PY) -m python_trainer play exports/policies/ball_chase.json
+
+# The pretrained jumper agent (3D, hybrid actions), one arena with the camera following it.
+play-jumper: deps export
+	$(PY) -m python_trainer play exports/policies/jumper.json --agents 1
 
 test: deps export
 	$(PY) -m pytest -q

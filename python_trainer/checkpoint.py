@@ -42,12 +42,20 @@ def space_to_dict(space):
     if isinstance(space, gym.spaces.Box):
         return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype),
                 "low": space.low.flatten().tolist(), "high": space.high.flatten().tolist()}  # fmt: skip
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "start": space.start.tolist()}
+    if isinstance(space, gym.spaces.Dict):  # a hybrid action space: one entry per key
+        return {"type": "Dict", "spaces": {key: space_to_dict(sub) for key, sub in space.spaces.items()}}
     raise TypeError(f"cannot save space {space}")
 
 
 def space_from_dict(d):
     if d["type"] == "Discrete":
         return gym.spaces.Discrete(d["n"], start=d["start"])
+    if d["type"] == "MultiDiscrete":
+        return gym.spaces.MultiDiscrete(d["nvec"], start=d["start"])
+    if d["type"] == "Dict":
+        return gym.spaces.Dict({key: space_from_dict(sub) for key, sub in d["spaces"].items()})
     shape = tuple(d["shape"])
     low = np.array(d["low"], dtype=d["dtype"]).reshape(shape)
     high = np.array(d["high"], dtype=d["dtype"]).reshape(shape)

@@ -3,7 +3,7 @@
 
     {"format": "godot-ppo-policy", "version": 1, "env": "ball_chase", "observation_size": 12,
      "action_keys": [{"key": "move", "action_type": "continuous", "size": 2}],   # network-output order
-     "action_rule": "clipped_mean" | "argmax",
+     "action_rule": "clipped_mean" | "argmax" | "per_key",
      "obs_normalization": null | {"mean": [...], "var": [...], "epsilon": 1e-8, "clip": 10.0},
      "layers": [{"weight": [[...] x in] x out, "bias": [...], "activation": "tanh" | "linear"}, ...],
      "source": {...}}                                                            # informational only
@@ -44,30 +44,47 @@ def _f32(x) -> float:
     return float(str(np.float32(x)))
 
 
+def _key_list(keys) -> str:
+    """[(key, kind, size)] as "[jump (discrete, 2), move (continuous, 2)]" for error messages."""
+    return "[" + ", ".join(f"{key} ({kind}, {size})" for key, kind, size in keys) + "]"
+
+
 def action_keys(game_spaces, obs_dim: int, action_space, where: str, game: str = "?") -> list[dict]:
     """[{key, action_type, size}] in the order of the network's outputs, checked against the actor's spaces.
 
     ``game_spaces`` is ``vec_env.spaces_from_env_info(env_info)`` of the game that will run the policy:
     (observation space, action space, observation layout, action kind, action layout [(key, size)]).
+    The network's outputs (ppo.action_heads): the continuous keys' means, then the discrete keys' logits, each kind in
+    sorted key order (the game's layout is sorted, so a space of one kind keeps it).
     """
     import gymnasium as gym
 
     obs_space, act_space, _obs_layout, kind, act_layout = game_spaces
     if int(obs_space.shape[0]) != obs_dim:
         raise PolicyFileError(f"{where}: the actor takes {obs_dim} observations, but {game} gives {obs_space.shape[0]}")
-    if isinstance(action_space, gym.spaces.Discrete):
-        if kind != "discrete" or int(act_space.n) != int(action_space.n):
-            raise PolicyFileError(f"{where}: the actor chooses among {action_space.n} actions, but {game}'s action space is {act_space}")
-        if int(action_space.start) != 0:
-            raise PolicyFileError(f"{where}: Discrete actions starting at {action_space.start} cannot be played in the engine")
-    elif isinstance(action_space, gym.spaces.Box):
-        if kind != "continuous" or tuple(act_space.shape) != tuple(action_space.shape):
-            raise PolicyFileError(f"{where}: the actor outputs {action_space}, but {game}'s action space is {act_space}")
-        if not (np.all(action_space.low == -1.0) and np.all(action_space.high == 1.0)):
-            raise PolicyFileError(f"{where}: in-engine playback clips actions to [-1, 1]; this action space is {action_space}")
+    if kind == "hybrid":
+        game_keys = [(key, "discrete" if isinstance(act_space[key], gym.spaces.Discrete) else "continuous", size)
+                     for key, size in act_layout]  # fmt: skip
     else:
+        game_keys = [(key, "discrete" if kind != "continuous" else "continuous", size) for key, size in act_layout]
+    if isinstance(action_space, gym.spaces.Discrete) and int(action_space.start) != 0:
+        raise PolicyFileError(f"{where}: Discrete actions starting at {action_space.start} cannot be played in the engine")
+    if isinstance(action_space, gym.spaces.Box) and not (np.all(action_space.low == -1.0) and np.all(action_space.high == 1.0)):
+        raise PolicyFileError(f"{where}: in-engine playback clips actions to [-1, 1]; this action space is {action_space}")
+    if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.Dict)):
         raise PolicyFileError(f"{where}: action space {action_space} cannot be played in the engine")
-    return [{"key": key, "action_type": kind, "size": int(size)} for key, size in act_layout]
+    if action_space != act_space:
+        raise PolicyFileError(f"{where}: the actor's action space is {action_space}, but {game}'s action keys "
+                              f"{_key_list(game_keys)} make {act_space}")  # fmt: skip
+    ordered = sorted(game_keys, key=lambda k: k[1] != "continuous")  # stable: sorted by key within each kind
+    return [{"key": key, "action_type": kind, "size": int(size)} for key, kind, size in ordered]
+
+
+def action_rule(keys: list[dict]) -> str:
+    """"clipped_mean" (every key continuous), "argmax" (every key discrete) or "per_key" (both kinds: the clipped mean
+    for each continuous key, the argmax for each discrete one)."""
+    kinds = {k["action_type"] for k in keys}
+    return "per_key" if len(kinds) > 1 else ("argmax" if kinds == {"discrete"} else "clipped_mean")
 
 
 def actor_layers(actor, where: str) -> list[dict]:
@@ -146,7 +163,7 @@ def policy_dict(actor, obs_stats: Optional[dict], keys: list[dict], *, env: str,
         "env": env,
         "observation_size": int(obs_dim),
         "action_keys": keys,
-        "action_rule": "argmax" if keys[0]["action_type"] == "discrete" else "clipped_mean",
+        "action_rule": action_rule(keys),
         "obs_normalization": norm,
         "layers": layers,
         "source": source,

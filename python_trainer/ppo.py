@@ -17,9 +17,11 @@ logging. The equations (Schulman et al. 2017, 2016):
     L^VF     = 0.5 * E[ max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2) ]
     loss     = -L^CLIP - c_ent * H[pi] + c_vf * L^VF
 
-Differences from CleanRL, all on purpose: a truncated episode (time limit) is bootstrapped with gamma * V(final obs)
-instead of being treated as a death; observation normalisation / reward scaling are done in this file (and saved
-with the model) instead of by gym wrappers; checkpoints, --resume, Ctrl-C safety and a final deterministic eval.
+Differences from CleanRL, all on purpose: one actor head per action key, so a game's action space may mix continuous
+and discrete keys (pi(a|s) = prod over keys, log-probabilities and entropies summed; see Agent); a truncated episode
+(time limit) is bootstrapped with gamma * V(final obs) instead of being treated as a death; observation
+normalisation / reward scaling are done in this file (and saved with the model) instead of by gym wrappers;
+checkpoints, --resume, Ctrl-C safety and a final deterministic eval.
 Around the loop, not in it: every flag checked before any game starts; one process per run folder (a lock);
 SIGINT, SIGTERM and SIGHUP (cli.signal_policy), a crashed instance, a closed stdout or any other error once the
 agent exists all write the checkpoint of the last completed update and print the --resume command.
@@ -341,14 +343,60 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
+CONTINUOUS, DISCRETE = "continuous", "discrete"
+
+
+def action_heads(action_space: gym.Space) -> list[tuple[Optional[str], str, int]]:
+    """The actor's heads [(key, kind, size)] in the order of its outputs: the continuous values first (Gaussian
+    means), then one categorical head (logits) per discrete choice.
+
+    Discrete(n): one categorical head; 1-D Box(d): one Gaussian head of d values; MultiDiscrete(nvec): one categorical
+    head per entry; Dict (a Godot game with action keys of both kinds, vec_env's hybrid space): its continuous keys,
+    then its discrete keys, each in sorted key order (policy_file.action_keys lists them the same way).
+    Raises ValueError for any other space.
+    """
+    if isinstance(action_space, gym.spaces.Discrete):
+        return [(None, DISCRETE, int(action_space.n))]
+    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+        return [(None, CONTINUOUS, int(action_space.shape[0]))]
+    if isinstance(action_space, gym.spaces.MultiDiscrete) and len(action_space.shape) == 1:
+        return [(str(i), DISCRETE, int(n)) for i, n in enumerate(action_space.nvec)]
+    if isinstance(action_space, gym.spaces.Dict) and len(action_space.spaces):
+        heads = []
+        for key, space in action_space.spaces.items():
+            if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+                heads.append((key, CONTINUOUS, int(space.shape[0])))
+            elif isinstance(space, gym.spaces.Discrete):
+                heads.append((key, DISCRETE, int(space.n)))
+            else:
+                raise ValueError(f"action key {key!r}: {space} is neither a 1-D Box nor Discrete")
+        return sorted(heads, key=lambda h: (h[1] != CONTINUOUS, h[0]))
+    raise ValueError(f"{action_space} is not Discrete, a 1-D Box, MultiDiscrete or a Dict of those")
+
+
 class Agent(nn.Module):
-    """Categorical policy over logits for Discrete actions; Normal(mean, exp(log_std)) with a state-independent
-    log-std for Box actions (the sampled, unclipped action is what the log-probability is computed on)."""
+    """One actor head per action key: a Categorical over logits for each discrete key, and Normal(mean, exp(log_std))
+    with a state-independent log-std for the continuous values (the sampled, unclipped action is what the
+    log-probability is computed on). The heads are slices of the actor's last layer (see action_heads); the keys are
+    independent given s, so their log-probabilities and their entropies add up.
+
+    For a Discrete space this is CleanRL's ppo.py (the action is one int64 index); for any other space the action
+    is one flat float row: the continuous values, then one index per discrete head (a Box space: CleanRL's
+    ppo_continuous_action.py)."""
 
     def __init__(self, obs_dim: int, action_space: gym.Space):
         super().__init__()
+        self.heads = action_heads(action_space)
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
-        act_dim = int(action_space.n) if self.discrete else int(np.prod(action_space.shape))
+        self.n_continuous = sum(size for _, kind, size in self.heads if kind == CONTINUOUS)
+        self.logit_slices = []  # (start, end) of each discrete head's logits in the actor's output
+        n_out = self.n_continuous
+        for _, kind, size in self.heads:
+            if kind == DISCRETE:
+                self.logit_slices.append((n_out, n_out + size))
+                n_out += size
+        # the rollout buffer's row per env: one int64 index (Discrete) or the flat float action
+        self.action_shape = () if self.discrete else (self.n_continuous + len(self.logit_slices),)
         self.critic = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 64)),
             nn.Tanh(),
@@ -356,15 +404,15 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.actor = nn.Sequential(  # logits (Discrete) or action mean (Box)
+        self.actor = nn.Sequential(  # continuous means, then each discrete head's logits
             layer_init(nn.Linear(obs_dim, 64)),
             nn.Tanh(),
             layer_init(nn.Linear(64, 64)),
             nn.Tanh(),
-            layer_init(nn.Linear(64, act_dim), std=0.01),
+            layer_init(nn.Linear(64, n_out), std=0.01),
         )
-        if not self.discrete:
-            self.actor_logstd = nn.Parameter(torch.zeros(1, act_dim))
+        if self.n_continuous:
+            self.actor_logstd = nn.Parameter(torch.zeros(1, self.n_continuous))
 
     def get_value(self, x):
         return self.critic(x)
@@ -380,28 +428,62 @@ class Agent(nn.Module):
             logprob = logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
             entropy = -(logp.exp() * logp).sum(-1)  # H = -sum_a p log p
             return action, logprob, entropy, self.critic(x)
-        # Normal(mean, std) per action dimension, independent: log-probabilities and entropies add up
-        log_std = self.actor_logstd.expand_as(out)
-        std = log_std.exp()
+        logprob = entropy = 0.0
+        parts = []  # the sampled action's columns
+        if self.n_continuous:
+            # Normal(mean, std) per continuous dimension, independent: log-probabilities and entropies add up
+            mean = out[:, : self.n_continuous]
+            log_std = self.actor_logstd.expand_as(mean)
+            std = log_std.exp()
+            a = mean + std * torch.randn_like(mean) if action is None else action[:, : self.n_continuous]
+            logprob = (-0.5 * ((a - mean) / std) ** 2 - log_std - _HALF_LOG_2PI).sum(1)
+            entropy = (0.5 + _HALF_LOG_2PI + log_std).sum(1)
+            parts.append(a)
+        for j, (start, end) in enumerate(self.logit_slices):  # one Categorical per discrete head, as above
+            logp = torch.log_softmax(out[:, start:end], dim=-1)
+            if action is None:
+                a = (logp - torch.empty_like(logp).exponential_().log()).argmax(-1)
+            else:
+                a = action[:, self.n_continuous + j].long()
+            logprob = logprob + logp.gather(-1, a.unsqueeze(-1)).squeeze(-1)
+            entropy = entropy - (logp.exp() * logp).sum(-1)
+            parts.append(a.unsqueeze(-1).to(out.dtype))
         if action is None:
-            action = out + std * torch.randn_like(out)
-        logprob = (-0.5 * ((action - out) / std) ** 2 - log_std - _HALF_LOG_2PI).sum(1)
-        entropy = (0.5 + _HALF_LOG_2PI + log_std).sum(1)
+            action = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return action, logprob, entropy, self.critic(x)
 
     def act(self, x, deterministic=True):
-        """Actions for playback/evaluation: argmax of the logits / the mean action (unclipped)."""
+        """Actions for playback/evaluation: the mean of each continuous value (unclipped), the argmax of each discrete
+        head's logits."""
         if not deterministic:
             return self.get_action_and_value(x)[0]
         out = self.actor(x)
-        return out.argmax(dim=-1) if self.discrete else out
+        if self.discrete:
+            return out.argmax(dim=-1)
+        parts = [out[:, : self.n_continuous]]
+        parts += [out[:, start:end].argmax(-1, keepdim=True).to(out.dtype) for start, end in self.logit_slices]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
 
 def env_action(action_space, action):
-    """The action sent to the env: Box actions clipped to the space (the unclipped sample stays in the buffer)."""
+    """The action sent to the env, from the agent's (see Agent): Box values clipped to the space (the unclipped sample
+    stays in the buffer), discrete indices as integers; a Dict space gets {key: batched values}."""
     if isinstance(action_space, gym.spaces.Discrete):
         return action + int(action_space.start) if action_space.start else action
-    return np.clip(action, action_space.low, action_space.high)
+    if isinstance(action_space, gym.spaces.Box):
+        return np.clip(action, action_space.low, action_space.high)
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return action.astype(np.int64) + action_space.start
+    out, column = {}, 0  # Dict: the flat row's columns, head by head
+    for key, kind, size in action_heads(action_space):
+        space = action_space[key]
+        if kind == CONTINUOUS:
+            out[key] = np.clip(action[:, column : column + size], space.low, space.high)
+            column += size
+        else:
+            out[key] = action[:, column].astype(np.int64) + int(space.start)
+            column += 1
+    return out
 
 
 # ======================================================================================================================
@@ -429,10 +511,11 @@ class RolloutBuffer:
     FIELDS = ("obs", "actions", "logprobs", "rewards", "dones", "values", "terminated", "truncated", "final_values",
               "next_obs", "next_done")  # fmt: skip
 
-    def __init__(self, num_steps, num_envs, obs_dim, act_space):
-        discrete = isinstance(act_space, gym.spaces.Discrete)
+    def __init__(self, num_steps, num_envs, obs_dim, agent):
         self.obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
-        self.actions = np.zeros((num_steps, num_envs) + act_space.shape, np.int64 if discrete else np.float32)
+        # actions: one int64 index per env for a Discrete space, else the flat float row of Agent (continuous values,
+        # then one index per discrete key)
+        self.actions = np.zeros((num_steps, num_envs) + agent.action_shape, np.int64 if agent.discrete else np.float32)
         self.logprobs = np.zeros((num_steps, num_envs), np.float32)
         self.rewards = np.zeros((num_steps, num_envs), np.float32)
         self.dones = np.zeros((num_steps, num_envs), np.float32)
@@ -685,13 +768,13 @@ def _env_kwargs(args, game, global_step, run_dir):
 def _check_spaces(obs_space, act_space, ckpt, args, run_dir):
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         raise TrainError(f"unsupported observation space {obs_space}: the MLP agent needs flat Box observations")
-    if not isinstance(act_space, gym.spaces.Discrete) and not (
-        isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1
-    ):
+    try:
+        action_heads(act_space)
+    except ValueError as e:
         raise TrainError(
-            f"unsupported action space {act_space}: ppo.py handles Discrete and 1-D Box actions; wrap the env "
-            "to expose one of those (e.g. MultiBinary(n) as Discrete(2**n) or as a Box thresholded at 0)"
-        )
+            f"unsupported action space {act_space} ({e}): ppo.py handles Discrete, 1-D Box, MultiDiscrete and a Dict "
+            "of 1-D Box and Discrete keys; wrap the env to expose one of those (e.g. MultiBinary(n) as MultiDiscrete)"
+        ) from None
     if ckpt and (
         ckpt["observation_space"] != space_to_dict(obs_space) or ckpt["action_space"] != space_to_dict(act_space)
     ):
@@ -791,12 +874,12 @@ def train(args: Args, explicit=frozenset()) -> int:
                                         **({"game_settings": game_settings} if game_settings else {})})  # fmt: skip
         obs_space, act_space = envs.single_observation_space, envs.single_action_space
         _check_spaces(obs_space, act_space, ckpt, args, run_dir)
-        discrete = isinstance(act_space, gym.spaces.Discrete)
         obs_dim = obs_space.shape[0]
-        norm_obs = (not discrete) if args.norm_obs is None else args.norm_obs
-        norm_reward = (not discrete) if args.norm_reward is None else args.norm_reward
-
         agent = Agent(obs_dim, act_space)
+        continuous = agent.n_continuous > 0  # the normalisation defaults: CleanRL's continuous-action script
+        norm_obs = continuous if args.norm_obs is None else args.norm_obs
+        norm_reward = continuous if args.norm_reward is None else args.norm_reward
+
         # fused=True: the same Adam update in one kernel, ~4x faster on CPU for these small tensors
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
         normalizer = Normalizer(obs_dim, num_envs, args.gamma, norm_obs, norm_reward)
@@ -826,7 +909,7 @@ def train(args: Args, explicit=frozenset()) -> int:
                 args=asdict(args)))  # fmt: skip
 
         # ALGO Logic: Storage setup
-        buf = RolloutBuffer(args.num_steps, num_envs, obs_dim, act_space)
+        buf = RolloutBuffer(args.num_steps, num_envs, obs_dim, agent)
 
         # Start the game
         saved_step = global_step if ckpt else None  # the global step of the newest checkpoint on disk
@@ -891,7 +974,7 @@ def train(args: Args, explicit=frozenset()) -> int:
             # flatten the batch: (num_steps, num_envs, ...) -> (batch_size, ...)
             b_obs = torch.from_numpy(buf.obs.reshape((-1, obs_dim)))
             b_logprobs = torch.from_numpy(buf.logprobs.reshape(-1))
-            b_actions = torch.from_numpy(buf.actions.reshape((-1,) + act_space.shape))
+            b_actions = torch.from_numpy(buf.actions.reshape((-1,) + agent.action_shape))
             b_advantages = torch.from_numpy(advantages.reshape(-1))
             b_returns = torch.from_numpy(returns.reshape(-1))
             b_values = torch.from_numpy(buf.values.reshape(-1))

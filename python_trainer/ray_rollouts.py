@@ -166,7 +166,7 @@ class RolloutWorker:
         if self.agent is None:
             self.agent = ppo.Agent(obs_dim, envs.single_action_space)
             self.normalizer = ppo.Normalizer(obs_dim, envs.num_envs, a["gamma"], False, False)
-            self.buf = ppo.RolloutBuffer(a["num_steps"], envs.num_envs, obs_dim, envs.single_action_space)
+            self.buf = ppo.RolloutBuffer(a["num_steps"], envs.num_envs, obs_dim, self.agent)
         self.agent.load_state_dict({k: torch.tensor(v) for k, v in params["model"].items()})
         norm = self.normalizer
         norm.load_state_dict(params["normalizer"])

@@ -10,7 +10,9 @@ Conventions (shared with python_trainer.gym_env.GymVecEnv):
 * observations: one flat float32 vector per agent (godot-rl's obs dict flattened: its "obs" key, or all keys
   concatenated in sorted order);
 * actions: all-continuous action keys -> one ``Box(-1, 1)`` (keys concatenated in sorted order; actions are
-  clipped to [-1, 1] before sending); one discrete key -> ``Discrete(n)``; several -> ``MultiDiscrete``;
+  clipped to [-1, 1] before sending); one discrete key -> ``Discrete(n)``; several -> ``MultiDiscrete``; keys of
+  both kinds (hybrid) -> ``Dict({key: Box(-1, 1, (size,)) or Discrete(size)})``, whose batched actions are
+  ``{key: (num_envs, size) floats or (num_envs,) integers}``;
 * same-step autoreset (``metadata["autoreset_mode"] == "same-step"``): the game resets an agent as soon as its
   episode ends, so ``obs[i]`` is already the next episode's first observation and the last one of the finished
   episode is ``infos["final_obs"][i]`` (a ``(num_envs, obs_dim)`` float32 array, valid where ``infos["_final_obs"]``);
@@ -118,12 +120,16 @@ def _action_layout(action_space: dict):
     bad = kinds - {"continuous", "discrete"}
     if bad:
         raise ValueError(f"unsupported action type(s) {sorted(map(str, bad))} in {action_space!r}")
-    if len(kinds) > 1:
-        raise ValueError(
-            "mixed continuous and discrete action keys are not supported by this vector env "
-            f"(action space {action_space!r}); use only continuous or only discrete actions"
-        )
     sizes = [(k, int(action_space[k]["size"])) for k in keys]
+    bad_sizes = [k for k, size in sizes if size < 1]
+    if bad_sizes:
+        raise ValueError(f"action key(s) {bad_sizes} have a size below 1 in {action_space!r}")
+    if len(kinds) > 1:  # hybrid: one entry per key, in sorted key order
+        return gym.spaces.Dict({
+            k: gym.spaces.Discrete(size) if action_space[k]["action_type"] == "discrete"
+            else gym.spaces.Box(-1.0, 1.0, (size,), np.float32)
+            for k, size in sizes
+        }), "hybrid", sizes  # fmt: skip
     if kinds == {"continuous"}:
         dim = sum(s for _, s in sizes)
         return gym.spaces.Box(-1.0, 1.0, (dim,), np.float32), "continuous", sizes
@@ -306,11 +312,13 @@ class GodotVecEnv(gym.vector.VectorEnv):
     def _flat_one(self, obs: dict) -> np.ndarray:
         return self._flat_obs([obs])[0]
 
-    def _checked_actions(self, actions, n: Optional[int] = None) -> np.ndarray:
+    def _checked_actions(self, actions, n: Optional[int] = None):
         """Validate the batched actions of ``n`` envs (default: all): (n, dim) float64 clipped to [-1, 1] for
         continuous ones, (n, keys) int64 for discrete ones, each row's values in sorted key order (the packed
-        actions' layout)."""
+        actions' layout); for a hybrid space the pair of both, (floats, ints)."""
         n = self.num_envs if n is None else n
+        if self._act_kind == "hybrid":
+            return self._checked_hybrid(actions, n)
         a = np.asarray(actions)
         if self._act_kind == "continuous":
             dim = self.single_action_space.shape[0]
@@ -348,6 +356,49 @@ class GodotVecEnv(gym.vector.VectorEnv):
             raise ValueError(f"discrete actions out of range for {self.single_action_space}")
         return a
 
+    def _checked_hybrid(self, actions, n: int):
+        """(floats (n, continuous values) float64 clipped to [-1, 1], ints (n, discrete keys) int64), each row in
+        sorted key order, from {key: batched values}; a ValueError naming the key for anything else."""
+        space = self.single_action_space
+        keys = [key for key, _ in self._act_layout]
+        if not isinstance(actions, dict):
+            raise ValueError(f"actions for the hybrid space {space} must be a dict {{key: batched values}} with the "
+                             f"keys {keys}, got {type(actions).__name__}")  # fmt: skip
+        if sorted(actions) != keys:
+            raise ValueError(f"actions have the keys {sorted(map(str, actions))}; {space} needs {keys}")
+        floats, ints = [], []
+        for key, size in self._act_layout:
+            a = np.asarray(actions[key])
+            if isinstance(space[key], gym.spaces.Discrete):
+                if a.shape == (n, 1):
+                    a = a.reshape(n)
+                if a.shape != (n,):
+                    raise ValueError(f"actions[{key!r}] must have shape ({n},) (one index per env), got {a.shape}")
+                if a.dtype.kind == "f":
+                    if not np.isfinite(a).all():
+                        raise ValueError(f"actions[{key!r}] contains NaN or infinite values")
+                    if not (a == np.round(a)).all():
+                        raise ValueError(f"actions[{key!r}] must be whole numbers (discrete choices)")
+                elif a.dtype.kind not in "iu":
+                    raise ValueError(f"actions[{key!r}] must be integers, got dtype {a.dtype}")
+                if (a < 0).any() or (a >= size).any():
+                    bad = np.flatnonzero((a < 0) | (a >= size))
+                    raise ValueError(f"actions[{key!r}] out of range: must be in [0, {size}), got {a[bad[0]]} "
+                                     f"(sub-envs {bad[:10].tolist()})")  # fmt: skip
+                ints.append(a.astype(np.int64))
+                continue
+            if a.shape == (n,) and size == 1:
+                a = a.reshape(n, 1)
+            if a.shape != (n, size):
+                raise ValueError(f"actions[{key!r}] must have shape ({n}, {size}), got {a.shape}")
+            if a.dtype.kind not in "fiu":
+                raise ValueError(f"actions[{key!r}] must be numbers, got dtype {a.dtype}")
+            if not np.isfinite(a).all():
+                bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
+                raise ValueError(f"actions[{key!r}] contains NaN or infinite values (sub-envs {bad[:10].tolist()})")
+            floats.append(np.minimum(np.maximum(a, -1.0, dtype=np.float64), 1.0))
+        return np.concatenate(floats, axis=1), np.stack(ints, axis=1)
+
     def _encode_actions(self, actions) -> list:
         """Validate the batched actions and turn them into godot-rl's list of per-agent dicts."""
         return self._json_actions(self._checked_actions(actions))
@@ -356,10 +407,23 @@ class GodotVecEnv(gym.vector.VectorEnv):
         """The framed packed action message (binary step exchange) for the agents in ``s``."""
         if self._act_kind == "continuous":
             return pack_actions(floats=a[s])
+        if self._act_kind == "hybrid":
+            return pack_actions(floats=a[0][s], ints=a[1][s])
         return pack_actions(ints=a[s])
 
     def _json_actions(self, a: np.ndarray) -> list:
         """godot-rl's list of per-agent action dicts from `_checked_actions`' array."""
+        if self._act_kind == "hybrid":
+            floats, ints = a
+            columns, f, d = [], 0, 0  # each key's column(s) in the floats or ints array
+            for key, size in self._act_layout:
+                if isinstance(self.single_action_space[key], gym.spaces.Discrete):
+                    columns.append((key, ints[:, d].tolist()))
+                    d += 1
+                else:
+                    columns.append((key, np.round(floats[:, f:f + size], 7).tolist()))
+                    f += size
+            return [{key: values[i] for key, values in columns} for i in range(len(ints))]
         if self._act_kind == "continuous":
             # Rounded to 7 decimals (float32 precision): short JSON numbers are quicker to write and to parse.
             rows = np.round(a, 7).tolist()

@@ -121,7 +121,15 @@ def rollout(env, actions):
     return out
 
 
-@pytest.mark.parametrize("spec", ["continuous:2", "discrete:3", "discrete:3,discrete:2", "continuous:2,continuous:1"])
+def eighths(actions):
+    """Actions exact in float32 and in 7 decimals (a hybrid space's dict too), so both encodings carry the same."""
+    if isinstance(actions, dict):
+        return {key: eighths(value) for key, value in actions.items()}
+    return np.round(actions * 8) / 8
+
+
+@pytest.mark.parametrize("spec", ["continuous:2", "discrete:3", "discrete:3,discrete:2", "continuous:2,continuous:1",
+                                  "continuous:2,discrete:3", "discrete:4,continuous:1,discrete:2"])
 def test_fake_game_gives_the_same_steps_both_ways(tmp_path, spec):
     runs = {}
     for mode in ("binary", "json"):
@@ -130,8 +138,7 @@ def test_fake_game_gives_the_same_steps_both_ways(tmp_path, spec):
         try:
             assert env.launcher.instances[0].env_info["step_encoding"] == mode
             env.action_space.seed(5)
-            # exact in float32 and in 7 decimals, so both encodings carry the same actions
-            actions = [np.round(env.action_space.sample() * 8) / 8 for _ in range(40)]
+            actions = [eighths(env.action_space.sample()) for _ in range(40)]
             runs[mode] = rollout(env, actions)
         finally:
             env.close()
@@ -221,11 +228,11 @@ def test_real_binary_exchange_matches_the_json_one(headless_export, tmp_path):
 class RawGame:
     """The exported game on a port of ours, spoken to byte by byte."""
 
-    def __init__(self, binary, *args):
+    def __init__(self, binary, *args, env="ball_chase"):
         self.server = socket.create_server(("127.0.0.1", 0))
         self.server.settimeout(TIMEOUT)
         port = self.server.getsockname()[1]
-        self.proc = subprocess.Popen([str(binary), f"--port={port}", "--fixed-fps", "60", "--env=ball_chase", *args],
+        self.proc = subprocess.Popen([str(binary), f"--port={port}", "--fixed-fps", "60", f"--env={env}", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.conn, _ = self.server.accept()
         self.conn.settimeout(TIMEOUT)
@@ -274,8 +281,8 @@ class RawGame:
 def raw_game(headless_export):
     made = []
 
-    def make(*args):
-        made.append(RawGame(headless_export, *args))
+    def make(*args, env="ball_chase"):
+        made.append(RawGame(headless_export, *args, env=env))
         return made[-1]
 
     yield make
@@ -326,6 +333,61 @@ def test_real_non_finite_packed_action_is_an_error(raw_game):
     code, stderr = game.ended()
     assert code == 1
     assert "rl_sync: error: the action for agent 1 is invalid: 'move' holds nan, which is not a finite number" in stderr
+
+
+# jumper's hybrid space: "jump" (discrete, 2 choices) and "move" (2 continuous values); 2 agents
+@pytest.mark.parametrize("body, error", [
+    (pack_actions(floats=np.zeros((2, 2)), ints=[[0], [2]]),
+     "the action for agent 1 is invalid: 'jump' must be an integer in [0, 2), got 2"),
+    (pack_actions(floats=np.zeros((2, 2)), ints=[[-1], [0]]),
+     "the action for agent 0 is invalid: 'jump' must be an integer in [0, 2), got -1"),
+    (pack_actions(floats=[[0.0, 0.0], [0.0, np.nan]], ints=[[0], [1]]),
+     "the action for agent 1 is invalid: 'move' holds nan, which is not a finite number"),
+    (pack_actions(floats=np.zeros((2, 2))),
+     "a packed action message of 24 bytes; this game expects 40 (4 float32 values for continuous keys, 2 int32 "
+     "values for discrete keys"),
+    (pack_actions(floats=np.zeros((2, 3)), ints=[[0], [1]]),
+     "a packed action message of 48 bytes; this game expects 40"),
+    (pack_actions(ints=[[0, 0, 0], [1, 0, 0]]), "a packed action message of 32 bytes; this game expects 40"),
+    (json.dumps({"type": "action", "action": [{"move": [0, 0], "jump": 0.5}] * 2}).encode(),
+     "the action for agent 0 is invalid: 'jump' must be an integer in [0, 2), got 0.5"),
+    (json.dumps({"type": "action", "action": [{"move": [0, 0], "jump": 1}, {"move": [0, 0]}]}).encode(),
+     "the action for agent 1 is invalid: the key 'jump' is missing"),
+    (json.dumps({"type": "action", "action": [{"move": [0, 0], "jump": "up"}] * 2}).encode(),
+     "the action for agent 0 is invalid: 'jump' must be an integer in [0, 2), got up"),
+    (json.dumps({"type": "action", "action": [{"move": [0, 0, 0], "jump": 1}] * 2}).encode(),
+     "the action for agent 0 is invalid: 'move' must be a list of 2 numbers, got [0,0,0]"),
+], ids=["jump-2", "jump-minus-1", "move-nan", "no-ints", "three-floats", "ints-only", "json-jump-half",
+        "json-jump-missing", "json-jump-text", "json-move-3"])  # fmt: skip
+def test_real_bad_hybrid_actions_are_errors(raw_game, body, error):
+    game = raw_game("--agents=2", env="jumper")
+    info = game.start(step_encoding="binary")
+    assert info["action_space"][0] == {"jump": {"size": 2, "action_type": "discrete"},
+                                       "move": {"size": 2, "action_type": "continuous"}}
+    game.send_bytes(body[4:] if body[:1] != b"{" else body)
+    code, stderr = game.ended()
+    assert code == 1
+    assert "rl_sync: error: " + error in stderr
+    assert wait_gone([game.proc.pid], 5) == []
+
+
+def test_real_hybrid_actions_both_ways(raw_game):
+    """The same hybrid actions, packed and as JSON, give the same step (jumper's start is seeded)."""
+    replies = []
+    for mode in ("binary", "json"):
+        game = raw_game("--agents=2", "--env_seed=3", env="jumper")
+        game.start(step_encoding="binary")
+        for t in range(30):
+            move, jump = [[1.0, 0.25], [0.5, -1.0]], [[t % 2], [0]]
+            if mode == "binary":
+                game.send_bytes(pack_actions(floats=move, ints=jump)[4:])
+                obs, *_ = unpack_step(game.recv_body(), 2, 26)
+            else:
+                game.send({"type": "action", "action": [{"move": m, "jump": j[0]} for m, j in zip(move, jump)]})
+                obs = np.array([o["obs"] for o in json.loads(game.recv_body())["obs"]], np.float32)
+        replies.append(np.array(obs))
+    np.testing.assert_allclose(replies[0], replies[1], atol=1e-6)
+    assert np.abs(replies[0]).max() > 0
 
 
 def test_real_unknown_step_encoding_is_refused(raw_game):

@@ -68,6 +68,13 @@ def torch_outputs(checkpoint, obs):
         # two continuous keys: the network's outputs are laid out in sorted key order (move, then turn)
         ("continuous", gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
          {"turn": {"size": 1, "action_type": "continuous"}, "move": {"size": 2, "action_type": "continuous"}}),
+        # keys of both kinds, a discrete one with 3 choices: outputs are the continuous means (aim, move), then the
+        # discrete keys' logits (jump, then mode)
+        ("hybrid", gym.spaces.Dict({"aim": gym.spaces.Box(-1.0, 1.0, (1,), np.float32),
+                                    "jump": gym.spaces.Discrete(3), "mode": gym.spaces.Discrete(2),
+                                    "move": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}),
+         {"move": {"size": 2, "action_type": "continuous"}, "jump": {"size": 3, "action_type": "discrete"},
+          "aim": {"size": 1, "action_type": "continuous"}, "mode": {"size": 2, "action_type": "discrete"}}),
     ],
 )  # fmt: skip
 def test_gdscript_forward_matches_pytorch(headless_export, tmp_path, kind, space, godot_actions):
@@ -76,8 +83,11 @@ def test_gdscript_forward_matches_pytorch(headless_export, tmp_path, kind, space
     assert policy_path == tmp_path / "model.policy.json"
     policy = json.loads(policy_path.read_text())
     assert policy["format"] == "godot-ppo-policy" and policy["version"] == 1
-    assert policy["action_rule"] == ("argmax" if kind == "discrete" else "clipped_mean")
-    assert [k["key"] for k in policy["action_keys"]] == sorted(godot_actions)
+    assert policy["action_rule"] == {"discrete": "argmax", "continuous": "clipped_mean", "hybrid": "per_key"}[kind]
+    if kind == "hybrid":
+        assert [k["key"] for k in policy["action_keys"]] == ["aim", "move", "jump", "mode"]
+    else:
+        assert [k["key"] for k in policy["action_keys"]] == sorted(godot_actions)
 
     obs = np.random.default_rng(1).uniform(-1.5, 1.5, (300, OBS_DIM)).astype(np.float32)
     outputs, actions = playback.policy_forward(policy_path, obs)
@@ -94,12 +104,27 @@ def test_gdscript_forward_matches_pytorch(headless_export, tmp_path, kind, space
         assert clear.mean() > 0.95
         np.testing.assert_array_equal(godot[clear], python_actions[clear])
         assert len(set(godot.tolist())) == 3, "every action should be chosen somewhere"
-    else:
+    elif kind == "continuous":
         godot = np.array([a["move"] + a["turn"] for a in actions])
         np.testing.assert_allclose(godot, python_actions, atol=1e-5, rtol=0)
         saturated = np.abs(expected) > 1.0 + 1e-5
         assert saturated.any() and (~saturated).any(), "the test should exercise the clip and the linear range"
         np.testing.assert_array_equal(godot[saturated], np.sign(expected[saturated]))
+    else:  # the clipped mean per continuous key, the argmax per discrete key, each against the Python agent's
+        assert set(python_actions) == {"aim", "move", "jump", "mode"}
+        for key in ("aim", "move"):
+            godot = np.array([a[key] for a in actions])
+            np.testing.assert_allclose(godot, python_actions[key], atol=1e-5, rtol=0)
+        means = expected[:, :3]
+        saturated = np.abs(means) > 1.0 + 1e-5
+        assert saturated.any() and (~saturated).any(), "the test should exercise the clip and the linear range"
+        for key, (start, end) in (("jump", (3, 6)), ("mode", (6, 8))):
+            godot = np.array([a[key] for a in actions])
+            top2 = np.sort(expected[:, start:end], axis=1)[:, -2:]
+            clear = top2[:, 1] - top2[:, 0] > 1e-5
+            assert clear.mean() > 0.95
+            np.testing.assert_array_equal(godot[clear], python_actions[key][clear])
+            assert len(set(godot.tolist())) == end - start, f"every choice of {key} should be made somewhere"
 
 
 def test_export_refuses_nan_weights(tmp_path):
@@ -114,8 +139,14 @@ def test_export_refuses_nan_weights(tmp_path):
 
 def test_export_checks_the_game_spaces(tmp_path):
     checkpoint = make_checkpoint(tmp_path / "model.pt", gym.spaces.Discrete(3))
-    with pytest.raises(playback.PlaybackError, match="chooses among 3 actions"):
+    with pytest.raises(playback.PlaybackError, match=r"the actor's action space is Discrete\(3\), but parity_test's "
+                       r"action keys \[choice \(discrete, 4\)\] make Discrete\(4\)"):
         playback.export_policy(checkpoint, env_info=env_info({"choice": {"size": 4, "action_type": "discrete"}}))
+    hybrid = make_checkpoint(tmp_path / "hybrid.pt", gym.spaces.Dict(
+        {"jump": gym.spaces.Discrete(2), "move": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}))
+    with pytest.raises(playback.PlaybackError, match=r"action keys \[jump \(discrete, 3\), move \(continuous, 2\)\]"):
+        playback.export_policy(hybrid, env_info=env_info({"move": {"size": 2, "action_type": "continuous"},
+                                                          "jump": {"size": 3, "action_type": "discrete"}}))
 
 
 def test_policy_written_by_training_equals_the_export_of_its_checkpoint(headless_export, tmp_path):

@@ -99,6 +99,47 @@ def test_agent_log_probs_and_entropy_match_torch_distributions():
     torch.testing.assert_close(entropy, dist.entropy().sum(1))
 
 
+def test_hybrid_agent_sums_one_head_per_key():
+    """A Dict space of both kinds (a 3-choice discrete key next to continuous ones): the continuous means first, then
+    each discrete key's logits; log-probabilities and entropies are the sums over the heads."""
+    torch.manual_seed(0)
+    space = gym.spaces.Dict({"aim": gym.spaces.Box(-1, 1, (1,)), "jump": gym.spaces.Discrete(3),
+                             "mode": gym.spaces.Discrete(2), "move": gym.spaces.Box(-1, 1, (2,))})
+    agent = ppo.Agent(3, space)
+    assert agent.heads == [("aim", "continuous", 1), ("move", "continuous", 2), ("jump", "discrete", 3),
+                           ("mode", "discrete", 2)]  # fmt: skip
+    assert agent.actor[-1].out_features == 3 + 3 + 2 and agent.action_shape == (5,)
+    torch.nn.init.normal_(agent.actor[-1].weight)
+    with torch.no_grad():
+        agent.actor_logstd[:] = torch.tensor([[0.3, -0.7, 0.1]])
+    x = torch.randn(200, 3)
+    action, logprob, entropy, _ = agent.get_action_and_value(x)
+    assert action.shape == (200, 5) and action.dtype == torch.float32
+    assert set(action[:, 3].tolist()) == {0.0, 1.0, 2.0} and set(action[:, 4].tolist()) == {0.0, 1.0}
+    out = agent.actor(x)
+    normal = torch.distributions.Normal(out[:, :3], agent.actor_logstd.exp().expand(200, 3))
+    jump, mode = torch.distributions.Categorical(logits=out[:, 3:6]), torch.distributions.Categorical(logits=out[:, 6:8])
+    expected = normal.log_prob(action[:, :3]).sum(1) + jump.log_prob(action[:, 3].long()) + mode.log_prob(action[:, 4].long())
+    torch.testing.assert_close(logprob, expected)
+    torch.testing.assert_close(entropy, normal.entropy().sum(1) + jump.entropy() + mode.entropy())
+    _, logprob_again, _, _ = agent.get_action_and_value(x, action)  # the update re-evaluates the stored action
+    torch.testing.assert_close(logprob_again, logprob)
+
+    env_actions = ppo.env_action(space, np.array([[2.5, -3.0, 0.5, 2.0, 1.0]], np.float32))
+    assert set(env_actions) == {"aim", "jump", "mode", "move"}
+    np.testing.assert_array_equal(env_actions["aim"], [[1.0]])
+    np.testing.assert_array_equal(env_actions["move"], [[-1.0, 0.5]])
+    assert env_actions["jump"].tolist() == [2] and env_actions["mode"].tolist() == [1]
+    with torch.no_grad():
+        deterministic, out = agent.act(x[:4]), agent.actor(x[:4])
+    torch.testing.assert_close(deterministic[:, :3], out[:, :3])
+    torch.testing.assert_close(deterministic[:, 3:], torch.stack([out[:, 3:6].argmax(1), out[:, 6:8].argmax(1)], 1).float())
+
+    multi = ppo.Agent(3, gym.spaces.MultiDiscrete([3, 2]))  # several discrete keys (a Godot game's MultiDiscrete)
+    assert multi.heads == [("0", "discrete", 3), ("1", "discrete", 2)] and not hasattr(multi, "actor_logstd")
+    assert ppo.env_action(gym.spaces.MultiDiscrete([3, 2]), np.array([[2.0, 1.0]], np.float32)).tolist() == [[2, 1]]
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # GymVecEnv: same-step autoreset and episode statistics
 # ---------------------------------------------------------------------------------------------------------------------
@@ -369,3 +410,29 @@ def test_no_import_cycle():
     repo = Path(__file__).resolve().parent.parent
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=repo)
     assert result.returncode == 0, result.stderr
+
+
+def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
+    """The fake game with a continuous key (a0, 2 values) and a discrete key of 3 choices (a1), through ppo.main:
+    rollout, update, checkpoint, resume and the deterministic evaluation."""
+    import stat
+
+    from conftest import FAKE_GAME
+
+    script = tmp_path / "hybrid_game.sh"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_GAME}" "$@" --fake_action=continuous:2,discrete:3\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    root = tmp_path / "runs"
+    argv = ["--env-path", str(script), "--agents-per-instance", "4", "--num-steps", "16", "--num-minibatches", "2",
+            "--total-timesteps", "128", "--eval-episodes", "2", "--checkpoint-every", "1", "--run-dir-root", str(root)]
+    assert ppo.main(argv) == 0
+    (run_dir,) = _run_dirs(root)
+    loaded = ppo.load_agent(run_dir)
+    assert loaded.action_space == gym.spaces.Dict({"a0": gym.spaces.Box(-1, 1, (2,), np.float32),
+                                                   "a1": gym.spaces.Discrete(3)})  # fmt: skip
+    assert loaded.agent.heads == [("a0", "continuous", 2), ("a1", "discrete", 3)] and loaded.global_step == 128
+    policy = json.loads((run_dir / "policy.json").read_text())  # for in-engine playback: one rule per key
+    assert policy["action_rule"] == "per_key" and policy["action_keys"] == [
+        {"key": "a0", "action_type": "continuous", "size": 2}, {"key": "a1", "action_type": "discrete", "size": 3}]
+    assert ppo.main(["--resume", str(run_dir), "--total-timesteps", "192"]) == 0
+    assert ppo.load_agent(run_dir).global_step == 192

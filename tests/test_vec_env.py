@@ -40,9 +40,12 @@ def test_space_flattening():
     _, act, *_ = spaces_from_env_info(info_with({"b": {"size": 2, "action_type": "discrete"},
                                                  "a": {"size": 5, "action_type": "discrete"}}))
     assert act == gym.spaces.MultiDiscrete([5, 2])  # sorted keys
-    with pytest.raises(ValueError, match="mixed continuous and discrete"):
-        spaces_from_env_info(info_with({"a": {"size": 2, "action_type": "continuous"},
-                                        "b": {"size": 2, "action_type": "discrete"}}))
+    _, act, _, kind, layout = spaces_from_env_info(info_with({"move": {"size": 2, "action_type": "continuous"},
+                                                             "jump": {"size": 3, "action_type": "discrete"}}))
+    assert kind == "hybrid" and layout == [("jump", 3), ("move", 2)]
+    assert act == gym.spaces.Dict({"jump": gym.spaces.Discrete(3), "move": gym.spaces.Box(-1, 1, (2,), np.float32)})
+    with pytest.raises(ValueError, match="size below 1"):
+        spaces_from_env_info(info_with({"move": {"size": 0, "action_type": "continuous"}}))
     obs, *_ = spaces_from_env_info(info_with({"move": {"size": 2, "action_type": "continuous"}},
                                              {"b": {"size": [3], "space": "box"},
                                               "a": {"size": [2, 2], "space": "box"}}))
@@ -112,6 +115,50 @@ def test_action_validation(tmp_path):
         denv.step(np.array([2, 1]))
     finally:
         denv.close()
+
+
+def test_hybrid_actions_reach_the_game(tmp_path):
+    # a0: 2 continuous values, a1: a discrete key of 3 choices (godot-rl's SB3/CleanRL wrappers refuse this space)
+    env = fake_env(tmp_path, instances=2, agents=3, extra_args=["--fake_action=continuous:2,discrete:3"])
+    try:
+        assert env.single_action_space == gym.spaces.Dict(
+            {"a0": gym.spaces.Box(-1, 1, (2,), np.float32), "a1": gym.spaces.Discrete(3)})
+        env.reset()
+        for _ in range(5):
+            actions = env.action_space.sample()
+            obs, *_ = env.step(actions)
+            # the fake game echoes the sum of each agent's action values in obs[3]
+            expected = actions["a0"].astype(np.float64).sum(axis=1) + actions["a1"]
+            np.testing.assert_allclose(obs[:, 3], expected, rtol=1e-6)
+        obs, *_ = env.step({"a0": np.full((6, 2), 3.0), "a1": np.array([0, 1, 2, 2, 1, 0])})  # clipped to [-1, 1]
+        assert obs[:, 3].tolist() == [2.0, 3.0, 4.0, 4.0, 3.0, 2.0]
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("actions, message", [
+    (np.zeros((4, 3)), r"must be a dict \{key: batched values\} with the keys \['a0', 'a1'\], got ndarray"),
+    ({"a0": np.zeros((4, 2))}, r"actions have the keys \['a0'\]; .* needs \['a0', 'a1'\]"),
+    ({"a0": np.zeros((4, 2)), "a1": np.zeros(4, int), "a2": np.zeros(4)}, r"keys \['a0', 'a1', 'a2'\]"),
+    ({"a0": np.zeros((4, 3)), "a1": np.zeros(4, int)}, r"actions\['a0'\] must have shape \(4, 2\), got \(4, 3\)"),
+    ({"a0": np.zeros((4, 2)), "a1": np.zeros((4, 2), int)}, r"actions\['a1'\] must have shape \(4,\)"),
+    ({"a0": np.array([[0, np.nan]] * 4), "a1": np.zeros(4, int)}, r"actions\['a0'\] contains NaN"),
+    ({"a0": np.zeros((4, 2)), "a1": np.array([0, 1, 3, 0])}, r"actions\['a1'\] out of range: must be in \[0, 3\), got 3"),
+    ({"a0": np.zeros((4, 2)), "a1": np.array([0, -1, 0, 0])}, r"out of range"),
+    ({"a0": np.zeros((4, 2)), "a1": np.array([0, np.nan, 0, 0])}, r"actions\['a1'\] contains NaN"),
+    ({"a0": np.zeros((4, 2)), "a1": np.array([0, 0.5, 0, 0])}, r"whole numbers"),
+    ({"a0": np.array([["a", "b"]] * 4), "a1": np.zeros(4, int)}, r"must be numbers"),
+    ({"a0": np.zeros((4, 2)), "a1": np.array(["x"] * 4)}, r"must be integers"),
+])  # fmt: skip
+def test_hybrid_action_validation(tmp_path, actions, message):
+    env = fake_env(tmp_path, instances=1, agents=4, extra_args=["--fake_action=continuous:2,discrete:3"])
+    try:
+        env.reset()
+        with pytest.raises(ValueError, match=message):
+            env.step(actions)
+        env.step({"a0": np.zeros((4, 2)), "a1": np.array([0, 1, 2, 1])})  # nothing was sent: the game still steps
+    finally:
+        env.close()
 
 
 def test_instances_simulate_in_parallel(tmp_path):

@@ -102,6 +102,10 @@ func test_bad_policies_are_explained() -> void:
 	p.erase("layers")
 	cases.append([p, "the key \"layers\" is missing"])
 	cases.append([{"format": "something else"}, "not a godot-ppo policy file"])
+	p = _policy(12, 8, 2, "clipped_mean", [{"key": "move", "action_type": "sideways", "size": 2}])
+	cases.append([p, "every action key needs"])
+	p = _policy(12, 8, 2, "mean_of_means", keys)
+	cases.append([p, "unknown action_rule \"mean_of_means\""])
 	for case in cases:
 		var error := PolicyRunner.new().load_dict(case[0])
 		check(case[1] in error, "expected an error containing '%s', got '%s'" % [case[1], error])
@@ -114,5 +118,33 @@ func test_policy_must_fit_the_agent() -> void:
 	check_eq(runner.check_agent("ball_chase", 12, space), "", "a fitting agent")
 	check("trained on \"ball_chase\", not \"snake\"" in runner.check_agent("snake", 12, space), "wrong game")
 	check("expects 12 observations, the agent gives 20" in runner.check_agent("ball_chase", 20, space), "wrong size")
-	check("does not match the agent's action space" in runner.check_agent("ball_chase", 12,
-			{"move": {"size": 3, "action_type": "continuous"}}), "wrong action size")
+	var error := runner.check_agent("ball_chase", 12, {"move": {"size": 3, "action_type": "continuous"}})
+	check("its action keys [move (continuous, 2)] do not match the game's [move (continuous, 3)]" in error,
+			"wrong action size, both lists named: " + error)
+
+
+func test_hybrid_policy_must_have_the_games_keys() -> void:
+	var runner := PolicyRunner.new()
+	check_eq(runner.load_dict(_policy(12, 8, 5, "per_key", [
+			{"key": "move", "action_type": "continuous", "size": 2},
+			{"key": "jump", "action_type": "discrete", "size": 3}])), "", "load error")
+	var space := {"jump": {"size": 3, "action_type": "discrete"}, "move": {"size": 2, "action_type": "continuous"}}
+	check_eq(runner.check_agent("ball_chase", 12, space), "", "the same keys in another order fit")
+	var error := runner.check_agent("ball_chase", 12, {"move": {"size": 2, "action_type": "continuous"},
+			"jump": {"size": 2, "action_type": "discrete"}})
+	check("its action keys [jump (discrete, 3), move (continuous, 2)] do not match the game's " \
+			+ "[jump (discrete, 2), move (continuous, 2)]" in error, "a discrete size differs: " + error)
+	error = runner.check_agent("ball_chase", 12, {"move": {"size": 2, "action_type": "continuous"}})
+	check("[jump (discrete, 3), move (continuous, 2)] do not match the game's [move (continuous, 2)]" in error,
+			"a key missing: " + error)
+
+
+func test_hybrid_actions_per_key() -> void:
+	# Output order: the continuous means, then each discrete key's logits (as policy_file.py writes them).
+	var runner := PolicyRunner.new()
+	check_eq(runner.load_dict(_policy(4, 8, 6, "per_key", [
+			{"key": "move", "action_type": "continuous", "size": 2},
+			{"key": "jump", "action_type": "discrete", "size": 3},
+			{"key": "fire", "action_type": "discrete", "size": 1}])), "", "load error")
+	check_eq(runner.outputs_to_action([1.7, -0.25, 0.1, 0.9, -1.0, 5.0]), {"move": [1.0, -0.25], "jump": 1, "fire": 0},
+			"clipped mean for move, argmax for jump and fire")

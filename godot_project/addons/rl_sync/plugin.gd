@@ -7,9 +7,11 @@ func _enter_tree() -> void:
 	add_custom_type("RLSync", "Node", preload("sync.gd"), null)
 	add_custom_type("RLAgentController", "Node", preload("agent_controller.gd"), null)
 	add_custom_type("RaycastSensor2D", "Node2D", preload("raycast_sensor_2d.gd"), null)
+	add_custom_type("RaycastSensor3D", "Spatial", preload("raycast_sensor_3d.gd"), null)
 
 
 func _exit_tree() -> void:
 	remove_custom_type("RLSync")
 	remove_custom_type("RLAgentController")
 	remove_custom_type("RaycastSensor2D")
+	remove_custom_type("RaycastSensor3D")

@@ -6,8 +6,9 @@ extends Reference
 #   env                 the game it was trained on
 #   observation_size    length of an agent's flat observation
 #   action_keys         [{"key", "action_type", "size"}] in the order the network's outputs are laid out
-#   action_rule         "clipped_mean" (continuous: the Gaussian mean clipped to [-1, 1]) or
-#                       "argmax" (discrete: the most likely choice, per key)
+#   action_rule         "clipped_mean" (continuous: the Gaussian mean clipped to [-1, 1]),
+#                       "argmax" (discrete: the most likely choice, per key) or "per_key" (keys of both
+#                       kinds: the clipped mean for each continuous key, the argmax for each discrete one)
 #   obs_normalization   null, or {"mean", "var", "epsilon", "clip"}: x = clip((obs - mean) / sqrt(var + epsilon))
 #   layers              [{"weight": out x in rows, "bias": out, "activation": "tanh" | "linear"}]
 #
@@ -78,12 +79,27 @@ func load_dict(data) -> String:
 	observation_size = int(data["observation_size"])
 	action_keys = data["action_keys"]
 	action_rule = str(data["action_rule"])
-	if not action_rule in ["clipped_mean", "argmax"]:
-		return _error("unknown action_rule \"%s\" (expected clipped_mean or argmax)" % action_rule)
-	var error := _load_normalization(data.get("obs_normalization"))
+	if not action_rule in ["clipped_mean", "argmax", "per_key"]:
+		return _error("unknown action_rule \"%s\" (expected clipped_mean, argmax or per_key)" % action_rule)
+	var error := _check_action_keys()
+	if error != "":
+		return error
+	error = _load_normalization(data.get("obs_normalization"))
 	if error != "":
 		return error
 	return _load_layers(data["layers"])
+
+
+# Each action key needs a name, a kind and a size of at least 1.
+func _check_action_keys() -> String:
+	if typeof(action_keys) != TYPE_ARRAY or action_keys.empty():
+		return _error("\"action_keys\" must be a non-empty list of {\"key\", \"action_type\", \"size\"}")
+	for key in action_keys:
+		if typeof(key) != TYPE_DICTIONARY or not key.has("key") or not key.get("action_type") in ["continuous", "discrete"] \
+				or not _finite(key.get("size")) or int(key["size"]) < 1:
+			return _error("every action key needs \"key\", \"action_type\" (continuous or discrete) and \"size\" >= 1; got %s"
+					% to_json(key))
+	return ""
 
 
 func _load_normalization(norm) -> String:
@@ -222,21 +238,37 @@ func _at(weight: Array, row: int, column: int) -> float:
 	return 0.0
 
 
-# Checks the policy fits an agent of this game; returns "" or a message naming the mismatch.
+# Checks the policy fits an agent of this game; returns "" or a message naming the mismatch (both
+# lists of action keys, when they differ).
 func check_agent(game: String, obs_size: int, action_space: Dictionary) -> String:
 	if env != game:
 		return _error("it was trained on \"%s\", not \"%s\"" % [env, game])
 	if obs_size != observation_size:
 		return _error("it expects %d observations, the agent gives %d" % [observation_size, obs_size])
-	if action_keys.size() != action_space.size():
-		return _error("it has %d action keys, the agent %d" % [action_keys.size(), action_space.size()])
+	var matches := action_keys.size() == action_space.size()
 	for key in action_keys:
 		var name := str(key["key"])
 		if not action_space.has(name) or action_space[name]["action_type"] != key["action_type"] \
 				or int(action_space[name]["size"]) != int(key["size"]):
-			return _error("its action \"%s\" (%s, size %d) does not match the agent's action space %s"
-					% [name, key["action_type"], int(key["size"]), to_json(action_space)])
+			matches = false
+	if not matches:
+		var theirs := []
+		for key in action_keys:
+			theirs.append([str(key["key"]), key["action_type"], int(key["size"])])
+		var ours := []
+		for name in action_space:
+			ours.append([str(name), action_space[name]["action_type"], int(action_space[name]["size"])])
+		return _error("its action keys %s do not match the game's %s" % [key_list(theirs), key_list(ours)])
 	return ""
+
+
+# [[key, kind, size], ...] as "[jump (discrete, 2), move (continuous, 2)]", sorted by key.
+static func key_list(keys: Array) -> String:
+	var words := []
+	for entry in keys:
+		words.append("%s (%s, %d)" % entry)
+	words.sort()
+	return "[" + PoolStringArray(words).join(", ") + "]"
 
 
 # Raw network outputs (Gaussian means or logits) for one flat observation.

@@ -104,3 +104,11 @@ def test_exported_weights_compute_the_same_step_by_hand():
         out, (_, c_t) = core(torch.tensor(x).float().view(1, 3), state, torch.zeros(1))
     np.testing.assert_allclose(out.numpy()[0], h_new, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(c_t.numpy()[0, 0], c_new, rtol=1e-5, atol=1e-6)
+
+
+def test_the_forget_gate_starts_open_and_everything_else_at_zero():
+    core = LSTMCore(input_size=3, hidden_size=4)
+    bias = core.lstm.bias_ih_l0 + core.lstm.bias_hh_l0
+    assert bias[4:8].tolist() == [1.0] * 4  # the forget gate (PyTorch's order: i, f, g, o)
+    assert bias[:4].abs().sum() == 0 and bias[8:].abs().sum() == 0
+    assert LSTMCore(3, 4, forget_bias=0.0).export_weights()["bias"] == [0.0] * 16

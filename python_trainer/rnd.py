@@ -6,11 +6,15 @@ and the error is small; on novel ones it is large. That error is the intrinsic r
 
 How the trainer uses this module (the lines CleanRL's ppo_rnd_envpool.py adds to ppo.py):
 
-    rnd = RND(obs_dim)                                    # its parameters join the agent's optimizer
+    rnd = RND(obs_dim)                                    # rnd.predictor's parameters join the optimizer
+    ...before training: a few dozen steps of random actions, rnd.update_obs_stats(obs) on each (the paper's
+       warm-up: whitening with statistics of nothing would make the first bonuses meaningless)
     ...rollout, after envs.step():
-        rnd.update_obs_stats(real_next_obs)               # the terminal observation where an episode ended
+        real_next_obs = next_obs, with infos["final_obs"] where an episode ended (the goal state itself must be
+                        rated, not the next episode's start)
         int_rewards[step] = rnd.intrinsic_reward(real_next_obs)
     ...after the rollout:
+        rnd.update_obs_stats(all real_next_obs of the rollout)
         int_rewards = rnd.normalize_intrinsic(int_rewards)     # (num_steps, num_envs), divided by the return's std
         int_advantages via GAE with dones = 0 (non-episodic) and gamma = INT_GAMMA, a second value head
         advantages = EXT_COEF * ext_advantages + INT_COEF * int_advantages

@@ -8,7 +8,7 @@ from python_trainer.vec_env import make_vec_env
 # memory's layout (games/memory/memory_agent.gd): observation [cue left, cue right, progress, at junction]
 CUE_STEPS, CORRIDOR_CELLS, MEMORY_LIMIT = 2, 21, 64
 FORWARD, LEFT, RIGHT = 0, 1, 2
-# sparse_goal (games/sparse_goal/room.gd): a 600 px room, observation [x, y, 8 rays] with x, y in [-1, 1]
+# sparse_goal (games/sparse_goal/room.gd): a 600 px room, observation [x, y, 8 rays, 8 x 8 one-hot cell], x, y in [-1, 1]
 ROOM, GOAL_LIMIT = 600.0, 400
 STAY, UP, DOWN, WEST, EAST = 0, 1, 2, 3, 4
 
@@ -92,9 +92,11 @@ def _way_round(obs):
 def test_sparse_goal_pays_only_at_the_goal(headless_export, tmp_path):
     env = make_vec_env("sparse_goal", num_instances=1, agents_per_instance=4, run_dir=tmp_path, seed=2)
     try:
-        assert env.single_observation_space.shape == (10,) and env.single_action_space.n == 5
+        assert env.single_observation_space.shape == (74,) and env.single_action_space.n == 5
         obs, _ = env.reset()
         assert np.all(np.abs(obs) <= 1.0)
+        # the one-hot cell agrees with the position: the start is in the bottom-left cell
+        assert (obs[:, 10:].sum(axis=1) == 1).all() and (obs[:, 10 + 7 * 8] == 1).all()
         reached = np.zeros(env.num_envs, dtype=bool)
         for _ in range(GOAL_LIMIT):
             obs, reward, term, trunc, infos = env.step(np.where(reached, STAY, _way_round(obs)))
@@ -105,6 +107,9 @@ def test_sparse_goal_pays_only_at_the_goal(headless_export, tmp_path):
             if term.any():
                 final = _position(infos["final_obs"][term])
                 assert (np.linalg.norm(final - [50, 50], axis=1) < 31).all()  # ended touching the goal
+            x, y = _position(obs).T
+            cell = (np.clip(y // 75, 0, 7) * 8 + np.clip(x // 75, 0, 7)).astype(int)
+            assert (obs[np.arange(env.num_envs), 10 + cell] == 1).all() and (obs[:, 10:].sum(axis=1) == 1).all()
             reached |= term
             if reached.all():
                 break

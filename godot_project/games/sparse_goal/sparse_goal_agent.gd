@@ -4,14 +4,20 @@ extends "res://addons/rl_sync/agent_controller.gd"
 # Reward: +1 for touching the goal, which ends the episode; nothing else, ever (no shaping, no wall
 # penalty, no step cost), so an agent learns only once it has found the goal on its own. The time limit
 # (max_episode_steps) ends the search otherwise.
-# Observation (10 values in [-1, 1]): the agent's position in the room (x, y scaled to [-1, 1]) and 8
-# wall rays (1 = touching, 0 = nothing within reach). The goal's position is not observed: it never
-# moves, and finding it is the point.
+# Observation (74 values in [-1, 1]): the agent's position in the room (x, y scaled to [-1, 1]), 8 wall
+# rays (1 = touching, 0 = nothing within reach), and which cell of an 8 x 8 grid over the room it is in
+# (one-hot, 64 values). The goal's position is not observed: it never moves, and finding it is the point.
+# Why the grid: a curiosity bonus (RND) rates how new an observation looks to a small network, and a
+# network generalises so smoothly over two coordinates that a place 100 px beyond the visited ones looks
+# familiar; a cell never visited lights an input never seen, which looks new until it has been visited
+# (as a grid-world's picture would). It also lets a policy learn place by place.
 # Action: "move", discrete: 0 stay, 1 up, 2 down, 3 left, 4 right, at a fixed speed, sliding along walls.
 
 const AGENT_RADIUS := 10.0
 const SPEED := 600.0
 const GOAL_REWARD := 1.0
+# The room is cut into GRID x GRID cells for the one-hot part of the observation.
+const GRID := 8
 const DIRECTIONS := [Vector2.ZERO, Vector2.UP, Vector2.DOWN, Vector2.LEFT, Vector2.RIGHT]
 
 var velocity := Vector2.ZERO
@@ -26,7 +32,14 @@ onready var sensor = $"../RaycastSensor"
 func get_obs() -> Array:
 	var obs := [body.position.x / room.SIZE * 2.0 - 1.0, body.position.y / room.SIZE * 2.0 - 1.0]
 	obs += sensor.get_observation()
-	return obs
+	var cells := []
+	cells.resize(GRID * GRID)
+	for i in range(cells.size()):
+		cells[i] = 0.0
+	var column := int(clamp(floor(body.position.x / room.SIZE * GRID), 0, GRID - 1))
+	var row := int(clamp(floor(body.position.y / room.SIZE * GRID), 0, GRID - 1))
+	cells[row * GRID + column] = 1.0
+	return obs + cells
 
 
 func get_action_space() -> Dictionary:

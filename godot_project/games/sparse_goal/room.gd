@@ -4,9 +4,11 @@ extends Node2D
 #
 # The layout makes the goal hard to find by chance: the agent starts in the bottom-left corner, and the
 # goal sits in the top-left corner on the other side of a wall that reaches from the left side most of
-# the way across. The way round is about 130 decision steps (right, up through the gap, back left),
-# while a random walk spreads only about SPEED * sqrt(steps) / 60, some 200 px in an episode. A policy
-# that drifts one way (right and up) meets the far wall, not the goal: it has to turn back.
+# the way across. The way round is about 1300 px, some 65 decision steps (right, up through the gap,
+# back left), and a curiosity-driven agent finds it within about 100k steps; a random walk moves
+# along a corridor by only about sqrt(0.4 * steps) steps' worth, some 13 of the 400 in an episode, so
+# it practically never gets round. A policy that drifts one way (right and up) meets the far wall,
+# not the goal: it has to turn back.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 

@@ -14,7 +14,7 @@ extends "res://addons/rl_sync/agent_controller.gd"
 # Action: "move", discrete: 0 stay, 1 up, 2 down, 3 left, 4 right, at a fixed speed, sliding along walls.
 
 const AGENT_RADIUS := 10.0
-const SPEED := 600.0
+const SPEED := 1200.0
 const GOAL_REWARD := 1.0
 # The room is cut into GRID x GRID cells for the one-hot part of the observation.
 const GRID := 8

@@ -38,8 +38,9 @@ import torch.nn as nn
 from python_trainer.running_stats import RunningMeanStd
 
 # The paper's settings for the bonus (Table 5 of Burda et al.): the intrinsic return is discounted with 0.99 (the
-# extrinsic one with 0.999 there; our trainer keeps its own gamma), the advantages are mixed 2:1 (extrinsic:intrinsic), and each sample trains the predictor with
-# probability 0.25 so the bonus does not vanish too fast when many environments run in parallel.
+# extrinsic one with 0.999 there; our trainer keeps its own gamma), the advantages are mixed 2:1 (extrinsic to
+# intrinsic), and each sample trains the predictor with probability 0.25 so the bonus does not vanish too fast when
+# many environments run in parallel.
 INT_GAMMA = 0.99
 EXT_COEF = 2.0
 INT_COEF = 1.0

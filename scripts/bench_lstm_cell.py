@@ -55,7 +55,8 @@ def main() -> None:
     for size in args.sizes.split(","):
         input_size, hidden_size = (int(v) for v in size.split("x"))
         ms = statistics.median(bench(input_size, hidden_size, args.agents, args.frames) for _ in range(args.repeats))
-        print(f"  input {input_size:3d}, hidden {hidden_size:3d}: {ms:6.2f} ms per frame  ({ms / args.agents:.3f} ms per agent)")
+        per_agent = ms / args.agents
+        print(f"  input {input_size:3d}, hidden {hidden_size:3d}: {ms:6.2f} ms per frame  ({per_agent:.3f} ms per agent)")
 
 
 if __name__ == "__main__":

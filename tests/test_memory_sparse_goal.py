@@ -8,7 +8,7 @@ from python_trainer.vec_env import make_vec_env
 # memory's layout (games/memory/memory_agent.gd): observation [cue left, cue right, progress, at junction]
 CUE_STEPS, CORRIDOR_CELLS, MEMORY_LIMIT = 2, 21, 64
 FORWARD, LEFT, RIGHT = 0, 1, 2
-# sparse_goal (games/sparse_goal/room.gd): a 600 px room, observation [x, y, 8 rays, 8 x 8 one-hot cell], x, y in [-1, 1]
+# sparse_goal (games/sparse_goal/room.gd): a 600 px room, observation [x, y, 8 rays, 8 x 8 one-hot cell]
 ROOM, GOAL_LIMIT = 600.0, 400
 STAY, UP, DOWN, WEST, EAST = 0, 1, 2, 3, 4
 

@@ -93,7 +93,7 @@ def test_missing_export_says_run_export(tmp_path, monkeypatch):
 
 
 def test_unknown_game_lists_valid_ones(headless_export):
-    with pytest.raises(GameError, match="its games: ball_chase"):
+    with pytest.raises(GameError, match="its games: ball_chase, .*jumper, .*sparse_goal"):
         launch_instances("pong_deluxe", 1)
 
 

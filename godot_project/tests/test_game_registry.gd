@@ -30,6 +30,8 @@ func test_this_project_registers_ball_chase() -> void:
 	var all_games := GameRegistry.games()
 	check_eq(all_games.get("ball_chase"), BALL_CHASE, "ball_chase is registered")
 	check_eq(all_games.get("jumper"), "res://games/jumper/jumper.tscn", "jumper is registered")
+	for name in ["memory", "sparse_goal"]:
+		check_eq(all_games.get(name), "res://games/%s/%s.tscn" % [name, name], name + " is registered")
 	check_eq(GameRegistry.default_game(all_games), "ball_chase", "default game")
 	check_eq(ProjectSettings.get_setting(GameRegistry.MAIN_SCENE_SETTING), "res://addons/rl_sync/game_selector.tscn",
 			"the addon's selector is the main scene")

@@ -1,0 +1,78 @@
+extends Node2D
+# Lays out --agents copies of an arena scene in a grid and fits the grid to the window.
+#
+# Use it as the root script of a game scene (or extend it): set `arena_scene`, `pitch` (the distance
+# between arena origins, larger than an arena so no ray or body of one reaches another) and
+# `drawn_rect` (what one arena draws, relative to its origin). Each arena gets `index` and
+# `seed_value` before it enters the tree, so it can seed its own generator.
+#
+# Every simulating node stays at scale 1: speeds, rays and shapes are the same in world units whatever
+# the number of arenas or the window size. A window fits the grid through the viewport's canvas
+# transform, which only changes what is drawn.
+
+const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+
+const TRAINING_AGENTS := 16
+const HUMAN_AGENTS := 1
+# More arenas than one process can start; a typo such as --agents=100000 fails at once instead.
+const MAX_AGENTS := 2048
+# The top strip of the window is left to the overlay's text.
+const VIEW_TOP := 80.0
+
+export(PackedScene) var arena_scene: PackedScene
+export var pitch := Vector2(500, 500)
+export var drawn_rect := Rect2(0, 0, 400, 400)
+
+# How many arenas to build; 0 reads --agents (the tests set it).
+var n_agents := 0
+var arenas := []
+
+var _fits_view := false
+
+
+func _ready() -> void:
+	var default_agents := TRAINING_AGENTS if RlArgs.has("port") or RlArgs.has("benchmark_steps") else HUMAN_AGENTS
+	# null after a bad --agents (RlArgs has failed then).
+	var agents_arg = RlArgs.get_int(get_tree(), "agents", default_agents, 1, MAX_AGENTS) if n_agents <= 0 else n_agents
+	var seed_value = RlArgs.get_int(get_tree(), "env_seed", 0, 0)
+	if RlArgs.has_failed():
+		return
+	n_agents = agents_arg
+	var columns := _columns()
+	for i in range(n_agents):
+		var arena = arena_scene.instance()
+		arena.index = i
+		arena.seed_value = seed_value
+		arena.position = Vector2(i % columns, i / columns) * pitch
+		add_child(arena)
+		arenas.append(arena)
+	# Headless nothing is drawn, so there is no view to fit.
+	_fits_view = not RlArgs.is_headless()
+	if _fits_view:
+		get_viewport().connect("size_changed", self, "_fit_to_window")
+		_fit_to_window()
+
+
+func _exit_tree() -> void:
+	# The canvas transform belongs to the viewport, which outlives this scene.
+	if _fits_view:
+		get_viewport().canvas_transform = Transform2D.IDENTITY
+
+
+func _columns() -> int:
+	return int(ceil(sqrt(max(n_agents, 1))))
+
+
+func _fit_to_window() -> void:
+	get_viewport().canvas_transform = view_transform(get_viewport_rect().size)
+
+
+# The canvas transform that shows every arena's drawn_rect in a view of this size, below the overlay.
+func view_transform(view_size: Vector2) -> Transform2D:
+	var columns := _columns()
+	var rows := int(ceil(max(n_agents, 1) / float(columns)))
+	var grid := Rect2(drawn_rect.position, Vector2(columns - 1, rows - 1) * pitch + drawn_rect.size)
+	var area := view_size - Vector2(20, VIEW_TOP + 10)
+	var zoom: float = max(min(area.x / grid.size.x, area.y / grid.size.y), 0.01)
+	var offset := Vector2((view_size.x - grid.size.x * zoom) / 2.0, VIEW_TOP) - grid.position * zoom
+	return Transform2D(Vector2(zoom, 0), Vector2(0, zoom), offset)

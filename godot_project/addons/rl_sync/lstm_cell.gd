@@ -1,0 +1,233 @@
+extends Reference
+# One LSTM layer's forward step in GDScript, with one hidden state per agent: what a recurrent policy
+# runs between its encoder and its heads inside the engine.
+#
+# The weights are PyTorch's nn.LSTM (one layer), as python_trainer/recurrent.py's export_weights()
+# writes them:
+#   {"input_size": I, "hidden_size": H,
+#    "weight_ih": 4H rows x I, "weight_hh": 4H rows x H,    rows in PyTorch's gate order i, f, g, o
+#    "bias": 4H}                                           bias_ih + bias_hh (or both, given apart)
+# and one step computes, per agent, exactly what torch.nn.LSTM does:
+#   i = sigmoid(W_ii x + W_hi h + b_i)    f = sigmoid(W_if x + W_hf h + b_f)
+#   g = tanh(W_ig x + W_hg h + b_g)       o = sigmoid(W_io x + W_ho h + b_o)
+#   c' = f * c + i * g                    h' = o * tanh(c')
+#
+# Use: load_weights(dict) -> "" or an error; set_agent_count(n); each decision step
+# step(agent, x) -> h' (an Array of H floats); reset(agent) when that agent's episode begins. Values
+# can also stay in Vector3 chunks (step_chunks), which is how policy_runner.gd's layers hold them.
+#
+# Speed (see policy_runner.gd for the same two tricks): the weights are packed into 3x3 Basis blocks,
+# so one Basis * Vector3 does 9 multiply-adds natively, and the step is generated at load as
+# straight-line GDScript (no loop, no Array indexing of weights). Each gate is packed on its own, so
+# a chunk of the hidden state lines up with the same chunk of every gate; padding rows are zero, which
+# keeps padded components of c and h at exactly 0.
+
+var input_size := 0
+var hidden_size := 0
+# Per agent: [h chunks (Array of Vector3), c chunks (Array of Vector3)].
+var _states := []
+var _compiled = null
+
+
+# Checks and packs the weights, then compiles the step; returns "" or what is wrong.
+func load_weights(weights: Dictionary) -> String:
+	_compiled = null
+	for key in ["input_size", "hidden_size", "weight_ih", "weight_hh"]:
+		if not weights.has(key):
+			return "LSTM weights: the key \"%s\" is missing" % key
+	input_size = int(weights["input_size"])
+	hidden_size = int(weights["hidden_size"])
+	if input_size < 1 or hidden_size < 1:
+		return "LSTM weights: input_size and hidden_size must be >= 1 (got %d and %d)" % [input_size, hidden_size]
+	var bias = _summed_bias(weights)
+	if typeof(bias) == TYPE_STRING:
+		return bias
+	var error := _check_matrix(weights["weight_ih"], "weight_ih", 4 * hidden_size, input_size)
+	if error == "":
+		error = _check_matrix(weights["weight_hh"], "weight_hh", 4 * hidden_size, hidden_size)
+	if error != "":
+		return error
+	error = _compile(weights["weight_ih"], weights["weight_hh"], bias)
+	set_agent_count(_states.size())
+	return error
+
+
+# Allocates (or drops) per-agent states; every agent starts at zero.
+func set_agent_count(n: int) -> void:
+	_states = []
+	for _i in range(n):
+		_states.append(_zero_state())
+	reset_all()
+
+
+func agent_count() -> int:
+	return _states.size()
+
+
+# Zeroes one agent's h and c: call it when that agent's episode begins, before its first step.
+func reset(agent: int) -> void:
+	_states[agent] = _zero_state()
+
+
+func reset_all() -> void:
+	for agent in range(_states.size()):
+		reset(agent)
+
+
+# One step for one agent: x is its input (input_size floats); returns its new h (hidden_size floats).
+func step(agent: int, x: Array) -> Array:
+	return _from_chunks(step_chunks(agent, _to_chunks(x)), hidden_size)
+
+
+# The same with values in Vector3 chunks (ceil(size / 3) of them, the last one zero-padded).
+func step_chunks(agent: int, x_chunks: Array) -> Array:
+	var state: Array = _states[agent]
+	_compiled.run(x_chunks, state[0], state[1])
+	return state[0]
+
+
+# The agent's current h and c as flat Arrays (for tests and for saving).
+func hidden_state(agent: int) -> Array:
+	return [_from_chunks(_states[agent][0], hidden_size), _from_chunks(_states[agent][1], hidden_size)]
+
+
+func _zero_state() -> Array:
+	var h := []
+	var c := []
+	for _k in range(_blocks(hidden_size)):
+		h.append(Vector3())
+		c.append(Vector3())
+	return [h, c]
+
+
+func _blocks(n: int) -> int:
+	return int(ceil(n / 3.0))
+
+
+func _summed_bias(weights: Dictionary):
+	var parts := []
+	if weights.has("bias"):
+		parts.append(weights["bias"])
+	else:
+		for key in ["bias_ih", "bias_hh"]:
+			if weights.has(key):
+				parts.append(weights[key])
+	var bias := []
+	for _r in range(4 * hidden_size):
+		bias.append(0.0)
+	for part in parts:
+		if typeof(part) != TYPE_ARRAY or part.size() != 4 * hidden_size:
+			return "LSTM weights: a bias must hold 4 x hidden_size = %d numbers" % (4 * hidden_size)
+		for r in range(part.size()):
+			if not _finite(part[r]):
+				return "LSTM weights: a bias holds a value that is not a finite number (index %d)" % r
+			bias[r] += float(part[r])
+	return bias
+
+
+func _check_matrix(matrix, name: String, rows: int, columns: int) -> String:
+	if typeof(matrix) != TYPE_ARRAY or matrix.size() != rows:
+		return "LSTM weights: %s must have 4 x hidden_size = %d rows" % [name, rows]
+	for row in matrix:
+		if typeof(row) != TYPE_ARRAY or row.size() != columns:
+			return "LSTM weights: every row of %s must hold %d numbers" % [name, columns]
+		for value in row:
+			if not _finite(value):
+				return "LSTM weights: %s holds a value that is not a finite number (NaN or infinity)" % name
+	return ""
+
+
+# Block (bo, bi) of gate `gate`'s rows of `matrix`: rows gate*H + 3*bo + r, columns 3*bi + c.
+func _block(matrix: Array, gate: int, bo: int, bi: int, n_columns: int) -> Basis:
+	# Basis(x, y, z) takes columns; column c holds the weights of input 3*bi + c.
+	var columns := []
+	for c in range(3):
+		var column := Vector3()
+		for r in range(3):
+			var row := 3 * bo + r
+			var col := 3 * bi + c
+			if row < hidden_size and col < n_columns:
+				column[r] = float(matrix[gate * hidden_size + row][col])
+		columns.append(column)
+	return Basis(columns[0], columns[1], columns[2])
+
+
+# Generates:
+#   func run(x: Array, h: Array, c: Array) -> void:
+#       var x0: Vector3 = x[0] ...; var h0: Vector3 = h[0] ...
+#       var i0: Vector3 = bi0 + wi0_0 * x0 + ... + ui0_0 * h0 + ...     (and f, g, o)
+#       ... sigmoid / tanh per component, then c[k] = f*c + i*g; h[k] = o*tanh(c[k])
+# Every h[k] is written after all gates are computed from the old h.
+func _compile(weight_ih: Array, weight_hh: Array, bias: Array) -> String:
+	var members := PoolStringArray()
+	var values := {}
+	var body := PoolStringArray(["func run(x: Array, h: Array, c: Array) -> void:"])
+	var n_in := _blocks(input_size)
+	var n_h := _blocks(hidden_size)
+	for bi in range(n_in):
+		body.append("\tvar x%d: Vector3 = x[%d]" % [bi, bi])
+	for bi in range(n_h):
+		body.append("\tvar h%d: Vector3 = h[%d]" % [bi, bi])
+	var gate_names := ["i", "f", "g", "o"]
+	for k in range(n_h):
+		for gate in range(4):
+			var g: String = gate_names[gate]
+			var terms := PoolStringArray()
+			var bias_name := "b%s%d" % [g, k]
+			var b := Vector3()
+			for r in range(3):
+				if 3 * k + r < hidden_size:
+					b[r] = bias[gate * hidden_size + 3 * k + r]
+			members.append("var %s: Vector3" % bias_name)
+			values[bias_name] = b
+			terms.append(bias_name)
+			for bi in range(n_in):
+				var name := "w%s%d_%d" % [g, k, bi]
+				members.append("var %s: Basis" % name)
+				values[name] = _block(weight_ih, gate, k, bi, input_size)
+				terms.append("%s * x%d" % [name, bi])
+			for bi in range(n_h):
+				var name := "u%s%d_%d" % [g, k, bi]
+				members.append("var %s: Basis" % name)
+				values[name] = _block(weight_hh, gate, k, bi, hidden_size)
+				terms.append("%s * h%d" % [name, bi])
+			body.append("\tvar %s%d: Vector3 = %s" % [g, k, terms.join(" + ")])
+		for g in ["i", "f", "o"]:
+			var v := "%s%d" % [g, k]
+			body.append("\t%s = Vector3(1.0 / (1.0 + exp(-%s.x)), 1.0 / (1.0 + exp(-%s.y)), 1.0 / (1.0 + exp(-%s.z)))"
+					% [v, v, v, v])
+		body.append("\tg%d = Vector3(tanh(g%d.x), tanh(g%d.y), tanh(g%d.z))" % [k, k, k, k])
+		body.append("\tvar c%d: Vector3 = f%d * c[%d] + i%d * g%d" % [k, k, k, k, k])
+	for k in range(n_h):
+		body.append("\tc[%d] = c%d" % [k, k])
+		body.append("\th[%d] = o%d * Vector3(tanh(c%d.x), tanh(c%d.y), tanh(c%d.z))" % [k, k, k, k, k])
+	var script := GDScript.new()
+	script.source_code = "extends Reference\n\n%s\n\n%s\n" % [members.join("\n"), body.join("\n")]
+	if script.reload() != OK:
+		return "LSTM weights: internal error: the generated step does not compile (please report it)"
+	_compiled = script.new()
+	for name in values:
+		_compiled.set(name, values[name])
+	return ""
+
+
+func _to_chunks(values: Array) -> Array:
+	var chunks := []
+	for start in range(0, values.size(), 3):
+		var chunk := Vector3()
+		for c in range(3):
+			if start + c < values.size():
+				chunk[c] = values[start + c]
+		chunks.append(chunk)
+	return chunks
+
+
+func _from_chunks(chunks: Array, n: int) -> Array:
+	var values := []
+	for i in range(n):
+		values.append(chunks[i / 3][i % 3])
+	return values
+
+
+func _finite(x) -> bool:
+	return (typeof(x) == TYPE_REAL or typeof(x) == TYPE_INT) and not is_nan(x) and not is_inf(x)

@@ -1,0 +1,165 @@
+"""Random Network Distillation (Burda et al. 2018, "Exploration by Random Network Distillation"): a curiosity bonus.
+
+A fixed, randomly initialised *target* network maps an observation to a feature vector; a *predictor* network is
+trained to output the same vector. On observations the agent has seen often the predictor has learned the target
+and the error is small; on novel ones it is large. That error is the intrinsic reward.
+
+How the trainer uses this module (the lines CleanRL's ppo_rnd_envpool.py adds to ppo.py):
+
+    rnd = RND(obs_dim)                                    # rnd.predictor's parameters join the optimizer
+    ...before training: a few dozen steps of random actions, rnd.update_obs_stats(obs) on each (the paper's
+       warm-up: whitening with statistics of nothing would make the first bonuses meaningless)
+    ...rollout, after envs.step():
+        real_next_obs = next_obs, with infos["final_obs"] where an episode ended (the goal state itself must be
+                        rated, not the next episode's start)
+        int_rewards[step] = rnd.intrinsic_reward(real_next_obs)
+    ...after the rollout:
+        rnd.update_obs_stats(all real_next_obs of the rollout)
+        int_rewards = rnd.normalize_intrinsic(int_rewards)     # (num_steps, num_envs), divided by the return's std
+        int_advantages via GAE with dones = 0 (non-episodic) and gamma = INT_GAMMA, a second value head
+        advantages = EXT_COEF * ext_advantages + INT_COEF * int_advantages
+    ...each minibatch:
+        loss = pg_loss - ent_coef * entropy + vf_coef * (v_loss_ext + v_loss_int) + rnd.predictor_loss(mb_next_obs)
+
+Two normalisations, as in the paper:
+- the networks see observations whitened by their own running statistics and clipped to [-5, 5] (the policy's
+  observation normaliser is separate: RND must not change when the policy's normalisation is switched off);
+- the intrinsic reward is divided by a running estimate of the standard deviation of the *discounted intrinsic
+  return*, so its scale stays comparable across games and over training while its mean is kept (a falling bonus
+  must stay visible as falling).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from python_trainer.running_stats import RunningMeanStd
+
+# The paper's settings for the bonus (Table 5 of Burda et al.): the intrinsic return is discounted with 0.99 (the
+# extrinsic one with 0.999 there; our trainer keeps its own gamma), the advantages are mixed 2:1 (extrinsic to
+# intrinsic), and each sample trains the predictor with probability 0.25 so the bonus does not vanish too fast when
+# many environments run in parallel.
+INT_GAMMA = 0.99
+EXT_COEF = 2.0
+INT_COEF = 1.0
+UPDATE_PROPORTION = 0.25
+OBS_CLIP = 5.0
+
+
+def _mlp(sizes: list[int]) -> nn.Sequential:
+    """Linear layers with LeakyReLU between them (none after the last), orthogonally initialised like CleanRL's."""
+    layers: list[nn.Module] = []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        linear = nn.Linear(n_in, n_out)
+        nn.init.orthogonal_(linear.weight, np.sqrt(2))
+        nn.init.zeros_(linear.bias)
+        layers.append(linear)
+        if i < len(sizes) - 2:
+            layers.append(nn.LeakyReLU())
+    return nn.Sequential(*layers)
+
+
+class RunningDiscountedReturn:
+    """Per-environment running sum R_t = gamma * R_{t-1} + r_t that never resets at episode ends: the intrinsic
+    return is non-episodic (novelty found after a reset still counts as the continuation of the same search)."""
+
+    def __init__(self, gamma: float):
+        self.gamma = gamma
+        self.returns: np.ndarray | None = None
+
+    def update(self, rewards: np.ndarray) -> np.ndarray:
+        """Folds in one step's rewards (num_envs,) and returns the running returns (a copy)."""
+        rewards = np.asarray(rewards, dtype=np.float64)
+        self.returns = rewards.copy() if self.returns is None else self.returns * self.gamma + rewards
+        return self.returns.copy()
+
+
+class RND(nn.Module):
+    """Target and predictor networks plus the two normalisers.
+
+    obs_dim:  length of a flat observation.
+    feature_dim: size of the vector the predictor must match.
+    hidden: width of the hidden layers. The predictor has one more layer than the target (as in the paper), so it
+        can fit the target well where it has data and the remaining error measures novelty rather than capacity.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        feature_dim: int = 64,
+        hidden: int = 128,
+        int_gamma: float = INT_GAMMA,
+        update_proportion: float = UPDATE_PROPORTION,
+        obs_clip: float = OBS_CLIP,
+        epsilon: float = 1e-8,
+    ):
+        super().__init__()
+        self.target = _mlp([obs_dim, hidden, hidden, feature_dim])
+        self.predictor = _mlp([obs_dim, hidden, hidden, hidden, feature_dim])
+        for p in self.target.parameters():  # the target stays random forever
+            p.requires_grad_(False)
+        self.obs_rms = RunningMeanStd(shape=(obs_dim,))
+        self.int_return_rms = RunningMeanStd(shape=())
+        self.discounted = RunningDiscountedReturn(int_gamma)
+        self.update_proportion, self.obs_clip, self.epsilon = update_proportion, obs_clip, epsilon
+
+    # ------------------------------------------------------------------------------------------ observations
+    def update_obs_stats(self, obs: np.ndarray) -> None:
+        """Folds a batch of raw observations (batch, obs_dim) into the running statistics RND whitens with."""
+        self.obs_rms.update(np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_rms.mean.shape[0]))
+
+    def normalize_obs(self, obs) -> torch.Tensor:
+        """clip((obs - mean) / sqrt(var + eps), -5, 5) as float32: the networks' input."""
+        obs = torch.as_tensor(obs, dtype=torch.float32)
+        mean = torch.as_tensor(self.obs_rms.mean, dtype=torch.float32)
+        std = torch.as_tensor(np.sqrt(self.obs_rms.var + self.epsilon), dtype=torch.float32)
+        return ((obs - mean) / std).clamp(-self.obs_clip, self.obs_clip)
+
+    # ------------------------------------------------------------------------------------------ the bonus
+    def prediction_error(self, obs) -> torch.Tensor:
+        """Per observation: mean over features of (predictor - target)^2, on whitened observations (batch,)."""
+        x = self.normalize_obs(obs)
+        return (self.predictor(x) - self.target(x)).pow(2).mean(-1)
+
+    @torch.no_grad()
+    def intrinsic_reward(self, next_obs) -> np.ndarray:
+        """The raw (unnormalised) bonus of reaching each of ``next_obs`` (batch, obs_dim) -> (batch,) float32."""
+        return self.prediction_error(next_obs).numpy().astype(np.float32)
+
+    def normalize_intrinsic(self, rewards: np.ndarray) -> np.ndarray:
+        """Divides a rollout's raw bonuses (num_steps, num_envs) by the running std of the discounted intrinsic
+        return, after folding this rollout's returns into that estimate. Call once per rollout, in time order."""
+        rewards = np.asarray(rewards, dtype=np.float64)
+        returns = np.stack([self.discounted.update(r) for r in rewards])  # (num_steps, num_envs), time order
+        self.int_return_rms.update(returns.reshape(-1))
+        return (rewards / np.sqrt(self.int_return_rms.var + self.epsilon)).astype(np.float32)
+
+    def predictor_loss(self, next_obs) -> torch.Tensor:
+        """The predictor's loss on a minibatch of next observations: the prediction error averaged over a random
+        ``update_proportion`` of the samples (the others train nothing this time; see UPDATE_PROPORTION)."""
+        error = self.prediction_error(next_obs)
+        mask = (torch.rand(error.shape[0]) < self.update_proportion).to(error.dtype)
+        return (error * mask).sum() / mask.sum().clamp(min=1.0)
+
+    # ------------------------------------------------------------------------------------------ checkpoints
+    def stats_state_dict(self) -> dict:
+        """The normalisers' state (the networks' weights are in ``state_dict()``); save both to resume."""
+        returns = self.discounted.returns
+        return {
+            "obs_rms": self.obs_rms.state_dict(),
+            "int_return_rms": self.int_return_rms.state_dict(),
+            "discounted": None if returns is None else torch.from_numpy(returns.copy()),
+        }
+
+    def load_stats_state_dict(self, d: dict) -> None:
+        self.obs_rms.load_state_dict(d["obs_rms"])
+        self.int_return_rms.load_state_dict(d["int_return_rms"])
+        self.discounted.returns = None if d["discounted"] is None else d["discounted"].numpy().copy()
+
+
+def combine_advantages(ext_advantages, int_advantages, ext_coef: float = EXT_COEF, int_coef: float = INT_COEF):
+    """A = ext_coef * A_ext + int_coef * A_int: each stream has its own value head and GAE (extrinsic episodic,
+    intrinsic non-episodic), and only the policy sees their mix."""
+    return ext_coef * ext_advantages + int_coef * int_advantages

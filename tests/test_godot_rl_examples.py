@@ -193,7 +193,9 @@ def test_gdrl_console_script_trains_the_export(headless_export, tmp_path):
     games = set()
     with open(log, "wb") as out:
         # gdrl writes its tensorboard logs under ./logs/sb3: run it in the temp folder.
-        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT)
+        # One torch thread: on 2 shared cores, SB3's default thread pool spins against the game for a 64-64 MLP.
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                                env=dict(os.environ, OMP_NUM_THREADS="1"))
     try:
         deadline = time.monotonic() + GDRL_DEADLINE
         # The game is gdrl's child (in its own session) until gdrl exits; note every one it starts.

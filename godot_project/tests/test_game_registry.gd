@@ -28,7 +28,8 @@ func test_this_project_registers_ball_chase() -> void:
 	check(GameRegistry.has_registry(), "project.godot has rl_sync/games")
 	check_eq(GameRegistry.settings_problem(), "", "the project's settings are usable")
 	var all_games := GameRegistry.games()
-	check_eq(all_games, {"ball_chase": BALL_CHASE}, "registered games")
+	check_eq(all_games.get("ball_chase"), BALL_CHASE, "ball_chase's scene")
+	check_eq(all_games.get("cart_pole"), "res://games/cart_pole/cart_pole.tscn", "cart_pole's scene")
 	check_eq(GameRegistry.default_game(all_games), "ball_chase", "default game")
 	check_eq(ProjectSettings.get_setting(GameRegistry.MAIN_SCENE_SETTING), "res://addons/rl_sync/game_selector.tscn",
 			"the addon's selector is the main scene")

@@ -33,7 +33,7 @@ func get_obs_space() -> Dictionary:
 	var high := Physics.observation_high()
 	var low := []
 	for value in high:
-		low.append(-value)
+		low.append(-value if value != null else null)
 	return {"obs": {"size": [4], "space": "box", "low": low, "high": high}}
 
 
@@ -64,6 +64,11 @@ func _physics_process(_delta: float) -> void:
 	state = Physics.step(state, action)
 	reward += 1.0
 	done = Physics.is_terminal(state)
+
+
+# Asked for on the step that ends an episode (before the reset): the ended episode's exact last state.
+func get_info() -> Dictionary:
+	return {"state_f64": get_state_f64()}
 
 
 # The exact state: base64 of the four float64 values, little-endian, in the order of `state`.

@@ -16,8 +16,6 @@ const THETA_THRESHOLD := 12 * 2 * PI / 360
 const X_THRESHOLD := 2.4
 # The initial state is uniform in [-RESET_BOUND, RESET_BOUND] for each of the four values.
 const RESET_BOUND := 0.05
-# The float32 maximum: gymnasium's bound for the two velocities.
-const FLOAT32_MAX := 3.4028234663852886e+38
 
 
 # The state after one step of 0.02 s with action 0 (push left) or 1 (push right). The expressions keep
@@ -54,6 +52,7 @@ static func random_state(rng: RandomNumberGenerator) -> Array:
 	return state
 
 
-# gymnasium's observation space bounds: twice the termination thresholds, float32 max for velocities.
+# gymnasium's observation space bounds: twice the termination thresholds; the velocities are
+# unbounded (null in the observation space's "high" and "low").
 static func observation_high() -> Array:
-	return [X_THRESHOLD * 2, FLOAT32_MAX, THETA_THRESHOLD * 2, FLOAT32_MAX]
+	return [X_THRESHOLD * 2, null, THETA_THRESHOLD * 2, null]

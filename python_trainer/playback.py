@@ -277,10 +277,21 @@ def assemble_gif(frames: Sequence[Path], out: Path, fps: float = PLAY_FPS / RECO
                    optimize=True, disposal=1)  # fmt: skip
 
 
+def ffmpeg_exe() -> str:
+    """The ffmpeg binary that the imageio-ffmpeg wheel ships (a dependency: mp4 needs no system ffmpeg)."""
+    try:
+        import imageio_ffmpeg
+    except ImportError:
+        raise PlaybackError("an mp4 needs the Python package 'imageio-ffmpeg' (it ships ffmpeg), which is not "
+                            "installed: pip install imageio-ffmpeg; or record a .gif") from None
+    try:
+        return imageio_ffmpeg.get_ffmpeg_exe()
+    except RuntimeError as e:  # a wheel without a binary for this platform, and no ffmpeg on PATH
+        raise PlaybackError(f"no ffmpeg for an mp4 ({e}); record a .gif") from None
+
+
 def assemble_mp4(frame_dir: Path, out: Path, fps: float = PLAY_FPS / RECORD_EVERY, width: int = GIF_WIDTH) -> None:
-    ffmpeg = shutil.which("ffmpeg")
-    if ffmpeg is None:
-        raise PlaybackError("--record FILE.mp4 needs ffmpeg on PATH (`sudo apt-get install ffmpeg`); or record a .gif")
+    ffmpeg = ffmpeg_exe()
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [ffmpeg, "-y", "-loglevel", "error", "-framerate", f"{fps:g}", "-i", str(frame_dir / "frame_%05d.png"),
            "-vf", f"scale={width}:-2", "-pix_fmt", "yuv420p", "-c:v", "libx264", str(out)]  # fmt: skip
@@ -297,8 +308,8 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
     out = Path(out)
     if out.suffix.lower() not in (".gif", ".mp4"):
         raise PlaybackError(f"--record {out}: give a .gif or .mp4 file name")
-    if out.suffix.lower() == ".mp4" and shutil.which("ffmpeg") is None:
-        raise PlaybackError("--record FILE.mp4 needs ffmpeg on PATH (`sudo apt-get install ffmpeg`); or record a .gif")
+    if out.suffix.lower() == ".mp4":
+        ffmpeg_exe()  # its error before the game runs
     frames_total = max(RECORD_EVERY, int(round(PLAY_FPS * seconds)))
     with _xvfb() as xvfb, tempfile.TemporaryDirectory(prefix="godot-ppo-record-") as tmp:
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say))

@@ -608,6 +608,7 @@ def make_vec_env(
     run_dir=None,
     max_restarts: int = DEFAULT_MAX_RESTARTS,
     env_path=None,
+    video_dir=None,
     **kw,
 ):
     """A VectorEnv for a Godot game (`GodotVecEnv`) or a gymnasium id (`gym_env.GymVecEnv`).
@@ -630,7 +631,10 @@ def make_vec_env(
             raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
         from python_trainer.gym_env import make_gym_vec_env
 
-        return make_gym_vec_env(game, num_envs=num_envs, seed=seed)
+        return make_gym_vec_env(game, num_envs=num_envs, seed=seed, video_dir=video_dir)
+    if video_dir is not None:
+        raise TypeError(f"video_dir records a gymnasium env's episodes; {game.env} is a Godot game (its videos come "
+                        "from the windowed export: playback.record)")
     check_instance_options(num_instances, agents_per_instance, speedup, action_repeat)
     if agents_per_instance is None and num_envs is not None:
         if num_envs % num_instances:

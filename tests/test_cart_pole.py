@@ -10,12 +10,15 @@ episodes, episodes that leave the track, and one that truncates at 500 steps.
 """
 
 import base64
+import json
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from python_trainer.vec_env import make_vec_env
+from conftest import REPO
+from python_trainer import playback
+from python_trainer.vec_env import make_vec_env, spaces_from_env_info
 
 TOLERANCE = 1e-9
 X_THRESHOLD = 2.4
@@ -121,3 +124,61 @@ def test_set_state_with_bad_arguments_is_one_clear_error(headless_export):
             env.call("set_state", 1, 2)
     finally:
         env.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A policy trained on gymnasium's CartPole-v1, played by the Godot cart_pole inside the engine
+# ---------------------------------------------------------------------------------------------------------------------
+GYM_MODEL = REPO / "exports" / "policies" / "cartpole_v1_model.pt"  # trained by `godot-ppo train --env-id CartPole-v1`
+
+
+def test_a_cartpole_v1_policy_exported_for_cart_pole_balances_500_steps_in_the_engine(headless_export, tmp_path):
+    out = tmp_path / "cartpole_v1_in_godot.json"
+    assert playback.export_policy_main([str(GYM_MODEL), "--env", "cart_pole", "-o", str(out)]) == 0
+    policy = json.loads(out.read_text())
+    assert policy["env"] == "cart_pole" and policy["source"]["trained_env"] == "CartPole-v1"
+    report = playback.evaluate_in_engine(out, episodes=8, agents=4, seed=5)
+    assert report["lengths"] == [500] * 8 and report["returns"] == [500] * 8, report
+    # the baseline, one flag away: random pushes fall within a few dozen steps
+    random = playback.evaluate_in_engine("random", env_id="cart_pole", episodes=40, agents=4, seed=5)
+    assert random["policy"] == "random" and 10 < random["mean_return"] < 50, random
+    assert all(r == n for r, n in zip(random["returns"], random["lengths"]))  # 1 per step, the first episode too
+
+
+def test_a_gymnasium_policy_without_a_game_is_refused_naming_the_fix(headless_export, tmp_path, capsys):
+    assert playback.export_policy_main([str(GYM_MODEL), "-o", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert "trained on the gymnasium id 'CartPole-v1'" in err and "--env cart_pole" in err
+    assert playback.export_policy_main([str(GYM_MODEL), "--env", "ball_chase", "-o", str(tmp_path / "p.json")]) == 2
+    assert "the actor takes 4 observations, but ball_chase gives 12" in capsys.readouterr().err
+
+
+def test_random_policy_is_any_games_baseline(headless_export):
+    report = playback.evaluate_in_engine("random", env_id="ball_chase", episodes=4, agents=2, max_episode_steps=50)
+    assert report["env"] == "ball_chase" and report["lengths"] == [50] * 4, report
+
+
+def test_observation_bounds_from_env_info():
+    info = {"n_agents": 1, "action_space": {"push": {"size": 2, "action_type": "discrete"}},
+            "observation_space": {"obs": {"size": [3], "space": "box", "low": [-1, None, 0], "high": [1, None, 5]}}}
+    obs_space = spaces_from_env_info(info)[0]
+    assert obs_space.low.tolist() == [-1, -np.inf, 0] and obs_space.high.tolist() == [1, np.inf, 5]
+    info["observation_space"]["obs"].pop("low")
+    assert spaces_from_env_info(info)[0].low.tolist() == [-np.inf] * 3  # a game that declares none: unbounded
+    info["observation_space"]["obs"]["high"] = [1, 2]
+    with pytest.raises(ValueError, match=r"observation 'obs': 'high' must be a list of 3 numbers \(null: unbounded\)"):
+        spaces_from_env_info(info)
+
+
+def test_capture_video_of_a_godot_game_records_the_final_policy_in_the_window(headless_export, windowed_export, tmp_path,
+                                                                              monkeypatch):
+    from python_trainer import ppo
+    from python_trainer.cli import main
+
+    monkeypatch.setattr(ppo, "FINAL_VIDEO_SECONDS", 2.0)  # 10 s in a real run; the llvmpipe window is slow
+
+    assert main(["train", "--env-id", "cart_pole", "--num-envs", "4", "--total-timesteps", "512", "--eval-episodes",
+                 "0", "--capture-video", "--run-dir-root", str(tmp_path)]) == 0  # fmt: skip
+    (run,) = tmp_path.glob("cart_pole__*")
+    video = run / "videos" / "final.mp4"
+    assert video.read_bytes()[4:8] == b"ftyp" and video.stat().st_size > 5_000  # 30 frames of the game window

@@ -163,8 +163,8 @@ class Args:
     clip_coef: float = 0.2
     """the surrogate clipping coefficient"""
     clip: bool = True
-    """the clipped surrogate objective L^CLIP (--no-clip: the unclipped one, E[r_t A_t], for ablations; the value
-    loss keeps its own switch, --clip-vloss)"""
+    """the clipped surrogate objective L^CLIP (--no-clip: the unclipped E[r_t A_t], an ablation; the value loss
+    keeps its own switch, --clip-vloss)"""
     clip_vloss: bool = True
     """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
     ent_coef: float = 0.01

@@ -283,7 +283,8 @@ def _recording_env(env_id: str, video_dir, **make_kwargs) -> gym.Env:
     try:
         env.reset(seed=0)
         env.render()
-        return gym.wrappers.RecordVideo(env, str(video_dir), name_prefix=env_id, disable_logger=True)
+        # gymnasium's file names (rl-video-episode-N.mp4), which the LunarLander article's notebook looks for
+        return gym.wrappers.RecordVideo(env, str(video_dir), disable_logger=True)
     except (gym.error.DependencyNotInstalled, ImportError) as e:
         env.close()
         raise missing_dependency(what, e) from None

@@ -56,5 +56,5 @@ def test_capture_video_of_a_gymnasium_id_writes_mp4s(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     videos = sorted((run_dir(tmp_path, "CartPole-v1") / "videos").glob("*.mp4"))
     # CleanRL's schedule: episodes 0, 1, 8, 27... of the first env (1024 steps hold a few dozen episodes)
-    assert [v.name for v in videos][:2] == ["CartPole-v1-episode-0.mp4", "CartPole-v1-episode-1.mp4"], videos
+    assert [v.name for v in videos][:2] == ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4"], videos
     assert all(v.read_bytes()[4:8] == b"ftyp" for v in videos)  # real mp4 files

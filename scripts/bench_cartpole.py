@@ -16,8 +16,10 @@ import argparse
 import csv
 import json
 import resource
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -64,6 +66,24 @@ def last_scalar(run_dir, tag):
     return events[-1].value if events else float("nan")
 
 
+def _train(cmd, root, pattern, until_solved):
+    """Run one training to its end, or with ``until_solved`` until its episodes.csv shows the solve (then SIGTERM)."""
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = []
+    reader = threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True)
+    reader.start()
+    while proc.poll() is None:
+        time.sleep(5)
+        runs = sorted(root.glob(pattern))
+        if until_solved and runs and (runs[-1] / "episodes.csv").is_file():
+            if solve_stats(runs[-1] / "episodes.csv")[0] is not None:
+                proc.send_signal(signal.SIGTERM)
+                break
+    proc.wait()
+    reader.join()
+    return subprocess.CompletedProcess(cmd, proc.returncode, "".join(output))
+
+
 def _children_cpu():
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -79,6 +99,10 @@ def main(argv=None):
     parser.add_argument("--env-path", default=None,
                         help="the Godot games' export (default: this repository's exports/headless), e.g. a copy that "
                              "a re-export cannot replace during the benchmark")
+    parser.add_argument("--until-solved", action="store_true",
+                        help="stop each run (SIGTERM: it saves its checkpoint) once its trailing-100 mean reaches 475: "
+                             "the step figure is the same, as the run is identical up to there; the end-of-run "
+                             "figures are then not measured")
     parser.add_argument("extra", nargs="*", help="more ppo flags after --, e.g. -- --no-truncation-bootstrap")
     args = parser.parse_args(argv)
 
@@ -96,9 +120,10 @@ def main(argv=None):
                 cmd += ["--env-path", args.env_path]
             print("$", " ".join(cmd[1:]), flush=True)
             t0, cpu0 = time.time(), _children_cpu()
-            proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = _train(cmd, root, f"{env_id}__{exp}__{seed}__*", args.until_solved)
             wall, cpu = time.time() - t0, _children_cpu() - cpu0
-            if proc.returncode != 0:
+            stopped = args.until_solved and proc.returncode == 128 + signal.SIGTERM
+            if proc.returncode != 0 and not stopped:
                 print(proc.stdout[-3000:])
                 raise SystemExit(f"{env_id} seed {seed}: training failed with exit code {proc.returncode}")
             run_dir = sorted(root.glob(f"{env_id}__{exp}__{seed}__*"))[-1]
@@ -109,7 +134,8 @@ def main(argv=None):
                 "seed": seed,
                 "first_solved_step": first,
                 "final_trailing100_mean": round(final, 1),
-                "stays_solved_at_end": final >= SOLVED,
+                "stays_solved_at_end": None if stopped else final >= SOLVED,
+                "stopped_when_solved": stopped,
                 "sps": int(last_scalar(run_dir, "charts/SPS")),
                 # steps per CPU-second of the training process (startup included; a Godot game's own CPU time is
                 # not in it: the game runs in its own process)
@@ -128,7 +154,8 @@ def main(argv=None):
     for r in sorted(results, key=lambda r: (r["env"], r["seed"])):
         first = f"{r['first_solved_step']:,}" if r["first_solved_step"] else "never"
         ref = f"{r['cleanrl_first_solved_step']:,}" if r["cleanrl_first_solved_step"] else "-"
-        print(f"{r['env']:>12} {r['seed']:>4} {first:>15} {ref:>9} {r['final_trailing100_mean']:>14} "
+        end = "stopped" if r["stopped_when_solved"] else r["final_trailing100_mean"]
+        print(f"{r['env']:>12} {r['seed']:>4} {first:>15} {ref:>9} {end:>14} "
               f"{str(r['stays_solved_at_end']):>6} {r['sps']:>6} {r['wall_seconds']:>7}")  # fmt: skip
     print(f"(CleanRL's ppo.py reference, CartPole-v1: ~{CLEANRL_SPS} steps/s on this machine)")
     root.mkdir(parents=True, exist_ok=True)

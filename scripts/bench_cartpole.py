@@ -57,6 +57,13 @@ def solve_stats(episodes_csv, window=100, threshold=SOLVED):
     return first, final, len(returns)
 
 
+def last_step(run_dir):
+    """The global step of the last episode in the run's episodes.csv (a run stopped before its end)."""
+    with open(run_dir / "episodes.csv") as f:
+        rows = list(csv.DictReader(f))
+    return int(rows[-1]["global_step"]) if rows else 0
+
+
 def last_scalar(run_dir, tag):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -139,7 +146,7 @@ def main(argv=None):
                 "sps": int(last_scalar(run_dir, "charts/SPS")),
                 # steps per CPU-second of the training process (startup included; a Godot game's own CPU time is
                 # not in it: the game runs in its own process)
-                "steps_per_cpu_second": int(args.total_timesteps / cpu),
+                "steps_per_cpu_second": int((last_step(run_dir) if stopped else args.total_timesteps) / cpu),
                 "episodes": n_episodes,
                 "wall_seconds": round(wall, 1),
                 "eval": eval_line,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
@@ -36,6 +37,43 @@ class UnknownEnvError(ValueError):
 
 class UnsupportedSpaceError(ValueError):
     """An observation or action space the trainer cannot handle."""
+
+
+class MissingDependencyError(ValueError):
+    """A gymnasium env (or its rendering) needs a Python package that is not installed."""
+
+
+# Modules gymnasium's envs import on demand -> the PyPI package that provides them. Box2D comes from `box2d`, which
+# ships wheels (gymnasium's own hint, gymnasium[box2d], builds box2d-py from source and needs swig).
+PYPI_PACKAGES = {
+    "Box2D": "box2d",
+    "pygame": "pygame",
+    "mujoco": "mujoco",
+    "ale_py": "ale-py",
+    "moviepy": "moviepy",
+    "cv2": "opencv-python",
+}
+
+
+def missing_dependency(what: str, error: BaseException) -> MissingDependencyError:
+    """One line naming the package to install, from gymnasium's DependencyNotInstalled (or the ImportError under it)
+    raised while ``what`` (e.g. "LunarLander-v3") was being made or rendered."""
+    cause = error if isinstance(error, ImportError) else error.__cause__ or error.__context__
+    module = getattr(cause, "name", None) or ""
+    package = PYPI_PACKAGES.get(module.split(".")[0])
+    if package is None:
+        return MissingDependencyError(f"{what} needs a Python package that is not installed: {error}")
+    return MissingDependencyError(f"{what} needs the Python package {package!r}, which is not installed: "
+                                  f"pip install {package}")
+
+
+def make_gym_env(env_id: str, what: Optional[str] = None, **make_kwargs) -> gym.Env:
+    """``gym.make(env_id)``, with a MissingDependencyError naming the package when an optional dependency is
+    missing."""
+    try:
+        return gym.make(env_id, **make_kwargs)
+    except (gym.error.DependencyNotInstalled, ImportError) as e:
+        raise missing_dependency(what or env_id, e) from None
 
 
 class EpisodeStatistics:
@@ -107,12 +145,24 @@ class GymVecEnv(gym.vector.VectorEnv):
 
     metadata = {"autoreset_mode": "same-step"}
 
-    def __init__(self, env_id: str, num_envs: int = 4, seed: int | None = None, **make_kwargs):
+    def __init__(self, env_id: str, num_envs: int = 4, seed: int | None = None, video_dir=None, **make_kwargs):
+        """``video_dir``: record the first env's episodes there with gymnasium's RecordVideo (CleanRL's
+        --capture-video: episodes 0, 1, 8, 27, ... k^3 ... 1000, then every 1000th), as mp4."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.env_id = env_id
         self.num_envs = num_envs
-        self.envs = [gym.make(env_id, **make_kwargs) for _ in range(num_envs)]
+        self.envs = []  # close() must work on an env whose __init__ failed halfway
+        try:
+            for i in range(num_envs):
+                if i == 0 and video_dir is not None:
+                    self.envs.append(_recording_env(env_id, video_dir, **make_kwargs))
+                else:
+                    self.envs.append(make_gym_env(env_id, **make_kwargs))
+        except BaseException:
+            self.close_extras()
+            self.closed = True
+            raise
         self.metadata = {**self.envs[0].metadata, "autoreset_mode": "same-step"}
         self.spec = self.envs[0].spec
         self.render_mode = self.envs[0].render_mode
@@ -224,10 +274,27 @@ class GymVecEnv(gym.vector.VectorEnv):
             env.close()
 
 
-def make_gym_vec_env(env_id: str, num_envs: int | None = None, seed: int | None = 0) -> GymVecEnv:
+def _recording_env(env_id: str, video_dir, **make_kwargs) -> gym.Env:
+    """``env_id`` rendering rgb_array frames, wrapped in gymnasium's RecordVideo (its mp4 encoder, moviepy, runs the
+    ffmpeg of the imageio-ffmpeg wheel: no system ffmpeg). One frame is rendered first, so a missing renderer
+    (pygame) is one clear error now, not a traceback at the first episode."""
+    what = f"--capture-video of {env_id}"
+    env = make_gym_env(env_id, what, render_mode="rgb_array", **make_kwargs)
+    try:
+        env.reset(seed=0)
+        env.render()
+        # gymnasium's file names (rl-video-episode-N.mp4), which the LunarLander article's notebook looks for
+        return gym.wrappers.RecordVideo(env, str(video_dir), disable_logger=True)
+    except (gym.error.DependencyNotInstalled, ImportError) as e:
+        env.close()
+        raise missing_dependency(what, e) from None
+
+
+def make_gym_vec_env(env_id: str, num_envs: int | None = None, seed: int | None = 0, video_dir=None) -> GymVecEnv:
     """The gymnasium branch of ``make_vec_env``; a clear error for an id gymnasium does not know."""
     check_gym_id(env_id)
-    return GymVecEnv(env_id, num_envs=DEFAULT_NUM_ENVS if num_envs is None else num_envs, seed=seed)
+    return GymVecEnv(env_id, num_envs=DEFAULT_NUM_ENVS if num_envs is None else num_envs, seed=seed,
+                     video_dir=video_dir)
 
 
 def check_gym_id(env_id: str) -> None:

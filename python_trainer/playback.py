@@ -40,6 +40,7 @@ RECORD_EVERY = 4  # record every 4th frame of 60 fps -> a 15 fps clip at true sp
 GIF_WIDTH = 512
 DEFAULT_TIMEOUT_S = 120.0
 FFMPEG_TIMEOUT_S = 600.0
+RANDOM_POLICY = "random"  # --policy=random: the game plays random actions (policy_mode.gd)
 
 # A problem the user can fix; the commands print it as `godot-ppo CMD: error: ...`. One class with the policy file's
 # errors (policy_file.PolicyFileError), so `except PlaybackError` also catches a bad or unplayable policy file.
@@ -103,7 +104,8 @@ def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
         if is_gym_id(loaded.env_id) and loaded.env_path is None:
             raise PlaybackError(
                 f"{where}: it was trained on the gymnasium id {loaded.env_id!r}, not a Godot game; "
-                "only Godot games can play a policy in the engine"
+                "only Godot games can play a policy in the engine: give --env GAME, a game with the same observations "
+                "and actions (e.g. --env cart_pole for CartPole-v1)"
             )
         env_info = game_env_info(godot_game(loaded.env_id, loaded.env_path))
     return game_policy(loaded.agent, loaded.normalizer, loaded.action_space, env_info, checkpoint_path,
@@ -148,7 +150,9 @@ def export_policy_main(argv=None) -> int:
                         help="read the action keys from this export's game instead of the checkpoint (default: the "
                              "checkpoint's own record, else the export it was trained with)")
     parser.add_argument("--env-id", "--env", dest="env_id", default=None, metavar="NAME",
-                        help="with --env-path: the game in that export (default: the one the checkpoint trained on)")
+                        help="the game that will play the policy: in --env-path's export, else in this repository's "
+                             "(default: the one the checkpoint trained on). A policy trained on a gymnasium id plays "
+                             "in a game with the same observations and actions, e.g. CartPole-v1's in cart_pole")
     args = parser.parse_args(argv)
     try:
         env_info = None
@@ -157,6 +161,8 @@ def export_policy_main(argv=None) -> int:
 
             trained = args.env_id or load_checkpoint(resolve_checkpoint(args.src))["env_id"]
             env_info = game_env_info(godot_game(trained, args.env_path))
+        elif args.env_id is not None:
+            env_info = game_env_info(godot_game(args.env_id))
         out = export_policy(args.src, args.out, env_info)
         policy = read_policy(out)
     except (PlaybackError, InstanceStartError, ValueError) as e:
@@ -221,15 +227,18 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
                        agents: Optional[int] = 16, timeout: float = DEFAULT_TIMEOUT_S,
                        max_episode_steps: Optional[int] = None) -> dict:  # fmt: skip
     """Play ``episodes`` episodes with the policy inside the headless game (no Python in the loop); each agent
-    plays its share of them. ``env_id`` / ``env_path``: default, the policy's own game (`policy_game`); ``agents``
+    plays its share of them. ``policy_path`` "random": the game's random actions (the baseline; give ``env_id``).
+    ``env_id`` / ``env_path``: default, the policy's own game (`policy_game`); ``agents``
     None: the game's own number. Returns the game's report:
     {"env", "policy", "seed", "episodes", "returns", "lengths", "mean_return"}.
     """
-    policy_path = Path(policy_path)
-    instance = GameInstance(policy_game(policy_path, env_id, env_path), agents=agents, seed=seed,
-                            max_episode_steps=max_episode_steps)  # fmt: skip
-    result = _run_game(instance.command(f"--policy={policy_path.resolve()}", f"--eval_episodes={int(episodes)}"),
-                       timeout)  # fmt: skip
+    if str(policy_path) == RANDOM_POLICY:  # the game's own random actions: any game's baseline
+        game, policy_arg = godot_game(env_id, env_path), RANDOM_POLICY
+    else:
+        policy_path = Path(policy_path)
+        game, policy_arg = policy_game(policy_path, env_id, env_path), str(policy_path.resolve())
+    instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps)
+    result = _run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}"), timeout)
     report = _json_line(result.stdout, "eval")
     if result.returncode != 0 or report is None:
         raise _game_error(result, f"in-engine evaluation of {policy_path}")
@@ -279,10 +288,21 @@ def assemble_gif(frames: Sequence[Path], out: Path, fps: float = PLAY_FPS / RECO
                    optimize=True, disposal=1)  # fmt: skip
 
 
+def ffmpeg_exe() -> str:
+    """The ffmpeg binary that the imageio-ffmpeg wheel ships (a dependency: mp4 needs no system ffmpeg)."""
+    try:
+        import imageio_ffmpeg
+    except ImportError:
+        raise PlaybackError("an mp4 needs the Python package 'imageio-ffmpeg' (it ships ffmpeg), which is not "
+                            "installed: pip install imageio-ffmpeg; or record a .gif") from None
+    try:
+        return imageio_ffmpeg.get_ffmpeg_exe()
+    except RuntimeError as e:  # a wheel without a binary for this platform, and no ffmpeg on PATH
+        raise PlaybackError(f"no ffmpeg for an mp4 ({e}); record a .gif") from None
+
+
 def assemble_mp4(frame_dir: Path, out: Path, fps: float = PLAY_FPS / RECORD_EVERY, width: int = GIF_WIDTH) -> None:
-    ffmpeg = shutil.which("ffmpeg")
-    if ffmpeg is None:
-        raise PlaybackError("--record FILE.mp4 needs ffmpeg on PATH (`sudo apt-get install ffmpeg`); or record a .gif")
+    ffmpeg = ffmpeg_exe()
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [ffmpeg, "-y", "-loglevel", "error", "-framerate", f"{fps:g}", "-i", str(frame_dir / "frame_%05d.png"),
            "-vf", f"scale={width}:-2", "-pix_fmt", "yuv420p", "-c:v", "libx264", str(out)]  # fmt: skip
@@ -299,8 +319,8 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
     out = Path(out)
     if out.suffix.lower() not in (".gif", ".mp4"):
         raise PlaybackError(f"--record {out}: give a .gif or .mp4 file name")
-    if out.suffix.lower() == ".mp4" and shutil.which("ffmpeg") is None:
-        raise PlaybackError("--record FILE.mp4 needs ffmpeg on PATH (`sudo apt-get install ffmpeg`); or record a .gif")
+    if out.suffix.lower() == ".mp4":
+        ffmpeg_exe()  # its error before the game runs
     frames_total = max(RECORD_EVERY, int(round(PLAY_FPS * seconds)))
     with _xvfb() as xvfb, tempfile.TemporaryDirectory(prefix="godot-ppo-record-") as tmp:
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say))

@@ -43,6 +43,7 @@ import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Annotated, NamedTuple, Optional
 
 import gymnasium as gym
@@ -65,7 +66,7 @@ from python_trainer.checkpoint import (  # load_checkpoint / save_checkpoint: pp
     space_to_dict,
 )
 from python_trainer.game import GameError, GodotGame, resolve_env
-from python_trainer.gym_env import DEFAULT_NUM_ENVS, UnknownEnvError, UnsupportedSpaceError
+from python_trainer.gym_env import DEFAULT_NUM_ENVS, MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
 from python_trainer.launcher import DEFAULT_MAX_RESTARTS, InstanceCrashedError, InstanceStartError
 from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
 from python_trainer.ray_rollouts import RayWorkerLost
@@ -82,6 +83,8 @@ from python_trainer.run_folder import (
     write_args_json,
 )
 
+VIDEO_DIR = "videos"  # --capture-video's folder in the run folder, as CleanRL's videos/<run_name>
+FINAL_VIDEO_SECONDS = 10.0
 DEFAULT_ENV_ID = "CartPole-v1"  # CleanRL's default, when neither --env-id nor --env-path is given
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 _AUTO = tyro.conf.arg(help_behavior_hint="(default: auto = on for continuous actions, off for discrete)")
@@ -106,6 +109,10 @@ class Args:
     or an error)"""
     eval_episodes: int = 10
     """after training, evaluate the deterministic policy (argmax / mean action) over this many episodes (0: skip)"""
+    capture_video: bool = False
+    """record videos into RUN_DIR/videos/ (mp4): gymnasium ids, the first env's episodes during training with
+    gymnasium's RecordVideo (CleanRL's schedule: episodes 0, 1, 8, 27, ..., 1000, then every 1000th); Godot games, the
+    final policy playing in the windowed export after training (final.mp4, 10 s of game time)"""
 
     # --- environment ------------------------------------------------------------------------------------------
     env_id: Optional[str] = None
@@ -160,6 +167,9 @@ class Args:
     """Toggles advantages normalization"""
     clip_coef: float = 0.2
     """the surrogate clipping coefficient"""
+    clip: bool = True
+    """the clipped surrogate objective L^CLIP (--no-clip: the unclipped E[r_t A_t], an ablation; the value loss
+    keeps its own switch, --clip-vloss)"""
     clip_vloss: bool = True
     """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
     ent_coef: float = 0.01
@@ -750,9 +760,23 @@ def _check_instance_sizes(args):
         )
 
 
+def _record_final_video(run_dir, game, seed) -> None:
+    """--capture-video of a Godot game: the run's policy.json played in the windowed export, as RUN_DIR/videos/final.mp4
+    (a failed recording is reported; the trained model is saved already)."""
+    from python_trainer.playback import PlaybackError, record
+
+    out = Path(run_dir) / VIDEO_DIR / "final.mp4"
+    try:
+        record(Path(run_dir) / policy_file.POLICY_NAME, out, game, seed=seed, seconds=FINAL_VIDEO_SECONDS)
+    except (PlaybackError, GameError, InstanceStartError, OSError) as e:
+        print(f"warning: --capture-video: no video ({e})", file=sys.stderr, flush=True)
+
+
 def _env_kwargs(args, game, global_step, run_dir):
     """make_vec_env's options: every env gets num_envs/seed/run_dir, Godot games the instance options."""
     env_kwargs = {"num_envs": args.num_envs, "seed": args.seed + global_step, "run_dir": str(run_dir)}
+    if args.capture_video and not isinstance(game, GodotGame):
+        env_kwargs["video_dir"] = str(Path(run_dir) / VIDEO_DIR)
     if isinstance(game, GodotGame):
         env_kwargs.update(
             num_instances=args.num_instances, agents_per_instance=args.agents_per_instance, headless=not args.window
@@ -1009,7 +1033,7 @@ def train(args: Args, explicit=frozenset()) -> int:
                     # Policy loss: -L^CLIP = E[ max(-A r_t, -A clip(r_t, 1-eps, 1+eps)) ]
                     pg_loss1 = -mb_advantages * ratio
                     pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+                    pg_loss = torch.max(pg_loss1, pg_loss2).mean() if args.clip else pg_loss1.mean()
 
                     # Value loss: L^VF = 0.5 * E[(V - R)^2], clipped around the rollout's values like the policy
                     newvalue = newvalue.view(-1)
@@ -1086,6 +1110,8 @@ def train(args: Args, explicit=frozenset()) -> int:
                 print(f"eval: deterministic policy, {len(eval_returns)} episodes: mean return {eval_mean:.2f} "
                       f"+- {np.std(eval_returns):.2f} (min {min(eval_returns):.1f}, max {max(eval_returns):.1f})")  # fmt: skip
         log.plot(eval_mean)
+        if args.capture_video and isinstance(game, GodotGame):
+            _record_final_video(run_dir, game, args.seed)
         print(f"run folder: {run_dir}  (model: {run_dir / MODEL_NAME}; tensorboard --logdir {run_dir.parent})")
         return 0
     except TrainError:
@@ -1191,7 +1217,7 @@ def main(argv=None) -> int:
             return e.code if isinstance(e.code, int) else 0
         try:
             return train(args, explicit_fields(argv, Args))
-        except (TrainError, UnknownEnvError, UnsupportedSpaceError, GameError) as e:
+        except (TrainError, UnknownEnvError, UnsupportedSpaceError, MissingDependencyError, GameError) as e:
             _say(f"godot-ppo train: error: {e}")
             return 2
         except (InstanceStartError, InstanceCrashedError, GodotConnectionError, OSError) as e:  # before training

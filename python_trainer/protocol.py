@@ -371,8 +371,16 @@ class GodotConnection:
         except ValueError as e:
             raise self.error(f"sent a malformed step reply ({e})") from None
 
-    def call(self, method: str, timeout: Optional[float] = None) -> list:
-        self.send({"type": "call", "method": method})
+    def call(self, method: str, args: Optional[Sequence] = None, agent_args: Optional[Sequence] = None,
+             timeout: Optional[float] = None) -> list:
+        """godot-rl's "call": each agent's result of ``method``. Our extension (godot-rl sends neither): ``args``,
+        the arguments every agent's method gets, or ``agent_args``, one list of arguments per agent."""
+        msg: dict = {"type": "call", "method": method}
+        if args is not None:
+            msg["args"] = list(args)
+        if agent_args is not None:
+            msg["agent_args"] = [list(a) for a in agent_args]
+        self.send(msg)
         return self.recv(timeout, expect="call").get("returns")
 
     def request(self, msg_type: str, timeout: Optional[float] = None, **fields) -> dict:

@@ -111,6 +111,31 @@ def _obs_layout(obs_space: dict) -> list[tuple[str, int]]:
     return layout
 
 
+def _obs_bounds(obs_space: dict, layout: list[tuple[str, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The flat observation's float32 (low, high) in ``layout``'s order. Our extension of godot-rl's schema (its client
+    ignores it and assumes [-1, 1]): a box key may carry "low" and "high", lists of its size's numbers (null:
+    unbounded); a key without them is unbounded."""
+    lows, highs = [], []
+    for key, size in layout:
+        spec = obs_space[key]
+        for name, parts, unbounded in (("low", lows, -np.inf), ("high", highs, np.inf)):
+            values = spec.get(name)
+            if values is None:
+                parts.append(np.full(size, unbounded))
+                continue
+            if not isinstance(values, list) or len(values) != size or not all(
+                v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values
+            ):
+                raise ValueError(f"observation {key!r}: {name!r} must be a list of {size} numbers (null: unbounded), "
+                                 f"got {values!r}")
+            parts.append(np.array([unbounded if v is None else v for v in values], dtype=np.float64))
+    with np.errstate(over="ignore"):  # a bound past float32's range is unbounded in float32
+        low, high = np.concatenate(lows).astype(np.float32), np.concatenate(highs).astype(np.float32)
+    if np.any(np.isnan(low) | np.isnan(high)) or np.any(low > high):
+        raise ValueError(f"observation bounds with low > high or NaN: low={low.tolist()}, high={high.tolist()}")
+    return low, high
+
+
 def _action_layout(action_space: dict):
     """(gym space, kind, [(key, size)]) for godot-rl's per-agent action space dict."""
     if not isinstance(action_space, dict) or not action_space:
@@ -149,8 +174,8 @@ def spaces_from_env_info(info: dict):
     if any(s != obs_spaces[0] for s in obs_spaces) or any(s != act_spaces[0] for s in act_spaces):
         raise ValueError("agents with different observation/action spaces in one game are not supported")
     obs_layout = _obs_layout(obs_spaces[0])
-    obs_dim = sum(s for _, s in obs_layout)
-    obs_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+    low, high = _obs_bounds(obs_spaces[0], obs_layout)
+    obs_space = gym.spaces.Box(low, high, dtype=np.float32)
     act_space, kind, act_layout = _action_layout(act_spaces[0])
     return obs_space, act_space, obs_layout, kind, act_layout
 
@@ -450,9 +475,16 @@ class GodotVecEnv(gym.vector.VectorEnv):
             inst = self.launcher.restart(i, error)
             try:
                 self._check_same_spaces(inst)
-                return self._flat_obs(inst.conn.reset(), inst.label())
+                inst.conn.reset_send()
+                return self._reset_obs(i)
             except GodotConnectionError as e:
                 error = e
+
+    def _reset_obs(self, i: int) -> np.ndarray:
+        """Instance i's reply to "reset": its agents' first observations, packed when the handshake asked for it
+        (float32-exact, where JSON keeps 6 digits) or JSON."""
+        inst = self.launcher.instances[i]
+        return self._step_obs(inst.conn.recv(expect="reset"), self.agent_counts[i], inst.label())
 
     # ---------------------------------------------------------------- gymnasium API
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
@@ -478,7 +510,7 @@ class GodotVecEnv(gym.vector.VectorEnv):
             if i in failed:
                 continue
             try:
-                self._obs[self._slice(i)] = self._flat_obs(inst.conn.reset_recv(), inst.label())
+                self._obs[self._slice(i)] = self._reset_obs(i)
             except GodotConnectionError as e:
                 failed[i] = e
         for i, e in failed.items():
@@ -635,11 +667,16 @@ class GodotVecEnv(gym.vector.VectorEnv):
         infos = self.episode_stats.update(rewards, terminated, truncated, infos, part)
         return new_obs, rewards, terminated, truncated, infos
 
-    def call(self, method: str) -> list:
-        """godot-rl's "call" message on every instance; returns the concatenated per-agent results."""
+    def call(self, method: str, *args, agent_args: Optional[Sequence] = None) -> list:
+        """godot-rl's "call" message on every instance; returns the concatenated per-agent results. Our extension:
+        ``args`` go to every agent's method; ``agent_args`` holds one list of arguments per env (agent) instead."""
+        if agent_args is not None and len(agent_args) != self.num_envs:
+            raise ValueError(f"call({method!r}): agent_args needs one list of arguments per env ({self.num_envs}), "
+                             f"got {len(agent_args)}")
         out = []
-        for inst in self.launcher.instances:
-            out.extend(inst.conn.call(method) or [])
+        for i, inst in enumerate(self.launcher.instances):
+            per_agent = None if agent_args is None else agent_args[self._slice(i)]
+            out.extend(inst.conn.call(method, args=args or None, agent_args=per_agent) or [])
         return out
 
     def close_extras(self, **kwargs) -> None:
@@ -670,6 +707,7 @@ def make_vec_env(
     run_dir=None,
     max_restarts: int = DEFAULT_MAX_RESTARTS,
     env_path=None,
+    video_dir=None,
     **kw,
 ):
     """A VectorEnv for a Godot game (`GodotVecEnv`) or a gymnasium id (`gym_env.GymVecEnv`).
@@ -692,7 +730,10 @@ def make_vec_env(
             raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
         from python_trainer.gym_env import make_gym_vec_env
 
-        return make_gym_vec_env(game, num_envs=num_envs, seed=seed)
+        return make_gym_vec_env(game, num_envs=num_envs, seed=seed, video_dir=video_dir)
+    if video_dir is not None:
+        raise TypeError(f"video_dir records a gymnasium env's episodes; {game.env} is a Godot game (its videos come "
+                        "from the windowed export: playback.record)")
     check_instance_options(num_instances, agents_per_instance, speedup, action_repeat)
     if agents_per_instance is None and num_envs is not None:
         if num_envs % num_instances:

@@ -296,7 +296,7 @@ def test_the_binary_lists_its_games_and_runs_the_default_without_env(headless_ex
     listing = run_game(headless_export, "--list_envs")
     assert listing.returncode == 0
     listed = json.loads([line for line in listing.stdout.splitlines() if line.startswith('{"envs"')][-1])
-    assert {"ball_chase", "jumper", "memory", "sparse_goal"} <= set(listed["envs"]) and listed["default"] == "ball_chase"
+    assert {"ball_chase", "cart_pole", "jumper", "memory", "sparse_goal"} <= set(listed["envs"]) and listed["default"] == "ball_chase"
     result = run_game(headless_export, "--port=1", "--connect_timeout=1", "--env_seed=0")
     assert "running the default game 'ball_chase'" in result.stdout
     assert result.returncode == 1 and "no trainer accepted a connection on 127.0.0.1:1" in result.stderr
@@ -322,7 +322,7 @@ def test_list_envs_and_engine_only_benchmark(headless_export, tmp_path):
     # Run from an empty folder: the export needs nothing but its binary and .pck.
     listed = run_game(headless_export, "--list_envs", cwd=tmp_path)
     listing = json.loads(listed.stdout.strip().splitlines()[-1])
-    assert {"ball_chase", "jumper", "memory", "sparse_goal"} <= set(listing["envs"]) and listing["default"] == "ball_chase"
+    assert {"ball_chase", "cart_pole", "jumper", "memory", "sparse_goal"} <= set(listing["envs"]) and listing["default"] == "ball_chase"
     bench = run_game(headless_export, "--env=ball_chase", "--agents=4", "--benchmark_steps=200", cwd=tmp_path)
     report = json.loads([line for line in bench.stdout.splitlines() if line.startswith("{")][-1])["benchmark"]
     assert report["agents"] == 4 and report["decision_steps"] == 200 and report["agent_steps_per_second"] > 0

@@ -32,6 +32,7 @@ func test_this_project_registers_ball_chase() -> void:
 	check_eq(all_games.get("jumper"), "res://games/jumper/jumper.tscn", "jumper is registered")
 	for name in ["memory", "sparse_goal"]:
 		check_eq(all_games.get(name), "res://games/%s/%s.tscn" % [name, name], name + " is registered")
+	check_eq(all_games.get("cart_pole"), "res://games/cart_pole/cart_pole.tscn", "cart_pole's scene")
 	check_eq(GameRegistry.default_game(all_games), "ball_chase", "default game")
 	check_eq(ProjectSettings.get_setting(GameRegistry.MAIN_SCENE_SETTING), "res://addons/rl_sync/game_selector.tscn",
 			"the addon's selector is the main scene")

@@ -49,6 +49,11 @@ func step() -> bool:
 
 
 func random_action(space: Dictionary) -> Dictionary:
+	return sample_action(space, _rng)
+
+
+# A uniformly random action of a godot-rl action space (also --policy=random's, in policy_mode.gd).
+static func sample_action(space: Dictionary, _rng: RandomNumberGenerator) -> Dictionary:
 	var action := {}
 	for key in space:
 		var size := int(space[key]["size"])

@@ -3,6 +3,8 @@ extends Reference
 # trainer. With --eval_episodes it plays that many episodes and prints {"eval": {...}}; with
 # --policy_forward it prints the network's outputs for given observations (parity checks); with
 # --policy_reload it picks up each new version of the file (`godot-ppo train --watch`).
+# --policy=random: uniformly random actions (seeded by --env_seed) instead of a file, in any game: the
+# baseline of an evaluation (--policy=random --eval_episodes=N).
 #
 # RLSync (sync.gd) holds one in policy mode. Nothing here quits: errors come back as a String and
 # step() says when the evaluation is over, for RLSync to stop the run.
@@ -10,6 +12,10 @@ extends Reference
 const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
 const PolicyReloader = preload("res://addons/rl_sync/policy_reloader.gd")
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
+
+# --policy=RANDOM: random actions instead of a policy file.
+const RANDOM := "random"
 
 var runner: PolicyRunner = null
 # With --policy_reload: watches the file and hands over each new version (null otherwise).
@@ -19,13 +25,15 @@ var reloader: PolicyReloader = null
 var _sync: Node
 var _agents: Array
 var _seed := 0
+# --policy=random: the generator of its actions (null with a policy file).
+var _random: RandomNumberGenerator = null
 # Evaluation: each agent plays its share of the episodes, so short episodes are not favoured.
 var _eval_quota := []
 var _eval_returns := []
 var _eval_lengths := []
 
 
-# `seed_value` (--env_seed) only goes into the evaluation report.
+# `seed_value` (--env_seed) goes into the evaluation report and seeds --policy=random.
 func _init(sync_node: Node, seed_value: int) -> void:
 	_sync = sync_node
 	_agents = sync_node.agents
@@ -36,6 +44,12 @@ func _init(sync_node: Node, seed_value: int) -> void:
 # agent (--policy_forward checks the network alone, so it skips this). With --policy_reload the file
 # is then watched, and a new version replaces the policy (policy_reloader.gd).
 func load_policy(file_path: String, check_agents: bool) -> String:
+	if file_path == RANDOM:
+		if not check_agents:
+			return "--policy_forward needs a policy file; --policy=random has no network"
+		_random = RandomNumberGenerator.new()
+		_random.seed = _seed
+		return ""
 	runner = PolicyRunner.new()
 	var reload := check_agents and RlArgs.has("policy_reload")
 	# Reloading compares the file's text with what was loaded: read it once, for both.
@@ -52,6 +66,11 @@ func load_policy(file_path: String, check_agents: bool) -> String:
 		if error == "" and reload:
 			reloader = PolicyReloader.new(file_path, _sync.env_name, obs_size, _sync.action_spaces[0], text)
 	return error
+
+
+# What drives the agents: "random", or the policy file's path.
+func policy_name() -> String:
+	return RANDOM if _random != null else runner.path
 
 
 # Splits N evaluation episodes among the agents (0: play until stopped).
@@ -75,7 +94,10 @@ func step() -> bool:
 			_eval_quota[i] -= 1
 			_eval_returns.append(_agents[i].last_episode_return)
 			_eval_lengths.append(_agents[i].last_episode_length)
-		_agents[i].set_action(runner.act(results["obs"][i]["obs"]))
+		if _random != null:
+			_agents[i].set_action(BenchmarkMode.sample_action(_sync.action_spaces[i], _random))
+		else:
+			_agents[i].set_action(runner.act(results["obs"][i]["obs"]))
 	if not evaluating or _eval_quota.max() != 0:
 		return false
 	var total := 0.0
@@ -83,7 +105,7 @@ func step() -> bool:
 		total += r
 	print(to_json({"eval": {
 		"env": _sync.env_name,
-		"policy": runner.path,
+		"policy": policy_name(),
 		"seed": _seed,
 		"episodes": _eval_returns.size(),
 		"returns": _eval_returns,

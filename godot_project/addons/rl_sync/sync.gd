@@ -5,7 +5,8 @@ extends Node
 # --list_envs and --env (see game_registry.gd). Its mode comes from the command line:
 #   --port=P               train: connect to a trainer on 127.0.0.1:P and speak godot-rl's protocol
 #   --policy=FILE          every agent is driven by a trained policy run in the engine (no trainer);
-#                          with --eval_episodes=N it plays N episodes, prints their returns as JSON, quits
+#                          with --eval_episodes=N it plays N episodes, prints their returns as JSON, quits;
+#                          --policy=random: random actions (any game's baseline)
 #   --benchmark_steps=N    random actions inside the engine for N decision steps, print the rate, quit
 #   (none of these)        human play: every agent takes the keyboard action of its controller
 # This node owns the run (flags, engine speed, agents, overlay, stopping) and the decision step; each
@@ -43,6 +44,10 @@ var action_repeat := 1
 var stopping := false
 
 var _frame := 0
+# Local modes (policy, benchmark, human) choose their first actions on the first physics frame, before
+# anything was simulated: that decision step counts no step and collects no reward (a trainer's first
+# action follows its reset, and its first decision step comes after that action's physics).
+var _before_first_step := false
 # The helper of the mode, when it has one (see _start).
 var _session: TrainerSession = null
 var _policy_mode: PolicyMode = null
@@ -165,6 +170,7 @@ func _start() -> void:
 	_run_start_usec = OS.get_ticks_usec()
 	_run_start_drawn = Engine.get_frames_drawn()
 	_run_start_frames = Engine.get_idle_frames()
+	_before_first_step = mode != Mode.TRAIN
 	set_physics_process(true)
 	set_process(_quit_after_frames > 0 or _quit_after_usec > 0)
 
@@ -231,6 +237,14 @@ func decision_step() -> Dictionary:
 	var rewards := []
 	var dones := []
 	var infos := []
+	if _before_first_step:
+		_before_first_step = false
+		for agent in agents:
+			obs.append({"obs": agent.get_obs()})
+			rewards.append(0.0)
+			dones.append(false)
+			infos.append({})
+		return {"obs": obs, "reward": rewards, "done": dones, "info": infos}
 	for agent in agents:
 		agent.n_steps += 1
 		var reward: float = agent.reward
@@ -301,7 +315,7 @@ func _mode_text() -> String:
 		Mode.TRAIN:
 			return "training (%s)" % env_name
 		Mode.POLICY:
-			return "policy: %s" % _policy_mode.runner.path.get_file()
+			return "policy: %s" % _policy_mode.policy_name().get_file()
 		Mode.BENCHMARK:
 			return "benchmark: random actions"
 	return "human play: arrow keys or WASD"

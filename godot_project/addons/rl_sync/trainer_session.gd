@@ -57,7 +57,8 @@ var _packed_reply := false
 var _max_brackets := 0
 # The methods a trainer may `call`: those the agents' controller scripts define, minus the engine's
 # callbacks ("_..."). Calling anything else (queue_free, free...) would break the scene under the
-# session and flood the log with a script error every frame.
+# session and flood the log with a script error every frame. Each maps to [fewest, most] arguments,
+# checked before the call: a wrong count would be a script error, not an answer.
 var _callable := {}
 
 
@@ -82,7 +83,8 @@ func _init(sync_node: Node) -> void:
 	for agent in _agents:
 		for method in agent.get_script().get_script_method_list():
 			if not method["name"].begins_with("_"):
-				_callable[method["name"]] = true
+				var most: int = method["args"].size()
+				_callable[method["name"]] = [most - method["default_args"].size(), most]
 
 
 # Keeps retrying until the deadline: godot-rl's client starts the game before it binds its port.
@@ -180,13 +182,19 @@ func step() -> String:
 				var obs := []
 				for agent in _agents:
 					obs.append({"obs": agent.get_obs()})
-				if _send({"type": "reset", "obs": obs}) != OK:
+				# Packed like the step replies when the handshake asked for it: exact to float32.
+				var reply := {"type": "reset", "obs_f32": Wire.pack_obs(obs)} if _packed_obs \
+						else {"type": "reset", "obs": obs}
+				if _send(reply) != OK:
 					return Wire.DISCONNECTED
 			"env_info":
 				if _send(_env_info()) != OK:
 					return Wire.DISCONNECTED
 			"call":
-				if _send({"type": "call", "returns": _call_agents(str(message.get("method", "")))}) != OK:
+				var returns = _call_agents(str(message.get("method", "")), message)
+				if typeof(returns) == TYPE_STRING:
+					return returns
+				if _send({"type": "call", "returns": returns}) != OK:
 					return Wire.DISCONNECTED
 			"close":
 				return CLOSED
@@ -272,10 +280,32 @@ func _engine_stats() -> Dictionary:
 
 
 # godot-rl's `call`: each agent's result, or null where its controller does not define the method.
-func _call_agents(method: String) -> Array:
+# Our extension: arguments, the same for every agent ("args": [...]) or one list per agent
+# ("agent_args": [[...], ...]); godot-rl sends neither. Returns the results, or a String saying what
+# is wrong with the arguments (checked for every agent before any is called).
+func _call_agents(method: String, message: Dictionary):
+	var shared = message.get("args", [])
+	var per_agent = message.get("agent_args")
+	if typeof(shared) != TYPE_ARRAY:
+		return "call '%s': \"args\" must be a list of arguments, got %s" % [method, Wire.preview(shared)]
+	if per_agent != null and (typeof(per_agent) != TYPE_ARRAY or per_agent.size() != _agents.size()):
+		return "call '%s': \"agent_args\" must hold one list of arguments per agent (%d), got %s" \
+				% [method, _agents.size(), Wire.preview(per_agent)]
+	var arg_lists := []
+	for i in range(_agents.size()):
+		var args = shared if per_agent == null else per_agent[i]
+		if typeof(args) != TYPE_ARRAY:
+			return "call '%s': the arguments of agent %d must be a list, got %s" % [method, i, Wire.preview(args)]
+		if _callable.has(method) and _agents[i].has_method(method):
+			var counts: Array = _callable[method]
+			if args.size() < counts[0] or args.size() > counts[1]:
+				return "call '%s': it takes %s arguments, agent %d was given %d" \
+						% [method, str(counts[0]) if counts[0] == counts[1] else "%d to %d" % counts, i, args.size()]
+		arg_lists.append(args)
 	var returns := []
-	for agent in _agents:
-		returns.append(agent.call(method) if _callable.has(method) and agent.has_method(method) else null)
+	for i in range(_agents.size()):
+		var agent = _agents[i]
+		returns.append(agent.callv(method, arg_lists[i]) if _callable.has(method) and agent.has_method(method) else null)
 	return returns
 
 

@@ -330,7 +330,12 @@ class GodotConnection:
         self.send({"type": "reset"})
 
     def reset_recv(self, timeout: Optional[float] = None) -> list:
-        return self.recv(timeout, expect="reset")["obs"]
+        """godot-rl's list of per-agent obs dicts of a JSON reset reply (the vector env decodes packed ones)."""
+        msg = self.recv(timeout, expect="reset")
+        if "obs" not in msg:
+            raise self.error("its reset reply has packed observations (obs_f32), not godot-rl's obs list: read it "
+                             "with recv(expect='reset') or through GodotVecEnv")
+        return msg["obs"]
 
     def reset(self, timeout: Optional[float] = None) -> list:
         """Reset every agent of the instance; returns godot-rl's list of per-agent obs dicts."""

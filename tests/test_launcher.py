@@ -199,8 +199,9 @@ def test_holding_many_ports_does_not_matter(binary, tmp_path):
         with launch_instances("ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=binary,
                               connect_timeout=20) as launcher:
             assert not held_ports & {inst.port for inst in launcher.instances}
-            for inst in launcher.instances:
-                assert inst.conn.reset()
+            for inst in launcher.instances:  # each answers a reset (packed observations if it can, as asked)
+                inst.conn.reset_send()
+                assert {"obs", "obs_f32"} & set(inst.conn.recv(expect="reset"))
     finally:
         for s in held:
             s.close()

@@ -538,8 +538,10 @@ def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, 
             obs, _ = envs.reset(seed=seed)
             start = next_t = time.monotonic()
             returns = []
+            done = np.ones(len(obs), bool)  # a recurrent policy starts each agent's memory afresh
             while seconds is None or time.monotonic() - start < seconds:
-                obs, _, _, _, infos = envs.step(loaded.act(obs, deterministic=True))
+                obs, _, terminated, truncated, infos = envs.step(loaded.act(obs, deterministic=True, done=done))
+                done = np.logical_or(terminated, truncated)
                 if "_episode" in infos:
                     for i in np.flatnonzero(infos["_episode"]):
                         returns.append(float(infos["episode"]["r"][i]))

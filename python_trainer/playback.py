@@ -236,15 +236,19 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
     return report
 
 
-def policy_forward(policy_path, observations, env_path=None, timeout: float = 60.0):
+def policy_forward(policy_path, observations, env_path=None, timeout: float = 60.0, dones=None):
     """The GDScript forward pass on ``observations`` (n, obs_dim): (outputs ndarray (n, n_out), actions list).
-    Any game of any export runs it (the network alone is checked); default: this repository's default game."""
+    Any game of any export runs it (the network alone is checked); default: this repository's default game.
+    A recurrent policy reads the observations as one agent's sequence, its memory reset where ``dones`` is true."""
     obs = np.asarray(observations, dtype=np.float64)
     if obs.ndim != 2:
         raise ValueError(f"observations must be a 2-D array (n, obs_dim), got shape {obs.shape}")
     with tempfile.TemporaryDirectory(prefix="godot-ppo-forward-") as tmp:
         inp = Path(tmp) / "observations.json"
-        inp.write_text(json.dumps({"observations": obs.tolist()}))
+        given = {"observations": obs.tolist()}
+        if dones is not None:
+            given["dones"] = [bool(d) for d in dones]
+        inp.write_text(json.dumps(given))
         instance = GameInstance(godot_game(None, env_path), agents=1)
         result = _run_game(instance.command(f"--policy={Path(policy_path).resolve()}", f"--policy_forward={inp}"),
                            timeout)  # fmt: skip

@@ -708,16 +708,16 @@ def game_policy(agent, normalizer, action_space, env_info, checkpoint_path, *, e
     from python_trainer.vec_env import spaces_from_env_info
 
     where = str(checkpoint_path)
-    if agent.recurrent:
-        raise policy_file.PolicyFileError(f"{where}: the in-engine player cannot play recurrent (--lstm) policies yet")
-    obs_dim = int(agent.actor[0].in_features)
+    obs_dim = int((agent.encoder if agent.recurrent else agent.actor)[0].in_features)
     keys = policy_file.action_keys(spaces_from_env_info(env_info), obs_dim, action_space, where,
                                    env_info.get("env", "?"))  # fmt: skip
     source = policy_file.policy_source(checkpoint_path, global_step=global_step, update=update, trained_env=env_id,
                                        seed=args.get("seed"), command=train_command(args, Args),
                                        env_path=args.get("env_path"))  # fmt: skip
+    recurrent_parts = {"encoder": agent.encoder, "lstm": agent.lstm.export_weights()} if agent.recurrent else {}
     return policy_file.policy_dict(agent.actor, normalizer.obs_statistics(), keys,
-                                   env=str(env_info.get("env") or env_id), source=source, where=where)  # fmt: skip
+                                   env=str(env_info.get("env") or env_id), source=source, where=where,
+                                   **recurrent_parts)  # fmt: skip
 
 
 # ======================================================================================================================

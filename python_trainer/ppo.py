@@ -182,8 +182,9 @@ class Args:
     lstm: bool = False
     """recurrent PPO (CleanRL's ppo_atari_lstm.py): an LSTM between the encoder and the actor/critic heads, its state
     carried across steps and reset where an episode ends; minibatches hold whole envs"""
-    lstm_size: int = 64
-    """with --lstm: the LSTM's hidden state size (the in-engine player's cost per agent grows with its square)"""
+    lstm_size: int = 32
+    """with --lstm: the LSTM's hidden state size (the in-engine player's cost per agent grows with its square: 32
+    keeps 16 agents under 5 ms per frame, see scripts/bench_playback.py)"""
     rnd: bool = False
     """Random Network Distillation curiosity bonus (CleanRL's ppo_rnd_envpool.py; rnd.py): an intrinsic reward for
     novel observations, with its own value head and non-episodic return"""
@@ -691,7 +692,7 @@ def agent_from_checkpoint(ckpt) -> LoadedAgent:
 
 def agent_options(args: dict) -> dict:
     """Agent's keyword arguments for a training's flags (Args as a dict; a checkpoint's "args")."""
-    return {"lstm_size": int(args.get("lstm_size", 64)) if args.get("lstm") else 0, "rnd": bool(args.get("rnd"))}
+    return {"lstm_size": int(args.get("lstm_size", 32)) if args.get("lstm") else 0, "rnd": bool(args.get("rnd"))}
 
 
 def load_agent(path) -> LoadedAgent:
@@ -757,7 +758,7 @@ _VALID_VALUES = {
     "ray_workers": (lambda v: v >= 1, "an integer >= 1 (rollout workers)", "2"),
     "ray_cpus_per_worker": (_positive, "a number of CPUs > 0", "3"),
     "ray_max_restarts": (lambda v: v >= 0, "an integer >= 0", "3"),
-    "lstm_size": (lambda v: v >= 1, "an integer >= 1 (the LSTM's hidden state size)", "64"),
+    "lstm_size": (lambda v: v >= 1, "an integer >= 1 (the LSTM's hidden state size)", "32"),
     "rnd_coef": (_non_negative, "a number >= 0", "1"),
     "rnd_ext_coef": (_non_negative, "a number >= 0", "2"),
     "rnd_warmup_steps": (lambda v: v >= 0, "an integer >= 0", "50"),

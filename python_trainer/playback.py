@@ -163,6 +163,9 @@ def export_policy_main(argv=None) -> int:
         print(f"godot-ppo export-policy: error: {e}", file=sys.stderr)
         return 2
     n_params = sum(len(layer["bias"]) * (1 + len(layer["weight"][0])) for layer in policy["layers"])
+    lstm = policy.get("lstm")
+    if lstm:  # a recurrent policy: the LSTM's weights too
+        n_params += 4 * lstm["hidden_size"] * (lstm["input_size"] + lstm["hidden_size"] + 1)
     actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in policy["action_keys"])
     print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): {policy['env']}, {policy['observation_size']} observations -> "
           f"{actions}, {n_params} parameters, global step {policy['source']['global_step']}")  # fmt: skip

@@ -3,6 +3,7 @@ checkpoint, refused resumes, the policy file and its in-engine parity; the recur
 
 import json
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -108,3 +109,28 @@ def test_rnd_trains_logs_both_returns_and_keeps_its_state(tmp_path, capsys, head
     assert ppo.main(["--resume", str(run_dir), "--total-timesteps", "3072", "--eval-episodes", "0"]) == 0
     assert ppo.load_agent(run_dir).global_step == 3072
     assert json.loads((run_dir / "policy.json").read_text())["lstm"] is None
+
+
+@pytest.mark.parametrize("space", [
+    gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+    gym.spaces.MultiDiscrete([3, 2]),
+    gym.spaces.Dict({"move": gym.spaces.Box(-1.0, 1.0, (2,), np.float32), "jump": gym.spaces.Discrete(2)}),
+])  # fmt: skip
+def test_recurrent_agent_keeps_every_action_head(space):
+    """The LSTM sits before the same per-key heads: sampled actions re-evaluate to the same log-probabilities, the
+    deterministic action has the space's layout, and an episode start forgets (the output equals a fresh state's)."""
+    torch.manual_seed(0)
+    agent = ppo.Agent(5, space, lstm_size=8, rnd=True)
+    x = torch.randn(6 * 2, 5)  # 6 steps x 2 envs, time-major
+    done = torch.zeros(12)
+    done[8] = 1.0  # env 0 starts a new episode at step 4
+    state = agent.lstm.initial_state(2)
+    action, logprob, _, value, _ = agent.get_action_and_value(x, None, state, done)
+    assert value.shape == (12, 2)  # V_ext and V_int
+    _, again, _, _, _ = agent.get_action_and_value(x, action, state, done)
+    torch.testing.assert_close(again, logprob)
+    with torch.no_grad():
+        det, _ = agent.act(x, True, state, done)
+        fresh, _ = agent.act(x[8:9], True, agent.lstm.initial_state(1), torch.zeros(1))
+    assert det.shape[0] == 12 and ppo.env_action(space, det.numpy()) is not None
+    torch.testing.assert_close(det[8:9], fresh)

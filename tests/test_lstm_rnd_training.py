@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import REPO
 from python_trainer import playback, ppo, recurrent
+from python_trainer.run_folder import evaluate
 from python_trainer.vec_env import make_vec_env
 from test_ppo import _run_dirs, _scalars
 
@@ -134,3 +136,18 @@ def test_recurrent_agent_keeps_every_action_head(space):
         fresh, _ = agent.act(x[8:9], True, agent.lstm.initial_state(1), torch.zeros(1))
     assert det.shape[0] == 12 and ppo.env_action(space, det.numpy()) is not None
     torch.testing.assert_close(det[8:9], fresh)
+
+
+def test_pretrained_memory_policy_remembers_in_the_engine_and_in_python(tmp_path, headless_export):
+    """exports/policies/memory_lstm.json (memory_lstm_1 of bench_memory_exploration.py): the engine's player keeps
+    one LSTM state per agent and resets it with each episode, so 16 agents never miss; so does the PyTorch model."""
+    policies = REPO / "exports" / "policies"
+    report = playback.evaluate_in_engine(policies / "memory_lstm.json", episodes=32, agents=16, seed=4, timeout=90)
+    assert report["episodes"] == 32 and report["mean_return"] >= 0.9
+    loaded = ppo.load_agent(policies / "memory_lstm_model.pt")
+    envs = make_vec_env("memory", num_instances=1, agents_per_instance=16, run_dir=tmp_path, seed=4)
+    try:
+        returns = evaluate(loaded.act, envs, 32, seed=4)
+    finally:
+        envs.close()
+    assert len(returns) == 32 and np.mean(returns) >= 0.9

@@ -22,6 +22,10 @@ and discrete keys (pi(a|s) = prod over keys, log-probabilities and entropies sum
 (time limit) is bootstrapped with gamma * V(final obs) instead of being treated as a death; observation
 normalisation / reward scaling are done in this file (and saved with the model) instead of by gym wrappers;
 checkpoints, --resume, Ctrl-C safety and a final deterministic eval.
+The course unit's two stretch goals are flags: --lstm (CleanRL's ppo_atari_lstm.py: an LSTM between the encoder and
+the heads, its state carried through the rollout and replayed by whole-env minibatches; recurrent.py) and --rnd
+(CleanRL's ppo_rnd_envpool.py: an intrinsic reward stored with the extrinsic one, its own value output and
+non-episodic GAE, A = c_ext A_ext + c_int A_int; rnd.py).
 Around the loop, not in it: every flag checked before any game starts; one process per run folder (a lock);
 SIGINT, SIGTERM and SIGHUP (cli.signal_policy), a crashed instance, a closed stdout or any other error once the
 agent exists all write the checkpoint of the last completed update and print the --resume command.

@@ -3,7 +3,9 @@
 Only tensors and plain Python values, so ``torch.load(..., weights_only=True)`` reads it:
 
     {"format": "godot-ppo-checkpoint/1", "env_id", "global_step", "update", "model", "optimizer", "normalizer",
-     "observation_space", "action_space", "args", "rng"}
+     "observation_space", "action_space", "args", "rng", "env_info", "rnd"}
+
+("rnd": None, or with --rnd the RND module's weights and statistics: {"model", "stats"}.)
 
 Written by ppo.py; read by ppo.py (--resume, load_agent), playback and profiling. Imports neither of them.
 """
@@ -83,11 +85,12 @@ def set_rng_state(state):
 
 
 def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, update, observation_space, action_space,
-                    env_info=None):
+                    env_info=None, rnd=None):
     """Write atomically: a crash or Ctrl-C during the write leaves the previous file intact.
 
     ``args`` is the training's Args dataclass; agent, optimizer and normalizer anything with a state_dict();
-    ``env_info``: a Godot game's (its action keys let a policy file be exported later without running the game).
+    ``env_info``: a Godot game's (its action keys let a policy file be exported later without running the game);
+    ``rnd``: the run's rnd.RND module (--rnd), whose weights and normalisers a resume needs.
     """
     state = {
         "format": CHECKPOINT_FORMAT,
@@ -102,6 +105,7 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
         "args": asdict(args),
         "rng": rng_state(),
         "env_info": env_info,
+        "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()},
     }
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")

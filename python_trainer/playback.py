@@ -169,6 +169,9 @@ def export_policy_main(argv=None) -> int:
         print(f"godot-ppo export-policy: error: {e}", file=sys.stderr)
         return 2
     n_params = sum(len(layer["bias"]) * (1 + len(layer["weight"][0])) for layer in policy["layers"])
+    lstm = policy.get("lstm")
+    if lstm:  # a recurrent policy: the LSTM's weights too
+        n_params += 4 * lstm["hidden_size"] * (lstm["input_size"] + lstm["hidden_size"] + 1)
     actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in policy["action_keys"])
     print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): {policy['env']}, {policy['observation_size']} observations -> "
           f"{actions}, {n_params} parameters, global step {policy['source']['global_step']}")  # fmt: skip
@@ -245,15 +248,19 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
     return report
 
 
-def policy_forward(policy_path, observations, env_path=None, timeout: float = 60.0):
+def policy_forward(policy_path, observations, env_path=None, timeout: float = 60.0, dones=None):
     """The GDScript forward pass on ``observations`` (n, obs_dim): (outputs ndarray (n, n_out), actions list).
-    Any game of any export runs it (the network alone is checked); default: this repository's default game."""
+    Any game of any export runs it (the network alone is checked); default: this repository's default game.
+    A recurrent policy reads the observations as one agent's sequence, its memory reset where ``dones`` is true."""
     obs = np.asarray(observations, dtype=np.float64)
     if obs.ndim != 2:
         raise ValueError(f"observations must be a 2-D array (n, obs_dim), got shape {obs.shape}")
     with tempfile.TemporaryDirectory(prefix="godot-ppo-forward-") as tmp:
         inp = Path(tmp) / "observations.json"
-        inp.write_text(json.dumps({"observations": obs.tolist()}))
+        given = {"observations": obs.tolist()}
+        if dones is not None:
+            given["dones"] = [bool(d) for d in dones]
+        inp.write_text(json.dumps(given))
         instance = GameInstance(godot_game(None, env_path), agents=1)
         result = _run_game(instance.command(f"--policy={Path(policy_path).resolve()}", f"--policy_forward={inp}"),
                            timeout)  # fmt: skip
@@ -558,8 +565,10 @@ def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, 
             obs, _ = envs.reset(seed=seed)
             start = next_t = time.monotonic()
             returns = []
+            done = np.ones(len(obs), bool)  # a recurrent policy starts each agent's memory afresh
             while seconds is None or time.monotonic() - start < seconds:
-                obs, _, _, _, infos = envs.step(loaded.act(obs, deterministic=True))
+                obs, _, terminated, truncated, infos = envs.step(loaded.act(obs, deterministic=True, done=done))
+                done = np.logical_or(terminated, truncated)
                 if "_episode" in infos:
                     for i in np.flatnonzero(infos["_episode"]):
                         returns.append(float(infos["episode"]["r"][i]))

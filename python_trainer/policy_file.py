@@ -6,6 +6,9 @@
      "action_rule": "clipped_mean" | "argmax" | "per_key",
      "obs_normalization": null | {"mean": [...], "var": [...], "epsilon": 1e-8, "clip": 10.0},
      "layers": [{"weight": [[...] x in] x out, "bias": [...], "activation": "tanh" | "linear"}, ...],
+     "lstm": null | {"after_layer": k, "input_size": I, "hidden_size": H,     # a recurrent policy (--lstm): layers
+                     "weight_ih": 4H x I, "weight_hh": 4H x H, "bias": 4H},  # [0, k) encode, the LSTM (one state
+                                                                              # per agent), then layers [k, ...)
      "source": {...}}                                                            # informational only
 
 Weights are float32 in PyTorch; they are written with the shortest decimal that reads back as the same float32
@@ -149,13 +152,28 @@ def policy_source(checkpoint_path, *, global_step, update, trained_env, seed, co
     }
 
 
-def policy_dict(actor, obs_stats: Optional[dict], keys: list[dict], *, env: str, source: dict, where: str) -> dict:
+def lstm_weights(weights: dict, after_layer: int, where: str) -> dict:
+    """recurrent.LSTMCore.export_weights()'s dict as the file's "lstm" entry (float32 values, checked finite)."""
+    out = {"after_layer": int(after_layer), "input_size": int(weights["input_size"]),
+           "hidden_size": int(weights["hidden_size"])}  # fmt: skip
+    for name in ("weight_ih", "weight_hh", "bias"):
+        values = np.asarray(weights[name], np.float32)
+        if not np.isfinite(values).all():
+            raise PolicyFileError(f"{where}: the LSTM's {name} holds NaN/inf values; this model cannot be played")
+        out[name] = [[_f32(x) for x in row] for row in values.tolist()] if values.ndim == 2 else [_f32(x) for x in values]
+    return out
+
+
+def policy_dict(actor, obs_stats: Optional[dict], keys: list[dict], *, env: str, source: dict, where: str,
+                encoder=None, lstm: Optional[dict] = None) -> dict:  # fmt: skip
     """The policy file's content for an in-memory actor.
 
     ``obs_stats``: see obs_normalization; ``keys``: see action_keys; ``where`` names the model in error messages.
+    A recurrent policy: ``encoder`` (Linear/Tanh layers before the LSTM), ``lstm`` (LSTMCore.export_weights()).
     """
     norm = obs_normalization(obs_stats, where)
-    layers = actor_layers(actor, where)
+    encoder_layers = actor_layers(encoder, where) if encoder is not None else []
+    layers = encoder_layers + actor_layers(actor, where)
     obs_dim = len(layers[0]["weight"][0])  # the first Linear layer's in_features
     return {
         "format": FORMAT,
@@ -166,6 +184,7 @@ def policy_dict(actor, obs_stats: Optional[dict], keys: list[dict], *, env: str,
         "action_rule": action_rule(keys),
         "obs_normalization": norm,
         "layers": layers,
+        "lstm": None if lstm is None else lstm_weights(lstm, len(encoder_layers), where),
         "source": source,
     }
 

@@ -22,6 +22,10 @@ and discrete keys (pi(a|s) = prod over keys, log-probabilities and entropies sum
 (time limit) is bootstrapped with gamma * V(final obs) instead of being treated as a death; observation
 normalisation / reward scaling are done in this file (and saved with the model) instead of by gym wrappers;
 checkpoints, --resume, Ctrl-C safety and a final deterministic eval.
+The course unit's two stretch goals are flags: --lstm (CleanRL's ppo_atari_lstm.py: an LSTM between the encoder and
+the heads, its state carried through the rollout and replayed by whole-env minibatches; recurrent.py) and --rnd
+(CleanRL's ppo_rnd_envpool.py: an intrinsic reward stored with the extrinsic one, its own value output and
+non-episodic GAE, A = c_ext A_ext + c_int A_int; rnd.py).
 Around the loop, not in it: every flag checked before any game starts; one process per run folder (a lock);
 SIGINT, SIGTERM and SIGHUP (cli.signal_policy), a crashed instance, a closed stdout or any other error once the
 agent exists all write the checkpoint of the last completed update and print the --resume command.
@@ -44,7 +48,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Annotated, NamedTuple, Optional
+from typing import Annotated, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -53,7 +57,8 @@ import torch.nn as nn
 import torch.optim as optim
 import tyro
 
-from python_trainer import policy_file
+from python_trainer import policy_file, recurrent
+from python_trainer.rnd import EXT_COEF, INT_COEF, INT_GAMMA, RND, combine_advantages
 from python_trainer.cli import hold_signals, signal_policy, signum_of
 from python_trainer.checkpoint import (  # load_checkpoint / save_checkpoint: ppo.load_checkpoint etc. keep working
     CHECKPOINT_NAME,
@@ -82,6 +87,7 @@ from python_trainer.run_folder import (
     train_command,
     write_args_json,
 )
+from python_trainer.running_stats import RunningMeanStd
 
 VIDEO_DIR = "videos"  # --capture-video's folder in the run folder, as CleanRL's videos/<run_name>
 FINAL_VIDEO_SECONDS = 10.0
@@ -187,6 +193,21 @@ class Args:
     """normalise observations with running mean/std, clipped to +-10 (--norm-obs / --no-norm-obs)"""
     norm_reward: Annotated[Optional[bool], _AUTO] = None
     """scale rewards by the running std of the discounted return, clipped to +-10 (--norm-reward / --no-norm-reward)"""
+    lstm: bool = False
+    """recurrent PPO (CleanRL's ppo_atari_lstm.py): an LSTM between the encoder and the actor/critic heads, its state
+    carried across steps and reset where an episode ends; minibatches hold whole envs"""
+    lstm_size: int = 64
+    """with --lstm: the LSTM's hidden state size (the in-engine player's cost per agent grows with its square; 64
+    after a 32-wide encoder keeps 16 agents under 5 ms per frame, see scripts/bench_playback.py)"""
+    rnd: bool = False
+    """Random Network Distillation curiosity bonus (CleanRL's ppo_rnd_envpool.py; rnd.py): an intrinsic reward for
+    novel observations, with its own value head and non-episodic return"""
+    rnd_coef: float = INT_COEF
+    """with --rnd: the intrinsic advantages' weight (A = rnd_ext_coef * A_ext + rnd_coef * A_int)"""
+    rnd_ext_coef: float = EXT_COEF
+    """with --rnd: the extrinsic advantages' weight"""
+    rnd_warmup_steps: int = 50
+    """with --rnd: steps of random actions that prime RND's observation statistics before training"""
     pipeline: bool = True
     """Godot games with 2 or more instances: pipelined rollouts, half of the instances simulate while the actions of
     the other half are computed (the same data as --no-pipeline, which takes strict turns: all games wait for the
@@ -210,37 +231,6 @@ class Args:
 # Observation normalisation and reward scaling (what CleanRL's ppo_continuous_action.py gets from
 # gym.wrappers.NormalizeObservation / NormalizeReward), kept here so the statistics are saved with the model.
 # ======================================================================================================================
-class RunningMeanStd:
-    """Running mean and variance (parallel/Welford algorithm, Chan et al.)."""
-
-    def __init__(self, shape=(), epsilon=1e-4):
-        self.mean = np.zeros(shape, np.float64)
-        self.var = np.ones(shape, np.float64)
-        self.count = epsilon
-
-    def update(self, x):
-        self.update_from_moments(x.mean(axis=0), x.var(axis=0), x.shape[0])
-
-    def update_from_moments(self, batch_mean, batch_var, batch_count):
-        """Merge the moments of a batch seen elsewhere (a Ray worker's observations) as if seen here."""
-        delta = batch_mean - self.mean
-        tot_count = self.count + batch_count
-        self.mean = self.mean + delta * batch_count / tot_count
-        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / tot_count
-        self.var = m2 / tot_count
-        self.count = tot_count
-
-    def state_dict(self):
-        return {
-            "mean": torch.from_numpy(np.array(self.mean)),
-            "var": torch.from_numpy(np.array(self.var)),
-            "count": float(self.count),
-        }
-
-    def load_state_dict(self, d):
-        self.mean, self.var, self.count = d["mean"].numpy().copy(), d["var"].numpy().copy(), float(d["count"])
-
-
 class Normalizer:
     """obs -> clip((obs - mean) / sqrt(var + eps), +-10)
     reward -> clip(reward / sqrt(Var[discounted return] + eps), +-10)
@@ -354,6 +344,7 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 CONTINUOUS, DISCRETE = "continuous", "discrete"
+ENCODER_OUT = 32  # --lstm: the encoder's output, the LSTM's input
 
 
 def action_heads(action_space: gym.Space) -> list[tuple[Optional[str], str, int]]:
@@ -392,9 +383,12 @@ class Agent(nn.Module):
 
     For a Discrete space this is CleanRL's ppo.py (the action is one int64 index); for any other space the action
     is one flat float row: the continuous values, then one index per discrete head (a Box space: CleanRL's
-    ppo_continuous_action.py)."""
+    ppo_continuous_action.py).
 
-    def __init__(self, obs_dim: int, action_space: gym.Space):
+    lstm_size > 0 (--lstm): CleanRL's ppo_atari_lstm.py, a shared 64-32 encoder, an LSTM, and the actor and critic as
+    one linear layer each on its output. rnd (--rnd): the critic has a second output, the intrinsic value."""
+
+    def __init__(self, obs_dim: int, action_space: gym.Space, lstm_size: int = 0, rnd: bool = False):
         super().__init__()
         self.heads = action_heads(action_space)
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
@@ -407,37 +401,66 @@ class Agent(nn.Module):
                 n_out += size
         # the rollout buffer's row per env: one int64 index (Discrete) or the flat float action
         self.action_shape = () if self.discrete else (self.n_continuous + len(self.logit_slices),)
-        self.critic = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 1), std=1.0),
-        )
-        self.actor = nn.Sequential(  # continuous means, then each discrete head's logits
-            layer_init(nn.Linear(obs_dim, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, n_out), std=0.01),
-        )
+        self.recurrent = lstm_size > 0
+        n_values = 2 if rnd else 1  # V(s), and with RND the intrinsic value V_int(s): its own output (head)
+        if self.recurrent:  # CleanRL's ppo_atari_lstm.py: a shared encoder -> LSTM -> one linear layer per head
+            self.encoder = nn.Sequential(  # 64 -> 32: the LSTM's input, small so the in-engine step stays cheap
+                layer_init(nn.Linear(obs_dim, 64)),
+                nn.Tanh(),
+                layer_init(nn.Linear(64, ENCODER_OUT)),
+                nn.Tanh(),
+            )
+            self.lstm = recurrent.LSTMCore(ENCODER_OUT, lstm_size)
+            self.critic = nn.Sequential(layer_init(nn.Linear(lstm_size, n_values), std=1.0))
+            self.actor = nn.Sequential(layer_init(nn.Linear(lstm_size, n_out), std=0.01))
+        else:
+            self.critic = nn.Sequential(
+                layer_init(nn.Linear(obs_dim, 64)),
+                nn.Tanh(),
+                layer_init(nn.Linear(64, 64)),
+                nn.Tanh(),
+                layer_init(nn.Linear(64, n_values), std=1.0),
+            )
+            self.actor = nn.Sequential(  # continuous means, then each discrete head's logits
+                layer_init(nn.Linear(obs_dim, 64)),
+                nn.Tanh(),
+                layer_init(nn.Linear(64, 64)),
+                nn.Tanh(),
+                layer_init(nn.Linear(64, n_out), std=0.01),
+            )
         if self.n_continuous:
             self.actor_logstd = nn.Parameter(torch.zeros(1, self.n_continuous))
 
-    def get_value(self, x):
-        return self.critic(x)
+    def features(self, x, lstm_state=None, done=None):
+        """What the heads see: the observation itself (MLP: each head has its own 64-64 network), or the LSTM's
+        output after the encoder, with the state after x ((T * N, obs_dim) time-major, done[t] = 1 where obs[t]
+        starts an episode: the state is zeroed before it; recurrent.LSTMCore)."""
+        if not self.recurrent:
+            return x, None
+        return self.lstm(self.encoder(x), lstm_state, done)
 
-    def get_action_and_value(self, x, action=None):
+    def get_value(self, x, lstm_state=None, done=None):
+        """V(s) as (batch, 1), or (batch, 2) = (V_ext, V_int) with RND."""
+        return self.critic(self.features(x, lstm_state, done)[0])
+
+    def get_action_and_value(self, x, action=None, lstm_state=None, done=None):
         """(a ~ pi(.|s) unless given, log pi(a|s), entropy H[pi(.|s)], V(s)), written out instead of going through
-        torch.distributions (same numbers, half the per-call cost on these tiny batches)."""
-        out = self.actor(x)
+        torch.distributions (same numbers, half the per-call cost on these tiny batches). A recurrent agent takes
+        the LSTM state before x and the done flags, and returns the state after x as a fifth element."""
+        h, lstm_state = self.features(x, lstm_state, done)
+        action, logprob, entropy = self._policy(self.actor(h), action)
+        value = self.critic(h)
+        return (action, logprob, entropy, value, lstm_state) if self.recurrent else (action, logprob, entropy, value)
+
+    def _policy(self, out, action):
+        """(action, log pi(a|s), H[pi(.|s)]) from the actor's output."""
         if self.discrete:  # Categorical over softmax(logits)
             logp = torch.log_softmax(out, dim=-1)  # log pi(.|s)
             if action is None:  # Gumbel-max trick: argmax(log p + G), G = -log(Exp(1)) ~ Gumbel, samples a ~ p
                 action = (logp - torch.empty_like(logp).exponential_().log()).argmax(-1)
             logprob = logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
             entropy = -(logp.exp() * logp).sum(-1)  # H = -sum_a p log p
-            return action, logprob, entropy, self.critic(x)
+            return action, logprob, entropy
         logprob = entropy = 0.0
         parts = []  # the sampled action's columns
         if self.n_continuous:
@@ -460,14 +483,20 @@ class Agent(nn.Module):
             parts.append(a.unsqueeze(-1).to(out.dtype))
         if action is None:
             action = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
-        return action, logprob, entropy, self.critic(x)
+        return action, logprob, entropy
 
-    def act(self, x, deterministic=True):
+    def act(self, x, deterministic=True, lstm_state=None, done=None):
         """Actions for playback/evaluation: the mean of each continuous value (unclipped), the argmax of each discrete
-        head's logits."""
+        head's logits. A recurrent agent returns (actions, the LSTM state after x)."""
+        h, lstm_state = self.features(x, lstm_state, done)
+        out = self.actor(h)
         if not deterministic:
-            return self.get_action_and_value(x)[0]
-        out = self.actor(x)
+            action = self._policy(out, None)[0]
+        else:
+            action = self._deterministic(out)
+        return (action, lstm_state) if self.recurrent else action
+
+    def _deterministic(self, out):
         if self.discrete:
             return out.argmax(dim=-1)
         parts = [out[:, : self.n_continuous]]
@@ -516,12 +545,16 @@ class RolloutBuffer:
     ended at step t; final_values[t]: V(final obs) of an episode truncated at step t (bootstrap_truncated adds it);
     next_obs / next_done: s_T and its done after the last step; episodes: (t, infos) of the steps where episodes
     ended. A Ray worker's rollout fragment is this buffer for the worker's envs.
+    A recurrent agent (--lstm): lstm_state, the LSTM state of each env carried from step to step and from rollout to
+    rollout, and initial_state, its copy at the start of the rollout (what the update replays the rollout from).
+    With RND (--rnd): int_rewards[t], the raw intrinsic reward of the observation reached at step t (the final one
+    where an episode ended), rnd_next_obs[t] that raw observation, int_values[t] = V_int(s_t).
     """
 
     FIELDS = ("obs", "actions", "logprobs", "rewards", "dones", "values", "terminated", "truncated", "final_values",
               "next_obs", "next_done")  # fmt: skip
 
-    def __init__(self, num_steps, num_envs, obs_dim, agent):
+    def __init__(self, num_steps, num_envs, obs_dim, agent, rnd=False):
         self.obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
         # actions: one int64 index per env for a Discrete space, else the flat float row of Agent (continuous values,
         # then one index per discrete key)
@@ -536,21 +569,32 @@ class RolloutBuffer:
         self.next_obs = np.zeros((num_envs, obs_dim), np.float32)
         self.next_done = np.zeros(num_envs, np.float32)
         self.episodes = []
+        if agent.recurrent:
+            self.lstm_state = agent.lstm.initial_state(num_envs)
+            self.initial_state = recurrent.clone_state(self.lstm_state)
+        if rnd:
+            self.int_rewards = np.zeros((num_steps, num_envs), np.float32)
+            self.int_values = np.zeros((num_steps, num_envs), np.float32)
+            self.rnd_next_obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
 
 
-def collect_rollout(envs, agent, normalizer, buf, pipeline=True):
+def collect_rollout(envs, agent, normalizer, buf, pipeline=True, rnd=None):
     """Fill ``buf`` with the current policy's next num_steps x num_envs transitions, from buf.next_obs on.
 
     The envs come in groups of whole instances (envs.groups: slices of the batch; one group for a gymnasium env or a
     single instance), served in a fixed order at every step: collect the group's results of the previous step, then
     choose and send its next actions. Pipelined, a group's actions go out at once, so it simulates while the trainer
     serves the next group; pipeline=False sends all groups' actions together (strict turns). The data, the
-    normalisation updates and the RNG draws are the same either way.
+    normalisation updates and the RNG draws are the same either way. A recurrent agent's state is kept per env
+    (buf.lstm_state), so each group carries its own envs' memories. ``rnd``: the RND module rating each reached
+    observation (buf.int_rewards).
     """
     act_space = envs.single_action_space
     num_steps, groups = buf.obs.shape[0], envs.groups
     pipeline = pipeline and len(groups) > 1
     buf.episodes = []
+    if agent.recurrent:  # the update replays the rollout from here
+        buf.initial_state = recurrent.clone_state(buf.lstm_state)
     for step in range(num_steps + 1):  # the extra pass only collects the rollout's last step
         held = []
         for group, g in enumerate(groups):  # g: the group's envs
@@ -569,7 +613,19 @@ def collect_rollout(envs, agent, normalizer, buf, pipeline=True):
                     final_obs = np.stack(infos["final_obs"][cut]).astype(np.float32)
                     with torch.no_grad():
                         x = torch.from_numpy(normalizer.normalize_obs(final_obs, update=False))
-                        final_values[cut] = agent.get_value(x).flatten().numpy()
+                        if agent.recurrent:  # the final obs continues its episode: the env's state as it is
+                            envs_cut = np.arange(buf.obs.shape[1])[g][cut]
+                            state = recurrent.select_envs(buf.lstm_state, envs_cut)
+                            final_values[cut] = agent.get_value(x, state, torch.zeros(cut.size))[:, 0].numpy()
+                        else:
+                            final_values[cut] = agent.get_value(x)[:, 0].numpy()
+                if rnd is not None:  # RND rates the observation reached: the final one where an episode ended
+                    reached = np.array(raw_obs, dtype=np.float32)
+                    ended = np.flatnonzero(done)
+                    if ended.size:
+                        reached[ended] = np.stack(infos["final_obs"][ended])
+                    buf.rnd_next_obs[t, g] = reached
+                    buf.int_rewards[t, g] = rnd.intrinsic_reward(reached)
                 buf.next_obs[g] = normalizer.normalize_obs(raw_obs)
                 buf.next_done[g] = done
                 if "_episode" in infos or "_final_info" in infos:  # episodic return/length, logged by the caller
@@ -581,11 +637,21 @@ def collect_rollout(envs, agent, normalizer, buf, pipeline=True):
 
             # a_t ~ pi_theta_old(.|s_t), log pi_theta_old(a_t|s_t), V(s_t)
             with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(torch.from_numpy(buf.next_obs[g]))
+                x = torch.from_numpy(buf.next_obs[g])
+                if agent.recurrent:  # the group's envs' LSTM state, reset where obs starts an episode, then carried
+                    h, c = buf.lstm_state
+                    done_g = torch.from_numpy(buf.next_done[g])
+                    action, logprob, _, value, (h[:, g], c[:, g]) = agent.get_action_and_value(
+                        x, lstm_state=(h[:, g], c[:, g]), done=done_g
+                    )
+                else:
+                    action, logprob, _, value = agent.get_action_and_value(x)
             action = action.numpy()
             buf.actions[step, g] = action
             buf.logprobs[step, g] = logprob.numpy()
-            buf.values[step, g] = value.numpy().ravel()
+            buf.values[step, g] = value[:, 0].numpy()
+            if rnd is not None:
+                buf.int_values[step, g] = value[:, 1].numpy()
             if pipeline:  # the group simulates while the next one is served
                 envs.step_async(env_action(act_space, action), group)
             else:
@@ -597,7 +663,8 @@ def collect_rollout(envs, agent, normalizer, buf, pipeline=True):
 # ======================================================================================================================
 # A trained agent from a checkpoint (checkpoint.py writes and reads the file), and its policy file for the engine.
 # ======================================================================================================================
-class LoadedAgent(NamedTuple):
+@dataclass
+class LoadedAgent:
     agent: Agent
     normalizer: Normalizer
     observation_space: gym.spaces.Box
@@ -605,13 +672,23 @@ class LoadedAgent(NamedTuple):
     env_id: str
     global_step: int
     env_path: Optional[str] = None  # the export it was trained with (None: this repository's or a gymnasium id)
+    lstm_state: Optional[tuple] = None  # a recurrent agent's memory of the envs it acts for (one row each)
 
-    def act(self, obs, deterministic=True):
-        """numpy observations (n, obs_dim) -> numpy env actions (normalised as in training, clipped to the space)."""
+    def act(self, obs, deterministic=True, done=None):
+        """numpy observations (n, obs_dim) -> numpy env actions (normalised as in training, clipped to the space).
+
+        A recurrent agent remembers: ``done[i]`` true where obs[i] starts a new episode forgets env i's past (a
+        batch of another size starts from scratch)."""
         x = torch.from_numpy(self.normalizer.normalize_obs(np.atleast_2d(obs), update=False))
         with torch.no_grad():
-            action = self.agent.act(x, deterministic=deterministic).numpy()
-        return env_action(self.action_space, action)
+            if self.agent.recurrent:
+                if self.lstm_state is None or self.lstm_state[0].shape[1] != x.shape[0]:
+                    self.lstm_state = self.agent.lstm.initial_state(x.shape[0])
+                done = torch.zeros(x.shape[0]) if done is None else torch.as_tensor(np.asarray(done), dtype=torch.float32)
+                action, self.lstm_state = self.agent.act(x, deterministic, self.lstm_state, done)
+            else:
+                action = self.agent.act(x, deterministic=deterministic)
+        return env_action(self.action_space, action.numpy())
 
 
 def agent_from_checkpoint(ckpt) -> LoadedAgent:
@@ -619,13 +696,18 @@ def agent_from_checkpoint(ckpt) -> LoadedAgent:
     observation_space = space_from_dict(ckpt["observation_space"])
     action_space = space_from_dict(ckpt["action_space"])
     obs_dim = int(np.prod(observation_space.shape))
-    agent = Agent(obs_dim, action_space)
+    agent = Agent(obs_dim, action_space, **agent_options(ckpt.get("args") or {}))
     agent.load_state_dict(ckpt["model"])
     agent.eval()
     normalizer = Normalizer(obs_dim, 1, ckpt["normalizer"]["gamma"], False, False)
     normalizer.load_state_dict(ckpt["normalizer"])
     return LoadedAgent(agent, normalizer, observation_space, action_space, ckpt["env_id"], ckpt["global_step"],
                        (ckpt.get("args") or {}).get("env_path"))  # fmt: skip
+
+
+def agent_options(args: dict) -> dict:
+    """Agent's keyword arguments for a training's flags (Args as a dict; a checkpoint's "args")."""
+    return {"lstm_size": int(args.get("lstm_size", 64)) if args.get("lstm") else 0, "rnd": bool(args.get("rnd"))}
 
 
 def load_agent(path) -> LoadedAgent:
@@ -642,14 +724,16 @@ def game_policy(agent, normalizer, action_space, env_info, checkpoint_path, *, e
     from python_trainer.vec_env import spaces_from_env_info
 
     where = str(checkpoint_path)
-    obs_dim = int(agent.actor[0].in_features)
+    obs_dim = int((agent.encoder if agent.recurrent else agent.actor)[0].in_features)
     keys = policy_file.action_keys(spaces_from_env_info(env_info), obs_dim, action_space, where,
                                    env_info.get("env", "?"))  # fmt: skip
     source = policy_file.policy_source(checkpoint_path, global_step=global_step, update=update, trained_env=env_id,
                                        seed=args.get("seed"), command=train_command(args, Args),
                                        env_path=args.get("env_path"))  # fmt: skip
+    recurrent_parts = {"encoder": agent.encoder, "lstm": agent.lstm.export_weights()} if agent.recurrent else {}
     return policy_file.policy_dict(agent.actor, normalizer.obs_statistics(), keys,
-                                   env=str(env_info.get("env") or env_id), source=source, where=where)  # fmt: skip
+                                   env=str(env_info.get("env") or env_id), source=source, where=where,
+                                   **recurrent_parts)  # fmt: skip
 
 
 # ======================================================================================================================
@@ -689,6 +773,10 @@ _VALID_VALUES = {
     "ray_workers": (lambda v: v >= 1, "an integer >= 1 (rollout workers)", "2"),
     "ray_cpus_per_worker": (_positive, "a number of CPUs > 0", "3"),
     "ray_max_restarts": (lambda v: v >= 0, "an integer >= 0", "3"),
+    "lstm_size": (lambda v: v >= 1, "an integer >= 1 (the LSTM's hidden state size)", "64"),
+    "rnd_coef": (_non_negative, "a number >= 0", "1"),
+    "rnd_ext_coef": (_non_negative, "a number >= 0", "2"),
+    "rnd_warmup_steps": (lambda v: v >= 0, "an integer >= 0", "50"),
 }
 
 
@@ -722,6 +810,11 @@ def _check_sizes(args, num_envs):
             f"the batch (--num-envs {num_envs} x --num-steps {args.num_steps} = {batch_size}) is not divisible by "
             f"--num-minibatches {args.num_minibatches}: use a --num-minibatches that divides {batch_size} "
             f"(the nearest: {', '.join(map(str, sorted(divisors[:3])))}) or change --num-steps"
+        )
+    if args.lstm and num_envs % args.num_minibatches:
+        raise TrainError(
+            f"--lstm minibatches hold whole envs: {num_envs} envs do not split into --num-minibatches "
+            f"{args.num_minibatches}; use a --num-minibatches that divides {num_envs}"
         )
     if args.total_timesteps < batch_size:
         raise TrainError(
@@ -808,6 +901,29 @@ def _check_spaces(obs_space, act_space, ckpt, args, run_dir):
         )
 
 
+def _check_resumed_model(args, ckpt):
+    """--lstm / --lstm-size / --rnd must describe the model a resumed checkpoint holds; Ray workers run MLP agents."""
+    if args.ray_address is not None and (args.lstm or args.rnd):
+        flag = "--lstm" if args.lstm else "--rnd"
+        raise TrainError(f"{flag} is not supported with --ray-address yet (the Ray workers run the MLP agent without "
+                         f"RND): drop {flag} or --ray-address")  # fmt: skip
+    if not ckpt:
+        return
+    saved = ckpt.get("args") or {}
+    where = f"--resume {args.resume}"
+    if bool(saved.get("lstm")) != args.lstm:
+        had, has = ("an LSTM (--lstm)", "without --lstm") if saved.get("lstm") else ("no LSTM", "with --lstm")
+        raise TrainError(f"{where}: the checkpoint's agent has {had}, and this run asks for one {has}: resume with the "
+                         "run's own setting (drop the flag) or start a new run")  # fmt: skip
+    if args.lstm and int(saved.get("lstm_size", args.lstm_size)) != args.lstm_size:
+        raise TrainError(f"{where}: the checkpoint's LSTM has --lstm-size {saved.get('lstm_size')}, not "
+                         f"{args.lstm_size}: drop --lstm-size or start a new run")  # fmt: skip
+    if bool(saved.get("rnd")) != args.rnd or (args.rnd and not ckpt.get("rnd")):
+        had = "was trained with --rnd" if saved.get("rnd") else "was trained without --rnd (no RND networks or statistics)"
+        raise TrainError(f"{where}: the checkpoint {had}, and this run asks for {'--rnd' if args.rnd else '--no-rnd'}: "
+                         "resume with the run's own setting (drop the flag) or start a new run")  # fmt: skip
+
+
 def _bool_flag_aliases(argv):
     """Accept --norm-obs / --no-norm-obs (and --norm-reward) as flags for the three-state auto options."""
     out, argv = [], list(argv)
@@ -833,6 +949,7 @@ def train(args: Args, explicit=frozenset()) -> int:
 
     args, run_dir, ckpt = prepare_run(args, set(explicit))  # --resume: flags not given come from its args.json
     _check_values(args)  # every flag that can be checked without a game: before any game starts
+    _check_resumed_model(args, ckpt)
     ray_flags = sorted(set(explicit) & {"ray_workers", "ray_cpus_per_worker", "ray_max_restarts"})
     if args.ray_address is None and ray_flags:
         raise TrainError(f"--{ray_flags[0].replace('_', '-')} is for Ray rollout workers: add --ray-address local (this "
@@ -899,16 +1016,21 @@ def train(args: Args, explicit=frozenset()) -> int:
         obs_space, act_space = envs.single_observation_space, envs.single_action_space
         _check_spaces(obs_space, act_space, ckpt, args, run_dir)
         obs_dim = obs_space.shape[0]
-        agent = Agent(obs_dim, act_space)
+        agent = Agent(obs_dim, act_space, **agent_options(asdict(args)))
+        rnd = RND(obs_dim) if args.rnd else None  # --rnd: the curiosity bonus (rnd.py); its predictor trains with us
         continuous = agent.n_continuous > 0  # the normalisation defaults: CleanRL's continuous-action script
         norm_obs = continuous if args.norm_obs is None else args.norm_obs
         norm_reward = continuous if args.norm_reward is None else args.norm_reward
 
         # fused=True: the same Adam update in one kernel, ~4x faster on CPU for these small tensors
-        optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+        params = list(agent.parameters()) + (list(rnd.predictor.parameters()) if rnd else [])
+        optimizer = optim.Adam(params, lr=args.learning_rate, eps=1e-5, fused=True)
         normalizer = Normalizer(obs_dim, num_envs, args.gamma, norm_obs, norm_reward)
         if ckpt:
             agent.load_state_dict(ckpt["model"])
+            if rnd is not None:
+                rnd.load_state_dict(ckpt["rnd"]["model"])
+                rnd.load_stats_state_dict(ckpt["rnd"]["stats"])
             optimizer.load_state_dict(ckpt["optimizer"])
             normalizer.load_state_dict(ckpt["normalizer"])
             norm_obs, norm_reward = normalizer.norm_obs, normalizer.norm_reward
@@ -923,7 +1045,7 @@ def train(args: Args, explicit=frozenset()) -> int:
         def checkpoint(path, step, update):
             save_checkpoint(path, agent=agent, optimizer=optimizer, normalizer=normalizer, args=args, global_step=step,
                             update=update, observation_space=obs_space, action_space=act_space,
-                            env_info=env_info)  # fmt: skip
+                            env_info=env_info, rnd=rnd)  # fmt: skip
             if env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
                 write_policy(path, step, update)
 
@@ -933,7 +1055,7 @@ def train(args: Args, explicit=frozenset()) -> int:
                 args=asdict(args)))  # fmt: skip
 
         # ALGO Logic: Storage setup
-        buf = RolloutBuffer(args.num_steps, num_envs, obs_dim, agent)
+        buf = RolloutBuffer(args.num_steps, num_envs, obs_dim, agent, rnd=rnd is not None)
 
         # Start the game
         saved_step = global_step if ckpt else None  # the global step of the newest checkpoint on disk
@@ -952,6 +1074,10 @@ def train(args: Args, explicit=frozenset()) -> int:
                                            fps=args.watch_fps, say=_say)  # fmt: skip
         done_step, done_update = global_step, start_update  # the last completed update (what Ctrl-C saves)
         start_time, start_step = time.time(), global_step
+        if rnd is not None and not ckpt:  # RND whitens observations with statistics of random play (the paper's)
+            envs.reset(seed=args.seed + global_step)
+            for _ in range(args.rnd_warmup_steps):
+                rnd.update_obs_stats(envs.step(envs.action_space.sample())[0])
         if ray_workers is None:  # (Ray workers reset their own envs)
             raw_obs, _ = envs.reset(seed=args.seed + global_step)
             buf.next_obs[:] = normalizer.normalize_obs(raw_obs)
@@ -972,7 +1098,7 @@ def train(args: Args, explicit=frozenset()) -> int:
             # ---- ROLLOUT: num_steps x num_envs transitions with the current policy --------------------------------
             try:
                 if ray_workers is None:
-                    collect_rollout(envs, agent, normalizer, buf, args.pipeline)
+                    collect_rollout(envs, agent, normalizer, buf, args.pipeline, rnd)
                 else:  # each worker runs collect_rollout on its own node's games; their fragments fill buf
                     ray_workers.collect(agent, normalizer, buf)
                     ray_workers.log_scalars(writer, global_step + batch_size)  # per-worker steps/s, update costs
@@ -990,10 +1116,22 @@ def train(args: Args, explicit=frozenset()) -> int:
             if args.truncation_bootstrap:  # time-limit truncations: r_t + gamma * V(s_final) (see bootstrap_truncated)
                 rewards = bootstrap_truncated(buf.rewards, buf.terminated, buf.truncated, buf.final_values, args.gamma)
             with torch.no_grad():
-                next_value = agent.get_value(torch.from_numpy(buf.next_obs)).numpy().reshape(1, -1)
+                next_values = agent.get_value(torch.from_numpy(buf.next_obs), *_lstm_args(agent, buf)).numpy()
             advantages, returns = compute_gae(
-                rewards, buf.values, buf.dones, next_value, buf.next_done, args.gamma, args.gae_lambda
+                rewards, buf.values, buf.dones, next_values[:, 0], buf.next_done, args.gamma, args.gae_lambda
             )
+            if rnd is not None:
+                # RND: the intrinsic return is non-episodic (dones = 0: novelty keeps counting across resets), with
+                # its own value head and discount; the policy's advantage mixes the two, A = c_ext A_ext + c_int A_int
+                rnd.update_obs_stats(buf.rnd_next_obs.reshape(-1, obs_dim))
+                int_rewards = rnd.normalize_intrinsic(buf.int_rewards)
+                no_dones = np.zeros_like(buf.dones)
+                int_advantages, int_returns = compute_gae(
+                    int_rewards, buf.int_values, no_dones, next_values[:, 1], no_dones[0], INT_GAMMA, args.gae_lambda
+                )
+                advantages = combine_advantages(advantages, int_advantages, args.rnd_ext_coef, args.rnd_coef)
+                b_int_returns = torch.from_numpy(int_returns.reshape(-1))
+                b_rnd_next_obs = torch.from_numpy(buf.rnd_next_obs.reshape((-1, obs_dim)))
 
             # flatten the batch: (num_steps, num_envs, ...) -> (batch_size, ...)
             b_obs = torch.from_numpy(buf.obs.reshape((-1, obs_dim)))
@@ -1002,17 +1140,30 @@ def train(args: Args, explicit=frozenset()) -> int:
             b_advantages = torch.from_numpy(advantages.reshape(-1))
             b_returns = torch.from_numpy(returns.reshape(-1))
             b_values = torch.from_numpy(buf.values.reshape(-1))
+            b_dones = torch.from_numpy(buf.dones.reshape(-1))
 
             # ---- PPO UPDATE: update_epochs passes over shuffled minibatches ---------------------------------------
             b_inds = np.arange(batch_size)
             clipfracs, grad_norms, epochs_done = [], [], 0
             stop = False
             for epoch in range(args.update_epochs):
-                np.random.shuffle(b_inds)
-                for start in range(0, batch_size, minibatch_size):
-                    mb_inds = torch.from_numpy(b_inds[start : start + minibatch_size])
+                if agent.recurrent:  # minibatches of whole envs, their steps in order, replayed from the rollout's start
+                    minibatches = recurrent.env_minibatches(args.num_steps, num_envs, args.num_minibatches, np.random)
+                else:
+                    np.random.shuffle(b_inds)
+                    minibatches = ((None, b_inds[start : start + minibatch_size])
+                                   for start in range(0, batch_size, minibatch_size))  # fmt: skip
+                for mb_envs, mb_inds in minibatches:
+                    mb_inds = torch.from_numpy(mb_inds)
 
-                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+                    if agent.recurrent:
+                        mb_state = recurrent.select_envs(buf.initial_state, mb_envs)
+                        _, newlogprob, entropy, newvalues, _ = agent.get_action_and_value(
+                            b_obs[mb_inds], b_actions[mb_inds], mb_state, b_dones[mb_inds]
+                        )
+                    else:
+                        _, newlogprob, entropy, newvalues = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+                    newvalue = newvalues[:, 0]
                     # r_t(theta) = pi_theta(a|s) / pi_theta_old(a|s), computed in log space
                     logratio = newlogprob - b_logprobs[mb_inds]
                     ratio = logratio.exp()
@@ -1050,6 +1201,10 @@ def train(args: Args, explicit=frozenset()) -> int:
                     # Entropy bonus H[pi] (maximised, so subtracted from the loss)
                     entropy_loss = entropy.mean()
                     loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+                    if rnd is not None:  # + c_vf * L^VF_int (unclipped, as in the RND paper) + the predictor's loss
+                        int_v_loss = 0.5 * ((newvalues[:, 1] - b_int_returns[mb_inds]) ** 2).mean()
+                        rnd_loss = rnd.predictor_loss(b_rnd_next_obs[mb_inds])
+                        loss = loss + int_v_loss * args.vf_coef + rnd_loss
                     if not torch.isfinite(loss):
                         raise TrainError(
                             f"the loss became NaN/inf at global step {global_step} (policy {pg_loss.item():.3g}, value "
@@ -1060,7 +1215,7 @@ def train(args: Args, explicit=frozenset()) -> int:
                     optimizer.zero_grad()
                     loss.backward()
                     # global gradient clipping; the pre-clip norm is the grad_norm diagnostic
-                    grad_norms.append(nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm).item())
+                    grad_norms.append(nn.utils.clip_grad_norm_(params, args.max_grad_norm).item())
                     optimizer.step()
                 if stop:
                     break
@@ -1083,6 +1238,11 @@ def train(args: Args, explicit=frozenset()) -> int:
                 writer.add_scalar("diagnostics/grad_norm", float(np.mean(grad_norms)), global_step)
             writer.add_scalar("diagnostics/update_epochs_done", epochs_done, global_step)
             writer.add_scalar("charts/SPS", sps, global_step)
+            if rnd is not None:  # charts/episodic_return stays the game's (extrinsic) return
+                writer.add_scalar("charts/intrinsic_reward", float(int_rewards.mean()), global_step)
+                writer.add_scalar("charts/intrinsic_return", float(int_returns.mean()), global_step)
+                writer.add_scalar("losses/intrinsic_value_loss", int_v_loss.item(), global_step)
+                writer.add_scalar("losses/rnd_loss", rnd_loss.item(), global_step)
 
             # ---- CHECKPOINT (episodes.csv flushed first) and progress ------------------------------------------------
             done_step, done_update = global_step, iteration
@@ -1151,6 +1311,13 @@ def train(args: Args, explicit=frozenset()) -> int:
             log.close()
         envs.close()
         lock.release()
+
+
+def _lstm_args(agent, buf):
+    """(lstm_state, done) after the rollout's last step, for V(s_T) of a recurrent agent; () for an MLP."""
+    if not agent.recurrent:
+        return ()
+    return buf.lstm_state, torch.from_numpy(buf.next_done)
 
 
 # ======================================================================================================================

@@ -291,12 +291,15 @@ def plot_learning_curve(run_dir, eval_return=None, title=None):
 # ======================================================================================================================
 def evaluate(act, envs, num_episodes, seed, max_vector_steps=200_000):
     """Deterministic returns of `num_episodes` fresh episodes (at most ceil(n / num_envs) per env, so short
-    episodes are not over-represented). ``act``: observations -> env actions (e.g. ppo.LoadedAgent.act)."""
+    episodes are not over-represented). ``act(obs, done=...)``: observations -> env actions (e.g. ppo.LoadedAgent.act;
+    done[i] true where obs[i] starts an episode)."""
     quota = math.ceil(num_episodes / envs.num_envs)
     per_env = [[] for _ in range(envs.num_envs)]
     obs, _ = envs.reset(seed=seed)
+    done = np.ones(envs.num_envs, bool)  # obs[i] starts an episode (a recurrent policy forgets what came before)
     for _ in range(max_vector_steps):
-        obs, _, _, _, infos = envs.step(act(obs))
+        obs, _, terminated, truncated, infos = envs.step(act(obs, done=done))
+        done = np.logical_or(terminated, truncated)
         if "_episode" in infos:
             for i in np.flatnonzero(infos["_episode"]):
                 if len(per_env[i]) < quota:

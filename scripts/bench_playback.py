@@ -55,6 +55,7 @@ func _init():
 		printerr(error)
 		quit(1)
 		return
+	runner.set_agent_count(1)  # a recurrent policy's state (one agent: each call steps it)
 	var obs := []
 	for i in range(runner.observation_size):
 		obs.append(0.1 * (i %% 7) - 0.3)

@@ -61,6 +61,7 @@ func load_policy(file_path: String, check_agents: bool) -> String:
 	else:
 		error = runner.load_file(file_path)
 	if error == "" and check_agents:
+		runner.set_agent_count(_agents.size())  # a recurrent policy: one memory per agent
 		var obs_size: int = _agents[0].get_obs().size()
 		error = runner.check_agent(_sync.env_name, obs_size, _sync.action_spaces[0])
 		if error == "" and reload:
@@ -87,6 +88,7 @@ func step() -> bool:
 		var fresh = reloader.poll(OS.get_ticks_msec())
 		if fresh != null:
 			runner = fresh
+			runner.set_agent_count(_agents.size())
 	var results: Dictionary = _sync.decision_step()
 	var evaluating := not _eval_quota.empty()
 	for i in range(_agents.size()):
@@ -96,8 +98,10 @@ func step() -> bool:
 			_eval_lengths.append(_agents[i].last_episode_length)
 		if _random != null:
 			_agents[i].set_action(BenchmarkMode.sample_action(_sync.action_spaces[i], _random))
-		else:
-			_agents[i].set_action(runner.act(results["obs"][i]["obs"]))
+			continue
+		if results["done"][i]:  # the observation starts a new episode: a recurrent policy forgets the last
+			runner.reset(i)
+		_agents[i].set_action(runner.act(results["obs"][i]["obs"], i))
 	if not evaluating or _eval_quota.max() != 0:
 		return false
 	var total := 0.0
@@ -117,7 +121,8 @@ func step() -> bool:
 
 # Parity check with the trainer: reads {"observations": [[...], ...]} and prints the raw network
 # outputs and the chosen actions at full precision (to_json keeps only 6 digits). Returns "" or
-# what is wrong with the input file.
+# what is wrong with the input file. A recurrent policy sees the observations as one agent's
+# sequence; an optional "dones": [...] (true: that observation starts a new episode) resets it.
 func print_outputs(input_path: String) -> String:
 	var file := File.new()
 	if file.open(input_path, File.READ) != OK:
@@ -127,8 +132,13 @@ func print_outputs(input_path: String) -> String:
 	if parsed.error != OK or typeof(parsed.result) != TYPE_DICTIONARY or not parsed.result.has("observations"):
 		return "--policy_forward: %s must be JSON {\"observations\": [[...], ...]}" % input_path
 	var lines := PoolStringArray()
-	for obs in parsed.result["observations"]:
-		var outputs := runner.forward(obs)
+	var dones = parsed.result.get("dones", [])
+	runner.set_agent_count(1)
+	for t in range(parsed.result["observations"].size()):
+		var obs = parsed.result["observations"][t]
+		if t < dones.size() and dones[t]:
+			runner.reset(0)
+		var outputs := runner.forward(obs, 0)
 		var numbers := PoolStringArray()
 		for value in outputs:
 			numbers.append("%.9f" % value)

@@ -11,6 +11,9 @@ extends Reference
 #                       kinds: the clipped mean for each continuous key, the argmax for each discrete one)
 #   obs_normalization   null, or {"mean", "var", "epsilon", "clip"}: x = clip((obs - mean) / sqrt(var + epsilon))
 #   layers              [{"weight": out x in rows, "bias": out, "activation": "tanh" | "linear"}]
+#   lstm                null, or a recurrent policy's LSTM (lstm_cell.gd's weights plus "after_layer": k):
+#                       layers [0, k) encode the observation, the LSTM carries one state per agent
+#                       (set_agent_count; reset(agent) where its episode begins), layers [k, ...) are the heads
 #
 # Speed: GDScript pays per operation, not per multiply, so each layer's weights are packed into 3x3
 # Basis blocks and the input into Vector3 chunks; one Basis * Vector3 does 9 multiply-adds natively,
@@ -20,6 +23,7 @@ extends Reference
 
 const FORMAT := "godot-ppo-policy"
 const VERSION := 1
+const LstmCell = preload("res://addons/rl_sync/lstm_cell.gd")
 
 var path := ""
 var env := ""
@@ -36,8 +40,12 @@ var source := {}
 #             "n_out": int, "tanh": bool}
 var _layers := []
 var _n_outputs := 0
-# The generated forward pass (see _compile).
+# The generated forward pass (see _compile): run() for the layers before the LSTM (all of them without
+# one), run_head() for those after it.
 var _compiled = null
+# A recurrent policy's LSTM (lstm_cell.gd, one state per agent) and how many layers come before it.
+var lstm = null
+var _lstm_after := -1
 
 
 # Loads and validates the file; returns "" or a message naming the file and what is wrong.
@@ -87,7 +95,38 @@ func load_dict(data) -> String:
 	error = _load_normalization(data.get("obs_normalization"))
 	if error != "":
 		return error
+	error = _load_lstm(data.get("lstm"))
+	if error != "":
+		return error
 	return _load_layers(data["layers"])
+
+
+func _load_lstm(weights) -> String:
+	lstm = null
+	_lstm_after = -1
+	if weights == null:
+		return ""
+	if typeof(weights) != TYPE_DICTIONARY or not _finite(weights.get("after_layer")):
+		return _error("\"lstm\" must be null or the LSTM's weights with \"after_layer\"")
+	var cell = LstmCell.new()
+	var error: String = cell.load_weights(weights)
+	if error != "":
+		return _error(error)
+	lstm = cell
+	_lstm_after = int(weights["after_layer"])
+	return ""
+
+
+# One recurrent state per agent (a recurrent policy; nothing to do for an MLP).
+func set_agent_count(n: int) -> void:
+	if lstm != null:
+		lstm.set_agent_count(n)
+
+
+# Forgets what agent `agent` saw: call it on the first observation of each of its episodes.
+func reset(agent: int) -> void:
+	if lstm != null:
+		lstm.reset(agent)
 
 
 # Each action key needs a name, a kind and a size of at least 1.
@@ -130,8 +169,20 @@ func _load_layers(layers) -> String:
 		return _error("\"layers\" must be a non-empty list")
 	_layers = []
 	var n_in := observation_size
+	if lstm != null and _lstm_after > layers.size() - 1:
+		return _error("the LSTM comes after layer %d of %d: the heads need at least one layer after it"
+				% [_lstm_after, layers.size()])
 	for l in range(layers.size()):
 		var layer = layers[l]
+		if l == _lstm_after:
+			if n_in != lstm.input_size:
+				return _error("the LSTM takes %d inputs, but the layers before it give %d" % [lstm.input_size, n_in])
+			var first_row = layer.get("weight")[0] if typeof(layer) == TYPE_DICTIONARY \
+					and typeof(layer.get("weight")) == TYPE_ARRAY and not layer.get("weight").empty() else null
+			if typeof(first_row) == TYPE_ARRAY and first_row.size() != lstm.hidden_size:
+				return _error("the recurrent state size does not match: the LSTM's state has %d values (hidden_size), "
+						% lstm.hidden_size + "but layer %d after it takes %d inputs" % [l, first_row.size()])
+			n_in = lstm.hidden_size
 		var weight = layer.get("weight") if typeof(layer) == TYPE_DICTIONARY else null
 		var bias = layer.get("bias") if typeof(layer) == TYPE_DICTIONARY else null
 		if typeof(weight) != TYPE_ARRAY or typeof(bias) != TYPE_ARRAY or weight.empty():
@@ -168,13 +219,34 @@ func _load_layers(layers) -> String:
 # with every Basis block and bias in a member variable, so the numbers are exactly the packed ones.
 func _compile() -> String:
 	_compiled = null
-	var members := PoolStringArray()
-	var body := PoolStringArray(["func run(c: Array) -> Array:"])
+	var members := []
 	var values := {}
-	for bi in range(_layers[0]["blocks"][0].size()):
+	var split := _layers.size() if lstm == null else _lstm_after
+	var body := _function("run", 0, split, members, values)
+	if lstm != null:
+		body.append_array(_function("run_head", split, _layers.size(), members, values))
+	var script := GDScript.new()
+	script.source_code = "extends Reference\n\n%s\n\n%s\n" % [PoolStringArray(members).join("\n"), body.join("\n")]
+	if script.reload() != OK:
+		return _error("internal error: the generated forward pass does not compile (please report it)")
+	_compiled = script.new()
+	for name in values:
+		_compiled.set(name, values[name])
+	return ""
+
+
+# The lines of `func name(c: Array) -> Array` running layers [from, to) on the chunks c (no layer:
+# returns c as it is); adds the blocks it uses to `members` (an Array: a PoolStringArray argument would
+# be a copy) and `values`.
+func _function(function_name: String, from: int, to: int, members: Array, values: Dictionary) -> PoolStringArray:
+	var body := PoolStringArray(["func %s(c: Array) -> Array:" % function_name])
+	if from == to:
+		body.append("\treturn c")
+		return body
+	for bi in range(_layers[from]["blocks"][0].size()):
 		body.append("\tvar x%d: Vector3 = c[%d]" % [bi, bi])
 	var previous := "x"
-	for l in range(_layers.size()):
+	for l in range(from, to):
 		var layer: Dictionary = _layers[l]
 		var current := "h%d_" % l
 		for bo in range(layer["blocks"].size()):
@@ -193,17 +265,10 @@ func _compile() -> String:
 				body.append("\t%s = Vector3(tanh(%s.x), tanh(%s.y), tanh(%s.z))" % [h, h, h, h])
 		previous = current
 	var outputs := PoolStringArray()
-	for bo in range(_layers[-1]["blocks"].size()):
+	for bo in range(_layers[to - 1]["blocks"].size()):
 		outputs.append("%s%d" % [previous, bo])
 	body.append("\treturn [%s]" % outputs.join(", "))
-	var script := GDScript.new()
-	script.source_code = "extends Reference\n\n%s\n\n%s\n" % [members.join("\n"), body.join("\n")]
-	if script.reload() != OK:
-		return _error("internal error: the generated forward pass does not compile (please report it)")
-	_compiled = script.new()
-	for name in values:
-		_compiled.set(name, values[name])
-	return ""
+	return body
 
 
 func _pack_layer(weight: Array, bias: Array, use_tanh: bool) -> Dictionary:
@@ -271,23 +336,26 @@ static func key_list(keys: Array) -> String:
 	return "[" + PoolStringArray(words).join(", ") + "]"
 
 
-# Raw network outputs (Gaussian means or logits) for one flat observation.
-func forward(obs: Array) -> Array:
+# Raw network outputs (Gaussian means or logits) for one flat observation of agent `agent` (a
+# recurrent policy steps that agent's state; set_agent_count first).
+func forward(obs: Array, agent: int = 0) -> Array:
 	var x := obs
 	if normalize:
 		x = []
 		for i in range(observation_size):
 			x.append(clamp((obs[i] - obs_mean[i]) * obs_scale[i], -obs_clip, obs_clip))
 	var chunks: Array = _compiled.run(_to_chunks(x))
+	if lstm != null:
+		chunks = _compiled.run_head(lstm.step_chunks(agent, chunks))
 	var outputs := []
 	for i in range(_n_outputs):
 		outputs.append(chunks[i / 3][i % 3])
 	return outputs
 
 
-# The action for one flat observation, in the agent's terms.
-func act(obs: Array) -> Dictionary:
-	return outputs_to_action(forward(obs))
+# The action for one flat observation of agent `agent`, in the agent's terms.
+func act(obs: Array, agent: int = 0) -> Dictionary:
+	return outputs_to_action(forward(obs, agent))
 
 
 func outputs_to_action(outputs: Array) -> Dictionary:

@@ -49,11 +49,11 @@ func test_termination_thresholds() -> void:
 
 func test_episodes_start_within_five_hundredths_and_the_state_can_be_set() -> void:
 	var g := _game(3)
-	for cart in g.carts:
+	for cart in g.arenas:
 		cart.controller.begin_episode()
 		for value in cart.controller.state:
 			check(abs(value) <= Physics.RESET_BOUND, "a start within +-0.05: %s" % str(cart.controller.state))
-	var agent = g.carts[0].controller
+	var agent = g.arenas[0].controller
 	check_eq(agent.set_state([0.5, 0, -0.1, 1.5]), "", "4 numbers")
 	check_eq(agent.state, [0.5, 0.0, -0.1, 1.5], "the state set")
 	var exact: String = agent.get_state_f64()
@@ -74,7 +74,7 @@ func test_the_view_fits_every_cart_and_scales_nothing_that_simulates() -> void:
 			g = _game(n)
 		var view := Vector2(1024, 768)
 		var transform: Transform2D = g.view_transform(view)
-		for cart in g.carts:
+		for cart in g.arenas:
 			check_eq(cart.global_transform.get_scale(), Vector2.ONE, "cart %d's node is at scale 1" % cart.index)
 			var corner: Vector2 = transform.xform(cart.position + Vector2(cart.TRACK_WIDTH, cart.HEIGHT))
 			check(corner.x <= view.x + 0.5 and corner.y <= view.y + 0.5, "%d carts: cart %d is in view" % [n, cart.index])

@@ -76,7 +76,7 @@ func reset_all() -> void:
 
 # One step for one agent: x is its input (input_size floats); returns its new h (hidden_size floats).
 func step(agent: int, x: Array) -> Array:
-	return _from_chunks(step_chunks(agent, _to_chunks(x)), hidden_size)
+	return _from_chunks(step_chunks(agent, to_chunks(x)), hidden_size)
 
 
 # The same with values in Vector3 chunks (ceil(size / 3) of them, the last one zero-padded).
@@ -119,7 +119,7 @@ func _summed_bias(weights: Dictionary):
 		if typeof(part) != TYPE_ARRAY or part.size() != 4 * hidden_size:
 			return "LSTM weights: a bias must hold 4 x hidden_size = %d numbers" % (4 * hidden_size)
 		for r in range(part.size()):
-			if not _finite(part[r]):
+			if not is_finite_number(part[r]):
 				return "LSTM weights: a bias holds a value that is not a finite number (index %d)" % r
 			bias[r] += float(part[r])
 	return bias
@@ -132,7 +132,7 @@ func _check_matrix(matrix, name: String, rows: int, columns: int) -> String:
 		if typeof(row) != TYPE_ARRAY or row.size() != columns:
 			return "LSTM weights: every row of %s must hold %d numbers" % [name, columns]
 		for value in row:
-			if not _finite(value):
+			if not is_finite_number(value):
 				return "LSTM weights: %s holds a value that is not a finite number (NaN or infinity)" % name
 	return ""
 
@@ -211,7 +211,9 @@ func _compile(weight_ih: Array, weight_hh: Array, bias: Array) -> String:
 	return ""
 
 
-func _to_chunks(values: Array) -> Array:
+# Values as Vector3 chunks (the last one zero-padded): the form Basis products take. Static, so the
+# policy runner's layers use the same packing.
+static func to_chunks(values: Array) -> Array:
 	var chunks := []
 	for start in range(0, values.size(), 3):
 		var chunk := Vector3()
@@ -229,5 +231,5 @@ func _from_chunks(chunks: Array, n: int) -> Array:
 	return values
 
 
-func _finite(x) -> bool:
+static func is_finite_number(x) -> bool:
 	return (typeof(x) == TYPE_REAL or typeof(x) == TYPE_INT) and not is_nan(x) and not is_inf(x)

@@ -106,7 +106,7 @@ func _load_lstm(weights) -> String:
 	_lstm_after = -1
 	if weights == null:
 		return ""
-	if typeof(weights) != TYPE_DICTIONARY or not _finite(weights.get("after_layer")):
+	if typeof(weights) != TYPE_DICTIONARY or not LstmCell.is_finite_number(weights.get("after_layer")):
 		return _error("\"lstm\" must be null or the LSTM's weights with \"after_layer\"")
 	var cell = LstmCell.new()
 	var error: String = cell.load_weights(weights)
@@ -135,7 +135,7 @@ func _check_action_keys() -> String:
 		return _error("\"action_keys\" must be a non-empty list of {\"key\", \"action_type\", \"size\"}")
 	for key in action_keys:
 		if typeof(key) != TYPE_DICTIONARY or not key.has("key") or not key.get("action_type") in ["continuous", "discrete"] \
-				or not _finite(key.get("size")) or int(key["size"]) < 1:
+				or not LstmCell.is_finite_number(key.get("size")) or int(key["size"]) < 1:
 			return _error("every action key needs \"key\", \"action_type\" (continuous or discrete) and \"size\" >= 1; got %s"
 					% to_json(key))
 	return ""
@@ -157,7 +157,7 @@ func _load_normalization(norm) -> String:
 	for i in range(observation_size):
 		var mean = norm["mean"][i]
 		var variance = norm["var"][i]
-		if not _finite(mean) or not _finite(variance) or variance < 0:
+		if not LstmCell.is_finite_number(mean) or not LstmCell.is_finite_number(variance) or variance < 0:
 			return _error("obs_normalization holds a value that is not a finite number (index %d)" % i)
 		obs_mean.append(float(mean))
 		obs_scale.append(1.0 / sqrt(float(variance) + epsilon))
@@ -195,10 +195,10 @@ func _load_layers(layers) -> String:
 				return _error("layer %d expects %d inputs (the size of the previous layer), got a row of %s"
 						% [l, n_in, str(row.size()) if typeof(row) == TYPE_ARRAY else "non-list"])
 			for w in row:
-				if not _finite(w):
+				if not LstmCell.is_finite_number(w):
 					return _error("layer %d holds a weight that is not a finite number (NaN or infinity)" % l)
 		for b in bias:
-			if not _finite(b):
+			if not LstmCell.is_finite_number(b):
 				return _error("layer %d holds a bias that is not a finite number (NaN or infinity)" % l)
 		var activation := str(layer.get("activation", "linear"))
 		if not activation in ["tanh", "linear"]:
@@ -344,7 +344,7 @@ func forward(obs: Array, agent: int = 0) -> Array:
 		x = []
 		for i in range(observation_size):
 			x.append(clamp((obs[i] - obs_mean[i]) * obs_scale[i], -obs_clip, obs_clip))
-	var chunks: Array = _compiled.run(_to_chunks(x))
+	var chunks: Array = _compiled.run(LstmCell.to_chunks(x))
 	if lstm != null:
 		chunks = _compiled.run_head(lstm.step_chunks(agent, chunks))
 	var outputs := []
@@ -376,21 +376,6 @@ func outputs_to_action(outputs: Array) -> Dictionary:
 			action[key["key"]] = values
 		offset += size
 	return action
-
-
-func _to_chunks(values: Array) -> Array:
-	var chunks := []
-	for start in range(0, values.size(), 3):
-		var chunk := Vector3()
-		for c in range(3):
-			if start + c < values.size():
-				chunk[c] = values[start + c]
-		chunks.append(chunk)
-	return chunks
-
-
-func _finite(x) -> bool:
-	return (typeof(x) == TYPE_REAL or typeof(x) == TYPE_INT) and not is_nan(x) and not is_inf(x)
 
 
 func _error(message: String) -> String:

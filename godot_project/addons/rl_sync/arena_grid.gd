@@ -30,10 +30,18 @@ var arenas := []
 var _fits_view := false
 
 
-func _ready() -> void:
+# How many arenas a game builds: `preset` when a test set it, else --agents (16 when a trainer or the
+# benchmark drives the game, 1 for human play). null after a bad --agents (RlArgs has failed then).
+# Static, so a game that lays out its arenas itself (a 3D one) reads the same flag the same way.
+static func requested_agents(tree: SceneTree, preset: int):
+	if preset > 0:
+		return preset
 	var default_agents := TRAINING_AGENTS if RlArgs.has("port") or RlArgs.has("benchmark_steps") else HUMAN_AGENTS
-	# null after a bad --agents (RlArgs has failed then).
-	var agents_arg = RlArgs.get_int(get_tree(), "agents", default_agents, 1, MAX_AGENTS) if n_agents <= 0 else n_agents
+	return RlArgs.get_int(tree, "agents", default_agents, 1, MAX_AGENTS)
+
+
+func _ready() -> void:
+	var agents_arg = requested_agents(get_tree(), n_agents)
 	var seed_value = RlArgs.get_int(get_tree(), "env_seed", 0, 0)
 	if RlArgs.has_failed():
 		return

@@ -9,15 +9,13 @@ extends Spatial
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const Arena = preload("res://games/jumper/arena.tscn")
+# The 2D arena grid's reading of --agents (the layout here is 3D, so it is not the scene's script).
+const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 
 # Courses stay within about 40 m of their arena's origin and rays reach 8 m.
 const ARENA_PITCH := 100.0
 # What the grid view frames around each arena's origin (most courses stay within it).
 const VIEW_RADIUS := 30.0
-const TRAINING_AGENTS := 16
-# As in ball_chase: a typo such as --agents=100000 must not spend minutes building arenas.
-const MAX_AGENTS := 2048
-const HUMAN_AGENTS := 1
 # The follow camera: this far behind and above the agent, looking a little ahead of it.
 const FOLLOW_BACK := 8.0
 const FOLLOW_UP := 6.0
@@ -34,9 +32,7 @@ onready var camera: Camera = $Camera
 
 
 func _ready() -> void:
-	var default_agents := TRAINING_AGENTS if RlArgs.has("port") or RlArgs.has("benchmark_steps") else HUMAN_AGENTS
-	# null after a bad --agents (RlArgs has failed then).
-	var agents_arg = RlArgs.get_int(get_tree(), "agents", default_agents, 1, MAX_AGENTS) if n_agents <= 0 else n_agents
+	var agents_arg = ArenaGrid.requested_agents(get_tree(), n_agents)
 	var seed_value = RlArgs.get_int(get_tree(), "env_seed", 0, 0)
 	if RlArgs.has_failed():
 		return

@@ -79,6 +79,11 @@ class InstanceCrashedError(RuntimeError):
     """An instance died or stopped answering and its restart budget is spent."""
 
 
+class WorkerLostError(RuntimeError):
+    """A rollout worker that runs its own instances elsewhere (a Ray actor, ray_rollouts.py) failed for good: out of
+    restarts, or its instances out of theirs. The message names the worker and its node."""
+
+
 @dataclass
 class Instance:
     """One running Godot process and its connection."""

@@ -72,9 +72,13 @@ from python_trainer.checkpoint import (  # load_checkpoint / save_checkpoint: pp
 )
 from python_trainer.game import GameError, GodotGame, resolve_env
 from python_trainer.gym_env import DEFAULT_NUM_ENVS, MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
-from python_trainer.launcher import DEFAULT_MAX_RESTARTS, InstanceCrashedError, InstanceStartError
+from python_trainer.launcher import (
+    DEFAULT_MAX_RESTARTS,
+    InstanceCrashedError,
+    InstanceStartError,
+    WorkerLostError,
+)
 from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
-from python_trainer.ray_rollouts import RayWorkerLost
 from python_trainer.run_folder import (
     RunLock,
     RunLog,
@@ -1364,7 +1368,7 @@ def _describe_crash(e, run_dir):
         return "an output of the trainer was closed under it (broken pipe, e.g. `godot-ppo train ... | head`)"
     if isinstance(e, InstanceCrashedError):
         return f"{_one_line(e)} (--max-restarts allows more restarts)"
-    if isinstance(e, (InstanceStartError, GodotConnectionError, GameError, RayWorkerLost)):
+    if isinstance(e, (InstanceStartError, GodotConnectionError, GameError, WorkerLostError)):
         return _one_line(e)
     try:
         (run_dir / "error.log").write_text("".join(traceback.format_exception(e)))

@@ -15,7 +15,7 @@ ray/broadcast_s and ray/learner_s. Each worker's games log to RUN_DIR/workers/wo
 
 Faults: a worker actor that dies (its process killed, its node lost) is restarted by Ray up to --ray-max-restarts
 times; its unfinished fragment is collected again by the new actor (fresh games, fresh episodes) and training goes on.
-Past the limit `RayWorkerLost` names the worker and the node and the run stops with a checkpoint. A node whose game
+Past the limit `WorkerLostError` names the worker and the node and the run stops with a checkpoint. A node whose game
 binary is missing or differs (SHA-256 of the binary and its .pck) is refused before training, naming the node.
 
 Signals. ray.init() installs a SIGTERM handler in the driver (sys.exit, which would skip the checkpoint) and, for
@@ -42,14 +42,12 @@ from typing import Optional
 
 import numpy as np
 
+from python_trainer.launcher import WorkerLostError
+
 LOCAL = "local"  # --ray-address local: start a Ray on this machine for the run, stop it at the end
 WORKERS_JSON = "ray_workers.json"
 CONNECT_TIMEOUT_S = 5.0  # an address with nothing behind it is named within this
 START_TIMEOUT_S = 180.0  # workers placed, binaries checked, games connected
-
-
-class RayWorkerLost(RuntimeError):
-    """A worker failed for good during training (out of restarts, or its games out of theirs)."""
 
 
 # ======================================================================================================================
@@ -436,7 +434,7 @@ class RayRollouts:
                 self.failures[i] += 1
                 where = self.where[i]
                 if self.failures[i] > self.max_restarts:
-                    raise RayWorkerLost(
+                    raise WorkerLostError(
                         f"Ray worker {i} (pid {where['pid']}) on {_node_label(where['node_ip'], where['node_id'])} "
                         f"died after {self.failures[i] - 1} restart(s), the most --ray-max-restarts "
                         f"{self.max_restarts} allows: check that node (`ray status`, its Ray logs in /tmp/ray and "
@@ -453,7 +451,7 @@ class RayRollouts:
                 where, cause = self.where[i], _cause(e)
                 if "\n" in cause:  # the whole error, the games' log tails included (the stop message is one line)
                     self.say(f"godot-ppo: ray: worker {i} failed:\n{cause}")
-                raise RayWorkerLost(f"Ray worker {i} on {_node_label(where['node_ip'], where['node_id'])}: "
+                raise WorkerLostError(f"Ray worker {i} on {_node_label(where['node_ip'], where['node_id'])}: "
                                     f"{cause}") from None  # fmt: skip
         self.fragment_bytes = 0
         buf.episodes = []

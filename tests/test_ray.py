@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO, alive, wait_gone
+from conftest import REPO, alive, descendants, wait_gone
 from python_trainer import ppo
 from python_trainer.ray_rollouts import WORKERS_JSON, RolloutWorker, _added_moments, export_digest
 from test_ppo import _run_dirs, _scalars
@@ -169,9 +169,7 @@ def test_ctrl_c_with_a_local_ray_checkpoints_and_ends_every_process(tmp_path, he
         _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
         (run_dir,) = _run_dirs(tmp_path)
         where = _where(run_dir)
-        import psutil
-
-        rays = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        rays = descendants(proc.pid)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:

@@ -30,6 +30,12 @@ var arenas := []
 var _fits_view := false
 
 
+# The seed of arena `index`'s own random generator: each arena's episodes depend only on --env_seed and
+# its index, not on how many arenas there are or in which order they run.
+static func arena_seed(seed_value: int, index: int) -> int:
+	return seed_value * 1000003 + index * 7919 + 1
+
+
 # How many arenas a game builds: `preset` when a test set it, else --agents (16 when a trainer or the
 # benchmark drives the game, 1 for human play). null after a bad --agents (RlArgs has failed then).
 # Static, so a game that lays out its arenas itself (a 3D one) reads the same flag the same way.

@@ -2,6 +2,7 @@ extends Node2D
 # One arena: a walled square, the agent's body and the fruit. Draws itself in windowed runs.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 
 const SIZE := 400.0
 const FRUIT_RADIUS := 10.0
@@ -20,7 +21,7 @@ onready var _redraw := not RlArgs.is_headless()
 
 func _ready() -> void:
 	# Each arena has its own generator, so an arena's episodes depend only on the seed and its index.
-	rng.seed = seed_value * 1000003 + index * 7919 + 1
+	rng.seed = ArenaGrid.arena_seed(seed_value, index)
 
 
 func random_point(margin: float) -> Vector2:

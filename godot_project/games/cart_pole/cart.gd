@@ -4,6 +4,7 @@ extends Node2D
 # metres; only the drawing converts it to pixels, so nothing that simulates is ever scaled.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 const Physics = preload("res://games/cart_pole/cart_pole_physics.gd")
 
 # Pixels per metre of the drawing: gymnasium's renderer shows the track's 4.8 m in 600 px.
@@ -25,7 +26,7 @@ onready var _redraw := not RlArgs.is_headless()
 
 func _ready() -> void:
 	# Each cart has its own generator, so a cart's episodes depend only on the seed and its index.
-	rng.seed = seed_value * 1000003 + index * 7919 + 1
+	rng.seed = ArenaGrid.arena_seed(seed_value, index)
 
 
 func _process(_delta: float) -> void:

@@ -9,6 +9,7 @@ extends Spatial
 # and are never scaled.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 
 const COURSE_PLATFORMS := 4
 const PLATFORM_THICKNESS := 1.0
@@ -51,7 +52,7 @@ var _materials := {}
 
 func _ready() -> void:
 	# Each arena has its own generator, so an arena's episodes depend only on the seed and its index.
-	rng.seed = seed_value * 1000003 + index * 7919 + 1
+	rng.seed = ArenaGrid.arena_seed(seed_value, index)
 	var shows := not RlArgs.is_headless()
 	for color in [PLATFORM_COLOR, GOAL_COLOR]:
 		var material := SpatialMaterial.new()

@@ -3,6 +3,7 @@ extends Node2D
 # Nothing here simulates physics; the agent's controller (memory_agent.gd) is the whole game.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 
 const CELL := 16.0
 const WIDTH := 200.0
@@ -25,7 +26,7 @@ onready var _redraw := not RlArgs.is_headless()
 
 func _ready() -> void:
 	# Each maze has its own generator, so its cues depend only on the seed and its index.
-	rng.seed = seed_value * 1000003 + index * 7919 + 1
+	rng.seed = ArenaGrid.arena_seed(seed_value, index)
 
 
 func _process(_delta: float) -> void:

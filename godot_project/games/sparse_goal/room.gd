@@ -11,6 +11,7 @@ extends Node2D
 # not the goal: it has to turn back.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 
 const SIZE := 600.0
 const START := Vector2(50, 550)
@@ -30,7 +31,7 @@ onready var _redraw := not RlArgs.is_headless()
 
 func _ready() -> void:
 	# Each room has its own generator, so its episodes depend only on the seed and its index.
-	rng.seed = seed_value * 1000003 + index * 7919 + 1
+	rng.seed = ArenaGrid.arena_seed(seed_value, index)
 
 
 func start_position() -> Vector2:

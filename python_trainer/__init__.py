@@ -1,19 +1,26 @@
 """Train Godot games with a CleanRL-style PPO.
 
-Where each concern lives:
-    paths       where this repository's Godot project and exports are
-    game        which game: --env-path / --env-id, Godot versus gymnasium, one instance's command line
-    export      exporting any Godot 3 project (headless and windowed binaries, presets when missing)
-    processes   child processes: start in their own session, run with a timeout, end a process tree
-    protocol    godot-rl's wire protocol: framing, messages, timeouts
-    launcher    ports, tokens, logs, Xvfb, restarts of game instances
-    vec_env     gymnasium vector envs over Godot instances (and over gymnasium ids)
-    ppo         the PPO algorithm, one file, CleanRL style (Args, agent, train loop, load_agent)
-    checkpoint  the checkpoint file: atomic writing, reading, spaces and RNG state in it
-    run_folder  a run's folder: name, --resume, args.json, episodes.csv, TensorBoard/progress, curve, evaluation
-    policy_file the in-engine player's policy file (format, building it from an actor, writing, reading)
-    playback    policy export from checkpoints and watching trained agents in the engine
-    profiling   headless vs windowed instance profiling
+Where each concern lives (scripts/import_graph.py prints every module with its job, and checks the layering):
+    ppo            the PPO algorithm alone, one file, CleanRL style: its flags, GAE, the loss, one iteration at a time
+    agent          the MLP agent (one actor head per action key) and its action for the env
+    recurrent      --lstm: the recurrent agent (CleanRL's ppo_atari_lstm.py)
+    rnd            --rnd: the curiosity bonus (CleanRL's ppo_rnd_envpool.py)
+    normalization  observation normalisation and reward scaling
+    rollout        the rollout buffer, collect_rollout over pipelined groups, the rollouts' interface (local)
+    ray_rollouts   the same interface on Ray workers across machines
+    train          the `godot-ppo train` command: flags, run folder, resume, checkpoints, signals, evaluation
+    trained_agent  the agent a run's flags describe, new or loaded from a checkpoint (for the tools)
+    checkpoint     the checkpoint file; run_folder: a run's folder, args.json, episodes.csv, TensorBoard, progress
+    policy_file    the in-engine player's policy file (format, building it from an agent, writing, reading)
+    playback       policy export from checkpoints and watching trained agents in the engine
+    profiling      headless vs windowed instance profiling
+    game_commands  `godot-ppo envs` and `godot-ppo launch`
+    vec_env        the gymnasium vector env over Godot instances (gym_env: over gymnasium ids; grouped_env: groups)
+    launcher       ports, tokens, logs, Xvfb, restarts of game instances
+    protocol       godot-rl's wire protocol: framing, messages, timeouts
+    game           which game: --env-path / --env-id, Godot versus gymnasium, one instance's command line
+    export         exporting any Godot 3 project (headless and windowed binaries, presets when missing)
+    processes, paths, errors, files, flags, signals, running_stats: small pieces below everything
 """
 
 __version__ = "0.1.0"

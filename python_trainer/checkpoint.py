@@ -7,12 +7,11 @@ Only tensors and plain Python values, so ``torch.load(..., weights_only=True)`` 
 
 ("rnd": None, or with --rnd the RND module's weights and statistics: {"model", "stats"}.)
 
-Written by ppo.py; read by ppo.py (--resume, load_agent), playback and profiling. Imports neither of them.
+Written by the train command (train.py); read by it (--resume), by trained_agent.load_agent and by the tools.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import zipfile
 from dataclasses import asdict
@@ -23,6 +22,8 @@ import numpy as np
 import torch
 
 # The file names in a run folder; defined once, in paths (which playback and profiling import them from).
+from python_trainer.errors import one_line
+from python_trainer.files import atomic_output
 from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
 
 __all__ = [
@@ -107,13 +108,8 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
         "env_info": env_info,
         "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()},
     }
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    with atomic_output(path, fsync=True) as tmp, open(tmp, "wb") as f:  # a file object: the archive is "archive/"
         torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def load_checkpoint(path):
@@ -136,8 +132,8 @@ def load_checkpoint(path):
             raise CheckpointError(
                 f"{path} is truncated ({size} bytes: the end of its archive is missing; copied or written incompletely?)"
             ) from None
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise CheckpointError(f"{path} is a torch file but not a readable checkpoint ({type(e).__name__}: {first})") from None
+        raise CheckpointError(f"{path} is a torch file but not a readable checkpoint ({type(e).__name__}: "
+                              f"{one_line(e)[:200]})") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "global_step" not in ckpt:
         raise CheckpointError(f"{path} is a torch file but not a godot-ppo checkpoint (no model / global_step in it)")
     return ckpt

@@ -18,6 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from python_trainer.errors import one_line
 from python_trainer.game import game_environ
 from python_trainer.paths import BINARY_NAME, EXPORTS_DIR, GODOT_PROJECT, godot_server
 from python_trainer.processes import run_to_end
@@ -78,7 +79,7 @@ def _read_cfg(path: Path) -> configparser.ConfigParser:
     try:
         cfg.read_string("[_top]\n" + path.read_text())
     except configparser.Error as e:
-        raise ExportError(f"{path}: cannot read it ({str(e).splitlines()[0]})") from None
+        raise ExportError(f"{path}: cannot read it ({one_line(e)})") from None
     return cfg
 
 

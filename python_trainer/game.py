@@ -17,6 +17,7 @@ runs the same ``.pck`` with the other template (``godot3-runner --main-pack game
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import filecmp
 import functools
@@ -298,3 +299,12 @@ class GameInstance:
 
     def environ(self, base=None) -> dict:
         return game_environ(base, None if self.headless else self.display)
+
+
+def add_game_arguments(parser: argparse.ArgumentParser, env_flag: str = "--env-id") -> None:
+    """--env-path and --env-id, worded alike in every command."""
+    parser.add_argument("--env-path", default=None, metavar="PATH",
+                        help="an exported game binary (headless or windowed) of any Godot 3 project with the rl_sync "
+                             "addon (default: this repository's exports/headless/rl_games.x86_64)")
+    parser.add_argument(env_flag, *(["--env"] if env_flag != "--env" else []), dest="env_id", default=None,
+                        metavar="NAME", help="a game in that binary (default: the binary's default game)")

@@ -1,6 +1,6 @@
 """A gymnasium VectorEnv over N copies of a gymnasium id, stepped in this process, with same-step autoreset.
 
-Conventions shared with the Godot vector env (python_trainer.vec_env), so ppo.py treats both alike:
+Conventions shared with the Godot vector env (python_trainer.vec_env), so the rollout treats both alike:
 
 * ``metadata["autoreset_mode"] == "same-step"``: when sub-env i ends (terminated or truncated) during ``step``,
   it is reset inside that same call. The returned ``obs[i]`` is the first observation of the NEXT episode;
@@ -11,8 +11,9 @@ Conventions shared with the Godot vector env (python_trainer.vec_env), so ppo.py
   "t": float array}`` (zeros where no episode ended) and the mask ``infos["_episode"]``. The bookkeeping lives in
   ``EpisodeStatistics`` so the Godot env reuses it.
 * ``groups``: the envs (contiguous slices of the batch) that ``step_async(actions, group)`` / ``step_wait(group)``
-  step together, with ``step``'s conventions for the group's envs (ppo.py's rollout goes through them). Here one
-  group, the whole batch; the Godot env has two with 2 or more instances, stepped while the trainer serves the other.
+  step together, with ``step``'s conventions for the group's envs (grouped_env.GroupedVecEnv; the rollout goes
+  through them). Here one group, the whole batch; the Godot env has two with 2 or more instances, stepped while the
+  trainer serves the other.
 * Observations are flat float32 vectors: ``single_observation_space`` is a 1-D float32 Box (Dict, Tuple,
   Discrete, image... observation spaces are flattened with ``gymnasium.spaces.flatten``).
 """
@@ -26,6 +27,8 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
+
+from python_trainer.grouped_env import GroupedVecEnv
 
 
 DEFAULT_NUM_ENVS = 4  # sub-envs of a gymnasium id when num_envs is not given
@@ -140,7 +143,7 @@ class EpisodeStatistics:
         return infos
 
 
-class GymVecEnv(gym.vector.VectorEnv):
+class GymVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
     """``num_envs`` copies of ``gym.make(env_id)`` stepped one after the other in this process (same-step autoreset)."""
 
     metadata = {"autoreset_mode": "same-step"}

@@ -27,13 +27,15 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
-from python_trainer.cli import signal_policy
+from python_trainer.errors import one_line
 from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game, is_gym_id
-from python_trainer.launcher import CappedLog, InstanceStartError, Xvfb
+from python_trainer.launcher import CappedLog, InstanceCrashedError, InstanceLauncher, InstanceStartError, Xvfb
+from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
 from python_trainer.policy_file import FORMAT, VERSION, policy_json  # noqa: F401  (playback's public names too)
-from python_trainer.policy_file import POLICY_NAME, PolicyFileError, read_policy, write_policy
+from python_trainer.policy_file import POLICY_NAME, PolicyFileError, game_policy, policy_source, read_policy, write_policy
 from python_trainer.processes import describe_exit, end_process_tree, run_to_end, spawn
+from python_trainer.protocol import GodotConnectionError
+from python_trainer.signals import signal_policy
 
 PLAY_FPS = 60  # the game's physics rate: a recording of S seconds is 60 * S frames
 RECORD_EVERY = 4  # record every 4th frame of 60 fps -> a 15 fps clip at true speed
@@ -48,7 +50,7 @@ PlaybackError = PolicyFileError
 
 
 # ======================================================================================================================
-# Policy export (the file itself: policy_file.py; its content for an actor in memory: ppo.game_policy)
+# Policy export (the file itself and its content for an agent in memory: policy_file.py)
 # ======================================================================================================================
 def resolve_checkpoint(src) -> Path:
     """model.pt (else checkpoint.pt) of a run folder, or the checkpoint file itself."""
@@ -76,8 +78,6 @@ def default_policy_path(src) -> Path:
 
 def game_env_info(game: GodotGame) -> dict:
     """The game's env_info, read from one headless instance with one agent (about half a second)."""
-    from python_trainer.launcher import InstanceLauncher
-
     with InstanceLauncher(GameInstance(game, agents=1), 1) as launcher:
         return launcher.instances[0].env_info
 
@@ -88,8 +88,9 @@ def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
     ``env_info`` is the game's env_info (where the action keys come from); without it, the one saved in the
     checkpoint, else (older checkpoints) one headless instance of the checkpoint's game is started to ask for it.
     """
-    from python_trainer.checkpoint import load_checkpoint
-    from python_trainer.ppo import agent_from_checkpoint, game_policy
+    from python_trainer.checkpoint import load_checkpoint  # torch: only when a checkpoint is exported
+    from python_trainer.run_folder import recorded_command, train_command
+    from python_trainer.trained_agent import agent_from_checkpoint
 
     checkpoint_path = Path(checkpoint_path)
     where = str(checkpoint_path)
@@ -97,8 +98,8 @@ def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
         ckpt = load_checkpoint(checkpoint_path)
         loaded = agent_from_checkpoint(ckpt)
     except Exception as e:  # truncated, not a checkpoint, another format
-        first_line = (str(e).strip().splitlines() or [""])[0][:200]
-        raise PlaybackError(f"{where}: cannot read it as a godot-ppo checkpoint ({type(e).__name__}: {first_line})") from None
+        raise PlaybackError(f"{where}: cannot read it as a godot-ppo checkpoint ({type(e).__name__}: "
+                            f"{one_line(e)[:200]})") from None
     env_info = env_info or ckpt.get("env_info")
     if env_info is None:
         if is_gym_id(loaded.env_id) and loaded.env_path is None:
@@ -108,9 +109,14 @@ def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
                 "and actions (e.g. --env cart_pole for CartPole-v1)"
             )
         env_info = game_env_info(godot_game(loaded.env_id, loaded.env_path))
-    return game_policy(loaded.agent, loaded.normalizer, loaded.action_space, env_info, checkpoint_path,
-                       env_id=loaded.env_id, global_step=loaded.global_step, update=ckpt.get("update", 0),
-                       args=ckpt.get("args", {}) or {})  # fmt: skip
+    args = ckpt.get("args") or {}
+    # the command that trained it: as its run folder recorded it, else every flag it was trained with
+    command = recorded_command(checkpoint_path.parent) or train_command(args)
+    source = policy_source(checkpoint_path, global_step=loaded.global_step, update=ckpt.get("update", 0),
+                           trained_env=loaded.env_id, seed=args.get("seed"), command=command,
+                           env_path=args.get("env_path"))  # fmt: skip
+    return game_policy(loaded.agent, loaded.normalizer, loaded.action_space, env_info, env_id=loaded.env_id,
+                       source=source, where=where)
 
 
 def export_policy(src, out=None, env_info: Optional[dict] = None) -> Path:
@@ -157,7 +163,7 @@ def export_policy_main(argv=None) -> int:
     try:
         env_info = None
         if args.env_path is not None:
-            from python_trainer.checkpoint import load_checkpoint
+            from python_trainer.checkpoint import load_checkpoint  # torch: only for a checkpoint
 
             trained = args.env_id or load_checkpoint(resolve_checkpoint(args.src))["env_id"]
             env_info = game_env_info(godot_game(trained, args.env_path))
@@ -524,8 +530,7 @@ def start_policy_watcher(policy_path, game: GodotGame, *, log_dir, agents: int =
         xvfb.stop()
         if log is not None:
             log.close()
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        say(f"godot-ppo: warning: --watch: the window did not start ({first}); training goes on without it")
+        say(f"godot-ppo: warning: --watch: the window did not start ({one_line(e)}); training goes on without it")
         return None
     except BaseException:
         xvfb.stop()
@@ -542,12 +547,10 @@ def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, 
     """The windowed game driven step by step from Python by the PyTorch checkpoint, paced to 60 steps/s."""
     import torch
 
-    from python_trainer.launcher import InstanceCrashedError
-    from python_trainer.ppo import load_agent
+    from python_trainer.trained_agent import load_agent  # torch: only when a checkpoint plays
+    from python_trainer.vec_env import make_vec_env
 
     torch.set_num_threads(1)  # a 64-64 MLP: more threads only add contention with the game
-    from python_trainer.protocol import GodotConnectionError
-    from python_trainer.vec_env import make_vec_env
 
     if Path(src).suffix == ".json":
         raise PlaybackError("--python runs the PyTorch checkpoint: give a run folder or a .pt file, not a policy file")

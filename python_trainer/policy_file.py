@@ -15,20 +15,22 @@ Weights are float32 in PyTorch; they are written with the shortest decimal that 
 (numpy's float32 repr), so the file is small and the GDScript forward pass matches PyTorch to ~1e-6.
 Normalisation statistics are float64 and written with Python's repr (exact).
 
-Built from what is in memory (an actor ``nn.Sequential`` of Linear/Tanh, the observation statistics, the game's
-action keys): ppo.py writes it at every checkpoint, playback exports it from a checkpoint file. Imports neither.
+Built from what is in memory (`game_policy`: a trained agent's networks, its normaliser's statistics, the game's
+action keys): the train command writes it at every checkpoint, playback exports it from a checkpoint file.
+Imports neither.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
+
+from python_trainer.files import write_atomic
 
 # torch and gymnasium are imported where they are used: playback imports this module to read policy files and
 # should not pay for them.
@@ -57,7 +59,7 @@ def action_keys(game_spaces, obs_dim: int, action_space, where: str, game: str =
 
     ``game_spaces`` is ``vec_env.spaces_from_env_info(env_info)`` of the game that will run the policy:
     (observation space, action space, observation layout, action kind, action layout [(key, size)]).
-    The network's outputs (ppo.action_heads): the continuous keys' means, then the discrete keys' logits, each kind in
+    The network's outputs (agent.action_heads): the continuous keys' means, then the discrete keys' logits, each kind in
     sorted key order (the game's layout is sorted, so a space of one kind keeps it).
     """
     import gymnasium as gym
@@ -197,19 +199,22 @@ def policy_json(policy: dict) -> str:
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def game_policy(agent, normalizer, action_space, env_info: dict, *, env_id: str, source: dict, where: str) -> dict:
+    """The policy file's content for a trained agent in memory (agent.Agent or recurrent.RecurrentAgent) and its
+    normaliser, to be played in the Godot game whose ``env_info`` is given (its action keys name the outputs).
+    Raises PolicyFileError when the agent cannot be played in the engine (e.g. NaN weights)."""
+    from python_trainer.vec_env import spaces_from_env_info  # here, so that reading a policy file needs no gymnasium
+
+    keys = action_keys(spaces_from_env_info(env_info), agent.obs_dim, action_space, where, env_info.get("env", "?"))
+    parts = agent.policy_parts()
+    return policy_dict(parts.pop("actor"), normalizer.obs_statistics(), keys, env=str(env_info.get("env") or env_id),
+                       source=source, where=where, **parts)  # fmt: skip
 
 
 def write_policy(path, policy: dict) -> Path:
     path = Path(path)
-    write_atomic(path, policy_json(policy))
-    return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, policy_json(policy))
 
 
 def write_policy_or_warn(path, make_policy: Callable[[], dict]) -> Optional[Path]:

@@ -55,10 +55,11 @@ import numpy as np
 import psutil
 
 from python_trainer import paths
-from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game
+from python_trainer.errors import one_line
+from python_trainer.files import atomic_output
+from python_trainer.game import GameError, GameInstance, GodotGame, add_game_arguments, game_environ, godot_game
 from python_trainer.processes import end_process_tree, read_log_tail, run_to_end, spawn
 from python_trainer.protocol import GODOT_RL
-from python_trainer.vec_env import add_game_arguments
 
 MODES = ("headless", "windowed")
 DEFAULT_INSTANCES = (1, 2, 4, 8)
@@ -369,7 +370,7 @@ class ResourceSampler:
 # Policies
 # ======================================================================================================================
 def load_policy(spec: str, env_id: str):
-    """None for random actions, else ppo.LoadedAgent (raises ValueError with a readable reason)."""
+    """None for random actions, else trained_agent.LoadedAgent (raises ValueError with a readable reason)."""
     if spec == "random":
         return None
     path = Path(spec)
@@ -377,16 +378,15 @@ def load_policy(spec: str, env_id: str):
         raise ValueError(f"--policy {spec}: no such run folder or model file (give `random` or a training run folder)")
     import torch
 
-    from python_trainer import ppo
+    from python_trainer.trained_agent import load_agent  # torch: only with a trained policy
 
     # One thread: for a 64-64 MLP on a few agents, torch's default thread pool costs 30x more than it saves (13 ms
     # instead of 0.4 ms per call on 2 busy cores), which would measure torch's spinning instead of the instances.
     torch.set_num_threads(1)
     try:
-        loaded = ppo.load_agent(path)
+        loaded = load_agent(path)
     except Exception as e:
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"--policy {spec}: cannot load a trained agent from it ({reason[:200]})") from None
+        raise ValueError(f"--policy {spec}: cannot load a trained agent from it ({one_line(e)[:200]})") from None
     if loaded.env_id != env_id:
         raise ValueError(f"--policy {spec}: that agent was trained on {loaded.env_id!r}, not {env_id!r}")
     return loaded
@@ -815,9 +815,8 @@ def write_outputs(out_dir: Path, report: dict, png: bool = True) -> None:
     report["verdict"] = verdict(report["results"], report["machine"]["cores_logical"])
 
     def atomic(name, write):
-        tmp = out_dir / (".tmp_" + name)  # keeps the suffix: matplotlib picks the format from it
-        write(tmp)
-        os.replace(tmp, out_dir / name)
+        with atomic_output(out_dir / name) as tmp:  # keeps the suffix: matplotlib picks the format from it
+            write(tmp)
 
     atomic("profile.json", lambda p: p.write_text(json.dumps(report, indent=1, default=str)))
     atomic("profile.csv", lambda p: write_csv(p, report["results"]))
@@ -855,12 +854,12 @@ def _processes(pids) -> list[psutil.Process]:
 
 
 def train_for(cfg: Config, opts, out_dir: Path, budget_s: float) -> dict:
-    """PPO (`python -m python_trainer.ppo`) on ``cfg`` for ``budget_s`` seconds of wall clock, then SIGINT (PPO
+    """PPO (`godot-ppo train`) on ``cfg`` for ``budget_s`` seconds of wall clock, then SIGINT (PPO
     saves a checkpoint and closes its instances). Returns the episodic-return numbers from episodes.csv."""
     root = out_dir / "training"
     root.mkdir(parents=True, exist_ok=True)
     exp = f"profile_{cfg.key}"
-    cmd = [sys.executable, "-m", "python_trainer.ppo", "--env-id", opts.game.env, "--num-instances", str(cfg.instances),
+    cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", opts.game.env, "--num-instances", str(cfg.instances),
            "--agents-per-instance", str(cfg.agents), "--total-timesteps", str(10**12), "--num-steps", "128",
            "--eval-episodes", "0", "--checkpoint-every", "0", "--run-dir-root", str(root), "--exp-name", exp,
            "--seed", str(opts.seed + 1)]
@@ -903,9 +902,9 @@ def train_for(cfg: Config, opts, out_dir: Path, budget_s: float) -> dict:
     episodes = _episode_returns(run_dir)
     steps = None
     try:
-        from python_trainer import ppo
+        from python_trainer.checkpoint import load_checkpoint  # torch: only once a training ran
 
-        steps = int(ppo.load_checkpoint(run_dir / paths.CHECKPOINT_NAME)["global_step"])
+        steps = int(load_checkpoint(run_dir / paths.CHECKPOINT_NAME)["global_step"])
     except Exception:
         steps = episodes[-1][0] if episodes else 0
     result.update({"status": "ok", "global_steps": steps, "episodes": len(episodes),

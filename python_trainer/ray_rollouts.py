@@ -1,12 +1,16 @@
 """Rollouts from Ray: `godot-ppo train ... --ray-address ADDRESS --ray-workers K`.
 
-Each worker is a Ray actor that owns ``--num-instances`` game processes on its own node, started by our launcher
-(ports, tokens, restarts, logs and clean-up exactly as on one machine), and runs ppo.collect_rollout, the function
-the local path runs, on them. Once per update the learner (the driver, ppo.train) puts the weights and the
-normalisation statistics in Ray's object store (one broadcast), every worker fills its part of the rollout buffer
-(its fragment: ppo.RolloutBuffer's arrays for its envs, episode statistics, and the moments of the observations and
-returns it normalised), and `RayRollouts.collect` writes the fragments side by side into the learner's buffer and
-merges the moments into the learner's Normalizer. GAE and the PPO update then run unchanged.
+`RayRollouts` fills ppo.py's rollout slot (rollout.Rollouts) from Ray workers instead of this process's games. Each
+worker is a Ray actor that owns ``--num-instances`` game processes on its own node, started by our launcher (ports,
+tokens, restarts, logs and clean-up exactly as on one machine), and runs rollout.collect_rollout, the function the
+local path runs, on them, with the agent the run's flags describe (trained_agent.make_agent: MLP or --lstm) and,
+with --rnd, the curiosity bonus. Once per update the learner (the driver) puts the weights and the normalisation
+statistics in Ray's object store (one broadcast), every worker fills its part of the rollout buffer (its fragment:
+rollout.RolloutBuffer's arrays for its envs, its agents' memories, episode statistics, and the moments of the
+observations and returns it normalised), and `RayRollouts.collect` writes the fragments side by side into the
+learner's buffer and merges the moments into the learner's Normalizer. GAE and the PPO update then run unchanged.
+RND's warm-up (random play priming its observation statistics) runs in the workers too; their moments are merged
+into the learner's RND the same way.
 
 Where the work ran: RUN_DIR/ray_workers.json (one object per worker: worker, node_id, node_ip, pid, game_pids;
 rewritten when a worker restarts), and TensorBoard's ray/worker_<i>_steps_per_s, ray/fragment_bytes,
@@ -20,7 +24,7 @@ binary is missing or differs (SHA-256 of the binary and its .pck) is refused bef
 
 Signals. ray.init() installs a SIGTERM handler in the driver (sys.exit, which would skip the checkpoint) and, for
 ``local``, the head node's (kill Ray's processes, exit). `connect` puts back the handlers that were in place before
-it (cli.signal_policy's), so SIGINT/SIGTERM/SIGHUP in the driver run ours first and only: the checkpoint is written,
+it (signals.signal_policy's), so SIGINT/SIGTERM/SIGHUP in the driver run ours first and only: the checkpoint is written,
 then `close` ends the workers and stops a local Ray. In an actor, Ray's worker loop installs its SIGTERM handler
 first and the launcher installs its own when the worker starts its games (launcher._install_cleanup_hooks): ours runs
 first, closes the games, then calls Ray's (which exits the actor). A SIGKILLed actor cannot run anything: its games
@@ -37,17 +41,51 @@ import os
 import socket
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
+import torch
 
-from python_trainer.launcher import WorkerLostError
+from python_trainer.errors import UserError, one_line
+from python_trainer.files import write_atomic
+from python_trainer.flags import at_least, flag, positive
+from python_trainer.game import GameExport, GodotGame
+from python_trainer.normalization import Normalizer
+from python_trainer.rnd import RND
+from python_trainer.rollout import NonFiniteEnvData, Rollouts, RolloutBuffer, collect_rollout, evaluate
+from python_trainer.running_stats import RunningMeanStd
+from python_trainer.trained_agent import make_agent
+from python_trainer.vec_env import make_vec_env
 
 LOCAL = "local"  # --ray-address local: start a Ray on this machine for the run, stop it at the end
 WORKERS_JSON = "ray_workers.json"
 CONNECT_TIMEOUT_S = 5.0  # an address with nothing behind it is named within this
 START_TIMEOUT_S = 180.0  # workers placed, binaries checked, games connected
+WORKER_SEED_STRIDE = 1000  # worker i's games are seeded 1000 * i past the run's: distinct games and episodes
+
+
+@dataclass
+class RayArgs:
+    ray_address: Optional[str] = None
+    """collect the rollouts with --ray-workers Ray actors, each running --num-instances games on its own node:
+    `local` starts a Ray on this machine for the run; HOST:PORT joins the cluster that `ray start --head` started"""
+    ray_workers: int = flag(2, at_least(1, "an integer >= 1 (rollout workers)", "2"))
+    """with --ray-address: how many rollout workers (the batch is their envs side by side)"""
+    ray_cpus_per_worker: Optional[float] = flag(None, positive("3", "a number of CPUs > 0"))
+    """with --ray-address: the CPUs each worker reserves on its node (default: --num-instances + 1)"""
+    ray_max_restarts: int = flag(3, at_least(0, "an integer >= 0", "3"))
+    """with --ray-address: how many times Ray restarts each worker that dies before training stops (with a
+    checkpoint)"""
+
+
+class RaySetupError(UserError):
+    """The cluster cannot run the workers (no cluster at the address, too few CPUs, a node with other game files)."""
+
+
+class WorkerLostError(RuntimeError):
+    """A rollout worker died more often than --ray-max-restarts allows, or failed; the message names it and its node."""
 
 
 # ======================================================================================================================
@@ -101,17 +139,19 @@ def _slim_infos(infos):
 
 
 class RolloutWorker:
-    """One rollout worker: its games (a VectorEnv made by make_vec_env on this node), an Agent and a Normalizer that
-    take the learner's weights and statistics at each `collect`. The games start at the first `collect` (or
-    `start`), so an actor Ray restarts after a crash starts fresh ones."""
+    """One rollout worker: its games (a VectorEnv made by make_vec_env on this node), the run's agent, a Normalizer
+    and (--rnd) the bonus, which take the learner's weights and statistics at each `collect`. The games start at the
+    first `collect` (or `start`), so an actor Ray restarts after a crash starts fresh ones. ``args``: the run's
+    flags as a dict."""
 
     def __init__(self, index, game, env_kwargs, args, digest):
         import ray
 
         self.index, self.game, self.env_kwargs, self.args, self.digest = index, game, dict(env_kwargs), args, digest
+        self.env_seed = self.env_kwargs["seed"] + WORKER_SEED_STRIDE * index  # its games' seed, and their resets'
         ctx = ray.get_runtime_context()
         self.node_id, self.node_ip = ctx.get_node_id(), ray.util.get_node_ip_address()
-        self.envs = self.agent = self.normalizer = self.buf = None
+        self.envs = self.agent = self.normalizer = self.bonus = self.buf = None
 
     def where(self) -> dict:
         pids = self.envs.launcher.pids() if getattr(self.envs, "launcher", None) is not None else []
@@ -134,57 +174,67 @@ class RolloutWorker:
     def start(self) -> dict:
         """Start the games (once per actor life) and say what they are."""
         if self.envs is None:
-            import torch
-
-            from python_trainer.vec_env import make_vec_env
-
             torch.set_num_threads(max(1, self.args["torch_threads"]))
-            seed = self.args["seed"] + self.index
+            seed = self.args["seed"] + self.index  # its own sampling streams
             np.random.seed(seed)
             torch.manual_seed(seed)
             kwargs = dict(self.env_kwargs, run_dir=str(_worker_dir(self.env_kwargs["run_dir"], self.index)))
-            kwargs["seed"] = kwargs["seed"] + 1000 * self.index  # distinct games/episodes per worker
-            self.envs = make_vec_env(self.game, **kwargs)
+            self.envs = make_vec_env(self.game, **dict(kwargs, seed=self.env_seed))
             self._reset = True
         envs = self.envs
         return {**self.where(), "num_envs": envs.num_envs, "observation_space": envs.single_observation_space,
                 "action_space": envs.single_action_space, "env_info": getattr(envs, "env_info", None),
                 "agents_per_instance": getattr(envs, "agents_per_instance", None)}  # fmt: skip
 
-    def collect(self, params) -> dict:
-        """One fragment with the learner's weights and statistics (``params``: the broadcast of this update)."""
-        import torch
-
-        from python_trainer import ppo
-
-        t0 = time.perf_counter()
+    def warm_up(self, steps, rnd_obs_dim) -> Optional[tuple]:
+        """RND's warm-up on this worker's games: ``steps`` steps of random actions; returns the (mean, var, count)
+        of their observations for the learner's RND statistics (the next collect starts from fresh episodes)."""
         self.start()
+        rms = RunningMeanStd(shape=(rnd_obs_dim,))
+        self.envs.reset(seed=self.env_seed)
+        for _ in range(steps):
+            rms.update(self.envs.step(self.envs.action_space.sample())[0])
+        self._reset = True
+        return _added_moments(np.zeros(rnd_obs_dim), np.ones(rnd_obs_dim), RunningMeanStd().count, rms)
+
+    def _load(self, params) -> None:
+        """The learner's weights and statistics (the agent, normaliser and bonus are made at the first call)."""
         envs, a = self.envs, self.args
         obs_dim = envs.single_observation_space.shape[0]
         if self.agent is None:
-            self.agent = ppo.Agent(obs_dim, envs.single_action_space)
-            self.normalizer = ppo.Normalizer(obs_dim, envs.num_envs, a["gamma"], False, False)
-            self.buf = ppo.RolloutBuffer(a["num_steps"], envs.num_envs, obs_dim, self.agent)
+            self.agent = make_agent(obs_dim, envs.single_action_space, a)
+            self.normalizer = Normalizer(obs_dim, envs.num_envs, a["gamma"], False, False)
+            self.bonus = RND(obs_dim, a["rnd_ext_coef"], a["rnd_coef"]) if a.get("rnd") else None
+            self.buf = RolloutBuffer(a["num_steps"], envs.num_envs, obs_dim, self.agent, self.bonus)
         self.agent.load_state_dict({k: torch.tensor(v) for k, v in params["model"].items()})
-        norm = self.normalizer
-        norm.load_state_dict(params["normalizer"])
+        self.normalizer.load_state_dict(params["normalizer"])
+        if self.bonus is not None:
+            self.bonus.load_state_dict({k: torch.tensor(v) for k, v in params["rnd"]["model"].items()})
+            self.bonus.load_stats_state_dict(params["rnd"]["stats"])
+
+    def collect(self, params) -> dict:
+        """One fragment with the learner's weights and statistics (``params``: the broadcast of this update)."""
+        t0 = time.perf_counter()
+        self.start()
+        self._load(params)
+        envs, norm, buf = self.envs, self.normalizer, self.buf
         before = [(r.mean.copy(), r.var.copy(), r.count) for r in (norm.obs_rms, norm.return_rms)]
         if self._reset:
-            raw_obs, _ = envs.reset(seed=self.env_kwargs["seed"] + 1000 * self.index)
-            self.buf.next_obs[:] = norm.normalize_obs(raw_obs)
-            self.buf.next_done[:] = 0.0
+            raw_obs, _ = envs.reset(seed=self.env_seed)
+            buf.next_obs[:] = norm.normalize_obs(raw_obs)
+            buf.next_done[:] = 0.0
+            buf.state = self.agent.initial_state(envs.num_envs)
             self._reset = False
-        ppo.collect_rollout(envs, self.agent, norm, self.buf, a["pipeline"])
-        fragment = {f: getattr(self.buf, f) for f in ppo.RolloutBuffer.FIELDS}
-        fragment["episodes"] = [(t, _slim_infos(infos)) for t, infos in self.buf.episodes]
+        collect_rollout(envs, self.agent, norm, buf, self.args["pipeline"], self.bonus)
+        fragment = {f: getattr(buf, f) for f in buf.fields}
+        fragment["initial_state"], fragment["state"] = buf.initial_state, buf.state  # the agents' memories
+        fragment["episodes"] = [(t, _slim_infos(infos)) for t, infos in buf.episodes]
         fragment["moments"] = [_added_moments(*b, r) for b, r in zip(before, (norm.obs_rms, norm.return_rms))]
         fragment["where"] = self.where()
         fragment["seconds"] = time.perf_counter() - t0
         return fragment
 
     def evaluate(self, act, num_episodes, seed):
-        from python_trainer.run_folder import evaluate
-
         self.start()
         self._reset = True  # evaluation resets the games; a later collect starts from fresh episodes
         return evaluate(act, self.envs, num_episodes, seed)
@@ -213,18 +263,17 @@ def _worker_dir(run_dir, index) -> Path:
 # ======================================================================================================================
 def _check_address(address):
     """An error within seconds, naming the address, when nothing answers at HOST:PORT."""
-    from python_trainer.run_folder import TrainError
 
     if address in (LOCAL, "auto") or "://" in address:
         return
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
-        raise TrainError(f"--ray-address {address}: give HOST:PORT of a Ray head (`ray start --head` prints it, e.g. "
+        raise RaySetupError(f"--ray-address {address}: give HOST:PORT of a Ray head (`ray start --head` prints it, e.g. "
                          "10.0.0.5:6379), or local")  # fmt: skip
     try:
         socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as e:
-        raise TrainError(
+        raise RaySetupError(
             f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e}); start one with "
             f"`ray start --head --port={port}` on {host}, or train on this machine with --ray-address local"
         ) from None
@@ -283,7 +332,6 @@ def connect(address, num_cpus):
 
     import ray
 
-    from python_trainer.run_folder import TrainError
 
     _check_address(address)
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -298,7 +346,7 @@ def connect(address, num_cpus):
         else:
             ray.init(address=address, logging_level="warning")
     except (ConnectionError, RuntimeError, ValueError) as e:
-        raise TrainError(f"--ray-address {address}: could not join the Ray cluster there: {str(e).splitlines()[0]}")
+        raise RaySetupError(f"--ray-address {address}: could not join the Ray cluster there: {one_line(e)}")
     finally:
         for sig, handler in saved.items():
             if handler is not None:
@@ -306,15 +354,16 @@ def connect(address, num_cpus):
     return reaper
 
 
-class RayRollouts:
-    """K rollout workers on a Ray cluster, seen by ppo.train like its envs (spaces, num_envs, env_info, close) plus
-    `collect` (one update's rollout into the learner's buffer) and `evaluate`."""
+class RayRollouts(Rollouts):
+    """K rollout workers on a Ray cluster filling the rollout slot (rollout.Rollouts): spaces, num_envs, env_info,
+    `collect` (one update's rollout into the learner's buffer), `warm_up`, `evaluate`, `close`. ``args``: the run's
+    flags (the train command's Args); ``env_kwargs``: make_vec_env's options for each worker's games."""
+
+    game_settings = None  # each worker's games are its own; ray_workers.json says where they run
 
     def __init__(self, game, args, run_dir, env_kwargs, say):
         import ray
 
-        from python_trainer.game import GameExport, GodotGame
-        from python_trainer.run_folder import TrainError
 
         self.run_dir, self.say = Path(run_dir), say
         self.address, self.num_workers = args.ray_address, args.ray_workers
@@ -337,13 +386,13 @@ class RayRollouts:
             remote = ray.remote(RolloutWorker).options(
                 num_cpus=cpus, max_restarts=self.max_restarts, max_task_retries=0, scheduling_strategy="SPREAD"
             )
-            argd = {k: getattr(args, k) for k in ("seed", "torch_threads", "gamma", "num_steps", "pipeline")}
+            argd = asdict(args)
             self.workers = [remote.remote(i, game, env_kwargs, argd, digest) for i in range(self.num_workers)]
             refusals = self._get([w.check_binary.remote() for w in self.workers], "to be placed on the cluster's nodes",
                                  cpus)  # fmt: skip
             refused = [r for r in refusals if r]
             if refused:
-                raise TrainError(f"{'; '.join(refused)}: copy the same exports to the same path on every host "
+                raise RaySetupError(f"{'; '.join(refused)}: copy the same exports to the same path on every host "
                                  "(see README: Running on several machines)")  # fmt: skip
             infos = self._get([w.start.remote() for w in self.workers], "to start their games", cpus)
         except BaseException:
@@ -353,7 +402,7 @@ class RayRollouts:
         for info in infos[1:]:
             if (info["observation_space"], info["action_space"]) != (first["observation_space"], first["action_space"]):
                 self.close()
-                raise TrainError(f"worker {info['worker']} reports other spaces than worker 0 "
+                raise RaySetupError(f"worker {info['worker']} reports other spaces than worker 0 "
                                  f"({info['observation_space']} / {info['action_space']})")  # fmt: skip
         self.single_observation_space, self.single_action_space = first["observation_space"], first["action_space"]
         self.env_info, self.agents_per_instance = first["env_info"], first["agents_per_instance"]
@@ -371,13 +420,12 @@ class RayRollouts:
         """More workers than the cluster has CPUs for: say so instead of waiting forever."""
         import ray
 
-        from python_trainer.run_folder import TrainError
 
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         per_node = [float(n.get("Resources", {}).get("CPU", 0)) for n in nodes]
         room = sum(int(c // cpus) for c in per_node)
         if room < self.num_workers:
-            raise TrainError(
+            raise RaySetupError(
                 f"--ray-workers {self.num_workers} x {cpus:g} CPUs each (--ray-cpus-per-worker; default "
                 f"--num-instances + 1) do not fit the Ray cluster at {self.address}: its {len(nodes)} node(s) have "
                 f"{', '.join(f'{c:g}' for c in per_node)} CPUs, room for {room} worker(s); lower --ray-workers or "
@@ -387,11 +435,10 @@ class RayRollouts:
     def _get(self, refs, doing, cpus):
         import ray
 
-        from python_trainer.run_folder import TrainError
 
         ready, pending = ray.wait(refs, num_returns=len(refs), timeout=START_TIMEOUT_S)
         if pending:
-            raise TrainError(f"{len(pending)} of {len(refs)} Ray workers ({cpus:g} CPUs each) were still waiting "
+            raise RaySetupError(f"{len(pending)} of {len(refs)} Ray workers ({cpus:g} CPUs each) were still waiting "
                              f"{doing} after {START_TIMEOUT_S:.0f} s: is the cluster at {self.address} busy, or "
                              "smaller than it says? (`ray status` shows it)")  # fmt: skip
         out = []
@@ -399,38 +446,32 @@ class RayRollouts:
             try:
                 out.append(ray.get(ref))
             except ray.exceptions.RayTaskError as e:  # its message carries the games' log tails
-                raise TrainError(f"Ray worker {i} on node {getattr(e, 'ip', '?')} failed {doing}: "
+                raise RaySetupError(f"Ray worker {i} on node {getattr(e, 'ip', '?')} failed {doing}: "
                                  f"{_cause(e)}") from None  # fmt: skip
             except ray.exceptions.RayActorError as e:
-                raise TrainError(f"Ray worker {i} died {doing}: {str(e).splitlines()[0]}") from None
+                raise RaySetupError(f"Ray worker {i} died {doing}: {one_line(e)}") from None
         return out
 
     def _write_where(self):
-        tmp = self.run_dir / (WORKERS_JSON + ".tmp")
-        tmp.write_text(json.dumps(self.where, indent=2) + "\n")
-        tmp.replace(self.run_dir / WORKERS_JSON)
+        write_atomic(self.run_dir / WORKERS_JSON, json.dumps(self.where, indent=2) + "\n")
 
     # ------------------------------------------------------------------------------------------------------ rollouts
-    def collect(self, agent, normalizer, buf):
-        """One update's rollout: broadcast the weights and statistics, gather every worker's fragment into ``buf``
-        (worker i's envs are the batch's columns offsets[i]:offsets[i+1]) and merge their normalisation moments."""
+    def startup_line(self) -> Optional[str]:
+        return None  # said when the workers started (see __init__)
+
+    def _gather(self, method: str, *args) -> list:
+        """``method(*args)`` on every worker, their results in worker order. A worker that dies is restarted by Ray
+        and asked again (up to --ray-max-restarts times); past that, or when a worker fails, WorkerLostError."""
         import ray
 
-        t0 = time.perf_counter()
-        if self._last_end is not None:
-            self.learner_s = t0 - self._last_end  # GAE, the PPO update and logging since the last collect
-        params = {"model": {k: v.detach().numpy().copy() for k, v in agent.state_dict().items()},
-                  "normalizer": normalizer.state_dict()}  # fmt: skip
-        ref = ray.put(params)
-        self.broadcast_s = time.perf_counter() - t0
-        pending = {w.collect.remote(ref): i for i, w in enumerate(self.workers)}
-        fragments = [None] * self.num_workers
+        pending = {getattr(w, method).remote(*args): i for i, w in enumerate(self.workers)}
+        results = [None] * self.num_workers
         while pending:
             (done,), _ = ray.wait(list(pending), num_returns=1)
             i = pending.pop(done)
             try:
-                fragments[i] = ray.get(done)
-            except ray.exceptions.RayActorError as e:  # the actor died: Ray restarts it, we ask the new one again
+                results[i] = ray.get(done)
+            except ray.exceptions.RayActorError:  # the actor died: Ray restarts it, we ask the new one again
                 self.failures[i] += 1
                 where = self.where[i]
                 if self.failures[i] > self.max_restarts:
@@ -441,28 +482,51 @@ class RayRollouts:
                         f"RUN_DIR/workers/worker_{i}/logs there) or raise --ray-max-restarts"
                     ) from None
                 self.say(f"godot-ppo: ray: worker {i} (pid {where['pid']}) on {_node_label(where['node_ip'], where['node_id'])} "
-                         f"died; restart {self.failures[i]}/{self.max_restarts}, collecting its fragment again")  # fmt: skip
-                pending[self.workers[i].collect.remote(ref)] = i
+                         f"died; restart {self.failures[i]}/{self.max_restarts}, asking it again")  # fmt: skip
+                pending[getattr(self.workers[i], method).remote(*args)] = i
             except ray.exceptions.RayTaskError as e:
-                from python_trainer.ppo import NonFiniteEnvData
-
                 if isinstance(e.cause, NonFiniteEnvData):
                     raise e.cause from None
                 where, cause = self.where[i], _cause(e)
                 if "\n" in cause:  # the whole error, the games' log tails included (the stop message is one line)
                     self.say(f"godot-ppo: ray: worker {i} failed:\n{cause}")
                 raise WorkerLostError(f"Ray worker {i} on {_node_label(where['node_ip'], where['node_id'])}: "
-                                    f"{cause}") from None  # fmt: skip
+                                      f"{cause}") from None  # fmt: skip
+        return results
+
+    def warm_up(self, bonus, steps: int, seed: int) -> None:
+        """RND's warm-up in every worker (on its own games and seeds); their moments go into ``bonus``'s statistics."""
+        for moments in self._gather("warm_up", steps, bonus.obs_rms.mean.shape[0]):
+            if moments is not None:
+                bonus.obs_rms.update_from_moments(*moments)
+
+    def reset(self, normalizer, buf, seed: int) -> None:
+        """Nothing here: each worker resets its own games at its first collect (and after an evaluation)."""
+
+    def collect(self, agent, normalizer, buf, bonus=None) -> None:
+        """One update's rollout: broadcast the weights and statistics, gather every worker's fragment into ``buf``
+        (worker i's envs are the batch's columns offsets[i]:offsets[i+1]) and merge their normalisation moments."""
+        import ray
+
+        t0 = time.perf_counter()
+        if self._last_end is not None:
+            self.learner_s = t0 - self._last_end  # GAE, the PPO update and logging since the last collect
+        params = {"model": _numpy_state(agent), "normalizer": normalizer.state_dict(),
+                  "rnd": None if bonus is None else {"model": _numpy_state(bonus), "stats": bonus.stats_state_dict()}}
+        ref = ray.put(params)
+        self.broadcast_s = time.perf_counter() - t0
+        fragments = self._gather("collect", ref)
         self.fragment_bytes = 0
         buf.episodes = []
         for i, frag in enumerate(fragments):
             cols = slice(self.offsets[i], self.offsets[i + 1])  # worker i's envs in the batch
-            for name in type(buf).FIELDS:
+            for name in buf.fields:
                 if name in ("next_obs", "next_done"):  # (num_envs, ...)
                     getattr(buf, name)[cols] = frag[name]
                 else:  # (num_steps, num_envs, ...)
                     getattr(buf, name)[:, cols] = frag[name]
                 self.fragment_bytes += frag[name].nbytes
+            buf.initial_state[cols], buf.state[cols] = frag["initial_state"], frag["state"]  # (--lstm: the memories)
             buf.episodes += frag["episodes"]  # (t, infos of the envs of one group of the worker's instances)
             for rms, moments in zip((normalizer.obs_rms, normalizer.return_rms), frag["moments"]):
                 if moments is not None:  # None: nothing normalised (that normalisation is off)
@@ -476,18 +540,17 @@ class RayRollouts:
         self.collect_s = time.perf_counter() - t0
         self._last_end = time.perf_counter()
 
-    def log_scalars(self, writer, global_step):
-        """Per-worker steps/s and this update's costs -> TensorBoard."""
-        for i, sps in enumerate(self.steps_per_s):
-            writer.add_scalar(f"ray/worker_{i}_steps_per_s", sps, global_step)
-        writer.add_scalar("ray/fragment_bytes", self.fragment_bytes, global_step)
-        writer.add_scalar("ray/broadcast_s", self.broadcast_s, global_step)
-        writer.add_scalar("ray/collect_s", self.collect_s, global_step)
+    def scalars(self) -> dict:
+        """Per-worker steps/s and this update's costs, for TensorBoard."""
+        out = {f"ray/worker_{i}_steps_per_s": sps for i, sps in enumerate(self.steps_per_s)}
+        out.update({"ray/fragment_bytes": self.fragment_bytes, "ray/broadcast_s": self.broadcast_s,
+                    "ray/collect_s": self.collect_s})  # fmt: skip
         if self.learner_s is not None:
-            writer.add_scalar("ray/learner_s", self.learner_s, global_step)
+            out["ray/learner_s"] = self.learner_s
+        return out
 
     def evaluate(self, act, num_episodes, seed):
-        """The deterministic evaluation (run_folder.evaluate) on worker 0's games."""
+        """The deterministic evaluation (rollout.evaluate) on worker 0's games."""
         import ray
 
         return ray.get(self.workers[0].evaluate.remote(act, num_episodes, seed))
@@ -518,7 +581,12 @@ class RayRollouts:
             self.reaper = None
 
 
+def _numpy_state(module) -> dict:
+    """A module's state_dict as numpy arrays (what the broadcast carries)."""
+    return {k: v.detach().numpy().copy() for k, v in module.state_dict().items()}
+
+
 def _cause(e) -> str:
     """A worker's error in one piece: its message (with the games' log tails the launcher put in it)."""
     cause = getattr(e, "cause", None)
-    return f"{type(cause).__name__}: {cause}" if cause is not None else str(e).splitlines()[0]
+    return f"{type(cause).__name__}: {cause}" if cause is not None else one_line(e)

@@ -1,7 +1,9 @@
-"""Recurrent PPO pieces (CleanRL's ppo_atari_lstm.py): an LSTM core between the encoder and the actor/critic heads,
-and minibatches made of whole environments so each minibatch holds complete, ordered sequences.
+"""Recurrent PPO (CleanRL's ppo_atari_lstm.py), the --lstm variant of the agent slot: `RecurrentAgent` puts an LSTM
+between a shared encoder and the actor/critic heads, carries its state through the rollout, and replays the
+rollout in minibatches made of whole environments, so each minibatch holds complete, ordered sequences. ppo.py and
+the rollout call it exactly as they call the MLP agent (agent.py); what differs is all here.
 
-How the trainer uses them:
+How the pieces work together:
 
     core = LSTMCore(encoder_out, hidden_size)
     state = core.initial_state(num_envs)
@@ -21,13 +23,31 @@ episode). The core therefore zeroes the state *before* consuming obs[t]: no memo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
 
-LSTMState = tuple[torch.Tensor, torch.Tensor]  # (h, c), each (1, num_envs, hidden_size) as nn.LSTM wants
+from python_trainer.agent import Agent, layer_init
+from python_trainer.flags import at_least, flag
+
+DEFAULT_HIDDEN_SIZE = 64
+ENCODER_OUT = 32  # the encoder's output, the LSTM's input
+
+LSTMTuple = tuple[torch.Tensor, torch.Tensor]  # (h, c), each (1, num_envs, hidden_size) as nn.LSTM wants
+
+
+@dataclass
+class LSTMArgs:
+    lstm: bool = False
+    """recurrent PPO (CleanRL's ppo_atari_lstm.py): an LSTM between the encoder and the actor/critic heads, its state
+    carried across steps and reset where an episode ends; minibatches hold whole envs"""
+    lstm_size: int = flag(DEFAULT_HIDDEN_SIZE, at_least(1, "an integer >= 1 (the LSTM's hidden state size)", "64"))
+    """with --lstm: the LSTM's hidden state size (the in-engine player's cost per agent grows with its square; 64
+    after a 32-wide encoder keeps 16 agents under 5 ms per frame, see scripts/bench_playback.py)"""
 
 
 class LSTMCore(nn.Module):
@@ -54,11 +74,11 @@ class LSTMCore(nn.Module):
         with torch.no_grad():  # rows H..2H of a bias are the forget gate's; one of the two biases carries it
             self.lstm.bias_ih_l0[hidden_size : 2 * hidden_size].fill_(forget_bias)
 
-    def initial_state(self, num_envs: int) -> LSTMState:
+    def initial_state(self, num_envs: int) -> LSTMTuple:
         zeros = torch.zeros(1, num_envs, self.hidden_size)
         return zeros, zeros.clone()
 
-    def forward(self, x: torch.Tensor, state: LSTMState, done: torch.Tensor) -> tuple[torch.Tensor, LSTMState]:
+    def forward(self, x: torch.Tensor, state: LSTMTuple, done: torch.Tensor) -> tuple[torch.Tensor, LSTMTuple]:
         """x: (T * N, input_size) time-major (all N envs of step 0, then of step 1, ...); done: (T * N,);
         state: the (h, c) before step 0. Returns (outputs (T * N, hidden_size), the state after step T - 1).
 
@@ -89,12 +109,12 @@ class LSTMCore(nn.Module):
         }
 
 
-def clone_state(state: LSTMState) -> LSTMState:
+def clone_state(state: LSTMTuple) -> LSTMTuple:
     """A detached copy: the state at the start of a rollout, which the update replays the rollout from."""
     return state[0].detach().clone(), state[1].detach().clone()
 
 
-def select_envs(state: LSTMState, envs: np.ndarray) -> LSTMState:
+def select_envs(state: LSTMTuple, envs: np.ndarray) -> LSTMTuple:
     """The state of some environments only (a minibatch's)."""
     index = torch.as_tensor(envs, dtype=torch.long)
     return state[0][:, index], state[1][:, index]
@@ -119,3 +139,62 @@ def env_minibatches(
     for start in range(0, num_envs, per_batch):
         envs = order[start : start + per_batch]
         yield envs, flat_index[:, envs].ravel()
+
+
+class LSTMState:
+    """The LSTM state (h, c) of a batch of envs, indexed by env: ``state[envs]`` is theirs (a view for a slice, a
+    copy for an index array), ``state[envs] = other`` stores theirs, ``state.clone()`` a detached copy."""
+
+    def __init__(self, h: torch.Tensor, c: torch.Tensor):
+        self.h, self.c = h, c
+
+    def __getitem__(self, envs) -> "LSTMState":
+        if not isinstance(envs, slice):
+            envs = torch.as_tensor(envs, dtype=torch.long)
+        return LSTMState(self.h[:, envs], self.c[:, envs])
+
+    def __setitem__(self, envs, value: "LSTMState") -> None:
+        self.h[:, envs], self.c[:, envs] = value.h, value.c
+
+    def clone(self) -> "LSTMState":
+        return LSTMState(*clone_state((self.h, self.c)))
+
+
+class RecurrentAgent(Agent):
+    """CleanRL's ppo_atari_lstm.py agent: a shared encoder (64 then ENCODER_OUT wide), an LSTM of ``hidden_size``,
+    then the actor and the critic as one linear layer each on its output, with the MLP agent's heads (one per
+    action key) and, with ``rnd``, its intrinsic value output."""
+
+    recurrent = True
+
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = DEFAULT_HIDDEN_SIZE, rnd: bool = False):
+        self.hidden_size = int(hidden_size)
+        super().__init__(obs_dim, action_space, rnd=rnd)
+
+    def build(self, obs_dim: int, n_out: int) -> None:
+        self.encoder = nn.Sequential(  # 64 -> 32: the LSTM's input, small so the in-engine step stays cheap
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, ENCODER_OUT)),
+            nn.Tanh(),
+        )
+        self.lstm = LSTMCore(ENCODER_OUT, self.hidden_size)
+        self.critic = nn.Sequential(layer_init(nn.Linear(self.hidden_size, self.n_values), std=1.0))
+        self.actor = nn.Sequential(layer_init(nn.Linear(self.hidden_size, n_out), std=0.01))
+
+    def initial_state(self, num_envs: int) -> LSTMState:
+        return LSTMState(*self.lstm.initial_state(num_envs))
+
+    def features(self, x, state=None, done=None):
+        """The LSTM's output after the encoder for x ((T * N, obs_dim) time-major; done[t] = 1 where obs[t] starts an
+        episode: the state is zeroed before it), and the state after x."""
+        out, (h, c) = self.lstm(self.encoder(x), (state.h, state.c), done)
+        return out, LSTMState(h, c)
+
+    def minibatches(self, b_inds: np.ndarray, num_steps: int, num_minibatches: int):
+        """One epoch's minibatches of whole envs, their steps in order (env_minibatches): (flat indices, envs)."""
+        for envs, flat in env_minibatches(num_steps, len(b_inds) // num_steps, num_minibatches, np.random):
+            yield flat, envs
+
+    def policy_parts(self) -> dict:
+        return {"actor": self.actor, "encoder": self.encoder, "lstm": self.lstm.export_weights()}

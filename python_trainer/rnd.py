@@ -4,22 +4,20 @@ A fixed, randomly initialised *target* network maps an observation to a feature 
 trained to output the same vector. On observations the agent has seen often the predictor has learned the target
 and the error is small; on novel ones it is large. That error is the intrinsic reward.
 
-How the trainer uses this module (the lines CleanRL's ppo_rnd_envpool.py adds to ppo.py):
+It fills the bonus slot of ppo.py and the rollout (--rnd); the lines CleanRL's ppo_rnd_envpool.py adds to ppo.py:
 
-    rnd = RND(obs_dim)                                    # rnd.predictor's parameters join the optimizer
-    ...before training: a few dozen steps of random actions, rnd.update_obs_stats(obs) on each (the paper's
-       warm-up: whitening with statistics of nothing would make the first bonuses meaningless)
-    ...rollout, after envs.step():
-        real_next_obs = next_obs, with infos["final_obs"] where an episode ended (the goal state itself must be
-                        rated, not the next episode's start)
-        int_rewards[step] = rnd.intrinsic_reward(real_next_obs)
-    ...after the rollout:
-        rnd.update_obs_stats(all real_next_obs of the rollout)
-        int_rewards = rnd.normalize_intrinsic(int_rewards)     # (num_steps, num_envs), divided by the return's std
-        int_advantages via GAE with dones = 0 (non-episodic) and gamma = INT_GAMMA, a second value head
-        advantages = EXT_COEF * ext_advantages + INT_COEF * int_advantages
+    bonus = RND(obs_dim, ext_coef, int_coef)               # bonus.predictor's parameters join the optimizer
+    ...before training: a few dozen steps of random actions, bonus.update_obs_stats(obs) on each (the paper's
+       warm-up: whitening with statistics of nothing would make the first bonuses meaningless; the rollouts run it)
+    ...rollout, after envs.step(): bonus.rate(buf, t, envs, obs, done, infos)
+        the observation reached (infos["final_obs"] where an episode ended: the goal state itself must be rated,
+        not the next episode's start) and its raw bonus, into buf.rnd_next_obs / buf.int_rewards
+    ...after the rollout (ppo.py):
+        int_rewards = bonus.normalized_rewards(buf)        # folds in the rollout's observations, then / return std
+        int_advantages via GAE with dones = 0 (non-episodic) and gamma = bonus.gamma, on the second value output
+        advantages = bonus.combine(ext_advantages, int_advantages)    # ext_coef * A_ext + int_coef * A_int
     ...each minibatch:
-        loss = pg_loss - ent_coef * entropy + vf_coef * (v_loss_ext + v_loss_int) + rnd.predictor_loss(mb_next_obs)
+        loss = pg_loss - ent_coef * entropy + vf_coef * (v_loss_ext + v_loss_int) + bonus.predictor_loss(mb_next_obs)
 
 Two normalisations, as in the paper:
 - the networks see observations whitened by their own running statistics and clipped to [-5, 5] (the policy's
@@ -31,10 +29,13 @@ Two normalisations, as in the paper:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 import torch.nn as nn
 
+from python_trainer.flags import at_least, flag, non_negative
 from python_trainer.running_stats import RunningMeanStd
 
 # The paper's settings for the bonus (Table 5 of Burda et al.): the intrinsic return is discounted with 0.99 (the
@@ -46,6 +47,19 @@ EXT_COEF = 2.0
 INT_COEF = 1.0
 UPDATE_PROPORTION = 0.25
 OBS_CLIP = 5.0
+
+
+@dataclass
+class RNDArgs:
+    rnd: bool = False
+    """Random Network Distillation curiosity bonus (CleanRL's ppo_rnd_envpool.py; rnd.py): an intrinsic reward for
+    novel observations, with its own value head and non-episodic return"""
+    rnd_coef: float = flag(INT_COEF, non_negative("1"))
+    """with --rnd: the intrinsic advantages' weight (A = rnd_ext_coef * A_ext + rnd_coef * A_int)"""
+    rnd_ext_coef: float = flag(EXT_COEF, non_negative("2"))
+    """with --rnd: the extrinsic advantages' weight"""
+    rnd_warmup_steps: int = flag(50, at_least(0, "an integer >= 0", "50"))
+    """with --rnd: steps of random actions that prime RND's observation statistics before training"""
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:
@@ -88,6 +102,8 @@ class RND(nn.Module):
     def __init__(
         self,
         obs_dim: int,
+        ext_coef: float = EXT_COEF,
+        int_coef: float = INT_COEF,
         feature_dim: int = 64,
         hidden: int = 128,
         int_gamma: float = INT_GAMMA,
@@ -104,6 +120,7 @@ class RND(nn.Module):
         self.int_return_rms = RunningMeanStd(shape=())
         self.discounted = RunningDiscountedReturn(int_gamma)
         self.update_proportion, self.obs_clip, self.epsilon = update_proportion, obs_clip, epsilon
+        self.gamma, self.ext_coef, self.int_coef = int_gamma, ext_coef, int_coef
 
     # ------------------------------------------------------------------------------------------ observations
     def update_obs_stats(self, obs: np.ndarray) -> None:
@@ -127,6 +144,26 @@ class RND(nn.Module):
     def intrinsic_reward(self, next_obs) -> np.ndarray:
         """The raw (unnormalised) bonus of reaching each of ``next_obs`` (batch, obs_dim) -> (batch,) float32."""
         return self.prediction_error(next_obs).numpy().astype(np.float32)
+
+    def rate(self, buf, t: int, envs, raw_obs, done, infos) -> None:
+        """In the rollout, after step ``t`` of ``envs`` (a slice of the batch): the observation each env reached
+        (the final one where an episode ended) and its raw bonus, into buf.rnd_next_obs and buf.int_rewards."""
+        reached = np.array(raw_obs, dtype=np.float32)
+        ended = np.flatnonzero(done)
+        if ended.size:
+            reached[ended] = np.stack(infos["final_obs"][ended])
+        buf.rnd_next_obs[t, envs] = reached
+        buf.int_rewards[t, envs] = self.intrinsic_reward(reached)
+
+    def normalized_rewards(self, buf) -> np.ndarray:
+        """After a rollout: fold its reached observations into the whitening statistics, then its raw bonuses divided
+        by the running std of the intrinsic return (normalize_intrinsic)."""
+        self.update_obs_stats(buf.rnd_next_obs.reshape(-1, buf.rnd_next_obs.shape[-1]))
+        return self.normalize_intrinsic(buf.int_rewards)
+
+    def combine(self, ext_advantages, int_advantages):
+        """A = ext_coef * A_ext + int_coef * A_int (combine_advantages with this run's weights)."""
+        return combine_advantages(ext_advantages, int_advantages, self.ext_coef, self.int_coef)
 
     def normalize_intrinsic(self, rewards: np.ndarray) -> np.ndarray:
         """Divides a rollout's raw bonuses (num_steps, num_envs) by the running std of the discounted intrinsic

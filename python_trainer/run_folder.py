@@ -1,10 +1,10 @@
-"""A training run's folder, kept out of ppo.py's loop: its name, --resume (arguments merged from args.json), args.json,
-episodes.csv, the TensorBoard writer and progress output (RunLog), the learning curve and the final evaluation.
+"""A training run's folder: its name, --resume (arguments merged from args.json), args.json, episodes.csv, the
+TensorBoard writer and progress output (RunLog), and the learning curve.
 
     RUN_DIR/args.json  episodes.csv  events.out.tfevents.*  checkpoint.pt  model.pt  policy.json  learning_curve.png
             train.lock (held by the process that trains in the folder)
 
-Works on ppo.Args instances without importing ppo (the dataclass, or its class, is passed in).
+Works on any arguments dataclass (the train command's Args; the dataclass, or its class, is passed in).
 """
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ from pathlib import Path
 import numpy as np
 
 from python_trainer.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+from python_trainer.errors import UserError
+from python_trainer.files import write_atomic
 
 EPISODES_CSV = "episodes.csv"
 ARGS_JSON = "args.json"
 LOCK_NAME = "train.lock"
 
 
-class TrainError(Exception):
-    """A problem the user can fix; main() prints it as `godot-ppo train: error: ...` and returns 2."""
+class TrainError(UserError):
+    """A problem the user can fix; `godot-ppo train` prints it as `godot-ppo train: error: ...` and returns 2."""
 
 
 # ======================================================================================================================
@@ -132,8 +134,16 @@ def prepare_run(args, explicit):
 
 
 def write_args_json(run_dir, args, extra):
-    with open(Path(run_dir) / ARGS_JSON, "w") as f:
-        json.dump({**asdict(args), **extra}, f, indent=2)
+    """RUN_DIR/args.json: every flag, then ``extra`` (what the run resolved: num_envs, batch size, the command...)."""
+    write_atomic(Path(run_dir) / ARGS_JSON, json.dumps({**asdict(args), **extra}, indent=2))
+
+
+def recorded_command(run_dir) -> str | None:
+    """The `godot-ppo train` command that args.json recorded for the run (None: no such record)."""
+    try:
+        return json.loads((Path(run_dir) / ARGS_JSON).read_text()).get("command")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def discard_if_unused(run_dir):
@@ -146,18 +156,19 @@ def discard_if_unused(run_dir):
         run_dir.rmdir()
 
 
-def train_command(args: dict, args_class) -> str:
-    """The `godot-ppo train` command line that reproduces a checkpoint's saved args (flags that differ from the
-    defaults of ``args_class``, plus --env-id and --seed)."""
+def train_command(args: dict, args_class=None) -> str:
+    """The `godot-ppo train` command line that reproduces a run's saved args: the flags that differ from the
+    defaults of ``args_class`` (plus --env-id and --seed), or without it every flag that has a value."""
     parts = ["godot-ppo", "train"]
-    for f in fields(args_class):
-        if f.name not in args or f.name == "resume":
+    names = [f.name for f in fields(args_class)] if args_class is not None else list(args)
+    defaults = {f.name: f.default for f in fields(args_class) if f.default is not MISSING} if args_class else {}
+    for name in names:
+        if name not in args or name == "resume":
             continue
-        value = args[f.name]
-        default = f.default if f.default is not MISSING else None
-        if value == default and f.name not in ("env_id", "seed"):
+        value = args[name]
+        if args_class is not None and value == defaults.get(name) and name not in ("env_id", "seed"):
             continue
-        flag = _flag(f.name)
+        flag = _flag(name)
         if isinstance(value, bool):
             parts.append(flag if value else "--no-" + flag[2:])
         elif value is not None:
@@ -284,29 +295,3 @@ def plot_learning_curve(run_dir, eval_return=None, title=None):
     fig.tight_layout()
     fig.savefig(Path(run_dir) / "learning_curve.png", dpi=100)
     plt.close(fig)
-
-
-# ======================================================================================================================
-# Evaluation
-# ======================================================================================================================
-def evaluate(act, envs, num_episodes, seed, max_vector_steps=200_000):
-    """Deterministic returns of `num_episodes` fresh episodes (at most ceil(n / num_envs) per env, so short
-    episodes are not over-represented). ``act(obs, done=...)``: observations -> env actions (e.g. ppo.LoadedAgent.act;
-    done[i] true where obs[i] starts an episode)."""
-    quota = math.ceil(num_episodes / envs.num_envs)
-    per_env = [[] for _ in range(envs.num_envs)]
-    obs, _ = envs.reset(seed=seed)
-    done = np.ones(envs.num_envs, bool)  # obs[i] starts an episode (a recurrent policy forgets what came before)
-    for _ in range(max_vector_steps):
-        obs, _, terminated, truncated, infos = envs.step(act(obs, done=done))
-        done = np.logical_or(terminated, truncated)
-        if "_episode" in infos:
-            for i in np.flatnonzero(infos["_episode"]):
-                if len(per_env[i]) < quota:
-                    per_env[i].append(float(infos["episode"]["r"][i]))
-            if sum(map(len, per_env)) >= num_episodes:
-                break
-    returns = []  # round-robin over the envs: first episodes first
-    for k in range(quota):
-        returns += [env_returns[k] for env_returns in per_env if k < len(env_returns)]
-    return returns[:num_episodes]

@@ -30,28 +30,24 @@ Conventions (shared with python_trainer.gym_env.GymVecEnv):
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
-import math
-import sys
-import time
+import inspect
 from typing import Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
+from python_trainer.flags import agents_for, check_instance_options
+from python_trainer.grouped_env import GroupedVecEnv
 from python_trainer.gym_env import EpisodeStatistics
 from python_trainer.launcher import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_MAX_RESTARTS,
     InstanceLauncher,
 )
-from python_trainer import paths
-from python_trainer.game import (
-    PLUGIN_PHYSICS_LINE, GameError, GameExport, GameInstance, GodotGame, godot_game, list_games, resolve_env,
-)
+from python_trainer.game import PLUGIN_PHYSICS_LINE, GameError, GameInstance, GodotGame, godot_game, resolve_env
 from python_trainer.protocol import (
     BINARY_STEP_ENCODING,
     DEFAULT_TIMEOUT_S,
@@ -61,33 +57,6 @@ from python_trainer.protocol import (
     GodotConnectionError,
     pack_actions,
 )
-
-# make_vec_env's options that only mean something for a Godot game.
-GODOT_ONLY_OPTIONS = {"connect_timeout", "step_timeout", "extra_args", "binary", "report", "display"}
-
-# Bounds checked before any game starts (train checks them as flags, GodotVecEnv as arguments):
-# each instance is a Godot process of its own (about 60 MB headless, 300 MB windowed, up to a CPU core): past 64 on
-# one machine they only contend with each other;
-MAX_INSTANCES = 64
-# an instance builds its agents' nodes before it connects and simulates them all on one core: ball_chase starts 2048
-# agents in 0.7 s and steps them in 0.12 s, while 4096 overflow Godot's message queue during set-up and never
-# connect (100000 spent minutes). More agents belong in more instances.
-MAX_AGENTS_PER_INSTANCE = 2048
-
-
-def check_instance_options(num_instances, agents_per_instance=None, speedup=1, action_repeat=1) -> None:
-    """ValueError (one line, with the reason) for settings no game should be started with."""
-    if not 1 <= int(num_instances) <= MAX_INSTANCES:
-        raise ValueError(f"num_instances={num_instances}: give 1 to {MAX_INSTANCES} (one Godot process each; more "
-                         "than that on one machine only contend for its cores and memory)")
-    if agents_per_instance is not None and not 1 <= int(agents_per_instance) <= MAX_AGENTS_PER_INSTANCE:
-        raise ValueError(f"agents_per_instance={agents_per_instance}: give 1 to {MAX_AGENTS_PER_INSTANCE} (an "
-                         "instance sets its agents up before it connects; spread more agents over more instances)")
-    if not (math.isfinite(speedup) and speedup > 0):
-        raise ValueError(f"speedup={speedup}: give a number > 0 (the engine's time scale, e.g. 8)")
-    if int(action_repeat) != action_repeat or action_repeat < 1:
-        raise ValueError(f"action_repeat={action_repeat}: give an integer >= 1 (physics frames per step, e.g. 8)")
-
 
 # ---------------------------------------------------------------------------------------------- spaces
 def _obs_layout(obs_space: dict) -> list[tuple[str, int]]:
@@ -181,7 +150,7 @@ def spaces_from_env_info(info: dict):
 
 
 # ---------------------------------------------------------------------------------------------- the env
-class GodotVecEnv(gym.vector.VectorEnv):
+class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
     """A gymnasium VectorEnv over ``num_instances`` Godot instances × ``agents_per_instance`` agents."""
 
     metadata = {"autoreset_mode": "same-step", "render_modes": []}
@@ -694,30 +663,18 @@ class GodotVecEnv(gym.vector.VectorEnv):
 
 
 # ---------------------------------------------------------------------------------------------- factory
-def make_vec_env(
-    env_id: str | GodotGame | None = None,
-    num_envs: Optional[int] = None,
-    seed: int = 0,
-    num_instances: int = 1,
-    agents_per_instance: Optional[int] = None,
-    headless: bool = True,
-    speedup: float = 1,
-    action_repeat: int = 1,
-    max_episode_steps: Optional[int] = None,
-    run_dir=None,
-    max_restarts: int = DEFAULT_MAX_RESTARTS,
-    env_path=None,
-    video_dir=None,
-    **kw,
-):
+def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] = None, seed: int = 0, *,
+                 env_path=None, video_dir=None, **godot_options):
     """A VectorEnv for a Godot game (`GodotVecEnv`) or a gymnasium id (`gym_env.GymVecEnv`).
 
     ``env_path``: an export of any Godot 3 project that uses the rl_sync addon (``env_id`` None: its default game);
     without it, a gymnasium id, else a game in this repository's export (`game.resolve_env` decides). For a Godot
-    game ``num_envs`` (when given) must come out as the agents the instances report; ``agents_per_instance``
-    defaults to ``num_envs / num_instances`` or, without either, to the game's own choice.
+    game ``godot_options`` are GodotVecEnv's (num_instances, agents_per_instance, headless, speedup, ...),
+    ``num_envs`` (when given) must come out as the agents the instances report, and ``agents_per_instance``
+    defaults to ``num_envs / num_instances`` or, without either, to the game's own choice. For a gymnasium id the
+    Godot options are ignored and ``video_dir`` records the first env's episodes.
     """
-    binary = kw.pop("binary", None)
+    binary = godot_options.pop("binary", None)
     if isinstance(env_id, GodotGame):
         game = env_id
     elif binary is not None:
@@ -725,7 +682,7 @@ def make_vec_env(
     else:
         game = resolve_env(env_id, env_path)
     if isinstance(game, str):
-        unknown = set(kw) - GODOT_ONLY_OPTIONS  # Godot-only options are ignored for gymnasium ids
+        unknown = set(godot_options) - set(inspect.signature(GodotVecEnv).parameters)
         if unknown:
             raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
         from python_trainer.gym_env import make_gym_vec_env
@@ -734,24 +691,10 @@ def make_vec_env(
     if video_dir is not None:
         raise TypeError(f"video_dir records a gymnasium env's episodes; {game.env} is a Godot game (its videos come "
                         "from the windowed export: playback.record)")
-    check_instance_options(num_instances, agents_per_instance, speedup, action_repeat)
-    if agents_per_instance is None and num_envs is not None:
-        if num_envs % num_instances:
-            raise ValueError(
-                f"num_envs={num_envs} is not a multiple of num_instances={num_instances} "
-                "(num_envs = num_instances x agents_per_instance)"
-            )
-        agents_per_instance = num_envs // num_instances
-    if num_envs is not None and num_envs != num_instances * agents_per_instance:
-        raise ValueError(
-            f"num_envs={num_envs} must equal num_instances x agents_per_instance = "
-            f"{num_instances} x {agents_per_instance} = {num_instances * agents_per_instance}"
-        )
-    env = GodotVecEnv(
-        game, num_instances=num_instances, agents_per_instance=agents_per_instance, seed=seed, headless=headless,
-        speedup=speedup, action_repeat=action_repeat, max_episode_steps=max_episode_steps, run_dir=run_dir,
-        max_restarts=max_restarts, **kw,
-    )
+    num_instances = godot_options.get("num_instances", 1)
+    check_instance_options(num_instances, godot_options.get("agents_per_instance"))
+    godot_options["agents_per_instance"] = agents_for(num_envs, num_instances, godot_options.get("agents_per_instance"))
+    env = GodotVecEnv(game, seed=seed, **godot_options)
     if num_envs is not None and env.num_envs != num_envs:
         counts = env.agent_counts
         env.close()
@@ -761,107 +704,3 @@ def make_vec_env(
             f"{sum(counts)}"
         )
     return env
-
-
-def add_game_arguments(parser: argparse.ArgumentParser, env_flag: str = "--env-id") -> None:
-    """--env-path and --env-id, worded alike in every command."""
-    parser.add_argument("--env-path", default=None, metavar="PATH",
-                        help="an exported game binary (headless or windowed) of any Godot 3 project with the rl_sync "
-                             "addon (default: this repository's exports/headless/rl_games.x86_64)")
-    parser.add_argument(env_flag, *(["--env"] if env_flag != "--env" else []), dest="env_id", default=None,
-                        metavar="NAME", help="a game in that binary (default: the binary's default game)")
-
-
-# ---------------------------------------------------------------------------------------------- commands
-def envs_main(argv=None) -> int:
-    """`godot-ppo envs`: the games in a binary and their spaces, read from a running headless instance of each."""
-    parser = argparse.ArgumentParser(prog="godot-ppo envs", description=envs_main.__doc__.split(":", 1)[1].strip())
-    add_game_arguments(parser)
-    parser.add_argument("--timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S, help="connect timeout (s)")
-    args = parser.parse_args(argv)
-    try:
-        export = GameExport.open(args.env_path or paths.default_export(headless=True))
-        listing = list_games(export, args.timeout)
-        names = [args.env_id] if args.env_id else list(listing.envs)
-        games = [godot_game(name, export.path) for name in names]
-    except GameError as e:
-        print(f"godot-ppo envs: error: {e}", file=sys.stderr)
-        return 2
-    print(f"{export.path}: {len(listing.envs)} game(s), default {listing.default}")
-    status = 0
-    for game in games:
-        try:
-            env = GodotVecEnv(game, num_instances=1, connect_timeout=args.timeout)
-        except Exception as e:
-            print(f"godot-ppo envs: error: {game.env}: {e}", file=sys.stderr)
-            status = 1
-            continue
-        try:
-            print(f"{game.env}{' (default)' if game.env == listing.default else ''}")
-            print(f"  agents per instance: {env.num_envs} (the game's own choice; --agents may change it)")
-            print(f"  observation space:   {env.single_observation_space}")
-            act = env.env_info["action_space"]
-            print(f"  action space:        {env.single_action_space}  "
-                  f"(godot-rl: {act[0] if isinstance(act, list) else act})")
-            print(f"  speaks:              {DIALECT_NAMES[env.dialect]}")
-            print(f"  max_episode_steps:   {env.max_episode_steps}")
-        finally:
-            env.close()
-    return status
-
-
-def launch_main(argv=None) -> int:
-    """`godot-ppo launch`: start instances and step them with random actions until Ctrl-C (or --seconds)."""
-    parser = argparse.ArgumentParser(prog="godot-ppo launch", description=launch_main.__doc__.split(":", 1)[1].strip())
-    add_game_arguments(parser)
-    parser.add_argument("--instances", type=int, default=1)
-    parser.add_argument("--agents", type=int, default=None, help="agents per instance (default: the game's choice)")
-    parser.add_argument("--window", action="store_true", help="windowed instances (Xvfb is started if no $DISPLAY)")
-    parser.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--speedup", type=float, default=1)
-    parser.add_argument("--action-repeat", type=int, default=1)
-    parser.add_argument("--max-episode-steps", type=int, default=None)
-    parser.add_argument("--run-dir", default=None, help="where logs/instance_<i>.log go (default: a temp dir)")
-    parser.add_argument("--report-every", type=float, default=2.0, help="seconds between steps/s lines")
-    args = parser.parse_args(argv)
-    env = None
-    try:
-        game = godot_game(args.env_id, args.env_path)
-        env = GodotVecEnv(
-            game, num_instances=args.instances, agents_per_instance=args.agents, seed=args.seed,
-            headless=not args.window, speedup=args.speedup, action_repeat=args.action_repeat,
-            max_episode_steps=args.max_episode_steps, run_dir=args.run_dir,
-        )
-        print(env.startup_line(), flush=True)
-        print(f"launched {args.instances} instance(s) of {game.env} ({env.num_envs} agents in all; "
-              f"pids {env.launcher.pids()}, logs in {env.launcher.log_dir}); Ctrl-C to stop", flush=True)
-        env.reset(seed=args.seed)
-        start = last = time.perf_counter()
-        steps = last_steps = episodes = 0
-        while args.seconds is None or time.perf_counter() - start < args.seconds:
-            _, _, _, _, infos = env.step(env.action_space.sample())
-            steps += 1
-            if "_episode" in infos:
-                episodes += int(infos["_episode"].sum())
-            now = time.perf_counter()
-            if now - last >= args.report_every:
-                rate = (steps - last_steps) * env.num_envs / (now - last)
-                print(f"{steps} steps, {steps * env.num_envs} agent-steps, {rate:,.0f} agent-steps/s, "
-                      f"{episodes} episodes", flush=True)
-                last, last_steps = now, steps
-        total = time.perf_counter() - start
-        print(f"done: {steps * env.num_envs} agent-steps in {total:.1f}s "
-              f"({steps * env.num_envs / max(total, 1e-9):,.0f} agent-steps/s)", flush=True)
-    except KeyboardInterrupt:
-        print("interrupted: closing the instances", file=sys.stderr, flush=True)
-    except GameError as e:
-        print(f"godot-ppo launch: error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:
-        print(f"godot-ppo launch: error: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if env is not None:
-            env.close()
-    return 0

@@ -1,6 +1,8 @@
-"""Issue 14's acceptance runs: MLP vs LSTM on `memory`, PPO vs PPO+RND on `sparse_goal`, same budget and seeds.
+"""Issue 14's acceptance runs: MLP vs LSTM on `memory`, PPO vs PPO+RND on `sparse_goal`, same budget and seeds; and
+the LSTM on `memory` with its rollouts on two Ray workers (a Ray of this machine, bound to 127.0.0.1).
 
     python scripts/bench_memory_exploration.py                      # all runs (long: nice it, 2 at a time)
+    python scripts/bench_memory_exploration.py --only memory_lstm_ray_1 --parallel 1
     python scripts/bench_memory_exploration.py --table-only         # table + plot from the runs already made
 
 Each run is `godot-ppo train` with default settings plus the flag compared (memory: 400k steps, sparse_goal: 1M;
@@ -34,6 +36,8 @@ for seed in (1, 2, 3):
     RUNS[f"memory_mlp_{seed}"] = ("memory", [], 400_000, seed)
     RUNS[f"sparse_goal_rnd_{seed}"] = ("sparse_goal", ["--rnd"], 1_000_000, seed)
     RUNS[f"sparse_goal_ppo_{seed}"] = ("sparse_goal", [], 1_000_000, seed)
+    # two Ray workers x 1 instance x 16 agents: 32 envs, each worker keeping its agents' LSTM states
+    RUNS[f"memory_lstm_ray_{seed}"] = ("memory", ["--lstm", "--ray-address", "local", "--ray-workers", "2"], 400_000, seed)
 
 
 def run(name):
@@ -46,7 +50,8 @@ def run(name):
            "--seed", str(seed), "--run-dir-root", str(root), "--eval-episodes", "0"]  # fmt: skip
     with open(root / "train.log", "w") as log:
         code = subprocess.call(["nice", *cmd], stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+                               env={**os.environ, "PYTHONPATH": str(REPO),
+                                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})  # fmt: skip  (Ray on loopback)
     return name, code
 
 
@@ -75,7 +80,7 @@ def first_reached(steps, values, threshold, window=100):
 def table():
     """One row per run: the trailing-100 mean return and goal share at the end, and when the game's acceptance level
     was first reached (memory: a mean return >= 0.9; sparse_goal: the goal in >= half of the last 100 episodes)."""
-    print(f"{'run':20} {'steps':>9} {'episodes':>9} {'mean return':>12} {'goal share':>11} {'first reached':>14}")
+    print(f"{'run':22} {'steps':>9} {'episodes':>9} {'mean return':>12} {'goal share':>11} {'first reached':>14}")
     for name in RUNS:
         data = episodes(name)
         if data is None or not len(data[1]):
@@ -83,7 +88,7 @@ def table():
         steps, rets = data
         goals = (rets > 0).astype(float)
         first = first_reached(steps, rets, 0.9) if name.startswith("memory") else first_reached(steps, goals, 0.5)
-        print(f"{name:20} {steps[-1]:>9,} {len(rets):>9} {rets[-100:].mean():>12.2f} {goals[-100:].mean():>11.2f} "
+        print(f"{name:22} {steps[-1]:>9,} {len(rets):>9} {rets[-100:].mean():>12.2f} {goals[-100:].mean():>11.2f} "
               f"{first:>14}")
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from python_trainer.game import godot_game  # noqa: E402
 from python_trainer.profiling import engine_benchmark, run_window  # noqa: E402
-from python_trainer.vec_env import add_game_arguments, make_vec_env  # noqa: E402
+from python_trainer.game import add_game_arguments
+from python_trainer.vec_env import make_vec_env  # noqa: E402
 
 
 def engine_only(game, instances, agents, steps):

@@ -2,10 +2,11 @@
 
     .venv/bin/python scripts/make_same_seed_fixtures.py [--code DIR]     # DIR: the checkout whose trainer to record
 
-For each run in RUNS it trains once with `python -m python_trainer train` (from DIR) and keeps, under
-tests/fixtures/same_seed/<name>/, the run's episodes.csv and model.pt, plus the run folder itself (args.json,
-checkpoint.pt, episodes.csv) for the resume-and-play test of an old checkpoint. `capability.json` records
-torch's CPU capability: a machine with another one may round differently, and the test skips there.
+For each run of tests/fixtures/same_seed/runs.json it trains once with `python -m python_trainer train` (from DIR)
+and keeps, under tests/fixtures/same_seed/<name>/, the run's args.json, episodes.csv and model.pt (the run's final
+checkpoint.pt has the same bytes), for the same-seed comparison and the resume-and-play test of an old checkpoint.
+`capability.json` records torch's CPU capability: a machine with another one may round differently, and the test
+skips there.
 Rerun it only when a change of the numbers is on purpose, and say why in the commit.
 """
 
@@ -23,16 +24,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "same_seed"
 
-# name -> the train flags (every run: --seed 1, no evaluation, one checkpoint at the end)
-RUNS = {
-    "cartpole": ["--env-id", "CartPole-v1", "--total-timesteps", "100000"],
-    "ball_chase_pipelined": ["--env-id", "ball_chase", "--num-instances", "2", "--total-timesteps", "100000"],
-    "ball_chase_no_pipeline": ["--env-id", "ball_chase", "--num-instances", "2", "--total-timesteps", "100000",
-                               "--no-pipeline"],
-    # a small recurrent + curiosity checkpoint: its state_dict keys and RND statistics must still load
-    "memory_lstm_rnd": ["--env-id", "memory", "--num-instances", "1", "--lstm", "--rnd", "--total-timesteps", "4096"],
-}
-COMMON = ["--seed", "1", "--eval-episodes", "0", "--checkpoint-every", "0", "--exp-name", "fixture"]
+# name -> the train flags, and the flags of every run (--seed 1, no evaluation, one checkpoint at the end); the
+# memory run is a small recurrent + curiosity checkpoint whose state_dict keys and RND statistics must still load
+_TABLE = json.loads((FIXTURES / "runs.json").read_text())
+RUNS, COMMON = _TABLE["runs"], _TABLE["common"]
 
 
 def train_command(name: str, run_root: Path) -> list[str]:

@@ -18,6 +18,10 @@ FAKE_GAME = TESTS / "fake_game.py"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+# Every Ray a test starts (clusters, `--ray-address local`, and the children that inherit this) listens on 127.0.0.1
+# only: on Linux Ray otherwise binds the machine's network address. Ray reads this when it starts.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
 
 @pytest.fixture(scope="session")
 def headless_export():

@@ -8,7 +8,6 @@ runs the same commands against a real game built on the plugin's own code.
 """
 
 import json
-import os
 import stat
 import sys
 import time
@@ -18,11 +17,12 @@ import numpy as np
 import pytest
 
 from conftest import FAKE_GAME, wait_gone
-from python_trainer import ppo
+from python_trainer import train
 from python_trainer.game import GameInstance, godot_game, resolve_env
 from python_trainer.launcher import InstanceLauncher, InstanceStartError
 from python_trainer.protocol import GODOT_RL
-from python_trainer.vec_env import GodotVecEnv, envs_main
+from python_trainer.game_commands import envs_main
+from python_trainer.vec_env import GodotVecEnv
 
 PLAIN = ("--fake_dialect=godot_rl",)
 
@@ -118,7 +118,7 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     root = tmp_path / "runs"
     base = ["--env-path", str(export), "--num-instances", "2", "--num-steps", "32", "--eval-episodes", "2",
             "--checkpoint-every", "1", "--run-dir-root", str(root)]  # fmt: skip
-    assert ppo.main([*base, "--total-timesteps", "256", "--action-repeat", "2"]) == 0
+    assert train.main([*base, "--total-timesteps", "256", "--action-repeat", "2"]) == 0
     out = capsys.readouterr().out
     assert "speaking godot_rl_agents' plugin protocol" in out and "--action_repeat=2" in out
     assert "eval: deterministic policy, 2 episodes" in out
@@ -126,7 +126,7 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     saved = json.loads((run_dir / "args.json").read_text())
     assert saved["game_settings"] == {"dialect": GODOT_RL, "env_seed": [1, 2], "speedup": 1, "action_repeat": 2,
                                       "agents": [2, 2]}  # fmt: skip
-    assert ppo.main(["--resume", str(run_dir), "--total-timesteps", "512"]) == 0
+    assert train.main(["--resume", str(run_dir), "--total-timesteps", "512"]) == 0
     assert "global_step=512" in capsys.readouterr().out
 
     from python_trainer.playback import play_main
@@ -138,7 +138,7 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
 
     assert envs_main(["--env-path", str(export)]) == 0
     assert "speaks:              godot_rl_agents' plugin protocol" in capsys.readouterr().out
-    assert ppo.main(["--env-path", str(export), "--watch", "--run-dir-root", str(root)]) == 2
+    assert train.main(["--env-path", str(export), "--watch", "--run-dir-root", str(root)]) == 2
     assert "--watch runs the policy inside the game, which needs the rl_sync addon" in capsys.readouterr().err
 
 

@@ -4,10 +4,9 @@ one line, the CartPole lecture's ablation flags, and CleanRL's --capture-video (
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from conftest import REPO
-from python_trainer import ppo
+from python_trainer import train as train_command
 
 
 def train(tmp_path, *flags, preamble="", timeout=240):
@@ -41,7 +40,7 @@ def test_a_missing_optional_dependency_is_one_line_naming_the_package(tmp_path):
 
 
 def test_the_cartpole_lectures_ablations_run_as_flags(tmp_path):
-    args = ppo.Args(env_id="CartPole-v1", update_epochs=1, gae_lambda=1.0, clip=False)
+    args = train_command.Args(env_id="CartPole-v1", update_epochs=1, gae_lambda=1.0, clip=False)
     assert (args.update_epochs, args.gae_lambda, args.clip) == (1, 1.0, False)
     result = train(tmp_path, "--env-id", "Acrobot-v1", "--update-epochs", "1", "--gae-lambda", "1.0", "--no-clip",
                    "--total-timesteps", "1024", "--eval-episodes", "0")  # fmt: skip

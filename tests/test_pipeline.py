@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import FAKE_GAME
-from python_trainer import ppo
+from python_trainer import train
 from python_trainer.game import godot_game
 from python_trainer.gym_env import GymVecEnv
 from python_trainer.vec_env import GodotVecEnv
@@ -167,7 +167,7 @@ def test_gym_vec_env_has_one_group():
 
 # ---------------------------------------------------------------------------------------------- ppo.py's rollout
 def _train_and_record(monkeypatch, root, argv, fake=False):
-    """Run ppo.main(argv) recording every step_async/step_wait of the Godot env: (events, model weights,
+    """Run train.main(argv) recording every step_async/step_wait of the Godot env: (events, model weights,
     episodes.csv rows). ``fake``: the fake game stands in for the export."""
     events = []
     real_async, real_wait = GodotVecEnv.step_async, GodotVecEnv.step_wait
@@ -185,8 +185,8 @@ def _train_and_record(monkeypatch, root, argv, fake=False):
         m.setattr(GodotVecEnv, "step_async", step_async)
         m.setattr(GodotVecEnv, "step_wait", step_wait)
         if fake:
-            m.setattr(ppo, "_resolve_env", lambda args: godot_game("ball_chase", program=FAKE))
-        assert ppo.main([*argv, "--run-dir-root", str(root), "--eval-episodes", "0"]) == 0
+            m.setattr(train, "_resolve_env", lambda args: godot_game("ball_chase", program=FAKE))
+        assert train.main([*argv, "--run-dir-root", str(root), "--eval-episodes", "0"]) == 0
     (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
     model = torch.load(run_dir / "model.pt", weights_only=False)["model"]
     with open(run_dir / "episodes.csv") as f:
@@ -243,7 +243,7 @@ def test_ppo_learns_ball_chase_either_way(tmp_path, headless_export):
         argv = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "16",
                 "--total-timesteps", "150000", "--eval-episodes", "0", "--checkpoint-every", "0",
                 "--run-dir-root", str(root), mode]  # fmt: skip
-        assert ppo.main(argv) == 0
+        assert train.main(argv) == 0
         (run_dir,) = list(root.iterdir())
         out[mode] = _trailing_return(run_dir)
     (piped, n_p), (strict, n_s) = out["--pipeline"], out["--no-pipeline"]

@@ -15,9 +15,12 @@ import pytest
 import torch
 
 from conftest import REPO, wait_gone
-from python_trainer import playback, ppo
+from python_trainer import playback, train
+from python_trainer.agent import Agent
 from python_trainer.checkpoint import save_checkpoint
-from python_trainer.ppo import Agent, Args, Normalizer, load_agent
+from python_trainer.normalization import Normalizer
+from python_trainer.train import Args
+from python_trainer.trained_agent import load_agent
 
 POLICIES = REPO / "exports" / "policies"
 COMMITTED_POLICY = POLICIES / "ball_chase.json"
@@ -153,7 +156,7 @@ def test_policy_written_by_training_equals_the_export_of_its_checkpoint(headless
     # training writes RUN_DIR/policy.json from the actor in memory; exporting the checkpoint file must give the same
     argv = ["--env-id", "ball_chase", "--agents-per-instance", "2", "--num-steps", "32", "--total-timesteps", "128",
             "--eval-episodes", "0", "--checkpoint-every", "1", "--run-dir-root", str(tmp_path / "runs")]  # fmt: skip
-    assert ppo.main(argv) == 0
+    assert train.main(argv) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
     written = playback.read_policy(run_dir / "policy.json")
     exported = playback.read_policy(playback.export_policy(run_dir / "model.pt", tmp_path / "exported.json"))

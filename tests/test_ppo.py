@@ -12,6 +12,10 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from python_trainer import ppo, run_folder
+from python_trainer.checkpoint import load_checkpoint
+from python_trainer import normalization, train, trained_agent
+from python_trainer import agent as agent_mod
+from python_trainer.agent import Agent
 from python_trainer.gym_env import EpisodeStatistics, GymVecEnv
 
 CLEANRL_TAGS = [
@@ -81,19 +85,19 @@ def test_truncated_episode_keeps_its_future_in_the_return():
 def test_agent_log_probs_and_entropy_match_torch_distributions():
     torch.manual_seed(0)
     x = torch.randn(6, 3)
-    agent = ppo.Agent(3, gym.spaces.Discrete(4))
+    agent = Agent(3, gym.spaces.Discrete(4))
     torch.nn.init.normal_(agent.actor[-1].weight)
     a = torch.randint(0, 4, (6,))
-    _, logprob, entropy, _ = agent.get_action_and_value(x, a)
+    _, logprob, entropy, _, _ = agent.get_action_and_value(x, a)
     dist = torch.distributions.Categorical(logits=agent.actor(x))
     torch.testing.assert_close(logprob, dist.log_prob(a))
     torch.testing.assert_close(entropy, dist.entropy())
 
-    agent = ppo.Agent(3, gym.spaces.Box(-1, 1, (2,)))
+    agent = Agent(3, gym.spaces.Box(-1, 1, (2,)))
     with torch.no_grad():
         agent.actor_logstd[:] = torch.tensor([[0.3, -0.7]])
     a = torch.randn(6, 2)
-    _, logprob, entropy, _ = agent.get_action_and_value(x, a)
+    _, logprob, entropy, _, _ = agent.get_action_and_value(x, a)
     dist = torch.distributions.Normal(agent.actor(x), agent.actor_logstd.exp().expand(6, 2))
     torch.testing.assert_close(logprob, dist.log_prob(a).sum(1))
     torch.testing.assert_close(entropy, dist.entropy().sum(1))
@@ -105,7 +109,7 @@ def test_hybrid_agent_sums_one_head_per_key():
     torch.manual_seed(0)
     space = gym.spaces.Dict({"aim": gym.spaces.Box(-1, 1, (1,)), "jump": gym.spaces.Discrete(3),
                              "mode": gym.spaces.Discrete(2), "move": gym.spaces.Box(-1, 1, (2,))})
-    agent = ppo.Agent(3, space)
+    agent = Agent(3, space)
     assert agent.heads == [("aim", "continuous", 1), ("move", "continuous", 2), ("jump", "discrete", 3),
                            ("mode", "discrete", 2)]  # fmt: skip
     assert agent.actor[-1].out_features == 3 + 3 + 2 and agent.action_shape == (5,)
@@ -113,7 +117,7 @@ def test_hybrid_agent_sums_one_head_per_key():
     with torch.no_grad():
         agent.actor_logstd[:] = torch.tensor([[0.3, -0.7, 0.1]])
     x = torch.randn(200, 3)
-    action, logprob, entropy, _ = agent.get_action_and_value(x)
+    action, logprob, entropy, _, _ = agent.get_action_and_value(x)
     assert action.shape == (200, 5) and action.dtype == torch.float32
     assert set(action[:, 3].tolist()) == {0.0, 1.0, 2.0} and set(action[:, 4].tolist()) == {0.0, 1.0}
     out = agent.actor(x)
@@ -122,22 +126,22 @@ def test_hybrid_agent_sums_one_head_per_key():
     expected = normal.log_prob(action[:, :3]).sum(1) + jump.log_prob(action[:, 3].long()) + mode.log_prob(action[:, 4].long())
     torch.testing.assert_close(logprob, expected)
     torch.testing.assert_close(entropy, normal.entropy().sum(1) + jump.entropy() + mode.entropy())
-    _, logprob_again, _, _ = agent.get_action_and_value(x, action)  # the update re-evaluates the stored action
+    _, logprob_again, _, _, _ = agent.get_action_and_value(x, action)  # the update re-evaluates the stored action
     torch.testing.assert_close(logprob_again, logprob)
 
-    env_actions = ppo.env_action(space, np.array([[2.5, -3.0, 0.5, 2.0, 1.0]], np.float32))
+    env_actions = agent_mod.env_action(space, np.array([[2.5, -3.0, 0.5, 2.0, 1.0]], np.float32))
     assert set(env_actions) == {"aim", "jump", "mode", "move"}
     np.testing.assert_array_equal(env_actions["aim"], [[1.0]])
     np.testing.assert_array_equal(env_actions["move"], [[-1.0, 0.5]])
     assert env_actions["jump"].tolist() == [2] and env_actions["mode"].tolist() == [1]
     with torch.no_grad():
-        deterministic, out = agent.act(x[:4]), agent.actor(x[:4])
+        deterministic, out = agent.act(x[:4])[0], agent.actor(x[:4])
     torch.testing.assert_close(deterministic[:, :3], out[:, :3])
     torch.testing.assert_close(deterministic[:, 3:], torch.stack([out[:, 3:6].argmax(1), out[:, 6:8].argmax(1)], 1).float())
 
-    multi = ppo.Agent(3, gym.spaces.MultiDiscrete([3, 2]))  # several discrete keys (a Godot game's MultiDiscrete)
+    multi = Agent(3, gym.spaces.MultiDiscrete([3, 2]))  # several discrete keys (a Godot game's MultiDiscrete)
     assert multi.heads == [("0", "discrete", 3), ("1", "discrete", 2)] and not hasattr(multi, "actor_logstd")
-    assert ppo.env_action(gym.spaces.MultiDiscrete([3, 2]), np.array([[2.0, 1.0]], np.float32)).tolist() == [[2, 1]]
+    assert agent_mod.env_action(gym.spaces.MultiDiscrete([3, 2]), np.array([[2.0, 1.0]], np.float32)).tolist() == [[2, 1]]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -245,7 +249,7 @@ def test_smoke_run_writes_every_tag_and_a_reloadable_model(tmp_path, env_id, ext
         "--checkpoint-every",
         "1",
     ]
-    assert ppo.main(argv) == 0
+    assert train.main(argv) == 0
     (run_dir,) = _run_dirs(tmp_path)
     assert run_dir.name.startswith(f"{env_id}__ppo__1__")
     acc, scalars = _scalars(run_dir)
@@ -258,7 +262,7 @@ def test_smoke_run_writes_every_tag_and_a_reloadable_model(tmp_path, env_id, ext
         assert (run_dir / name).is_file(), name
     assert json.loads((run_dir / "args.json").read_text())["env_id"] == env_id
 
-    loaded = ppo.load_agent(run_dir / "model.pt")
+    loaded = trained_agent.load_agent(run_dir / "model.pt")
     assert loaded.env_id == env_id and loaded.global_step == total
     continuous = env_id == "Pendulum-v1"
     assert loaded.normalizer.norm_obs == continuous and loaded.normalizer.norm_reward == continuous
@@ -272,15 +276,15 @@ def test_smoke_run_writes_every_tag_and_a_reloadable_model(tmp_path, env_id, ext
 
 def test_resume_continues_at_the_saved_global_step(tmp_path, capsys):
     base = ["--num-envs", "2", "--num-steps", "128", "--eval-episodes", "0", "--run-dir-root", str(tmp_path)]
-    assert ppo.main([*base, "--total-timesteps", "1024", "--checkpoint-every", "1"]) == 0
+    assert train.main([*base, "--total-timesteps", "1024", "--checkpoint-every", "1"]) == 0
     (run_dir,) = _run_dirs(tmp_path)
-    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 1024
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 1024
     capsys.readouterr()
 
     # flags not given (num-envs, num-steps, ...) come from the run's args.json
-    assert ppo.main(["--resume", str(run_dir), "--total-timesteps", "2048"]) == 0
+    assert train.main(["--resume", str(run_dir), "--total-timesteps", "2048"]) == 0
     assert "resuming" in capsys.readouterr().out and _run_dirs(tmp_path) == [run_dir]
-    ckpt = ppo.load_checkpoint(run_dir / "checkpoint.pt")
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert (ckpt["global_step"], ckpt["update"]) == (2048, 8)
     _, scalars = _scalars(run_dir)
     # One event per update, nothing repeated or skipped. Sorted: the two runs' event files are read in the order of
@@ -291,13 +295,13 @@ def test_resume_continues_at_the_saved_global_step(tmp_path, capsys):
     assert lr[1280] == pytest.approx(2.5e-4 * (1 - 4 / 8))  # update 5 of 8: the annealing continued, not restarted
 
     # wrong env / no checkpoint: clear errors, the checkpoint is untouched
-    assert ppo.main(["--resume", str(run_dir), "--env-id", "Pendulum-v1"]) == 2
+    assert train.main(["--resume", str(run_dir), "--env-id", "Pendulum-v1"]) == 2
     assert "godot-ppo train: error:" in capsys.readouterr().err
     empty = tmp_path / "empty_run"
     empty.mkdir()
-    assert ppo.main(["--resume", str(empty)]) == 2
+    assert train.main(["--resume", str(empty)]) == 2
     assert "no checkpoint.pt" in capsys.readouterr().err
-    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 2048
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 2048
 
 
 def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path, monkeypatch, capsys):
@@ -315,10 +319,10 @@ def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(GymVecEnv, "close_extras", lambda self, **kw: closed.append(True))
     argv = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "4096", "--checkpoint-every", "100",
             "--run-dir-root", str(tmp_path)]  # fmt: skip
-    assert ppo.main(argv) == 130
+    assert train.main(argv) == 130
     assert closed  # envs.close() ran
     (run_dir,) = _run_dirs(tmp_path)
-    ckpt = ppo.load_checkpoint(run_dir / "checkpoint.pt")
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert (ckpt["global_step"], ckpt["update"]) == (4 * 128, 4)
     assert "--resume" in capsys.readouterr().err
     assert not (run_dir / "checkpoint.pt.tmp").exists()
@@ -326,16 +330,16 @@ def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path, monkeypatch, capsys):
 
 def test_inconsistent_sizes_and_unknown_env_are_clear_errors(tmp_path, capsys):
     root = ["--run-dir-root", str(tmp_path)]
-    assert ppo.main(["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4", *root]) == 2
+    assert train.main(["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4", *root]) == 2
     err = capsys.readouterr().err
     assert err.startswith("godot-ppo train: error:") and "--num-minibatches" in err and "15" in err
-    assert ppo.main(["--num-envs", "4", "--num-steps", "128", "--total-timesteps", "100", *root]) == 2
+    assert train.main(["--num-envs", "4", "--num-steps", "128", "--total-timesteps", "100", *root]) == 2
     assert "--total-timesteps" in capsys.readouterr().err
-    assert ppo.main(["--env-id", "NoSuchEnv-v9", *root]) == 2
+    assert train.main(["--env-id", "NoSuchEnv-v9", *root]) == 2
     err = capsys.readouterr().err
     assert "NoSuchEnv-v9" in err and "ball_chase" in err
     assert (
-        ppo.main(
+        train.main(
             ["--env-id", "ball_chase", "--num-envs", "10", "--num-instances", "2", "--agents-per-instance", "4", *root]
         )
         == 2
@@ -368,9 +372,9 @@ def test_nan_observations_and_unsupported_spaces_are_clear_errors(tmp_path, caps
     gym.register("TestMultiBinary-v0", entry_point=_MultiBinaryActions)
     try:
         root = ["--run-dir-root", str(tmp_path), "--num-envs", "2", "--num-steps", "8", "--total-timesteps", "64"]
-        assert ppo.main(["--env-id", "TestNanObs-v0", *root]) == 2
+        assert train.main(["--env-id", "TestNanObs-v0", *root]) == 2
         assert "NaN" in capsys.readouterr().err
-        assert ppo.main(["--env-id", "TestMultiBinary-v0", *root]) == 2
+        assert train.main(["--env-id", "TestMultiBinary-v0", *root]) == 2
         assert "MultiBinary" in capsys.readouterr().err
     finally:
         gym.registry.pop("TestNanObs-v0")
@@ -378,9 +382,9 @@ def test_nan_observations_and_unsupported_spaces_are_clear_errors(tmp_path, caps
 
 
 def test_auto_normalisation_flags_parse():
-    assert ppo._bool_flag_aliases(["--norm-obs", "--no-norm-reward", "--seed", "3"]) == [
+    assert normalization.bool_flag_aliases(["--norm-obs", "--no-norm-reward", "--seed", "3"]) == [
         "--norm-obs", "True", "--norm-reward", "False", "--seed", "3"]  # fmt: skip
-    assert run_folder.explicit_fields(["--env-id=Pendulum-v1", "--no-anneal-lr", "--seed", "3"], ppo.Args) == {
+    assert run_folder.explicit_fields(["--env-id=Pendulum-v1", "--no-anneal-lr", "--seed", "3"], train.Args) == {
         "env_id",
         "anneal_lr",
         "seed",
@@ -389,27 +393,23 @@ def test_auto_normalisation_flags_parse():
 
 def test_target_kl_stops_the_update_epochs_early(tmp_path):
     base = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--eval-episodes", "0"]
-    assert ppo.main([*base, "--run-dir-root", str(tmp_path / "a"), "--target-kl", "1e-9"]) == 0
-    assert ppo.main([*base, "--run-dir-root", str(tmp_path / "b")]) == 0
+    assert train.main([*base, "--run-dir-root", str(tmp_path / "a"), "--target-kl", "1e-9"]) == 0
+    assert train.main([*base, "--run-dir-root", str(tmp_path / "b")]) == 0
     (stopped,), (full,) = _run_dirs(tmp_path / "a"), _run_dirs(tmp_path / "b")
     # after the first gradient step any KL exceeds 1e-9: the update stops inside epoch 1 (0 epochs completed)
     assert [v for _, v in _scalars(stopped)[1]["diagnostics/update_epochs_done"]] == [0.0, 0.0]
     assert [v for _, v in _scalars(full)[1]["diagnostics/update_epochs_done"]] == [4.0, 4.0]
 
 
-def test_no_import_cycle():
-    """ppo does not import playback; checkpoint, policy_file and run_folder import neither ppo nor playback."""
-    code = (
-        "import sys\n"
-        "for name in ('checkpoint', 'policy_file', 'run_folder', 'ppo'):\n"
-        "    __import__('python_trainer.' + name)\n"
-        "    loaded = {m for m in ('python_trainer.ppo', 'python_trainer.playback') if m in sys.modules}\n"
-        "    allowed = {'python_trainer.ppo'} if name == 'ppo' else set()\n"
-        "    assert loaded == allowed, (name, sorted(loaded))\n"
-    )
+def test_no_import_cycle_and_the_layering_holds():
+    """scripts/import_graph.py: no cycle among python_trainer's modules (imports inside functions counted), no module
+    importing a higher layer, ppo.py the algorithm alone (it imports flags only) and at most 400 lines."""
     repo = Path(__file__).resolve().parent.parent
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=repo)
-    assert result.returncode == 0, result.stderr
+    result = subprocess.run([sys.executable, "scripts/import_graph.py"], capture_output=True, text=True, timeout=60,
+                            cwd=repo)  # fmt: skip
+    assert result.returncode == 0 and "cycles: none; layering breaks: none" in result.stdout, result.stdout[-3000:]
+    assert "  ppo -> flags\n" in result.stdout
+    assert len((repo / "python_trainer" / "ppo.py").read_text().splitlines()) <= 400
 
 
 def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
@@ -425,14 +425,14 @@ def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
     root = tmp_path / "runs"
     argv = ["--env-path", str(script), "--agents-per-instance", "4", "--num-steps", "16", "--num-minibatches", "2",
             "--total-timesteps", "128", "--eval-episodes", "2", "--checkpoint-every", "1", "--run-dir-root", str(root)]
-    assert ppo.main(argv) == 0
+    assert train.main(argv) == 0
     (run_dir,) = _run_dirs(root)
-    loaded = ppo.load_agent(run_dir)
+    loaded = trained_agent.load_agent(run_dir)
     assert loaded.action_space == gym.spaces.Dict({"a0": gym.spaces.Box(-1, 1, (2,), np.float32),
                                                    "a1": gym.spaces.Discrete(3)})  # fmt: skip
     assert loaded.agent.heads == [("a0", "continuous", 2), ("a1", "discrete", 3)] and loaded.global_step == 128
     policy = json.loads((run_dir / "policy.json").read_text())  # for in-engine playback: one rule per key
     assert policy["action_rule"] == "per_key" and policy["action_keys"] == [
         {"key": "a0", "action_type": "continuous", "size": 2}, {"key": "a1", "action_type": "discrete", "size": 3}]
-    assert ppo.main(["--resume", str(run_dir), "--total-timesteps", "192"]) == 0
-    assert ppo.load_agent(run_dir).global_step == 192
+    assert train.main(["--resume", str(run_dir), "--total-timesteps", "192"]) == 0
+    assert trained_agent.load_agent(run_dir).global_step == 192

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO, alive, descendants, wait_gone
-from python_trainer import ppo
+from python_trainer import running_stats, train, trained_agent
+from python_trainer.checkpoint import load_checkpoint
 from python_trainer.ray_rollouts import WORKERS_JSON, RolloutWorker, _added_moments, export_digest
 from test_ppo import _run_dirs, _scalars
 
@@ -64,7 +65,7 @@ def test_two_nodes_train_record_where_and_leave_no_game(cluster, tmp_path, headl
     assert wait_gone([w["pid"] for w in where], timeout=10) == [], "a Ray worker outlived the run"
     _, scalars = _scalars(run_dir)
     assert {"ray/worker_0_steps_per_s", "ray/worker_1_steps_per_s", "ray/fragment_bytes"} <= set(scalars)
-    assert ppo.load_agent(run_dir).global_step == 49152
+    assert trained_agent.load_agent(run_dir).global_step == 49152
     for w in (0, 1):  # each worker's game logs under the run's name
         assert (run_dir / "workers" / f"worker_{w}" / "logs" / "instance_0.log").exists()
     # learning: a random ball_chase policy's episodes return about -1.1 (the first episodes of every run here);
@@ -72,6 +73,31 @@ def test_two_nodes_train_record_where_and_leave_no_game(cluster, tmp_path, headl
     rows = np.loadtxt(run_dir / "episodes.csv", delimiter=",", skiprows=1, ndmin=2)
     late = rows[rows[:, 0] > 49152 / 2, 1]
     assert len(late) >= 16 and late.mean() > 0.0, rows
+
+
+def test_lstm_and_rnd_train_on_two_nodes_and_resume(cluster, tmp_path, headless_export):
+    """--lstm --rnd with Ray: two updates on the two nodes (each worker keeps its agents' LSTM state and rates its
+    observations with the learner's RND; RND's warm-up runs in the workers), then --resume for two more."""
+    memory = ["--env-id", "memory", "--lstm", "--rnd", "--ray-workers", "2", "--num-steps", "64"]
+    out = subprocess.run(_train(tmp_path, cluster.address, *memory, total=4096), cwd=REPO, capture_output=True,
+                         text=True, timeout=240)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    (run_dir,) = _run_dirs(tmp_path)
+    assert len({w["node_id"] for w in _where(run_dir)}) == 2
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["global_step"] == 4096 and ckpt["update"] == 2
+    assert any(k.startswith("lstm.") for k in ckpt["model"]) and ckpt["model"]["critic.0.weight"].shape[0] == 2
+    # the workers' warm-up (50 random steps x 32 envs) and the two rollouts' reached observations (2 x 64 x 32)
+    assert ckpt["rnd"]["stats"]["obs_rms"]["count"] == pytest.approx(50 * 32 + 2 * 64 * 32, abs=1)
+    _, scalars = _scalars(run_dir)
+    assert {"charts/intrinsic_reward", "losses/rnd_loss", "ray/worker_1_steps_per_s"} <= set(scalars)
+    out = subprocess.run([sys.executable, "-m", "python_trainer", "train", "--resume", str(run_dir),
+                          "--total-timesteps", "8192"], cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"resuming {run_dir} at global step 4096 (update 2/4)" in out.stdout
+    assert load_checkpoint(run_dir / "model.pt")["global_step"] == 8192
+    assert json.loads((run_dir / "policy.json").read_text())["lstm"]["hidden_size"] == 64
+    assert wait_gone([p for w in _where(run_dir) for p in (w["pid"], *w["game_pids"])], timeout=15) == []
 
 
 def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, headless_export):
@@ -92,7 +118,7 @@ def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, h
     assert "worker 1" in err and "restart 1/3" in err, err[-3000:]
     after = _where(run_dir)
     assert after[1]["pid"] != before["pid"] and after[1]["game_pids"] != before["game_pids"]
-    assert ppo.load_agent(run_dir).global_step == 16384
+    assert trained_agent.load_agent(run_dir).global_step == 16384
     assert wait_gone([p for w in after for p in w["game_pids"]], timeout=10) == []
 
 
@@ -114,7 +140,7 @@ def test_a_worker_out_of_restarts_stops_the_run_with_a_checkpoint_naming_it(clus
     node = f"node {where[1]['node_ip']} (Ray node id {where[1]['node_id'][:12]})"
     assert f"Ray worker 1 (pid {where[1]['pid']}) on {node} died after 0 restart(s)" in err, err[-3000:]
     assert f"continue with: godot-ppo train --resume {run_dir}" in err
-    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 2 * 16 * 128
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 2 * 16 * 128
     assert wait_gone([p for w in where for p in (w["pid"], *w["game_pids"])], timeout=15) == []
 
 
@@ -155,7 +181,7 @@ def test_an_address_without_a_cluster_is_named_within_seconds(tmp_path):
 
 
 def test_ray_flags_without_an_address_are_refused(tmp_path, capsys):
-    assert ppo.main(["--ray-workers", "3", "--run-dir-root", str(tmp_path)]) == 2
+    assert train.main(["--ray-workers", "3", "--run-dir-root", str(tmp_path)]) == 2
     assert "--ray-workers is for Ray rollout workers: add --ray-address local" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
@@ -178,7 +204,7 @@ def test_ctrl_c_with_a_local_ray_checkpoints_and_ends_every_process(tmp_path, he
             proc.communicate()
     assert proc.returncode == 130, err[-3000:]
     assert "--resume" in err
-    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 16 * 128
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 16 * 128
     pids = [p for w in where for p in (w["pid"], *w["game_pids"])] + rays
     assert wait_gone(pids, timeout=15) == [], [p for p in pids if alive(p)]
 
@@ -195,9 +221,9 @@ def test_one_ray_worker_trains_the_model_the_local_path_trains(cluster, tmp_path
             out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
             assert out.returncode == 0, out.stderr[-3000:]
         else:
-            assert ppo.main(argv) == 0
+            assert train.main(argv) == 0
         (run_dir,) = _run_dirs(tmp_path / name)
-        models.append(ppo.load_checkpoint(run_dir / "model.pt")["model"])
+        models.append(load_checkpoint(run_dir / "model.pt")["model"])
     assert models[0].keys() == models[1].keys()
     for key in models[0]:
         assert (models[0][key] == models[1][key]).all(), key
@@ -207,14 +233,13 @@ def test_a_node_without_the_binary_is_refused_at_start_naming_it(cluster, tmp_pa
     """The learner says the game is at a path where no node has it: every worker refuses before any game starts."""
     from python_trainer import ray_rollouts
     from python_trainer.game import resolve_env
-    from python_trainer.run_folder import TrainError
 
     missing = tmp_path / "elsewhere" / "rl_games.x86_64"
     monkeypatch.setattr(ray_rollouts, "export_digest", lambda paths: {str(missing): "0" * 64})  # the learner only
-    args = ppo.Args(env_id="ball_chase", num_instances=1, agents_per_instance=2, ray_address=cluster.address)
+    args = train.Args(env_id="ball_chase", num_instances=1, agents_per_instance=2, ray_address=cluster.address)
     game = resolve_env("ball_chase")
-    with pytest.raises(TrainError) as e:
-        ray_rollouts.RayRollouts(game, args, tmp_path, ppo._env_kwargs(args, game, 0, tmp_path), say=print)
+    with pytest.raises(ray_rollouts.RaySetupError) as e:
+        ray_rollouts.RayRollouts(game, args, tmp_path, train._env_kwargs(args, game, 0, tmp_path), say=print)
     assert f"has no game file at {missing}: copy the same exports" in str(e.value)
     assert str(e.value).startswith("node "), str(e.value)
     assert not (tmp_path / "workers").exists()  # no worker started its games
@@ -234,7 +259,7 @@ def test_a_node_with_another_binary_is_refused_naming_it(tmp_path):
 
 
 def _copy(rms):
-    out = ppo.RunningMeanStd(shape=rms.mean.shape)
+    out = running_stats.RunningMeanStd(shape=rms.mean.shape)
     out.mean, out.var, out.count = rms.mean.copy(), rms.var.copy(), rms.count
     return out
 
@@ -244,7 +269,7 @@ def test_merged_moments_equal_the_moments_of_all_the_data():
     each added and ends where it would have seeing all the data itself."""
     rng = np.random.default_rng(0)
     data = [rng.normal(i, 1 + i, (50, 3)) for i in range(3)]
-    learner = ppo.RunningMeanStd(shape=(3,))
+    learner = running_stats.RunningMeanStd(shape=(3,))
     learner.update(data[0])
     start = _copy(learner)
     workers = [_copy(start) for _ in data[1:]]

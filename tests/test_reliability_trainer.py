@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from conftest import REPO, descendants, read_line, wait_gone
-from python_trainer import ppo, run_folder
+from python_trainer import run_folder, train
+from python_trainer.checkpoint import load_checkpoint
 from python_trainer.policy_file import PolicyFileError, read_policy
 
 TRAIN = [sys.executable, "-m", "python_trainer", "train"]
@@ -84,7 +85,7 @@ def test_sigterm_and_sighup_stop_training_like_ctrl_c(tmp_path, headless_export,
     assert code == 128 + sig, err
     assert f"interrupted by {sig.name}" in err and "godot-ppo train --resume" in err and "Traceback" not in err
     run_dir = _only_run_dir(tmp_path)
-    ckpt = ppo.load_checkpoint(run_dir / "checkpoint.pt")
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert ckpt["global_step"] >= 128 * 20 and ckpt["global_step"] == 128 * ckpt["update"]
     assert wait_gone(games, timeout=10) == [], "a Godot process outlived the stopped training"
 
@@ -111,13 +112,13 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_still_checkpoints(tmp_path)
         _finish(proc, timeout=1)
     assert code == 128 + signal.SIGTERM, err
     assert "interrupted by SIGTERM" in err and "--resume" in err
-    assert ppo.load_checkpoint(ckpt_path)["update"] >= 3
+    assert load_checkpoint(ckpt_path)["update"] >= 3
 
 
 # A driver for the two racy moments: a signal in the middle of a checkpoint's write, or in the middle of an update.
 _DRIVER = r"""
 import os, signal, sys, torch
-from python_trainer import ppo
+from python_trainer import train
 where, argv = sys.argv[1], sys.argv[2:]
 calls = {"save": 0, "clip": 0}
 real_save, real_clip = torch.save, torch.nn.utils.clip_grad_norm_
@@ -138,7 +139,7 @@ def clip(*a, **k):
     return real_clip(*a, **k)
 
 torch.save, torch.nn.utils.clip_grad_norm_ = save, clip
-sys.exit(ppo.main(argv))
+sys.exit(train.main(argv))
 """
 
 
@@ -151,11 +152,11 @@ def test_a_signal_while_writing_a_checkpoint_or_updating_corrupts_nothing(tmp_pa
     assert "SIGHUP received: already stopping" in err and "--resume" in err and "Traceback" not in err
     run_dir = _only_run_dir(tmp_path)
     assert not (run_dir / "checkpoint.pt.tmp").exists()
-    ckpt = ppo.load_checkpoint(run_dir / "checkpoint.pt")
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert (ckpt["update"], ckpt["global_step"]) == (2, 1024)  # the last completed update
     code, err = _finish(_start([*TRAIN, "--resume", str(run_dir), "--total-timesteps", "2048"]))
     assert code == 0, err
-    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 2048
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 2048
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
@@ -203,7 +204,7 @@ def test_resume_of_a_run_still_training_is_refused_naming_its_pid(tmp_path):
     try:
         _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), holder, 60, "first checkpoint")
         run_dir = _only_run_dir(tmp_path)
-        step = ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
+        step = load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
         code, err = _finish(_start([*TRAIN, "--resume", str(run_dir), "--total-timesteps", str(step + 1024)]))
         assert code == 2, err
         (line,) = err.strip().splitlines()
@@ -213,10 +214,10 @@ def test_resume_of_a_run_still_training_is_refused_naming_its_pid(tmp_path):
         holder.wait(timeout=10)
     finally:
         _finish(holder, timeout=1)
-    step = ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
+    step = load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
     code, err = _finish(_start([*TRAIN, "--resume", str(run_dir), "--total-timesteps", str(step + 1024)]))
     assert code == 0, err
-    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == step + 1024
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == step + 1024
 
 
 def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
@@ -254,7 +255,7 @@ def test_an_instance_out_of_restarts_ends_with_a_checkpoint_and_the_resume_hint(
     error = [line for line in err.splitlines() if line.startswith("godot-ppo train: error:")]
     assert len(error) == 1 and "--max-restarts" in error[0] and "giving up" in error[0]
     assert "godot-ppo train --resume" in err
-    ckpt = ppo.load_checkpoint(_only_run_dir(tmp_path) / "checkpoint.pt")
+    ckpt = load_checkpoint(_only_run_dir(tmp_path) / "checkpoint.pt")
     assert ckpt["global_step"] >= 128 * 20 and ckpt["args"]["max_restarts"] == 0
     assert wait_gone(games, timeout=10) == []
 
@@ -272,7 +273,7 @@ def test_a_closed_stdout_ends_with_a_checkpoint_and_the_resume_hint(tmp_path):
     assert code == 1, err
     assert "broken pipe" in err and "godot-ppo train --resume" in err
     assert "Traceback" not in err and "Exception ignored" not in err
-    assert ppo.load_checkpoint(_only_run_dir(tmp_path) / "checkpoint.pt")["global_step"] >= 512 * 20
+    assert load_checkpoint(_only_run_dir(tmp_path) / "checkpoint.pt")["global_step"] >= 512 * 20
 
 
 def test_an_unexpected_error_keeps_the_model_and_its_traceback(tmp_path, monkeypatch, capsys):
@@ -286,11 +287,11 @@ def test_an_unexpected_error_keeps_the_model_and_its_traceback(tmp_path, monkeyp
     monkeypatch.setattr(run_folder.RunLog, "progress", progress)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     argv = [*CARTPOLE, "--total-timesteps", str(512 * 10), "--checkpoint-every", "0", "--run-dir-root", str(tmp_path)]
-    assert ppo.main(argv) == 1
+    assert train.main(argv) == 1
     err = capsys.readouterr().err
     assert "godot-ppo train: error: RuntimeError: a bug in the logging" in err and "--resume" in err
     run_dir = _only_run_dir(tmp_path)
-    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["update"] == 3
+    assert load_checkpoint(run_dir / "checkpoint.pt")["update"] == 3
     assert "Traceback" in (run_dir / "error.log").read_text()
     assert {s: signal.getsignal(s) for s in handlers} == handlers  # the policy is undone when main returns
 
@@ -304,9 +305,9 @@ def test_max_restarts_and_step_timeout_reach_the_env(tmp_path, monkeypatch, caps
         seen.update(kw)
         raise vec_env.GameError("stop here")
 
-    monkeypatch.setattr(vec_env, "make_vec_env", make_vec_env)
+    monkeypatch.setattr(train, "make_vec_env", make_vec_env)  # the train command's envs come from it
     argv = ["--env-id", "ball_chase", "--max-restarts", "5", "--step-timeout", "7.5", "--run-dir-root", str(tmp_path)]
-    assert ppo.main(argv) == 2 and "stop here" in capsys.readouterr().err
+    assert train.main(argv) == 2 and "stop here" in capsys.readouterr().err
     assert (seen["max_restarts"], seen["step_timeout"]) == (5, 7.5)
 
 
@@ -331,7 +332,7 @@ def no_game(monkeypatch):
     ("--target-kl", "nan"), ("--max-restarts", "-1"), ("--step-timeout", "0"), ("--checkpoint-every", "-1"),
 ])  # fmt: skip
 def test_bad_values_are_refused_before_any_game_starts(tmp_path, capsys, no_game, headless_export, flag, value):
-    assert ppo.main(["--env-id", "ball_chase", flag, value, "--run-dir-root", str(tmp_path)]) == 2
+    assert train.main(["--env-id", "ball_chase", flag, value, "--run-dir-root", str(tmp_path)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"godot-ppo train: error: {flag} ") and f"e.g. {flag} " in line
     assert not tmp_path.exists() or not any(tmp_path.iterdir())  # no run folder left behind
@@ -348,14 +349,14 @@ def test_the_env_refuses_unbounded_instances_before_starting_any(monkeypatch):
 
 
 def test_an_empty_or_truncated_checkpoint_says_what_it_is(tmp_path, capsys):
-    assert ppo.main([*CARTPOLE, "--total-timesteps", "512", "--checkpoint-every", "1",
+    assert train.main([*CARTPOLE, "--total-timesteps", "512", "--checkpoint-every", "1",
                      "--run-dir-root", str(tmp_path)]) == 0  # fmt: skip
     run_dir = _only_run_dir(tmp_path)
     data = (run_dir / "checkpoint.pt").read_bytes()
     capsys.readouterr()
     for content, words in [(b"", "empty file"), (data[: len(data) // 2], "truncated"), (b"hello", "not a checkpoint")]:
         (run_dir / "checkpoint.pt").write_bytes(content)
-        assert ppo.main(["--resume", str(run_dir)]) == 2
+        assert train.main(["--resume", str(run_dir)]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert words in line and "()" not in line, line
 

@@ -7,7 +7,8 @@ import sys
 import time
 
 from conftest import REPO, descendants, wait_gone
-from python_trainer import ppo
+from python_trainer import train, trained_agent
+from python_trainer.checkpoint import load_checkpoint
 from test_ppo import CLEANRL_TAGS, _run_dirs, _scalars
 
 
@@ -15,7 +16,7 @@ def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_e
     argv = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "2", "--num-steps", "256",
             "--total-timesteps", "2048", "--eval-episodes", "2", "--checkpoint-every", "1",
             "--run-dir-root", str(tmp_path)]  # fmt: skip
-    assert ppo.main(argv) == 0
+    assert train.main(argv) == 0
     (run_dir,) = _run_dirs(tmp_path)
     _, scalars = _scalars(run_dir)
     assert not [t for t in CLEANRL_TAGS if t not in scalars]
@@ -24,7 +25,7 @@ def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_e
     policy = json.loads((run_dir / "policy.json").read_text())
     assert policy["env"] == "ball_chase" and policy["observation_size"] == 12
     assert policy["action_keys"] == [{"key": "move", "action_type": "continuous", "size": 2}]
-    assert ppo.load_agent(run_dir).global_step == 2048
+    assert trained_agent.load_agent(run_dir).global_step == 2048
 
 
 def test_ctrl_c_saves_a_checkpoint_and_leaves_no_godot_process(tmp_path, headless_export):
@@ -50,5 +51,5 @@ def test_ctrl_c_saves_a_checkpoint_and_leaves_no_godot_process(tmp_path, headles
     assert proc.returncode == 130, err
     assert "--resume" in err
     (run_dir,) = _run_dirs(tmp_path)
-    assert ppo.load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 4 * 32
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 4 * 32
     assert wait_gone(games, timeout=10) == [], "a Godot process outlived the interrupted training"

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from conftest import REPO, wait_gone
-from python_trainer import launcher, playback, ppo
+from python_trainer import launcher, playback, train
 from python_trainer.game import GodotGame, Program, godot_game
 
 COMMITTED_POLICY = REPO / "exports" / "policies" / "ball_chase.json"
@@ -145,7 +145,7 @@ def test_watcher_keeps_playing_through_a_half_written_policy(tmp_path, windowed_
 
 
 def test_watch_needs_a_godot_game(tmp_path):
-    assert ppo.main(["--env-id", "CartPole-v1", "--watch", "--run-dir-root", str(tmp_path)]) == 2
+    assert train.main(["--env-id", "CartPole-v1", "--watch", "--run-dir-root", str(tmp_path)]) == 2
     assert not list(tmp_path.iterdir())
 
 

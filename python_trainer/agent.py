@@ -1,0 +1,230 @@
+"""The agent: separate 64-64 tanh actor and critic (CleanRL's), orthogonal init, one actor head per action key.
+
+One head per key, so a game's action space may mix continuous and discrete keys: a Categorical over logits for
+each discrete key and Normal(mean, exp(log_std)) with a state-independent log-std for the continuous values; the
+keys are independent given s, so pi(a|s) is their product (log-probabilities and entropies add up). For a Discrete
+space this is CleanRL's ppo.py (the action is one int64 index); for any other space the action is one flat float
+row: the continuous values, then one index per discrete head (a Box space: CleanRL's ppo_continuous_action.py).
+
+The agent is the slot ppo.py and the rollout fill: whatever its kind (this MLP, or recurrent.RecurrentAgent), they
+call the same methods, and an agent without memory simply has none:
+
+    state = agent.initial_state(num_envs)                        # NO_STATE here; an LSTM's (h, c) there
+    action, logprob, entropy, value, state = agent.get_action_and_value(x, action=None, state, done)
+    value = agent.get_value(x, state, done)                      # (batch, 1), or (batch, 2) with RND's V_int
+    for mb_inds, mb_envs in agent.minibatches(b_inds, num_steps, num_minibatches): ...   # one epoch
+    action, state = agent.act(x, deterministic=True, state, done)                       # playback, evaluation
+
+``done[t] = 1`` where obs[t] starts an episode (see recurrent.py); `env_action` turns the agent's action into the
+env's (Box values clipped to the space, discrete indices as integers, a Dict space's {key: values}).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+
+CONTINUOUS, DISCRETE = "continuous", "discrete"
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def action_heads(action_space: gym.Space) -> list[tuple[Optional[str], str, int]]:
+    """The actor's heads [(key, kind, size)] in the order of its outputs: the continuous values first (Gaussian
+    means), then one categorical head (logits) per discrete choice.
+
+    Discrete(n): one categorical head; 1-D Box(d): one Gaussian head of d values; MultiDiscrete(nvec): one categorical
+    head per entry; Dict (a Godot game with action keys of both kinds, vec_env's hybrid space): its continuous keys,
+    then its discrete keys, each in sorted key order (policy_file.action_keys lists them the same way).
+    Raises ValueError for any other space.
+    """
+    if isinstance(action_space, gym.spaces.Discrete):
+        return [(None, DISCRETE, int(action_space.n))]
+    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+        return [(None, CONTINUOUS, int(action_space.shape[0]))]
+    if isinstance(action_space, gym.spaces.MultiDiscrete) and len(action_space.shape) == 1:
+        return [(str(i), DISCRETE, int(n)) for i, n in enumerate(action_space.nvec)]
+    if isinstance(action_space, gym.spaces.Dict) and len(action_space.spaces):
+        heads = []
+        for key, space in action_space.spaces.items():
+            if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+                heads.append((key, CONTINUOUS, int(space.shape[0])))
+            elif isinstance(space, gym.spaces.Discrete):
+                heads.append((key, DISCRETE, int(space.n)))
+            else:
+                raise ValueError(f"action key {key!r}: {space} is neither a 1-D Box nor Discrete")
+        return sorted(heads, key=lambda h: (h[1] != CONTINUOUS, h[0]))
+    raise ValueError(f"{action_space} is not Discrete, a 1-D Box, MultiDiscrete or a Dict of those")
+
+
+class NoState:
+    """The memory of an agent that has none: indexing it, storing into it and copying it all give nothing, so the
+    rollout and the update treat every agent's state alike."""
+
+    def __getitem__(self, envs):
+        return self
+
+    def __setitem__(self, envs, value):
+        pass
+
+    def clone(self):
+        return self
+
+    def __reduce__(self):  # pickled (a Ray fragment) as the one instance
+        return "NO_STATE"
+
+
+NO_STATE = NoState()
+
+
+class Agent(nn.Module):
+    """The MLP agent. ``rnd``: the critic has a second output, RND's intrinsic value V_int(s) (rnd.py)."""
+
+    recurrent = False
+
+    def __init__(self, obs_dim: int, action_space: gym.Space, rnd: bool = False):
+        super().__init__()
+        self.obs_dim = int(obs_dim)
+        self.heads = action_heads(action_space)
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        self.n_continuous = sum(size for _, kind, size in self.heads if kind == CONTINUOUS)
+        self.logit_slices = []  # (start, end) of each discrete head's logits in the actor's output
+        n_out = self.n_continuous
+        for _, kind, size in self.heads:
+            if kind == DISCRETE:
+                self.logit_slices.append((n_out, n_out + size))
+                n_out += size
+        # the rollout buffer's row per env: one int64 index (Discrete) or the flat float action
+        self.action_shape = () if self.discrete else (self.n_continuous + len(self.logit_slices),)
+        self.n_values = 2 if rnd else 1  # V(s), and with RND the intrinsic value V_int(s): its own output
+        self.build(obs_dim, n_out)
+        if self.n_continuous:
+            self.actor_logstd = nn.Parameter(torch.zeros(1, self.n_continuous))
+
+    def build(self, obs_dim: int, n_out: int) -> None:
+        """The networks (their creation order is the order of the random initialisation and of the parameters)."""
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, self.n_values), std=1.0),
+        )
+        self.actor = nn.Sequential(  # continuous means, then each discrete head's logits
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, n_out), std=0.01),
+        )
+
+    # ------------------------------------------------------------------------------------------ the slot's methods
+    def initial_state(self, num_envs: int):
+        return NO_STATE
+
+    def features(self, x, state=NO_STATE, done=None):
+        """What the heads see, and the state after x: here the observation itself (each head has its own 64-64)."""
+        return x, state
+
+    def get_value(self, x, state=NO_STATE, done=None):
+        """V(s) as (batch, 1), or (batch, 2) = (V_ext, V_int) with RND."""
+        return self.critic(self.features(x, state, done)[0])
+
+    def get_action_and_value(self, x, action=None, state=NO_STATE, done=None):
+        """(a ~ pi(.|s) unless given, log pi(a|s), entropy H[pi(.|s)], V(s), the state after x), written out instead
+        of going through torch.distributions (same numbers, half the per-call cost on these tiny batches)."""
+        h, state = self.features(x, state, done)
+        action, logprob, entropy = self._policy(self.actor(h), action)
+        return action, logprob, entropy, self.critic(h), state
+
+    def act(self, x, deterministic=True, state=NO_STATE, done=None):
+        """(actions, the state after x) for playback/evaluation: the mean of each continuous value (unclipped) and the
+        argmax of each discrete head's logits, or a sample with ``deterministic=False``."""
+        h, state = self.features(x, state, done)
+        out = self.actor(h)
+        action = self._deterministic(out) if deterministic else self._policy(out, None)[0]
+        return action, state
+
+    def minibatches(self, b_inds: np.ndarray, num_steps: int, num_minibatches: int):
+        """One epoch's minibatches as (indices into the flat batch, their envs: None), CleanRL's way: ``b_inds``
+        shuffled in place (so each epoch shuffles the last), then cut in ``num_minibatches`` equal parts."""
+        np.random.shuffle(b_inds)
+        size = len(b_inds) // num_minibatches
+        for start in range(0, len(b_inds), size):
+            yield b_inds[start : start + size], None
+
+    def policy_parts(self) -> dict:
+        """The networks a policy file holds (policy_file.policy_dict's keyword arguments)."""
+        return {"actor": self.actor}
+
+    # ------------------------------------------------------------------------------------------ the heads
+    def _policy(self, out, action):
+        """(action, log pi(a|s), H[pi(.|s)]) from the actor's output."""
+        if self.discrete:  # Categorical over softmax(logits)
+            logp = torch.log_softmax(out, dim=-1)  # log pi(.|s)
+            if action is None:  # Gumbel-max trick: argmax(log p + G), G = -log(Exp(1)) ~ Gumbel, samples a ~ p
+                action = (logp - torch.empty_like(logp).exponential_().log()).argmax(-1)
+            logprob = logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+            entropy = -(logp.exp() * logp).sum(-1)  # H = -sum_a p log p
+            return action, logprob, entropy
+        logprob = entropy = 0.0
+        parts = []  # the sampled action's columns
+        if self.n_continuous:
+            # Normal(mean, std) per continuous dimension, independent: log-probabilities and entropies add up
+            mean = out[:, : self.n_continuous]
+            log_std = self.actor_logstd.expand_as(mean)
+            std = log_std.exp()
+            a = mean + std * torch.randn_like(mean) if action is None else action[:, : self.n_continuous]
+            logprob = (-0.5 * ((a - mean) / std) ** 2 - log_std - _HALF_LOG_2PI).sum(1)
+            entropy = (0.5 + _HALF_LOG_2PI + log_std).sum(1)
+            parts.append(a)
+        for j, (start, end) in enumerate(self.logit_slices):  # one Categorical per discrete head, as above
+            logp = torch.log_softmax(out[:, start:end], dim=-1)
+            if action is None:
+                a = (logp - torch.empty_like(logp).exponential_().log()).argmax(-1)
+            else:
+                a = action[:, self.n_continuous + j].long()
+            logprob = logprob + logp.gather(-1, a.unsqueeze(-1)).squeeze(-1)
+            entropy = entropy - (logp.exp() * logp).sum(-1)
+            parts.append(a.unsqueeze(-1).to(out.dtype))
+        if action is None:
+            action = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+        return action, logprob, entropy
+
+    def _deterministic(self, out):
+        if self.discrete:
+            return out.argmax(dim=-1)
+        parts = [out[:, : self.n_continuous]]
+        parts += [out[:, start:end].argmax(-1, keepdim=True).to(out.dtype) for start, end in self.logit_slices]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+
+def env_action(action_space, action):
+    """The action sent to the env, from the agent's (see Agent): Box values clipped to the space (the unclipped sample
+    stays in the buffer), discrete indices as integers; a Dict space gets {key: batched values}."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return action + int(action_space.start) if action_space.start else action
+    if isinstance(action_space, gym.spaces.Box):
+        return np.clip(action, action_space.low, action_space.high)
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return action.astype(np.int64) + action_space.start
+    out, column = {}, 0  # Dict: the flat row's columns, head by head
+    for key, kind, size in action_heads(action_space):
+        space = action_space[key]
+        if kind == CONTINUOUS:
+            out[key] = np.clip(action[:, column : column + size], space.low, space.high)
+            column += size
+        else:
+            out[key] = action[:, column].astype(np.int64) + int(space.start)
+            column += 1
+    return out

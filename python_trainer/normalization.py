@@ -1,0 +1,107 @@
+"""Observation normalisation and reward scaling (what CleanRL's ppo_continuous_action.py gets from
+gym.wrappers.NormalizeObservation / NormalizeReward), kept with the model so the statistics are saved with it.
+
+    obs    -> clip((obs - mean) / sqrt(var + eps), +-10)
+    reward -> clip(reward / sqrt(Var[discounted return] + eps), +-10)
+
+`NormArgs` are their flags (default: on for continuous actions, off for discrete, as CleanRL's two scripts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Optional
+
+import numpy as np
+import tyro
+
+from python_trainer.running_stats import RunningMeanStd
+
+_AUTO = tyro.conf.arg(help_behavior_hint="(default: auto = on for continuous actions, off for discrete)")
+
+
+@dataclass
+class NormArgs:
+    norm_obs: Annotated[Optional[bool], _AUTO] = None
+    """normalise observations with running mean/std, clipped to +-10 (--norm-obs / --no-norm-obs)"""
+    norm_reward: Annotated[Optional[bool], _AUTO] = None
+    """scale rewards by the running std of the discounted return, clipped to +-10 (--norm-reward / --no-norm-reward)"""
+
+
+def bool_flag_aliases(argv):
+    """Accept --norm-obs / --no-norm-obs (and --norm-reward) as flags for the three-state auto options."""
+    out, argv = [], list(argv)
+    for i, a in enumerate(argv):
+        for name in ("norm-obs", "norm-reward"):
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if a == f"--{name}" and nxt not in ("True", "False", "None"):
+                out += [a, "True"]
+                break
+            if a == f"--no-{name}":
+                out += [f"--{name}", "False"]
+                break
+        else:
+            out.append(a)
+    return out
+
+
+class Normalizer:
+    """obs -> clip((obs - mean) / sqrt(var + eps), +-10); reward -> clip(reward / sqrt(Var[return] + eps), +-10).
+
+    Disabled parts pass values through (as float32 observations / float rewards). ``num_envs``: the batch whose
+    running discounted returns the reward scaling keeps.
+    """
+
+    def __init__(self, obs_dim, num_envs, gamma, norm_obs, norm_reward, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8):
+        self.norm_obs, self.norm_reward = bool(norm_obs), bool(norm_reward)
+        self.gamma, self.clip_obs, self.clip_reward, self.epsilon = gamma, clip_obs, clip_reward, epsilon
+        self.obs_rms = RunningMeanStd(shape=(obs_dim,))
+        self.return_rms = RunningMeanStd(shape=())
+        self.returns = np.zeros(num_envs, np.float64)  # running discounted return per env (not saved)
+
+    @classmethod
+    def frozen(cls, state: dict) -> "Normalizer":
+        """A normaliser with a checkpoint's statistics, for acting (playback, evaluation): nothing updates them."""
+        obs_dim = int(np.asarray(state["obs_rms"]["mean"]).shape[0])
+        normalizer = cls(obs_dim, 1, state["gamma"], False, False)
+        normalizer.load_state_dict(state)
+        return normalizer
+
+    def normalize_obs(self, obs, update=True):
+        obs = np.asarray(obs, dtype=np.float32)
+        if not self.norm_obs:
+            return obs
+        if update:
+            self.obs_rms.update(obs)
+        out = (obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + self.epsilon)
+        return np.clip(out, -self.clip_obs, self.clip_obs).astype(np.float32)
+
+    def scale_reward(self, rewards, dones, envs=slice(None)):
+        """``envs``: which envs of the batch the rewards are (a group's slice in the rollout; default: all)."""
+        rewards = np.asarray(rewards, dtype=np.float64)
+        if not self.norm_reward:
+            return rewards
+        returns = self.returns[envs]  # a view: updating it updates self.returns
+        returns[:] = returns * self.gamma + rewards
+        self.return_rms.update(returns)
+        returns[dones] = 0.0
+        return np.clip(rewards / np.sqrt(self.return_rms.var + self.epsilon), -self.clip_reward, self.clip_reward)
+
+    def state_dict(self):
+        return {
+            "norm_obs": self.norm_obs, "norm_reward": self.norm_reward, "gamma": self.gamma,
+            "clip_obs": self.clip_obs, "clip_reward": self.clip_reward, "epsilon": self.epsilon,
+            "obs_rms": self.obs_rms.state_dict(), "return_rms": self.return_rms.state_dict(),
+        }  # fmt: skip
+
+    def load_state_dict(self, d):
+        self.norm_obs, self.norm_reward, self.gamma = d["norm_obs"], d["norm_reward"], d["gamma"]
+        self.clip_obs, self.clip_reward, self.epsilon = d["clip_obs"], d["clip_reward"], d["epsilon"]
+        self.obs_rms.load_state_dict(d["obs_rms"])
+        self.return_rms.load_state_dict(d["return_rms"])
+
+    def obs_statistics(self):
+        """{mean, var, epsilon, clip} of the observation normalisation (None when it is off), for the policy file."""
+        if not self.norm_obs:
+            return None
+        return {"mean": self.obs_rms.mean, "var": self.obs_rms.var, "epsilon": self.epsilon, "clip": self.clip_obs}

@@ -1,0 +1,247 @@
+"""The rollout: num_steps x num_envs transitions with the current policy, and the interface every source of them has.
+
+`Rollouts` is the slot ppo.py takes its data from: `collect(agent, normalizer, buf, bonus)` fills one rollout
+buffer, `evaluate(act, episodes, seed)` plays the deterministic policy, `close()` ends the games. Two kinds fill it:
+`LocalRollouts` here (the vector env in this process, its groups pipelined) and ray_rollouts.RayRollouts (workers
+on a Ray cluster, each running `collect_rollout` on its own games). Both run the same `collect_rollout` into the
+same `RolloutBuffer`, so GAE and the update never know which one ran.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from python_trainer.agent import env_action
+from python_trainer.grouped_env import GroupedVecEnv
+
+EVAL_SEED_OFFSET = 10**6  # the final evaluation's games are seeded away from the training's
+
+
+def eval_seed(seed: int) -> int:
+    """The seed of a run's final deterministic evaluation (its episodes are not the training's)."""
+    return seed + EVAL_SEED_OFFSET
+
+
+@dataclass
+class RolloutArgs:
+    pipeline: bool = True
+    """Godot games with 2 or more instances: pipelined rollouts, half of the instances simulate while the actions of
+    the other half are computed (the same data as --no-pipeline, which takes strict turns: all games wait for the
+    trainer, then the trainer for all games)"""
+
+
+class NonFiniteEnvData(ValueError):
+    """The env returned NaN/inf observations or rewards at rollout step ``t``."""
+
+    def __init__(self, t):
+        super().__init__(f"NaN/inf observations or rewards at rollout step {t}")
+        self.t = t
+
+
+class RolloutBuffer:
+    """One rollout as (num_steps, num_envs, ...) numpy arrays (writing one step into a numpy array is ~5x cheaper than
+    into a tensor; the whole rollout becomes tensors, without a copy, for the update).
+
+    dones[t] = 1: obs[t] starts a new episode; rewards[t]: r_t (scaled); values[t]: the critic's outputs for s_t
+    (V, and with RND V_int); terminated/truncated[t]: how an episode ended at step t; final_values[t]: V(final obs)
+    of an episode truncated at step t (bootstrap_truncated adds it); next_obs / next_done: s_T and its done after
+    the last step; episodes: (t, infos) of the steps where episodes ended. A Ray worker's fragment is this buffer
+    for the worker's envs.
+    state: the agent's memory of each env (agent.initial_state: nothing for an MLP, an LSTM's (h, c)), carried from
+    step to step and from rollout to rollout; initial_state, its copy at the rollout's start (the update replays
+    the rollout from it). With a bonus (RND): int_rewards[t], the raw intrinsic reward of the observation reached
+    at step t (the final one where an episode ended), and rnd_next_obs[t] that raw observation.
+    """
+
+    FIELDS = ("obs", "actions", "logprobs", "rewards", "dones", "values", "terminated", "truncated", "final_values",
+              "next_obs", "next_done")  # fmt: skip
+    BONUS_FIELDS = ("int_rewards", "rnd_next_obs")
+
+    def __init__(self, num_steps, num_envs, obs_dim, agent, bonus=None):
+        self.obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
+        # actions: one int64 index per env for a Discrete space, else the flat float row of the agent (continuous
+        # values, then one index per discrete key)
+        self.actions = np.zeros((num_steps, num_envs) + agent.action_shape, np.int64 if agent.discrete else np.float32)
+        self.logprobs = np.zeros((num_steps, num_envs), np.float32)
+        self.rewards = np.zeros((num_steps, num_envs), np.float32)
+        self.dones = np.zeros((num_steps, num_envs), np.float32)
+        self.values = np.zeros((num_steps, num_envs, agent.n_values), np.float32)
+        self.terminated = np.zeros((num_steps, num_envs), bool)
+        self.truncated = np.zeros((num_steps, num_envs), bool)
+        self.final_values = np.zeros((num_steps, num_envs), np.float32)
+        self.next_obs = np.zeros((num_envs, obs_dim), np.float32)
+        self.next_done = np.zeros(num_envs, np.float32)
+        self.episodes = []
+        self.state = agent.initial_state(num_envs)
+        self.initial_state = self.state.clone()
+        self.fields = self.FIELDS + (self.BONUS_FIELDS if bonus is not None else ())
+        if bonus is not None:
+            self.int_rewards = np.zeros((num_steps, num_envs), np.float32)
+            self.rnd_next_obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
+
+
+def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, pipeline=True, bonus=None) -> None:
+    """Fill ``buf`` with the current policy's next num_steps x num_envs transitions, from buf.next_obs on.
+
+    The envs come in groups of whole instances (envs.groups: slices of the batch; one group for a gymnasium env or a
+    single instance), served in a fixed order at every step: collect the group's results of the previous step, then
+    choose and send its next actions. Pipelined, a group's actions go out at once, so it simulates while the trainer
+    serves the next group; pipeline=False sends all groups' actions together (strict turns). The data, the
+    normalisation updates and the RNG draws are the same either way. The agent's memory is kept per env
+    (buf.state), so each group carries its own envs' memories. ``bonus``: RND, rating each reached observation.
+    """
+    act_space = envs.single_action_space
+    num_steps, groups = buf.obs.shape[0], envs.groups
+    pipeline = pipeline and len(groups) > 1
+    buf.episodes = []
+    buf.initial_state = buf.state.clone()  # the update replays the rollout from here
+    for step in range(num_steps + 1):  # the extra pass only collects the rollout's last step
+        held = []
+        for group, g in enumerate(groups):  # g: the group's envs
+            if step > 0:  # r_{t-1} and s_t of the group's envs
+                t = step - 1
+                raw_obs, reward, terminated, truncated, infos = envs.step_wait(group)
+                if not (np.isfinite(raw_obs).all() and np.isfinite(reward).all()):
+                    raise NonFiniteEnvData(t)
+                done = np.logical_or(terminated, truncated)
+                buf.rewards[t, g] = normalizer.scale_reward(reward, done, g)
+                buf.terminated[t, g], buf.truncated[t, g] = terminated, truncated
+                final_values = buf.final_values[t, g]  # a view
+                final_values[:] = 0.0
+                cut = np.flatnonzero(np.logical_and(truncated, np.logical_not(terminated)))
+                if cut.size:  # time-limit truncations: V(s_final), for bootstrap_truncated
+                    final_obs = np.stack(infos["final_obs"][cut]).astype(np.float32)
+                    with torch.no_grad():  # the final obs continues its episode: the env's memory as it is
+                        x = torch.from_numpy(normalizer.normalize_obs(final_obs, update=False))
+                        state = buf.state[np.arange(buf.obs.shape[1])[g][cut]]
+                        final_values[cut] = agent.get_value(x, state, torch.zeros(cut.size))[:, 0].numpy()
+                if bonus is not None:  # RND rates the observation reached: the final one where an episode ended
+                    bonus.rate(buf, t, g, raw_obs, done, infos)
+                buf.next_obs[g] = normalizer.normalize_obs(raw_obs)
+                buf.next_done[g] = done
+                if "_episode" in infos or "_final_info" in infos:  # episodic return/length, logged by the caller
+                    buf.episodes.append((t, infos))
+            if step == num_steps:
+                continue
+            buf.obs[step, g] = buf.next_obs[g]
+            buf.dones[step, g] = buf.next_done[g]
+
+            # a_t ~ pi_theta_old(.|s_t), log pi_theta_old(a_t|s_t), V(s_t); the memory reset where s_t starts an episode
+            with torch.no_grad():
+                x, done_g = torch.from_numpy(buf.next_obs[g]), torch.from_numpy(buf.next_done[g])
+                action, logprob, _, value, buf.state[g] = agent.get_action_and_value(x, None, buf.state[g], done_g)
+            action = action.numpy()
+            buf.actions[step, g] = action
+            buf.logprobs[step, g] = logprob.numpy()
+            buf.values[step, g] = value.numpy()
+            if pipeline:  # the group simulates while the next one is served
+                envs.step_async(env_action(act_space, action), group)
+            else:
+                held.append((env_action(act_space, action), group))
+        for group_actions, group in held:  # strict turns: every group's actions, once all are chosen
+            envs.step_async(group_actions, group)
+
+
+def evaluate(act: Callable, envs, num_episodes: int, seed: int, max_vector_steps: int = 200_000) -> list[float]:
+    """Deterministic returns of `num_episodes` fresh episodes (at most ceil(n / num_envs) per env, so short
+    episodes are not over-represented). ``act(obs, done=...)``: observations -> env actions (e.g.
+    trained_agent.LoadedAgent.act; done[i] true where obs[i] starts an episode)."""
+    quota = math.ceil(num_episodes / envs.num_envs)
+    per_env = [[] for _ in range(envs.num_envs)]
+    obs, _ = envs.reset(seed=seed)
+    done = np.ones(envs.num_envs, bool)  # obs[i] starts an episode (a recurrent policy forgets what came before)
+    for _ in range(max_vector_steps):
+        obs, _, terminated, truncated, infos = envs.step(act(obs, done=done))
+        done = np.logical_or(terminated, truncated)
+        if "_episode" in infos:
+            for i in np.flatnonzero(infos["_episode"]):
+                if len(per_env[i]) < quota:
+                    per_env[i].append(float(infos["episode"]["r"][i]))
+            if sum(map(len, per_env)) >= num_episodes:
+                break
+    returns = []  # round-robin over the envs: first episodes first
+    for k in range(quota):
+        returns += [env_returns[k] for env_returns in per_env if k < len(env_returns)]
+    return returns[:num_episodes]
+
+
+class Rollouts(Protocol):
+    """Where ppo.py's rollouts come from: this process's envs (LocalRollouts) or Ray workers (RayRollouts)."""
+
+    num_envs: int
+    single_observation_space: gym.spaces.Box
+    single_action_space: gym.Space
+    env_info: Optional[dict]  # a Godot game's (its action keys make the in-engine policy file), else None
+    agents_per_instance: Optional[int]
+    game_settings: Optional[dict]  # what a Godot game's instances were given (args.json records it), else None
+
+    def startup_line(self) -> Optional[str]:
+        """One line saying what runs (a Godot game's instances and settings), or None."""
+        ...
+
+    def warm_up(self, bonus, steps: int, seed: int) -> None:
+        """``steps`` steps of random actions whose observations prime ``bonus``'s observation statistics."""
+        ...
+
+    def reset(self, normalizer, buf: RolloutBuffer, seed: int) -> None:
+        """Start fresh episodes; their first observations go into buf.next_obs."""
+        ...
+
+    def collect(self, agent, normalizer, buf: RolloutBuffer, bonus=None) -> None:
+        """Fill ``buf`` with the next rollout of ``agent`` (collect_rollout's contract)."""
+        ...
+
+    def scalars(self) -> dict:
+        """{TensorBoard tag: value} about the last collect (e.g. per-worker steps/s), to log with the update."""
+        ...
+
+    def evaluate(self, act: Callable, num_episodes: int, seed: int) -> list[float]:
+        """The returns of ``num_episodes`` deterministic episodes (`evaluate`)."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class LocalRollouts(Rollouts):
+    """Rollouts from a vector env in this process: a GodotVecEnv's instances, pipelined by group (``pipeline``), or
+    a gymnasium id's copies."""
+
+    def __init__(self, envs: GroupedVecEnv, pipeline: bool = True):
+        self.envs, self.pipeline = envs, pipeline
+        self.num_envs = envs.num_envs
+        self.single_observation_space = envs.single_observation_space
+        self.single_action_space = envs.single_action_space
+        self.env_info = getattr(envs, "env_info", None)
+        self.agents_per_instance = getattr(envs, "agents_per_instance", None)
+        self.game_settings = getattr(envs, "game_settings", None)
+
+    def startup_line(self) -> Optional[str]:
+        return self.envs.startup_line() if self.game_settings is not None else None
+
+    def warm_up(self, bonus, steps: int, seed: int) -> None:
+        self.envs.reset(seed=seed)
+        for _ in range(steps):
+            bonus.update_obs_stats(self.envs.step(self.envs.action_space.sample())[0])
+
+    def reset(self, normalizer, buf: RolloutBuffer, seed: int) -> None:
+        raw_obs, _ = self.envs.reset(seed=seed)
+        buf.next_obs[:] = normalizer.normalize_obs(raw_obs)
+
+    def collect(self, agent, normalizer, buf: RolloutBuffer, bonus=None) -> None:
+        collect_rollout(self.envs, agent, normalizer, buf, self.pipeline, bonus)
+
+    def scalars(self) -> dict:
+        return {}
+
+    def evaluate(self, act: Callable, num_episodes: int, seed: int) -> list[float]:
+        return evaluate(act, self.envs, num_episodes, seed)
+
+    def close(self) -> None:
+        self.envs.close()

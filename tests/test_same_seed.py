@@ -1,0 +1,95 @@
+"""The same seed gives the same run, before and after a change of the trainer's code: the runs of
+tests/fixtures/same_seed/runs.json, recorded with main 7743056's trainer (scripts/make_same_seed_fixtures.py), are
+repeated here and must give the same episodes.csv, and in model.pt the same model, optimizer, normaliser and RNG
+states (torch.equal) and the same args apart from path fields. A checkpoint written by that trainer still resumes
+and plays in the engine.
+
+The numbers of a float computation depend on the CPU's vector instructions: the fixtures record torch's CPU
+capability, and on a machine with another one the comparison is skipped, saying why.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO
+
+FIXTURES = REPO / "tests" / "fixtures" / "same_seed"
+TABLE = json.loads((FIXTURES / "runs.json").read_text())
+RECORDED = json.loads((FIXTURES / "capability.json").read_text())
+PATH_FIELDS = {"run_dir_root", "resume"}  # where the run was written: differs from run to run
+
+
+def _same_capability():
+    here = torch.backends.cpu.get_cpu_capability()
+    if here != RECORDED["cpu_capability"]:
+        pytest.skip(f"the fixtures were recorded on a CPU with {RECORDED['cpu_capability']}, this one has {here}: "
+                    "float results may differ in the last bits")
+
+
+def _train(tmp_path, *flags, timeout=600):
+    result = subprocess.run([sys.executable, "-m", "python_trainer", "train", *flags, "--run-dir-root",
+                             str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    assert result.returncode == 0, f"train failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+def _equal(a, b, where=""):
+    """Nested dicts/lists/tuples of tensors and plain values, compared exactly; names the first difference."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{where}: keys {sorted(map(str, a))} vs {sorted(map(str, b))}"
+        for k in a:
+            _equal(a[k], b[k], f"{where}/{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _equal(x, y, f"{where}[{i}]")
+    elif isinstance(a, np.ndarray):
+        assert np.array_equal(a, b), where
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+@pytest.mark.parametrize("name", ["cartpole", "ball_chase_pipelined", "ball_chase_no_pipeline"])
+def test_the_same_seed_gives_the_recorded_run(tmp_path, name, headless_export):
+    _same_capability()
+    _train(tmp_path, *TABLE["runs"][name], *TABLE["common"])
+    (run_dir,) = tmp_path.iterdir()
+    fixture = FIXTURES / name
+    assert (run_dir / "episodes.csv").read_bytes() == (fixture / "episodes.csv").read_bytes()
+    now = torch.load(run_dir / "model.pt", weights_only=True)
+    then = torch.load(fixture / "model.pt", weights_only=True)
+    for key in ("model", "optimizer", "normalizer", "rng", "global_step", "update", "observation_space",
+                "action_space", "rnd"):
+        _equal(now[key], then[key], key)
+    assert list(now["model"]) == list(then["model"])  # the state_dict keys, in order
+    args_now = {k: v for k, v in now["args"].items() if k not in PATH_FIELDS}
+    args_then = {k: v for k, v in then["args"].items() if k not in PATH_FIELDS}
+    assert args_now == args_then
+
+
+@pytest.mark.parametrize("name, more_steps", [("memory_lstm_rnd", 8192), ("ball_chase_pipelined", 106496)])
+def test_an_old_checkpoint_resumes_and_plays(tmp_path, name, more_steps, headless_export):
+    """A run folder written by main 7743056 (an --lstm --rnd agent, and an MLP one) resumes for more updates, and
+    its policy exports and plays in the engine."""
+    from python_trainer import playback
+
+    run_dir = tmp_path / f"{name}_old"
+    shutil.copytree(FIXTURES / name, run_dir)
+    shutil.copy(run_dir / "model.pt", run_dir / "checkpoint.pt")  # the run's checkpoint.pt had the same bytes
+    before = torch.load(run_dir / "checkpoint.pt", weights_only=True)["global_step"]
+    result = _train(tmp_path / "unused", "--resume", str(run_dir), "--total-timesteps", str(more_steps))
+    assert f"resuming {run_dir} at global step {before}" in result.stdout
+    after = torch.load(run_dir / "model.pt", weights_only=True)
+    assert after["global_step"] == more_steps > before
+    # the old file itself plays: exported to a policy file, then evaluated inside the engine
+    policy = playback.export_policy(FIXTURES / name / "model.pt", tmp_path / "old_policy.json")
+    report = playback.evaluate_in_engine(policy, episodes=4, agents=4)
+    assert report["episodes"] == 4 and np.isfinite(report["mean_return"])

@@ -22,7 +22,7 @@ plus test-only ones:
   --fake_first=TYPE                 (with that dialect) answer the handshake with a message of this type instead
 
 Like the game, it speaks the binary step exchange when the handshake asks for "step_encoding": "binary" (see
-README.md, "The wire protocol"): a packed action message gets a packed step reply, a JSON one a JSON reply.
+docs/protocol.md, "Binary step exchange"): a packed action message gets a packed step reply, a JSON one a JSON reply.
 
 Dynamics (deterministic from the seed): agent j's observation is [t, j, seed, last action sum, ...] padded with
 zeros; reward = 0.1 + 0.01 * j; an episode terminates when a per-agent RNG draws < 0.05, and is truncated at

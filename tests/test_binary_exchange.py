@@ -1,5 +1,5 @@
 """The binary step exchange ("step_encoding": "binary" in the handshake): packed actions in, one packed block of
-observations, rewards and statuses out (see README.md, "The wire protocol").
+observations, rewards and statuses out (see docs/protocol.md, "Binary step exchange").
 
 Unit tests of the bytes (python_trainer.protocol), the vector env against the fake game in both encodings, and the
 real export: the binary exchange gives the same trajectories as the JSON one, and bad packed input gets clear

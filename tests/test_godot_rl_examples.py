@@ -17,7 +17,7 @@ godot_rl_agents documents three ways to train an exported game, and each launche
 
 So the export must run its default game (ball_chase: 16 agents, 12 observations, one continuous action "move" of
 size 2) when started without --env. The example scripts are not shipped in the godot-rl wheel (nor may we copy
-them), so the SB3 and CleanRL tests build the wrappers exactly as the scripts do; gdrl is run as the README shows.
+them), so the SB3 and CleanRL tests build the wrappers exactly as the scripts do; gdrl is run as docs/protocol.md shows.
 
 Sample Factory, godot-rl's fourth backend, is not tested: its last release needs gymnasium<1.0, which cannot
 share this environment (we pin gymnasium==1.0.0).
@@ -182,7 +182,7 @@ def test_clean_rl_example_env_runs_the_default_game(headless_export, own_games):
 
 
 def test_gdrl_console_script_trains_the_export(headless_export, tmp_path):
-    """`gdrl --env=gdrl --env_path=exports/headless/rl_games.x86_64` as the README shows, headless (no --viz).
+    """`gdrl --env=gdrl --env_path=exports/headless/rl_games.x86_64` as docs/protocol.md shows, headless (no --viz).
 
     gdrl always trains 200,000 steps; --speedup is the only flag that shortens it (the rest is SB3's updates)."""
     gdrl = Path(sys.executable).parent / "gdrl"

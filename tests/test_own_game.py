@@ -1,10 +1,11 @@
 """Bring your own game: README's "Train your own game" run as written, and the bad inputs an outside game can give.
 
-The tutorial test builds the README's game in a temporary folder (not in godot_project/), with the addon copied in,
-then runs the README's commands in order: export it with `godot-ppo export --project`, train it with
-`godot-ppo train --env-path`, evaluate the run's policy.json inside the game's own export, and watch it with
-`godot-ppo play`. It checks that the trained policy scores at least halfway from random play to the best possible
-return, and that no process is left.
+The tutorial lives in README.md, in its shortest working form (docs/own_game.md says more about each step; its
+commands are checked by tests/test_docs.py). The tutorial test builds the README's game in a temporary folder (not in
+godot_project/), with the addon copied in, then runs the README's commands in order: export it with
+`godot-ppo export --project`, train it with `godot-ppo train --env-path`, evaluate the run's policy.json inside the
+game's own export, and watch it with `godot-ppo play`. It checks that the trained policy scores at least halfway from
+random play to the best possible return, and that no process is left.
 """
 
 import json

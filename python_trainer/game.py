@@ -132,7 +132,7 @@ PLUGIN_CONNECT_LINE = "trying to connect to server"
 # ...and the line where it says what it applied: "physics ticks <ticks/s> <time scale> <speedup> <node's speed_up>".
 # (That version reads --speedup before it parses the command line, so its Sync node's speed_up wins.)
 PLUGIN_PHYSICS_LINE = "physics ticks"
-ADDON_GUIDE = "README: \"Already using godot_rl_agents' plugin?\""
+ADDON_GUIDE = "docs/godot_rl_plugin.md"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ record it, and evaluate it inside the engine.
     godot-ppo play exports/policies/ball_chase.json --record ball_chase.gif --record-seconds 10
     godot-ppo play runs/... --python                                      # the PyTorch checkpoint drives the window
 
-The policy file's format is described in policy_file.py (and README.md, "The policy file").
+The policy file's format is described in policy_file.py (and docs/watching.md, "The policy file").
 """
 
 from __future__ import annotations

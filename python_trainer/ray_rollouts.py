@@ -393,7 +393,7 @@ class RayRollouts(Rollouts):
             refused = [r for r in refusals if r]
             if refused:
                 raise RaySetupError(f"{'; '.join(refused)}: copy the same exports to the same path on every host "
-                                 "(see README: Running on several machines)")  # fmt: skip
+                                 "(see docs/ray.md: Running on several machines)")  # fmt: skip
             infos = self._get([w.start.remote() for w in self.workers], "to start their games", cpus)
         except BaseException:
             self.close()

@@ -15,14 +15,12 @@ extends Reference
 #                       layers [0, k) encode the observation, the LSTM carries one state per agent
 #                       (set_agent_count; reset(agent) where its episode begins), layers [k, ...) are the heads
 #
-# Speed: GDScript pays per operation, not per multiply, so each layer's weights are packed into 3x3
-# Basis blocks and the input into Vector3 chunks; one Basis * Vector3 does 9 multiply-adds natively,
-# which is about 5x faster than a scalar loop. On top of that, the forward pass is generated at load
-# as straight-line GDScript (one `block * chunk` term per block, blocks in member variables): no loop,
-# no Array indexing and no method-call lookup, about 3x faster again than looping over the blocks.
+# Speed: block_compiler.gd packs each layer's weights into 3x3 Basis blocks and generates the forward
+# pass as straight-line GDScript (one `block * chunk` term per block), as it does lstm_cell.gd's step.
 
 const FORMAT := "godot-ppo-policy"
 const VERSION := 1
+const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const LstmCell = preload("res://addons/rl_sync/lstm_cell.gd")
 
 var path := ""
@@ -36,8 +34,7 @@ var obs_clip := 0.0
 var normalize := false
 # The file's "source" (informational: run, checkpoint, global step...); {} when it has none.
 var source := {}
-# Per layer: {"blocks": [[Basis...] per output block], "bias": [Vector3 per output block],
-#             "n_out": int, "tanh": bool}
+# Per checked layer: {"weight": out x in rows, "bias": out values, "tanh": bool}
 var _layers := []
 var _n_outputs := 0
 # The generated forward pass (see _compile): run() for the layers before the LSTM (all of them without
@@ -106,7 +103,7 @@ func _load_lstm(weights) -> String:
 	_lstm_after = -1
 	if weights == null:
 		return ""
-	if typeof(weights) != TYPE_DICTIONARY or not LstmCell.is_finite_number(weights.get("after_layer")):
+	if typeof(weights) != TYPE_DICTIONARY or not BlockCompiler.is_finite_number(weights.get("after_layer")):
 		return _error("\"lstm\" must be null or the LSTM's weights with \"after_layer\"")
 	var cell = LstmCell.new()
 	var error: String = cell.load_weights(weights)
@@ -135,7 +132,7 @@ func _check_action_keys() -> String:
 		return _error("\"action_keys\" must be a non-empty list of {\"key\", \"action_type\", \"size\"}")
 	for key in action_keys:
 		if typeof(key) != TYPE_DICTIONARY or not key.has("key") or not key.get("action_type") in ["continuous", "discrete"] \
-				or not LstmCell.is_finite_number(key.get("size")) or int(key["size"]) < 1:
+				or not BlockCompiler.is_finite_number(key.get("size")) or int(key["size"]) < 1:
 			return _error("every action key needs \"key\", \"action_type\" (continuous or discrete) and \"size\" >= 1; got %s"
 					% to_json(key))
 	return ""
@@ -157,7 +154,7 @@ func _load_normalization(norm) -> String:
 	for i in range(observation_size):
 		var mean = norm["mean"][i]
 		var variance = norm["var"][i]
-		if not LstmCell.is_finite_number(mean) or not LstmCell.is_finite_number(variance) or variance < 0:
+		if not BlockCompiler.is_finite_number(mean) or not BlockCompiler.is_finite_number(variance) or variance < 0:
 			return _error("obs_normalization holds a value that is not a finite number (index %d)" % i)
 		obs_mean.append(float(mean))
 		obs_scale.append(1.0 / sqrt(float(variance) + epsilon))
@@ -195,15 +192,15 @@ func _load_layers(layers) -> String:
 				return _error("layer %d expects %d inputs (the size of the previous layer), got a row of %s"
 						% [l, n_in, str(row.size()) if typeof(row) == TYPE_ARRAY else "non-list"])
 			for w in row:
-				if not LstmCell.is_finite_number(w):
+				if not BlockCompiler.is_finite_number(w):
 					return _error("layer %d holds a weight that is not a finite number (NaN or infinity)" % l)
 		for b in bias:
-			if not LstmCell.is_finite_number(b):
+			if not BlockCompiler.is_finite_number(b):
 				return _error("layer %d holds a bias that is not a finite number (NaN or infinity)" % l)
 		var activation := str(layer.get("activation", "linear"))
 		if not activation in ["tanh", "linear"]:
 			return _error("layer %d has the unknown activation \"%s\" (expected tanh or linear)" % [l, activation])
-		_layers.append(_pack_layer(weight, bias, activation == "tanh"))
+		_layers.append({"weight": weight, "bias": bias, "tanh": activation == "tanh"})
 		n_in = n_out
 	var n_actions := 0
 	for key in action_keys:
@@ -214,93 +211,51 @@ func _load_layers(layers) -> String:
 	return _compile()
 
 
-# Writes the whole forward pass as one GDScript function of straight-line code:
+# Writes the whole forward pass as straight-line code:
 #   var h0_0: Vector3 = b0_0 + w0_0_0 * x0 + w0_0_1 * x1 + ...;  h0_0 = Vector3(tanh(h0_0.x), ...)
-# with every Basis block and bias in a member variable, so the numbers are exactly the packed ones.
 func _compile() -> String:
 	_compiled = null
-	var members := []
-	var values := {}
+	var code := BlockCompiler.new()
 	var split := _layers.size() if lstm == null else _lstm_after
-	var body := _function("run", 0, split, members, values)
+	_function(code, "run", 0, split)
 	if lstm != null:
-		body.append_array(_function("run_head", split, _layers.size(), members, values))
-	var script := GDScript.new()
-	script.source_code = "extends Reference\n\n%s\n\n%s\n" % [PoolStringArray(members).join("\n"), body.join("\n")]
-	if script.reload() != OK:
+		_function(code, "run_head", split, _layers.size())
+	_compiled = code.compile()
+	if _compiled == null:
 		return _error("internal error: the generated forward pass does not compile (please report it)")
-	_compiled = script.new()
-	for name in values:
-		_compiled.set(name, values[name])
 	return ""
 
 
-# The lines of `func name(c: Array) -> Array` running layers [from, to) on the chunks c (no layer:
-# returns c as it is); adds the blocks it uses to `members` (an Array: a PoolStringArray argument would
-# be a copy) and `values`.
-func _function(function_name: String, from: int, to: int, members: Array, values: Dictionary) -> PoolStringArray:
-	var body := PoolStringArray(["func %s(c: Array) -> Array:" % function_name])
+# `func name(c: Array) -> Array` running layers [from, to) on the chunks c (no layer: returns c as
+# it is).
+func _function(code, function_name: String, from: int, to: int) -> void:
+	code.line("func %s(c: Array) -> Array:" % function_name)
 	if from == to:
-		body.append("\treturn c")
-		return body
-	for bi in range(_layers[from]["blocks"][0].size()):
-		body.append("\tvar x%d: Vector3 = c[%d]" % [bi, bi])
+		code.line("\treturn c")
+		return
+	for bi in range(BlockCompiler.chunk_count(_layers[from]["weight"][0].size())):
+		code.line("\tvar x%d: Vector3 = c[%d]" % [bi, bi])
 	var previous := "x"
 	for l in range(from, to):
-		var layer: Dictionary = _layers[l]
+		var weight: Array = _layers[l]["weight"]
+		var n_out := weight.size()
+		var n_in: int = weight[0].size()
 		var current := "h%d_" % l
-		for bo in range(layer["blocks"].size()):
+		for bo in range(BlockCompiler.chunk_count(n_out)):
 			var terms := PoolStringArray()
-			for bi in range(layer["blocks"][bo].size()):
-				var name := "w%d_%d_%d" % [l, bo, bi]
-				members.append("var %s: Basis" % name)
-				values[name] = layer["blocks"][bo][bi]
-				terms.append("%s * %s%d" % [name, previous, bi])
-			var bias_name := "b%d_%d" % [l, bo]
-			members.append("var %s: Vector3" % bias_name)
-			values[bias_name] = layer["bias"][bo]
+			for bi in range(BlockCompiler.chunk_count(n_in)):
+				var block := BlockCompiler.block(weight, 0, n_out, n_in, bo, bi)
+				terms.append("%s * %s%d" % [code.basis("w%d_%d_%d" % [l, bo, bi], block), previous, bi])
+			var bias := BlockCompiler.chunk_at(_layers[l]["bias"], 0, n_out, bo)
 			var h := "%s%d" % [current, bo]
-			body.append("\tvar %s: Vector3 = %s + %s" % [h, bias_name, terms.join(" + ")])
-			if layer["tanh"]:
-				body.append("\t%s = Vector3(tanh(%s.x), tanh(%s.y), tanh(%s.z))" % [h, h, h, h])
+			code.line("\tvar %s: Vector3 = %s + %s" % [h, code.vector("b%d_%d" % [l, bo], bias), terms.join(" + ")])
+			if _layers[l]["tanh"]:
+				code.line("\t%s = Vector3(tanh(%s.x), tanh(%s.y), tanh(%s.z))" % [h, h, h, h])
 		previous = current
 	var outputs := PoolStringArray()
-	for bo in range(_layers[to - 1]["blocks"].size()):
+	for bo in range(BlockCompiler.chunk_count(_layers[to - 1]["weight"].size())):
 		outputs.append("%s%d" % [previous, bo])
-	body.append("\treturn [%s]" % outputs.join(", "))
-	return body
-
-
-func _pack_layer(weight: Array, bias: Array, use_tanh: bool) -> Dictionary:
-	var n_out := weight.size()
-	var n_in: int = weight[0].size()
-	var out_blocks := int(ceil(n_out / 3.0))
-	var in_blocks := int(ceil(n_in / 3.0))
-	var blocks := []
-	var biases := []
-	for bo in range(out_blocks):
-		var row_blocks := []
-		for bi in range(in_blocks):
-			# Basis(x, y, z) takes columns; column c holds the weights of input 3*bi + c.
-			var columns := []
-			for c in range(3):
-				var column := Vector3()
-				for r in range(3):
-					column[r] = _at(weight, bo * 3 + r, bi * 3 + c)
-				columns.append(column)
-			row_blocks.append(Basis(columns[0], columns[1], columns[2]))
-		blocks.append(row_blocks)
-		var b := Vector3()
-		for r in range(3):
-			b[r] = float(bias[bo * 3 + r]) if bo * 3 + r < n_out else 0.0
-		biases.append(b)
-	return {"blocks": blocks, "bias": biases, "n_out": n_out, "tanh": use_tanh}
-
-
-func _at(weight: Array, row: int, column: int) -> float:
-	if row < weight.size() and column < weight[row].size():
-		return float(weight[row][column])
-	return 0.0
+	code.line("\treturn [%s]" % outputs.join(", "))
 
 
 # Checks the policy fits an agent of this game; returns "" or a message naming the mismatch (both
@@ -344,13 +299,10 @@ func forward(obs: Array, agent: int = 0) -> Array:
 		x = []
 		for i in range(observation_size):
 			x.append(clamp((obs[i] - obs_mean[i]) * obs_scale[i], -obs_clip, obs_clip))
-	var chunks: Array = _compiled.run(LstmCell.to_chunks(x))
+	var chunks: Array = _compiled.run(BlockCompiler.to_chunks(x))
 	if lstm != null:
 		chunks = _compiled.run_head(lstm.step_chunks(agent, chunks))
-	var outputs := []
-	for i in range(_n_outputs):
-		outputs.append(chunks[i / 3][i % 3])
-	return outputs
+	return BlockCompiler.from_chunks(chunks, _n_outputs)
 
 
 # The action for one flat observation of agent `agent`, in the agent's terms.

@@ -25,6 +25,7 @@ const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
 const Overlay = preload("res://addons/rl_sync/overlay.gd")
 const Recorder = preload("res://addons/rl_sync/recorder.gd")
 const GameRegistry = preload("res://addons/rl_sync/game_registry.gd")
+const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
 
 # Where our launcher puts the hello token (see _token()).
 const TOKEN_VARIABLE := "RL_SYNC_TOKEN"
@@ -229,85 +230,26 @@ func _physics_process(_delta: float) -> void:
 				agent.set_action(agent.get_heuristic_action())
 
 
-# One decision step for every agent: collect the reward earned since the last one, apply the time
-# limit, and start a new episode at once for agents whose episode ended, keeping the last
-# observation of the ended episode in that agent's info as "terminal_observation".
+# One decision step for every agent (decision_step.gd): collect the reward earned since the last one,
+# apply the time limit, and start a new episode at once for agents whose episode ended, keeping the
+# last observation of the ended episode in that agent's info as "terminal_observation".
 func decision_step() -> Dictionary:
-	var obs := []
-	var rewards := []
-	var dones := []
-	var infos := []
 	if _before_first_step:
 		_before_first_step = false
-		for agent in agents:
-			obs.append({"obs": agent.get_obs()})
-			rewards.append(0.0)
-			dones.append(false)
-			infos.append({})
-		return {"obs": obs, "reward": rewards, "done": dones, "info": infos}
-	for agent in agents:
-		agent.n_steps += 1
-		var reward: float = agent.reward
-		agent.reward = 0.0
-		agent.episode_return += reward
-		var truncated: bool = not agent.done and agent.n_steps >= agent.max_episode_steps
-		var ended: bool = agent.done or truncated
-		var info: Dictionary = agent.get_info()
-		if ended:
-			# The ended episode's info, copied before begin_episode() resets the controller: a
-			# controller may return a Dictionary it keeps and clears, and our keys must not go into it.
-			info = info.duplicate(true)
-			info["terminal_observation"] = {"obs": agent.get_obs()}
-			info["TimeLimit.truncated"] = truncated
-			agent.last_episode_return = agent.episode_return
-			agent.last_episode_length = agent.n_steps
-			agent.begin_episode()
-		obs.append({"obs": agent.get_obs()})
-		rewards.append(reward)
-		dones.append(ended)
-		infos.append(info)
+		return DecisionStep.first(agents)
+	var step := DecisionStep.json(agents)
 	if _overlay != null:
 		_overlay.show_agents(_mode_text(), agents)
-	return {"obs": obs, "reward": rewards, "done": dones, "info": infos}
+	return step
 
 
 # decision_step() for the binary step exchange: the same bookkeeping, its results packed as Wire's
-# step reply wants them. Returns [values, infos]: values is one PoolRealArray of every observation,
-# the rewards, the statuses (Wire.STATUS_*) and the terminal observations of the agents whose episode
-# ended; infos maps an ended agent's index (a String) to its get_info(), when that has keys. Only
-# ended agents are asked for get_info(), as only their info reaches the trainer.
+# step reply wants them ([values, infos], see DecisionStep.packed()).
 func decision_step_packed() -> Array:
-	var values := PoolRealArray()
-	var rewards := PoolRealArray()
-	var statuses := PoolRealArray()
-	var terminal := PoolRealArray()
-	var infos := {}
-	for i in range(agents.size()):
-		var agent = agents[i]
-		agent.n_steps += 1
-		var reward: float = agent.reward
-		agent.reward = 0.0
-		agent.episode_return += reward
-		if agent.done or agent.n_steps >= agent.max_episode_steps:
-			var truncated: bool = not agent.done
-			var info: Dictionary = agent.get_info()
-			if not info.empty():
-				infos[str(i)] = info.duplicate(true)  # before begin_episode() may clear it
-			terminal.append_array(agent.get_obs())
-			statuses.append(Wire.STATUS_TRUNCATED if truncated else Wire.STATUS_TERMINATED)
-			agent.last_episode_return = agent.episode_return
-			agent.last_episode_length = agent.n_steps
-			agent.begin_episode()
-		else:
-			statuses.append(Wire.STATUS_RUNNING)
-		values.append_array(agent.get_obs())
-		rewards.append(reward)
-	values.append_array(rewards)
-	values.append_array(statuses)
-	values.append_array(terminal)
+	var step := DecisionStep.packed(agents)
 	if _overlay != null:
 		_overlay.show_agents(_mode_text(), agents)
-	return [values, infos]
+	return step
 
 
 func _mode_text() -> String:

@@ -9,6 +9,7 @@ extends SceneTree
 #       steps every agent once per frame for F frames, prints {"bench": {"agents", "frames", "ms_per_frame"}}
 # A bad case prints "lstm_parity: error: ..." on stderr and exits 1.
 
+const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const LstmCell = preload("res://addons/rl_sync/lstm_cell.gd")
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 
@@ -51,12 +52,12 @@ func _run(cell, inputs: Array, resets: Array) -> void:
 	print(to_json({"outputs": outputs}))
 
 
-# What a game pays per frame: every agent steps once, its input already in chunks (as policy_runner.gd's
+# What a game pays per frame: every agent steps once, its input already in chunks (as policy_network.gd's
 # encoder leaves it), so only the cell itself is timed.
 func _bench(cell, first_inputs: Array, frames: int) -> void:
 	var chunks := []
 	for agent in range(cell.agent_count()):
-		chunks.append(cell._to_chunks(first_inputs[agent]))
+		chunks.append(BlockCompiler.to_chunks(first_inputs[agent]))
 	var start := OS.get_ticks_usec()
 	for _f in range(frames):
 		for agent in range(cell.agent_count()):

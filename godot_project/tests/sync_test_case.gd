@@ -4,6 +4,8 @@ extends "res://tests/test_case.gd"
 
 const Sync = preload("res://addons/rl_sync/sync.gd")
 const TrainerSession = preload("res://addons/rl_sync/trainer_session.gd")
+const JsonActions = preload("res://addons/rl_sync/json_actions.gd")
+const PackedActions = preload("res://addons/rl_sync/packed_actions.gd")
 const Wire = preload("res://addons/rl_sync/wire.gd")
 const FakeAgent = preload("res://tests/fake_agent.gd")
 

@@ -1,6 +1,7 @@
 extends "res://tests/sync_test_case.gd"
 # The binary step exchange ("step_encoding": "binary"): the packed bytes of wire.gd, the packed
-# decision step of sync.gd and the packed action checks of trainer_session.gd, without a socket.
+# decision step of sync.gd (decision_step.gd), the packed action checks of packed_actions.gd and the
+# session's handshake, without a socket.
 
 
 func _peer(bytes: PoolByteArray) -> StreamPeerBuffer:
@@ -144,30 +145,30 @@ func test_packed_statuses_and_infos() -> void:
 
 func test_packed_actions_are_checked_before_any_agent_moves() -> void:
 	_setup(2, 10)
-	var session = TrainerSession.new(sync)
+	var actions = PackedActions.new(sync.agents, sync.action_spaces)
 	# The fake agent's space is {"move": 2 continuous, "jump": 3 discrete}: sorted, "jump" comes first
 	# but it is the only discrete key, so floats hold move, ints hold jump.
 	var good := Wire.pack_actions(PoolRealArray([0.5, -0.5, 1.0, 0.25]), PoolIntArray([2, 0]))
-	check_eq(session._apply_packed_actions(good), "", "a good message")
+	check_eq(actions.apply(good), "", "a good message")
 	check_eq(agents[0].last_action, {"jump": 2, "move": [0.5, -0.5]}, "agent 0's action")
 	check_eq(agents[1].last_action, {"jump": 0, "move": [1.0, 0.25]}, "agent 1's action")
 	check_eq(typeof(agents[0].last_action["jump"]), TYPE_INT, "a discrete value is an int, as in the JSON path")
 	agents[0].last_action = {}
 	agents[1].last_action = {}
 	var nan_bytes := Wire.pack_actions(PoolRealArray([0.5, -0.5, NAN, 0.25]), PoolIntArray([2, 0]))
-	check_eq(session._apply_packed_actions(nan_bytes),
+	check_eq(actions.apply(nan_bytes),
 			"the action for agent 1 is invalid: 'move' holds nan, which is not a finite number", "NaN")
 	var inf_bytes := Wire.pack_actions(PoolRealArray([INF, -0.5, 0.0, 0.25]), PoolIntArray([2, 0]))
-	check_eq(session._apply_packed_actions(inf_bytes),
+	check_eq(actions.apply(inf_bytes),
 			"the action for agent 0 is invalid: 'move' holds inf, which is not a finite number", "infinity")
 	var out_of_range := Wire.pack_actions(PoolRealArray([0.5, -0.5, 1.0, 0.25]), PoolIntArray([2, 3]))
-	check_eq(session._apply_packed_actions(out_of_range),
+	check_eq(actions.apply(out_of_range),
 			"the action for agent 1 is invalid: 'jump' must be an integer in [0, 3), got 3", "discrete out of range")
 	var negative := Wire.pack_actions(PoolRealArray([0.5, -0.5, 1.0, 0.25]), PoolIntArray([-1, 0]))
-	check_eq(session._apply_packed_actions(negative),
+	check_eq(actions.apply(negative),
 			"the action for agent 0 is invalid: 'jump' must be an integer in [0, 3), got -1", "negative discrete")
 	var short := Wire.pack_actions(PoolRealArray([0.5, -0.5, 1.0]), PoolIntArray([2, 0]))
-	check(session._apply_packed_actions(short).begins_with("a packed action message of 36 bytes; this game expects 40"),
+	check(actions.apply(short).begins_with("a packed action message of 36 bytes; this game expects 40"),
 			"one value short")
 	check_eq(agents[0].last_action, {}, "no agent moved on a bad message")
 	check_eq(agents[1].last_action, {}, "no agent moved on a bad message")
@@ -176,17 +177,20 @@ func test_packed_actions_are_checked_before_any_agent_moves() -> void:
 func test_the_handshake_negotiates_the_step_encoding() -> void:
 	_setup(1, 10)
 	var session = TrainerSession.new(sync)
+	# A handshake the session answers (as it does one sent mid-session), without a socket.
 	var handshake := {"type": "handshake", "major_version": "0", "minor_version": "7"}
-	check_eq(session._check_handshake(handshake), "", "godot-rl's handshake")
-	check_eq(session.step_encoding, "json", "godot-rl asks for nothing and gets JSON")
+	check_eq(session._answer(handshake), "", "godot-rl's handshake")
+	check_eq(session.handshake.step_encoding, "json", "godot-rl asks for nothing and gets JSON")
+	check(not session._binary, "no packed bodies accepted")
 	handshake["step_encoding"] = "binary"
-	check_eq(session._check_handshake(handshake), "", "ours")
-	check_eq(session.step_encoding, "binary", "binary in force")
+	check_eq(session._answer(handshake), "", "ours")
+	check_eq(session.handshake.step_encoding, "binary", "binary in force")
+	check(session._binary, "packed bodies accepted")
 	handshake["step_encoding"] = "msgpack"
-	check_eq(session._check_handshake(handshake),
+	check_eq(session._answer(handshake),
 			"the trainer asked for the step encoding 'msgpack'; this game knows [json, binary]", "an unknown encoding")
 
 
 func test_sorted_action_spec() -> void:
 	var space := {"b": {"size": 2, "action_type": "continuous"}, "a": {"size": 3, "action_type": "discrete"}}
-	check_eq(TrainerSession.sorted_action_spec(space), [["a", 3, true], ["b", 2, false]], "keys sorted")
+	check_eq(PackedActions.sorted_action_spec(space), [["a", 3, true], ["b", 2, false]], "keys sorted")

@@ -64,7 +64,7 @@ func test_termination_on_the_last_step_is_not_truncation() -> void:
 
 
 func _convert(action, space: Dictionary):
-	return TrainerSession.convert_action(action, space, TrainerSession.action_spec(space))
+	return JsonActions.convert_action(action, space, JsonActions.action_spec(space))
 
 
 func test_valid_actions_are_converted() -> void:
@@ -117,17 +117,17 @@ func test_zero_action_matches_the_space() -> void:
 
 func test_action_messages_are_checked_before_any_agent_moves() -> void:
 	_setup(2, 10)
-	var session = TrainerSession.new(sync)
-	var error: String = session._apply_actions({"type": "action", "action": [{"move": [0.5, 0.5], "jump": 1}]})
+	var actions = JsonActions.new(sync.agents, sync.action_spaces)
+	var error: String = actions.apply({"type": "action", "action": [{"move": [0.5, 0.5], "jump": 1}]})
 	check_eq(error,
 			"an action message needs a list of 2 actions, one per agent; got [{\"jump\":1,\"move\":[0.5,0.5]}]",
 			"wrong number of actions")
-	error = session._apply_actions({"type": "action", "action": [{"move": [0.5, 0.5], "jump": 1}, {"move": [0.5, 0.5]}]})
+	error = actions.apply({"type": "action", "action": [{"move": [0.5, 0.5], "jump": 1}, {"move": [0.5, 0.5]}]})
 	check_eq(error, "the action for agent 1 is invalid: the key 'jump' is missing (expected keys: [move, jump])",
 			"a bad action names its agent and key")
 	check_eq(agents[0].last_action, {}, "no agent moved on a bad message")
 	var good := [{"move": [0.5, 0.5], "jump": 1.0}, {"move": [1, -1], "jump": 0}]
-	error = session._apply_actions({"type": "action", "action": good})
+	error = actions.apply({"type": "action", "action": good})
 	check_eq(error, "", "a good message")
 	check_eq(agents[0].last_action, {"move": [0.5, 0.5], "jump": 1}, "agent 0's action")
 	check_eq(agents[1].last_action, {"move": [1, -1], "jump": 0}, "agent 1's action")

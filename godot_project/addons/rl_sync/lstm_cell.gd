@@ -14,13 +14,14 @@ extends Reference
 #
 # Use: load_weights(dict) -> "" or an error; set_agent_count(n); each decision step
 # step(agent, x) -> h' (an Array of H floats); reset(agent) when that agent's episode begins. Values
-# can also stay in Vector3 chunks (step_chunks), which is how policy_runner.gd's layers hold them.
+# can also stay in Vector3 chunks (step_chunks), which is how policy_network.gd's layers hold them.
 #
-# Speed (see policy_runner.gd for the same two tricks): the weights are packed into 3x3 Basis blocks,
-# so one Basis * Vector3 does 9 multiply-adds natively, and the step is generated at load as
+# Speed: block_compiler.gd packs the weights into 3x3 Basis blocks and generates the step as
 # straight-line GDScript (no loop, no Array indexing of weights). Each gate is packed on its own, so
 # a chunk of the hidden state lines up with the same chunk of every gate; padding rows are zero, which
 # keeps padded components of c and h at exactly 0.
+
+const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 
 var input_size := 0
 var hidden_size := 0
@@ -76,7 +77,7 @@ func reset_all() -> void:
 
 # One step for one agent: x is its input (input_size floats); returns its new h (hidden_size floats).
 func step(agent: int, x: Array) -> Array:
-	return _from_chunks(step_chunks(agent, to_chunks(x)), hidden_size)
+	return BlockCompiler.from_chunks(step_chunks(agent, BlockCompiler.to_chunks(x)), hidden_size)
 
 
 # The same with values in Vector3 chunks (ceil(size / 3) of them, the last one zero-padded).
@@ -88,20 +89,17 @@ func step_chunks(agent: int, x_chunks: Array) -> Array:
 
 # The agent's current h and c as flat Arrays (for tests and for saving).
 func hidden_state(agent: int) -> Array:
-	return [_from_chunks(_states[agent][0], hidden_size), _from_chunks(_states[agent][1], hidden_size)]
+	return [BlockCompiler.from_chunks(_states[agent][0], hidden_size),
+			BlockCompiler.from_chunks(_states[agent][1], hidden_size)]
 
 
 func _zero_state() -> Array:
 	var h := []
 	var c := []
-	for _k in range(_blocks(hidden_size)):
+	for _k in range(BlockCompiler.chunk_count(hidden_size)):
 		h.append(Vector3())
 		c.append(Vector3())
 	return [h, c]
-
-
-func _blocks(n: int) -> int:
-	return int(ceil(n / 3.0))
 
 
 func _summed_bias(weights: Dictionary):
@@ -119,7 +117,7 @@ func _summed_bias(weights: Dictionary):
 		if typeof(part) != TYPE_ARRAY or part.size() != 4 * hidden_size:
 			return "LSTM weights: a bias must hold 4 x hidden_size = %d numbers" % (4 * hidden_size)
 		for r in range(part.size()):
-			if not is_finite_number(part[r]):
+			if not BlockCompiler.is_finite_number(part[r]):
 				return "LSTM weights: a bias holds a value that is not a finite number (index %d)" % r
 			bias[r] += float(part[r])
 	return bias
@@ -132,24 +130,9 @@ func _check_matrix(matrix, name: String, rows: int, columns: int) -> String:
 		if typeof(row) != TYPE_ARRAY or row.size() != columns:
 			return "LSTM weights: every row of %s must hold %d numbers" % [name, columns]
 		for value in row:
-			if not is_finite_number(value):
+			if not BlockCompiler.is_finite_number(value):
 				return "LSTM weights: %s holds a value that is not a finite number (NaN or infinity)" % name
 	return ""
-
-
-# Block (bo, bi) of gate `gate`'s rows of `matrix`: rows gate*H + 3*bo + r, columns 3*bi + c.
-func _block(matrix: Array, gate: int, bo: int, bi: int, n_columns: int) -> Basis:
-	# Basis(x, y, z) takes columns; column c holds the weights of input 3*bi + c.
-	var columns := []
-	for c in range(3):
-		var column := Vector3()
-		for r in range(3):
-			var row := 3 * bo + r
-			var col := 3 * bi + c
-			if row < hidden_size and col < n_columns:
-				column[r] = float(matrix[gate * hidden_size + row][col])
-		columns.append(column)
-	return Basis(columns[0], columns[1], columns[2])
 
 
 # Generates:
@@ -157,79 +140,40 @@ func _block(matrix: Array, gate: int, bo: int, bi: int, n_columns: int) -> Basis
 #       var x0: Vector3 = x[0] ...; var h0: Vector3 = h[0] ...
 #       var i0: Vector3 = bi0 + wi0_0 * x0 + ... + ui0_0 * h0 + ...     (and f, g, o)
 #       ... sigmoid / tanh per component, then c[k] = f*c + i*g; h[k] = o*tanh(c[k])
-# Every h[k] is written after all gates are computed from the old h.
+# Every h[k] is written after all gates are computed from the old h. Block row k of gate `gate` is
+# rows gate*H + 3*k + r of the weights.
 func _compile(weight_ih: Array, weight_hh: Array, bias: Array) -> String:
-	var members := PoolStringArray()
-	var values := {}
-	var body := PoolStringArray(["func run(x: Array, h: Array, c: Array) -> void:"])
-	var n_in := _blocks(input_size)
-	var n_h := _blocks(hidden_size)
+	var code := BlockCompiler.new()
+	code.line("func run(x: Array, h: Array, c: Array) -> void:")
+	var n_in := BlockCompiler.chunk_count(input_size)
+	var n_h := BlockCompiler.chunk_count(hidden_size)
 	for bi in range(n_in):
-		body.append("\tvar x%d: Vector3 = x[%d]" % [bi, bi])
+		code.line("\tvar x%d: Vector3 = x[%d]" % [bi, bi])
 	for bi in range(n_h):
-		body.append("\tvar h%d: Vector3 = h[%d]" % [bi, bi])
+		code.line("\tvar h%d: Vector3 = h[%d]" % [bi, bi])
 	var gate_names := ["i", "f", "g", "o"]
 	for k in range(n_h):
 		for gate in range(4):
 			var g: String = gate_names[gate]
-			var terms := PoolStringArray()
-			var bias_name := "b%s%d" % [g, k]
-			var b := Vector3()
-			for r in range(3):
-				if 3 * k + r < hidden_size:
-					b[r] = bias[gate * hidden_size + 3 * k + r]
-			members.append("var %s: Vector3" % bias_name)
-			values[bias_name] = b
-			terms.append(bias_name)
+			var rows := gate * hidden_size
+			var terms := PoolStringArray([code.vector("b%s%d" % [g, k], BlockCompiler.chunk_at(bias, rows, hidden_size, k))])
 			for bi in range(n_in):
-				var name := "w%s%d_%d" % [g, k, bi]
-				members.append("var %s: Basis" % name)
-				values[name] = _block(weight_ih, gate, k, bi, input_size)
-				terms.append("%s * x%d" % [name, bi])
+				var block := BlockCompiler.block(weight_ih, rows, hidden_size, input_size, k, bi)
+				terms.append("%s * x%d" % [code.basis("w%s%d_%d" % [g, k, bi], block), bi])
 			for bi in range(n_h):
-				var name := "u%s%d_%d" % [g, k, bi]
-				members.append("var %s: Basis" % name)
-				values[name] = _block(weight_hh, gate, k, bi, hidden_size)
-				terms.append("%s * h%d" % [name, bi])
-			body.append("\tvar %s%d: Vector3 = %s" % [g, k, terms.join(" + ")])
+				var block := BlockCompiler.block(weight_hh, rows, hidden_size, hidden_size, k, bi)
+				terms.append("%s * h%d" % [code.basis("u%s%d_%d" % [g, k, bi], block), bi])
+			code.line("\tvar %s%d: Vector3 = %s" % [g, k, terms.join(" + ")])
 		for g in ["i", "f", "o"]:
 			var v := "%s%d" % [g, k]
-			body.append("\t%s = Vector3(1.0 / (1.0 + exp(-%s.x)), 1.0 / (1.0 + exp(-%s.y)), 1.0 / (1.0 + exp(-%s.z)))"
+			code.line("\t%s = Vector3(1.0 / (1.0 + exp(-%s.x)), 1.0 / (1.0 + exp(-%s.y)), 1.0 / (1.0 + exp(-%s.z)))"
 					% [v, v, v, v])
-		body.append("\tg%d = Vector3(tanh(g%d.x), tanh(g%d.y), tanh(g%d.z))" % [k, k, k, k])
-		body.append("\tvar c%d: Vector3 = f%d * c[%d] + i%d * g%d" % [k, k, k, k, k])
+		code.line("\tg%d = Vector3(tanh(g%d.x), tanh(g%d.y), tanh(g%d.z))" % [k, k, k, k])
+		code.line("\tvar c%d: Vector3 = f%d * c[%d] + i%d * g%d" % [k, k, k, k, k])
 	for k in range(n_h):
-		body.append("\tc[%d] = c%d" % [k, k])
-		body.append("\th[%d] = o%d * Vector3(tanh(c%d.x), tanh(c%d.y), tanh(c%d.z))" % [k, k, k, k, k])
-	var script := GDScript.new()
-	script.source_code = "extends Reference\n\n%s\n\n%s\n" % [members.join("\n"), body.join("\n")]
-	if script.reload() != OK:
+		code.line("\tc[%d] = c%d" % [k, k])
+		code.line("\th[%d] = o%d * Vector3(tanh(c%d.x), tanh(c%d.y), tanh(c%d.z))" % [k, k, k, k, k])
+	_compiled = code.compile()
+	if _compiled == null:
 		return "LSTM weights: internal error: the generated step does not compile (please report it)"
-	_compiled = script.new()
-	for name in values:
-		_compiled.set(name, values[name])
 	return ""
-
-
-# Values as Vector3 chunks (the last one zero-padded): the form Basis products take. Static, so the
-# policy runner's layers use the same packing.
-static func to_chunks(values: Array) -> Array:
-	var chunks := []
-	for start in range(0, values.size(), 3):
-		var chunk := Vector3()
-		for c in range(3):
-			if start + c < values.size():
-				chunk[c] = values[start + c]
-		chunks.append(chunk)
-	return chunks
-
-
-func _from_chunks(chunks: Array, n: int) -> Array:
-	var values := []
-	for i in range(n):
-		values.append(chunks[i / 3][i % 3])
-	return values
-
-
-static func is_finite_number(x) -> bool:
-	return (typeof(x) == TYPE_REAL or typeof(x) == TYPE_INT) and not is_nan(x) and not is_inf(x)

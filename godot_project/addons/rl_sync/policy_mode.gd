@@ -16,6 +16,8 @@ const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
 
 # --policy=RANDOM: random actions instead of a policy file.
 const RANDOM := "random"
+# What start() returns once --policy_forward has printed the outputs: the run is over.
+const PRINTED := "(printed the outputs)"
 
 var runner: PolicyRunner = null
 # With --policy_reload: watches the file and hands over each new version (null otherwise).
@@ -38,6 +40,21 @@ func _init(sync_node: Node, seed_value: int) -> void:
 	_sync = sync_node
 	_agents = sync_node.agents
 	_seed = seed_value
+
+
+# Starts --policy=FILE from the command line: loads the file and, with --eval_episodes (N > 0),
+# splits the episodes among the agents; or, with --policy_forward, prints the network's outputs and
+# returns PRINTED. Returns "" to go on, PRINTED, or what is wrong.
+func start(eval_episodes: int) -> String:
+	# --policy_forward checks the network alone (any policy file), so it skips the agent check.
+	var forward_only := RlArgs.has("policy_forward")
+	var error := load_policy(RlArgs.get_string("policy", ""), not forward_only)
+	if error == "" and forward_only:
+		error = print_outputs(RlArgs.get_string("policy_forward", ""))
+		return PRINTED if error == "" else error
+	if error == "" and eval_episodes > 0:
+		set_eval_episodes(eval_episodes)
+	return error
 
 
 # Returns "" or what is wrong with the file. `check_agents`: the file must fit the game's first

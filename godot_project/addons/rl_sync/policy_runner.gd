@@ -15,37 +15,30 @@ extends Reference
 #                       layers [0, k) encode the observation, the LSTM carries one state per agent
 #                       (set_agent_count; reset(agent) where its episode begins), layers [k, ...) are the heads
 #
-# Speed: GDScript pays per operation, not per multiply, so each layer's weights are packed into 3x3
-# Basis blocks and the input into Vector3 chunks; one Basis * Vector3 does 9 multiply-adds natively,
-# which is about 5x faster than a scalar loop. On top of that, the forward pass is generated at load
-# as straight-line GDScript (one `block * chunk` term per block, blocks in member variables): no loop,
-# no Array indexing and no method-call lookup, about 3x faster again than looping over the blocks.
+# The work is shared out: obs_normalization.gd normalises, policy_network.gd checks the layers and
+# runs them (compiled to fast GDScript by block_compiler.gd), policy_actions.gd turns the outputs
+# into actions. This file reads the file, checks it fits an agent, and runs the three in turn.
 
 const FORMAT := "godot-ppo-policy"
 const VERSION := 1
-const LstmCell = preload("res://addons/rl_sync/lstm_cell.gd")
+const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
+const ObsNormalization = preload("res://addons/rl_sync/obs_normalization.gd")
+const PolicyActions = preload("res://addons/rl_sync/policy_actions.gd")
+const PolicyNetwork = preload("res://addons/rl_sync/policy_network.gd")
 
 var path := ""
 var env := ""
 var observation_size := 0
 var action_keys := []
 var action_rule := ""
-var obs_mean := []
-var obs_scale := []
-var obs_clip := 0.0
 var normalize := false
 # The file's "source" (informational: run, checkpoint, global step...); {} when it has none.
 var source := {}
-# Per layer: {"blocks": [[Basis...] per output block], "bias": [Vector3 per output block],
-#             "n_out": int, "tanh": bool}
-var _layers := []
-var _n_outputs := 0
-# The generated forward pass (see _compile): run() for the layers before the LSTM (all of them without
-# one), run_head() for those after it.
-var _compiled = null
-# A recurrent policy's LSTM (lstm_cell.gd, one state per agent) and how many layers come before it.
+# A recurrent policy's LSTM (lstm_cell.gd, one state per agent; null for an MLP).
 var lstm = null
-var _lstm_after := -1
+var _normalization: ObsNormalization = null
+var _network: PolicyNetwork = null
+var _n_outputs := 0
 
 
 # Loads and validates the file; returns "" or a message naming the file and what is wrong.
@@ -89,32 +82,25 @@ func load_dict(data) -> String:
 	action_rule = str(data["action_rule"])
 	if not action_rule in ["clipped_mean", "argmax", "per_key"]:
 		return _error("unknown action_rule \"%s\" (expected clipped_mean, argmax or per_key)" % action_rule)
-	var error := _check_action_keys()
-	if error != "":
-		return error
-	error = _load_normalization(data.get("obs_normalization"))
-	if error != "":
-		return error
-	error = _load_lstm(data.get("lstm"))
-	if error != "":
-		return error
-	return _load_layers(data["layers"])
+	var error := PolicyActions.check_keys(action_keys)
+	if error == "":
+		error = _load_normalization(data.get("obs_normalization"))
+	if error == "":
+		var network := PolicyNetwork.new()
+		_n_outputs = PolicyActions.output_count(action_keys)
+		error = network.build(data["layers"], data.get("lstm"), observation_size, _n_outputs)
+		_network = network
+		lstm = network.lstm
+	return _error(error) if error != "" else ""
 
 
-func _load_lstm(weights) -> String:
-	lstm = null
-	_lstm_after = -1
-	if weights == null:
+func _load_normalization(norm) -> String:
+	normalize = norm != null
+	_normalization = null
+	if not normalize:
 		return ""
-	if typeof(weights) != TYPE_DICTIONARY or not LstmCell.is_finite_number(weights.get("after_layer")):
-		return _error("\"lstm\" must be null or the LSTM's weights with \"after_layer\"")
-	var cell = LstmCell.new()
-	var error: String = cell.load_weights(weights)
-	if error != "":
-		return _error(error)
-	lstm = cell
-	_lstm_after = int(weights["after_layer"])
-	return ""
+	_normalization = ObsNormalization.new()
+	return _normalization.read(norm, observation_size)
 
 
 # One recurrent state per agent (a recurrent policy; nothing to do for an MLP).
@@ -129,180 +115,6 @@ func reset(agent: int) -> void:
 		lstm.reset(agent)
 
 
-# Each action key needs a name, a kind and a size of at least 1.
-func _check_action_keys() -> String:
-	if typeof(action_keys) != TYPE_ARRAY or action_keys.empty():
-		return _error("\"action_keys\" must be a non-empty list of {\"key\", \"action_type\", \"size\"}")
-	for key in action_keys:
-		if typeof(key) != TYPE_DICTIONARY or not key.has("key") or not key.get("action_type") in ["continuous", "discrete"] \
-				or not LstmCell.is_finite_number(key.get("size")) or int(key["size"]) < 1:
-			return _error("every action key needs \"key\", \"action_type\" (continuous or discrete) and \"size\" >= 1; got %s"
-					% to_json(key))
-	return ""
-
-
-func _load_normalization(norm) -> String:
-	normalize = norm != null
-	if not normalize:
-		return ""
-	if typeof(norm) != TYPE_DICTIONARY or not norm.has("mean") or not norm.has("var"):
-		return _error("obs_normalization needs \"mean\" and \"var\"")
-	if norm["mean"].size() != observation_size or norm["var"].size() != observation_size:
-		return _error("obs_normalization has %d means and %d variances for %d observations"
-				% [norm["mean"].size(), norm["var"].size(), observation_size])
-	var epsilon := float(norm.get("epsilon", 1e-8))
-	obs_clip = float(norm.get("clip", 10.0))
-	obs_mean = []
-	obs_scale = []
-	for i in range(observation_size):
-		var mean = norm["mean"][i]
-		var variance = norm["var"][i]
-		if not LstmCell.is_finite_number(mean) or not LstmCell.is_finite_number(variance) or variance < 0:
-			return _error("obs_normalization holds a value that is not a finite number (index %d)" % i)
-		obs_mean.append(float(mean))
-		obs_scale.append(1.0 / sqrt(float(variance) + epsilon))
-	return ""
-
-
-func _load_layers(layers) -> String:
-	if typeof(layers) != TYPE_ARRAY or layers.empty():
-		return _error("\"layers\" must be a non-empty list")
-	_layers = []
-	var n_in := observation_size
-	if lstm != null and _lstm_after > layers.size() - 1:
-		return _error("the LSTM comes after layer %d of %d: the heads need at least one layer after it"
-				% [_lstm_after, layers.size()])
-	for l in range(layers.size()):
-		var layer = layers[l]
-		if l == _lstm_after:
-			if n_in != lstm.input_size:
-				return _error("the LSTM takes %d inputs, but the layers before it give %d" % [lstm.input_size, n_in])
-			var first_row = layer.get("weight")[0] if typeof(layer) == TYPE_DICTIONARY \
-					and typeof(layer.get("weight")) == TYPE_ARRAY and not layer.get("weight").empty() else null
-			if typeof(first_row) == TYPE_ARRAY and first_row.size() != lstm.hidden_size:
-				return _error("the recurrent state size does not match: the LSTM's state has %d values (hidden_size), "
-						% lstm.hidden_size + "but layer %d after it takes %d inputs" % [l, first_row.size()])
-			n_in = lstm.hidden_size
-		var weight = layer.get("weight") if typeof(layer) == TYPE_DICTIONARY else null
-		var bias = layer.get("bias") if typeof(layer) == TYPE_DICTIONARY else null
-		if typeof(weight) != TYPE_ARRAY or typeof(bias) != TYPE_ARRAY or weight.empty():
-			return _error("layer %d needs a \"weight\" matrix and a \"bias\" vector" % l)
-		var n_out: int = weight.size()
-		if bias.size() != n_out:
-			return _error("layer %d has %d weight rows but %d biases" % [l, n_out, bias.size()])
-		for row in weight:
-			if typeof(row) != TYPE_ARRAY or row.size() != n_in:
-				return _error("layer %d expects %d inputs (the size of the previous layer), got a row of %s"
-						% [l, n_in, str(row.size()) if typeof(row) == TYPE_ARRAY else "non-list"])
-			for w in row:
-				if not LstmCell.is_finite_number(w):
-					return _error("layer %d holds a weight that is not a finite number (NaN or infinity)" % l)
-		for b in bias:
-			if not LstmCell.is_finite_number(b):
-				return _error("layer %d holds a bias that is not a finite number (NaN or infinity)" % l)
-		var activation := str(layer.get("activation", "linear"))
-		if not activation in ["tanh", "linear"]:
-			return _error("layer %d has the unknown activation \"%s\" (expected tanh or linear)" % [l, activation])
-		_layers.append(_pack_layer(weight, bias, activation == "tanh"))
-		n_in = n_out
-	var n_actions := 0
-	for key in action_keys:
-		n_actions += int(key["size"])
-	if n_in != n_actions:
-		return _error("the network has %d outputs but action_keys need %d" % [n_in, n_actions])
-	_n_outputs = n_in
-	return _compile()
-
-
-# Writes the whole forward pass as one GDScript function of straight-line code:
-#   var h0_0: Vector3 = b0_0 + w0_0_0 * x0 + w0_0_1 * x1 + ...;  h0_0 = Vector3(tanh(h0_0.x), ...)
-# with every Basis block and bias in a member variable, so the numbers are exactly the packed ones.
-func _compile() -> String:
-	_compiled = null
-	var members := []
-	var values := {}
-	var split := _layers.size() if lstm == null else _lstm_after
-	var body := _function("run", 0, split, members, values)
-	if lstm != null:
-		body.append_array(_function("run_head", split, _layers.size(), members, values))
-	var script := GDScript.new()
-	script.source_code = "extends Reference\n\n%s\n\n%s\n" % [PoolStringArray(members).join("\n"), body.join("\n")]
-	if script.reload() != OK:
-		return _error("internal error: the generated forward pass does not compile (please report it)")
-	_compiled = script.new()
-	for name in values:
-		_compiled.set(name, values[name])
-	return ""
-
-
-# The lines of `func name(c: Array) -> Array` running layers [from, to) on the chunks c (no layer:
-# returns c as it is); adds the blocks it uses to `members` (an Array: a PoolStringArray argument would
-# be a copy) and `values`.
-func _function(function_name: String, from: int, to: int, members: Array, values: Dictionary) -> PoolStringArray:
-	var body := PoolStringArray(["func %s(c: Array) -> Array:" % function_name])
-	if from == to:
-		body.append("\treturn c")
-		return body
-	for bi in range(_layers[from]["blocks"][0].size()):
-		body.append("\tvar x%d: Vector3 = c[%d]" % [bi, bi])
-	var previous := "x"
-	for l in range(from, to):
-		var layer: Dictionary = _layers[l]
-		var current := "h%d_" % l
-		for bo in range(layer["blocks"].size()):
-			var terms := PoolStringArray()
-			for bi in range(layer["blocks"][bo].size()):
-				var name := "w%d_%d_%d" % [l, bo, bi]
-				members.append("var %s: Basis" % name)
-				values[name] = layer["blocks"][bo][bi]
-				terms.append("%s * %s%d" % [name, previous, bi])
-			var bias_name := "b%d_%d" % [l, bo]
-			members.append("var %s: Vector3" % bias_name)
-			values[bias_name] = layer["bias"][bo]
-			var h := "%s%d" % [current, bo]
-			body.append("\tvar %s: Vector3 = %s + %s" % [h, bias_name, terms.join(" + ")])
-			if layer["tanh"]:
-				body.append("\t%s = Vector3(tanh(%s.x), tanh(%s.y), tanh(%s.z))" % [h, h, h, h])
-		previous = current
-	var outputs := PoolStringArray()
-	for bo in range(_layers[to - 1]["blocks"].size()):
-		outputs.append("%s%d" % [previous, bo])
-	body.append("\treturn [%s]" % outputs.join(", "))
-	return body
-
-
-func _pack_layer(weight: Array, bias: Array, use_tanh: bool) -> Dictionary:
-	var n_out := weight.size()
-	var n_in: int = weight[0].size()
-	var out_blocks := int(ceil(n_out / 3.0))
-	var in_blocks := int(ceil(n_in / 3.0))
-	var blocks := []
-	var biases := []
-	for bo in range(out_blocks):
-		var row_blocks := []
-		for bi in range(in_blocks):
-			# Basis(x, y, z) takes columns; column c holds the weights of input 3*bi + c.
-			var columns := []
-			for c in range(3):
-				var column := Vector3()
-				for r in range(3):
-					column[r] = _at(weight, bo * 3 + r, bi * 3 + c)
-				columns.append(column)
-			row_blocks.append(Basis(columns[0], columns[1], columns[2]))
-		blocks.append(row_blocks)
-		var b := Vector3()
-		for r in range(3):
-			b[r] = float(bias[bo * 3 + r]) if bo * 3 + r < n_out else 0.0
-		biases.append(b)
-	return {"blocks": blocks, "bias": biases, "n_out": n_out, "tanh": use_tanh}
-
-
-func _at(weight: Array, row: int, column: int) -> float:
-	if row < weight.size() and column < weight[row].size():
-		return float(weight[row][column])
-	return 0.0
-
-
 # Checks the policy fits an agent of this game; returns "" or a message naming the mismatch (both
 # lists of action keys, when they differ).
 func check_agent(game: String, obs_size: int, action_space: Dictionary) -> String:
@@ -310,47 +122,15 @@ func check_agent(game: String, obs_size: int, action_space: Dictionary) -> Strin
 		return _error("it was trained on \"%s\", not \"%s\"" % [env, game])
 	if obs_size != observation_size:
 		return _error("it expects %d observations, the agent gives %d" % [observation_size, obs_size])
-	var matches := action_keys.size() == action_space.size()
-	for key in action_keys:
-		var name := str(key["key"])
-		if not action_space.has(name) or action_space[name]["action_type"] != key["action_type"] \
-				or int(action_space[name]["size"]) != int(key["size"]):
-			matches = false
-	if not matches:
-		var theirs := []
-		for key in action_keys:
-			theirs.append([str(key["key"]), key["action_type"], int(key["size"])])
-		var ours := []
-		for name in action_space:
-			ours.append([str(name), action_space[name]["action_type"], int(action_space[name]["size"])])
-		return _error("its action keys %s do not match the game's %s" % [key_list(theirs), key_list(ours)])
-	return ""
-
-
-# [[key, kind, size], ...] as "[jump (discrete, 2), move (continuous, 2)]", sorted by key.
-static func key_list(keys: Array) -> String:
-	var words := []
-	for entry in keys:
-		words.append("%s (%s, %d)" % entry)
-	words.sort()
-	return "[" + PoolStringArray(words).join(", ") + "]"
+	var mismatch := PolicyActions.mismatch(action_keys, action_space)
+	return _error(mismatch) if mismatch != "" else ""
 
 
 # Raw network outputs (Gaussian means or logits) for one flat observation of agent `agent` (a
 # recurrent policy steps that agent's state; set_agent_count first).
 func forward(obs: Array, agent: int = 0) -> Array:
-	var x := obs
-	if normalize:
-		x = []
-		for i in range(observation_size):
-			x.append(clamp((obs[i] - obs_mean[i]) * obs_scale[i], -obs_clip, obs_clip))
-	var chunks: Array = _compiled.run(LstmCell.to_chunks(x))
-	if lstm != null:
-		chunks = _compiled.run_head(lstm.step_chunks(agent, chunks))
-	var outputs := []
-	for i in range(_n_outputs):
-		outputs.append(chunks[i / 3][i % 3])
-	return outputs
+	var x: Array = _normalization.apply(obs) if normalize else obs
+	return BlockCompiler.from_chunks(_network.run(BlockCompiler.to_chunks(x), agent), _n_outputs)
 
 
 # The action for one flat observation of agent `agent`, in the agent's terms.
@@ -359,23 +139,7 @@ func act(obs: Array, agent: int = 0) -> Dictionary:
 
 
 func outputs_to_action(outputs: Array) -> Dictionary:
-	var action := {}
-	var offset := 0
-	for key in action_keys:
-		var size := int(key["size"])
-		if key["action_type"] == "discrete":
-			var best := 0
-			for i in range(1, size):
-				if outputs[offset + i] > outputs[offset + best]:
-					best = i
-			action[key["key"]] = best
-		else:
-			var values := []
-			for i in range(size):
-				values.append(clamp(outputs[offset + i], -1.0, 1.0))
-			action[key["key"]] = values
-		offset += size
-	return action
+	return PolicyActions.to_action(action_keys, outputs)
 
 
 func _error(message: String) -> String:

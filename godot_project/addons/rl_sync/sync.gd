@@ -9,12 +9,11 @@ extends Node
 #                          --policy=random: random actions (any game's baseline)
 #   --benchmark_steps=N    random actions inside the engine for N decision steps, print the rate, quit
 #   (none of these)        human play: every agent takes the keyboard action of its controller
-# This node owns the run (flags, engine speed, agents, overlay, stopping) and the decision step; each
-# mode's work is in a helper it holds: trainer_session.gd (the trainer's conversation, over the bytes
-# of wire.gd), policy_mode.gd and benchmark_mode.gd. The wire protocol is godot-rl's (a 4-byte
-# little-endian length, then UTF-8 JSON) so godot-rl's own GodotEnv drives any game that uses this
-# node; our extensions sit where godot-rl's client ignores them (see "The wire protocol" in this
-# folder's README.md).
+# This node owns the run: it starts it in its mode, drives each physics frame and stops it. Its
+# helpers: run_flags.gd (the flags), decision_step.gd (the episode bookkeeping), run_clock.gd
+# (--quit_after_*), window_helpers.gd (overlay, recording), and one per mode: trainer_session.gd (the
+# trainer's conversation in godot-rl's wire protocol, see "The wire protocol" in this folder's
+# README.md), policy_mode.gd and benchmark_mode.gd.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const AgentController = preload("res://addons/rl_sync/agent_controller.gd")
@@ -22,13 +21,12 @@ const Wire = preload("res://addons/rl_sync/wire.gd")
 const TrainerSession = preload("res://addons/rl_sync/trainer_session.gd")
 const PolicyMode = preload("res://addons/rl_sync/policy_mode.gd")
 const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
-const Overlay = preload("res://addons/rl_sync/overlay.gd")
-const Recorder = preload("res://addons/rl_sync/recorder.gd")
 const GameRegistry = preload("res://addons/rl_sync/game_registry.gd")
+const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
+const RunFlags = preload("res://addons/rl_sync/run_flags.gd")
+const RunClock = preload("res://addons/rl_sync/run_clock.gd")
+const WindowHelpers = preload("res://addons/rl_sync/window_helpers.gd")
 
-# Where our launcher puts the hello token (see _token()).
-const TOKEN_VARIABLE := "RL_SYNC_TOKEN"
-const DEFAULT_CONNECT_TIMEOUT_S := 30.0
 const BASE_PHYSICS_FPS := 60
 
 enum Mode { HUMAN, TRAIN, BENCHMARK, POLICY }
@@ -53,13 +51,7 @@ var _session: TrainerSession = null
 var _policy_mode: PolicyMode = null
 var _benchmark: BenchmarkMode = null
 var _overlay = null
-# How long a local run (policy, human) lasts: --quit_after_frames (recordings, benchmarks; each frame
-# is one physics step with --fixed-fps) or --quit_after_seconds (wall clock, for watching).
-var _quit_after_frames := 0
-var _quit_after_usec := 0
-var _run_start_usec := 0
-var _run_start_drawn := 0
-var _run_start_frames := 0
+var _clock: RunClock = null
 
 
 func _ready() -> void:
@@ -94,106 +86,67 @@ func _scene_file_name() -> String:
 func _start() -> void:
 	if RlArgs.has_failed():
 		return
-	var tree := get_tree()
-	var seed_value = RlArgs.get_int(tree, "env_seed", 0, 0)
-	var repeat = RlArgs.get_int(tree, "action_repeat", 1, 1)
-	var max_steps = RlArgs.get_int(tree, "max_episode_steps", 0, 1)
-	var speedup = RlArgs.get_positive_float(tree, "speedup", 1.0)
-	var port = RlArgs.get_int(tree, "port", 0, 1, 65535)
-	var timeout_s = RlArgs.get_positive_float(tree, "connect_timeout", DEFAULT_CONNECT_TIMEOUT_S)
-	var bench_steps = RlArgs.get_int(tree, "benchmark_steps", 0, 1)
-	var eval_episodes = RlArgs.get_int(tree, "eval_episodes", 0, 1)
-	var quit_after = RlArgs.get_int(tree, "quit_after_frames", 0, 1)
-	var quit_after_s = RlArgs.get_positive_float(tree, "quit_after_seconds", 0.0)
-	var record_every = RlArgs.get_int(tree, "record_every", 4, 1)
-	var max_fps = RlArgs.get_int(tree, "max_fps", 0, 1)
-	if RlArgs.has_failed():
+	var flags := RunFlags.new()
+	if not flags.read(get_tree()):
 		return
-	action_repeat = repeat
-	Engine.target_fps = max_fps  # --max_fps: a frame cap (0: none), e.g. a window watched during training
-
+	action_repeat = flags.action_repeat
+	Engine.target_fps = flags.max_fps  # --max_fps: a frame cap (0: none), e.g. a window watched during training
 	# Game time per physics step stays 1/60 s whatever the speedup, so physics is the same at any
 	# speed; with the engine's --fixed-fps flag, frames also stop waiting for the wall clock.
-	Engine.time_scale = speedup
-	Engine.iterations_per_second = int(round(BASE_PHYSICS_FPS * speedup))
-
+	Engine.time_scale = flags.speedup
+	Engine.iterations_per_second = int(round(BASE_PHYSICS_FPS * flags.speedup))
 	agents = _find_agents()
 	if agents.empty():
-		RlArgs.fail(tree, "no agent controllers found: add nodes extending agent_controller.gd to the scene")
+		RlArgs.fail(get_tree(), "no agent controllers found: add nodes extending agent_controller.gd to the scene")
 		return
 	for agent in agents:
-		if max_steps > 0:
-			agent.max_episode_steps = max_steps
+		if flags.max_episode_steps > 0:
+			agent.max_episode_steps = flags.max_episode_steps
 		action_spaces.append(agent.get_action_space())
 		agent.begin_episode()
+	if not _start_mode(flags):
+		return
+	if not RlArgs.is_headless():
+		_overlay = WindowHelpers.add_to(self, flags.record_every)
+	_clock = RunClock.new(flags.quit_after_frames, flags.quit_after_seconds)
+	_before_first_step = mode != Mode.TRAIN
+	set_physics_process(true)
+	set_process(_clock.is_limited())
 
-	if port > 0:
+
+# Picks the mode from the flags and starts its helper; false when that ended the run (an error, no
+# trainer, or a --policy_forward that is done).
+func _start_mode(flags: RunFlags) -> bool:
+	if flags.port > 0:
 		mode = Mode.TRAIN
 		# Training renders as fast as it simulates; waiting for vsync would cap it at 60 steps/s.
 		OS.vsync_enabled = false
 		_session = TrainerSession.new(self)
-		var ended := _session.connect_to_trainer(port, timeout_s, _token())
+		var ended := _session.connect_to_trainer(flags.port, flags.connect_timeout, RunFlags.token())
 		if ended != "":
 			_end_session(ended)
-			return
+			return false
 	elif RlArgs.get_string("policy", "") != "":
 		mode = Mode.POLICY
-		_policy_mode = PolicyMode.new(self, seed_value)
-		# --policy_forward checks the network alone (any policy file), so it skips the agent check.
-		var forward_only := RlArgs.has("policy_forward")
-		var error := _policy_mode.load_policy(RlArgs.get_string("policy", ""), not forward_only)
-		if error == "" and forward_only:
-			error = _policy_mode.print_outputs(RlArgs.get_string("policy_forward", ""))
-			if error == "":
-				_stop(0)
-				return
+		_policy_mode = PolicyMode.new(self, flags.env_seed)
+		var error := _policy_mode.start(flags.eval_episodes)
+		if error == PolicyMode.PRINTED:
+			_stop(0)
+			return false
 		if error != "":
 			_fail(error)
-			return
-		if eval_episodes > 0:
-			_policy_mode.set_eval_episodes(eval_episodes)
-	elif bench_steps > 0:
+			return false
+	elif flags.benchmark_steps > 0:
 		mode = Mode.BENCHMARK
-		_benchmark = BenchmarkMode.new(self, bench_steps, seed_value)
-	if not RlArgs.is_headless():
-		_overlay = Overlay.new()
-		add_child(_overlay)
-		if RlArgs.has("no_vsync"):
-			OS.vsync_enabled = false
-		if RlArgs.get_string("record_dir", "") != "":
-			var recorder = Recorder.new()
-			recorder.directory = RlArgs.get_string("record_dir", "")
-			recorder.every = record_every
-			add_child(recorder)
-	_quit_after_frames = quit_after
-	_quit_after_usec = int(quit_after_s * 1e6)
-	_run_start_usec = OS.get_ticks_usec()
-	_run_start_drawn = Engine.get_frames_drawn()
-	_run_start_frames = Engine.get_idle_frames()
-	_before_first_step = mode != Mode.TRAIN
-	set_physics_process(true)
-	set_process(_quit_after_frames > 0 or _quit_after_usec > 0)
+		_benchmark = BenchmarkMode.new(self, flags.benchmark_steps, flags.env_seed)
+	return true
 
 
 # Ends a run of --quit_after_frames frames or --quit_after_seconds with a report of the rates it held.
 func _process(_delta: float) -> void:
-	if stopping:
+	if stopping or not _clock.is_over():
 		return
-	if _quit_after_frames > 0 and Engine.get_idle_frames() - _run_start_frames < _quit_after_frames:
-		return
-	if _quit_after_usec > 0 and OS.get_ticks_usec() - _run_start_usec < _quit_after_usec:
-		return
-	var seconds := (OS.get_ticks_usec() - _run_start_usec) / 1e6
-	var drawn := Engine.get_frames_drawn() - _run_start_drawn
-	print(to_json({"run": {
-		"mode": _mode_text(),
-		"agents": agents.size(),
-		"seconds": seconds,
-		"frames_drawn": drawn,
-		"physics_frames": _frame,
-		"fps": drawn / max(seconds, 1e-9),
-		"physics_fps": _frame / max(seconds, 1e-9),
-	}}))
+	print(to_json(_clock.report(_mode_text(), agents.size(), _frame)))
 	_stop(0)
 
 
@@ -229,85 +182,26 @@ func _physics_process(_delta: float) -> void:
 				agent.set_action(agent.get_heuristic_action())
 
 
-# One decision step for every agent: collect the reward earned since the last one, apply the time
-# limit, and start a new episode at once for agents whose episode ended, keeping the last
-# observation of the ended episode in that agent's info as "terminal_observation".
+# One decision step for every agent (decision_step.gd): collect the reward earned since the last one,
+# apply the time limit, and start a new episode at once for agents whose episode ended, keeping the
+# last observation of the ended episode in that agent's info as "terminal_observation".
 func decision_step() -> Dictionary:
-	var obs := []
-	var rewards := []
-	var dones := []
-	var infos := []
 	if _before_first_step:
 		_before_first_step = false
-		for agent in agents:
-			obs.append({"obs": agent.get_obs()})
-			rewards.append(0.0)
-			dones.append(false)
-			infos.append({})
-		return {"obs": obs, "reward": rewards, "done": dones, "info": infos}
-	for agent in agents:
-		agent.n_steps += 1
-		var reward: float = agent.reward
-		agent.reward = 0.0
-		agent.episode_return += reward
-		var truncated: bool = not agent.done and agent.n_steps >= agent.max_episode_steps
-		var ended: bool = agent.done or truncated
-		var info: Dictionary = agent.get_info()
-		if ended:
-			# The ended episode's info, copied before begin_episode() resets the controller: a
-			# controller may return a Dictionary it keeps and clears, and our keys must not go into it.
-			info = info.duplicate(true)
-			info["terminal_observation"] = {"obs": agent.get_obs()}
-			info["TimeLimit.truncated"] = truncated
-			agent.last_episode_return = agent.episode_return
-			agent.last_episode_length = agent.n_steps
-			agent.begin_episode()
-		obs.append({"obs": agent.get_obs()})
-		rewards.append(reward)
-		dones.append(ended)
-		infos.append(info)
+		return DecisionStep.first(agents)
+	var step := DecisionStep.json(agents)
 	if _overlay != null:
 		_overlay.show_agents(_mode_text(), agents)
-	return {"obs": obs, "reward": rewards, "done": dones, "info": infos}
+	return step
 
 
 # decision_step() for the binary step exchange: the same bookkeeping, its results packed as Wire's
-# step reply wants them. Returns [values, infos]: values is one PoolRealArray of every observation,
-# the rewards, the statuses (Wire.STATUS_*) and the terminal observations of the agents whose episode
-# ended; infos maps an ended agent's index (a String) to its get_info(), when that has keys. Only
-# ended agents are asked for get_info(), as only their info reaches the trainer.
+# step reply wants them ([values, infos], see DecisionStep.packed()).
 func decision_step_packed() -> Array:
-	var values := PoolRealArray()
-	var rewards := PoolRealArray()
-	var statuses := PoolRealArray()
-	var terminal := PoolRealArray()
-	var infos := {}
-	for i in range(agents.size()):
-		var agent = agents[i]
-		agent.n_steps += 1
-		var reward: float = agent.reward
-		agent.reward = 0.0
-		agent.episode_return += reward
-		if agent.done or agent.n_steps >= agent.max_episode_steps:
-			var truncated: bool = not agent.done
-			var info: Dictionary = agent.get_info()
-			if not info.empty():
-				infos[str(i)] = info.duplicate(true)  # before begin_episode() may clear it
-			terminal.append_array(agent.get_obs())
-			statuses.append(Wire.STATUS_TRUNCATED if truncated else Wire.STATUS_TERMINATED)
-			agent.last_episode_return = agent.episode_return
-			agent.last_episode_length = agent.n_steps
-			agent.begin_episode()
-		else:
-			statuses.append(Wire.STATUS_RUNNING)
-		values.append_array(agent.get_obs())
-		rewards.append(reward)
-	values.append_array(rewards)
-	values.append_array(statuses)
-	values.append_array(terminal)
+	var step := DecisionStep.packed(agents)
 	if _overlay != null:
 		_overlay.show_agents(_mode_text(), agents)
-	return [values, infos]
+	return step
 
 
 func _mode_text() -> String:
@@ -327,16 +221,11 @@ func _end_session(ended: String) -> void:
 		print("rl_sync: " + ended)
 		_stop(0)
 	elif ended == Wire.DISCONNECTED:
-		_disconnected()
+		if not stopping:
+			printerr("rl_sync: error: " + Wire.DISCONNECTED)
+			_stop(1)
 	else:
 		_fail(ended)
-
-
-func _disconnected() -> void:
-	if stopping:
-		return
-	printerr("rl_sync: error: " + Wire.DISCONNECTED)
-	_stop(1)
 
 
 func _fail(message: String) -> void:
@@ -353,10 +242,3 @@ func _stop(exit_code: int) -> void:
 	if _session != null:
 		_session.close()
 	get_tree().quit(exit_code)
-
-
-# The trainer's secret for our hello. Our launcher passes it in the environment, which only the same user can
-# read (a command line is visible to every local user); --token=T still works for other trainers.
-func _token() -> String:
-	var token := OS.get_environment(TOKEN_VARIABLE)
-	return token if token != "" else RlArgs.get_string("token", "")

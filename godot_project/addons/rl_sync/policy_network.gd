@@ -1,0 +1,154 @@
+extends Reference
+# A policy file's network: its "layers" (and a recurrent policy's "lstm") checked, compiled into
+# straight-line GDScript by block_compiler.gd, and run on Vector3 chunks for policy_runner.gd.
+#
+# Without an LSTM every layer runs in one go. With one, layers [0, k) encode the observation
+# ("after_layer": k), the LSTM (lstm_cell.gd) carries one state per agent from step to step, and
+# layers [k, ...) are the heads. Errors come back without the file's name: the runner adds it.
+
+const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
+const LstmCell = preload("res://addons/rl_sync/lstm_cell.gd")
+
+# A recurrent policy's LSTM (one state per agent) and how many layers come before it.
+var lstm = null
+var _lstm_after := -1
+# The generated forward pass (see _compile): run() for the layers before the LSTM (all of them
+# without one), run_head() for those after it.
+var _compiled = null
+
+
+# Checks the LSTM's weights (null: none), then the layers for n_inputs observations and n_outputs
+# network outputs, and compiles the forward pass; returns "" or what is wrong.
+func build(layers, lstm_weights, n_inputs: int, n_outputs: int) -> String:
+	var error := _load_lstm(lstm_weights)
+	if error != "":
+		return error
+	return _load_layers(layers, n_inputs, n_outputs)
+
+
+# The network's outputs, in chunks, for one observation in chunks; a recurrent policy steps agent
+# `agent`'s state.
+func run(chunks: Array, agent: int) -> Array:
+	var out: Array = _compiled.run(chunks)
+	if lstm != null:
+		out = _compiled.run_head(lstm.step_chunks(agent, out))
+	return out
+
+
+func _load_lstm(weights) -> String:
+	lstm = null
+	_lstm_after = -1
+	if weights == null:
+		return ""
+	if typeof(weights) != TYPE_DICTIONARY or not BlockCompiler.is_finite_number(weights.get("after_layer")):
+		return "\"lstm\" must be null or the LSTM's weights with \"after_layer\""
+	var cell = LstmCell.new()
+	var error: String = cell.load_weights(weights)
+	if error != "":
+		return error
+	lstm = cell
+	_lstm_after = int(weights["after_layer"])
+	return ""
+
+
+func _load_layers(layers, n_inputs: int, n_outputs: int) -> String:
+	if typeof(layers) != TYPE_ARRAY or layers.empty():
+		return "\"layers\" must be a non-empty list"
+	# Per layer: {"weight": out x in rows, "bias": out values, "tanh": bool}, once checked.
+	var checked := []
+	var n_in := n_inputs
+	if lstm != null and _lstm_after > layers.size() - 1:
+		return "the LSTM comes after layer %d of %d: the heads need at least one layer after it" \
+				% [_lstm_after, layers.size()]
+	for l in range(layers.size()):
+		var layer = layers[l]
+		if l == _lstm_after:
+			if n_in != lstm.input_size:
+				return "the LSTM takes %d inputs, but the layers before it give %d" % [lstm.input_size, n_in]
+			var first_row = layer.get("weight")[0] if typeof(layer) == TYPE_DICTIONARY \
+					and typeof(layer.get("weight")) == TYPE_ARRAY and not layer.get("weight").empty() else null
+			if typeof(first_row) == TYPE_ARRAY and first_row.size() != lstm.hidden_size:
+				return "the recurrent state size does not match: the LSTM's state has %d values (hidden_size), " \
+						% lstm.hidden_size + "but layer %d after it takes %d inputs" % [l, first_row.size()]
+			n_in = lstm.hidden_size
+		var error := _check_layer(layer, l, n_in)
+		if error != "":
+			return error
+		checked.append({"weight": layer["weight"], "bias": layer["bias"],
+				"tanh": str(layer.get("activation", "linear")) == "tanh"})
+		n_in = layer["weight"].size()
+	if n_in != n_outputs:
+		return "the network has %d outputs but action_keys need %d" % [n_in, n_outputs]
+	return _compile(checked)
+
+
+# Layer l needs n_in inputs: a finite weight matrix with that many columns, a finite bias per row,
+# and an activation we know.
+func _check_layer(layer, l: int, n_in: int) -> String:
+	var weight = layer.get("weight") if typeof(layer) == TYPE_DICTIONARY else null
+	var bias = layer.get("bias") if typeof(layer) == TYPE_DICTIONARY else null
+	if typeof(weight) != TYPE_ARRAY or typeof(bias) != TYPE_ARRAY or weight.empty():
+		return "layer %d needs a \"weight\" matrix and a \"bias\" vector" % l
+	if bias.size() != weight.size():
+		return "layer %d has %d weight rows but %d biases" % [l, weight.size(), bias.size()]
+	for row in weight:
+		if typeof(row) != TYPE_ARRAY or row.size() != n_in:
+			return "layer %d expects %d inputs (the size of the previous layer), got a row of %s" \
+					% [l, n_in, str(row.size()) if typeof(row) == TYPE_ARRAY else "non-list"]
+		for w in row:
+			if not BlockCompiler.is_finite_number(w):
+				return "layer %d holds a weight that is not a finite number (NaN or infinity)" % l
+	for b in bias:
+		if not BlockCompiler.is_finite_number(b):
+			return "layer %d holds a bias that is not a finite number (NaN or infinity)" % l
+	var activation := str(layer.get("activation", "linear"))
+	if not activation in ["tanh", "linear"]:
+		return "layer %d has the unknown activation \"%s\" (expected tanh or linear)" % [l, activation]
+	return ""
+
+
+# Writes the whole forward pass as straight-line code:
+#   var h0_0: Vector3 = b0_0 + w0_0_0 * x0 + w0_0_1 * x1 + ...;  h0_0 = Vector3(tanh(h0_0.x), ...)
+func _compile(layers: Array) -> String:
+	_compiled = null
+	var code := BlockCompiler.new()
+	var split := layers.size() if lstm == null else _lstm_after
+	_function(code, layers, "run", 0, split)
+	if lstm != null:
+		_function(code, layers, "run_head", split, layers.size())
+	_compiled = code.compile()
+	if _compiled == null:
+		return "internal error: the generated forward pass does not compile (please report it)"
+	return ""
+
+
+# `func name(c: Array) -> Array` running layers [from, to) on the chunks c (no layer: returns c as
+# it is).
+func _function(code, layers: Array, function_name: String, from: int, to: int) -> void:
+	code.line("func %s(c: Array) -> Array:" % function_name)
+	if from == to:
+		code.line("\treturn c")
+		return
+	for bi in range(BlockCompiler.chunk_count(layers[from]["weight"][0].size())):
+		code.line("\tvar x%d: Vector3 = c[%d]" % [bi, bi])
+	var previous := "x"
+	for l in range(from, to):
+		var weight: Array = layers[l]["weight"]
+		var n_out := weight.size()
+		var n_in: int = weight[0].size()
+		var current := "h%d_" % l
+		for bo in range(BlockCompiler.chunk_count(n_out)):
+			var terms := PoolStringArray()
+			for bi in range(BlockCompiler.chunk_count(n_in)):
+				var block := BlockCompiler.block(weight, 0, n_out, n_in, bo, bi)
+				terms.append("%s * %s%d" % [code.basis("w%d_%d_%d" % [l, bo, bi], block), previous, bi])
+			var bias := BlockCompiler.chunk_at(layers[l]["bias"], 0, n_out, bo)
+			var h := "%s%d" % [current, bo]
+			code.line("\tvar %s: Vector3 = %s + %s" % [h, code.vector("b%d_%d" % [l, bo], bias), terms.join(" + ")])
+			if layers[l]["tanh"]:
+				code.line("\t%s = Vector3(tanh(%s.x), tanh(%s.y), tanh(%s.z))" % [h, h, h, h])
+		previous = current
+	var outputs := PoolStringArray()
+	for bo in range(BlockCompiler.chunk_count(layers[to - 1]["weight"].size())):
+		outputs.append("%s%d" % [previous, bo])
+	code.line("\treturn [%s]" % outputs.join(", "))

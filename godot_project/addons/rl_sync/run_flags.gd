@@ -1,0 +1,48 @@
+extends Reference
+# The command-line flags RLSync (sync.gd) runs by (see "Command-line flags" in this folder's
+# README.md), read and checked once, when it starts. A bad number fails the run through RlArgs.fail
+# (one line on stderr, exit code 1): read() then returns false.
+
+const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+
+# Where our launcher puts the hello token (see token()).
+const TOKEN_VARIABLE := "RL_SYNC_TOKEN"
+const DEFAULT_CONNECT_TIMEOUT_S := 30.0
+
+# Untyped: RlArgs returns null for a bad value, and read() reads every flag before it says so.
+var env_seed = 0
+var action_repeat = 1
+var max_episode_steps = 0
+var speedup = 1.0
+var port = 0
+var connect_timeout = DEFAULT_CONNECT_TIMEOUT_S
+var benchmark_steps = 0
+var eval_episodes = 0
+var quit_after_frames = 0
+var quit_after_seconds = 0.0
+var record_every = 4
+var max_fps = 0
+
+
+# Reads the numbers (in this order: the first bad one is the one reported); false when one is bad.
+func read(tree: SceneTree) -> bool:
+	env_seed = RlArgs.get_int(tree, "env_seed", 0, 0)
+	action_repeat = RlArgs.get_int(tree, "action_repeat", 1, 1)
+	max_episode_steps = RlArgs.get_int(tree, "max_episode_steps", 0, 1)
+	speedup = RlArgs.get_positive_float(tree, "speedup", 1.0)
+	port = RlArgs.get_int(tree, "port", 0, 1, 65535)
+	connect_timeout = RlArgs.get_positive_float(tree, "connect_timeout", DEFAULT_CONNECT_TIMEOUT_S)
+	benchmark_steps = RlArgs.get_int(tree, "benchmark_steps", 0, 1)
+	eval_episodes = RlArgs.get_int(tree, "eval_episodes", 0, 1)
+	quit_after_frames = RlArgs.get_int(tree, "quit_after_frames", 0, 1)
+	quit_after_seconds = RlArgs.get_positive_float(tree, "quit_after_seconds", 0.0)
+	record_every = RlArgs.get_int(tree, "record_every", 4, 1)
+	max_fps = RlArgs.get_int(tree, "max_fps", 0, 1)
+	return not RlArgs.has_failed()
+
+
+# The trainer's secret for our hello. Our launcher passes it in the environment, which only the same user can
+# read (a command line is visible to every local user); --token=T still works for other trainers.
+static func token() -> String:
+	var value := OS.get_environment(TOKEN_VARIABLE)
+	return value if value != "" else RlArgs.get_string("token", "")

@@ -1,0 +1,98 @@
+extends Reference
+# How a trainer's session (--port) begins: connecting to the trainer, our hello, and its handshake,
+# which settles the protocol version and the encodings. A handshake may come again later in the
+# session: check() answers both. Nothing here quits or prints: errors come back as a String.
+
+const Wire = preload("res://addons/rl_sync/wire.gd")
+
+# godot-rl 0.8's client sends handshake version 0.7; any 0.x is accepted.
+const MAJOR_VERSION := "0"
+# Version of our extensions (hello message, terminal observations, TimeLimit.truncated, stats,
+# packed observations).
+const EXTENSION_VERSION := 1
+# Observation encodings a trainer may ask for in its handshake ("obs_encoding"); godot-rl asks for
+# none and gets godot-rl's JSON lists.
+const OBS_ENCODINGS := ["json", "f32_base64"]
+# Step encodings ("step_encoding" in the handshake): godot-rl's JSON, or our binary step exchange
+# (packed actions in, one packed block of observations, rewards and statuses out; see wire.gd).
+const STEP_ENCODINGS := ["json", "binary"]
+
+var stream: StreamPeerTCP = null
+var obs_encoding := "json"
+var step_encoding := "json"
+
+# What our hello tells the trainer about the game.
+var _env_name := ""
+var _n_agents := 0
+# The bound on a message's brackets (see Wire.parse_message).
+var _max_brackets := 0
+
+
+func _init(env_name: String, n_agents: int, max_brackets: int) -> void:
+	_env_name = env_name
+	_n_agents = n_agents
+	_max_brackets = max_brackets
+
+
+# Keeps retrying until the deadline: godot-rl's client starts the game before it binds its port.
+# `token` (--token, may be empty) goes into our hello. Returns "" once the handshake is accepted.
+func connect_to_trainer(port: int, timeout_s: float, token: String) -> String:
+	var deadline := OS.get_ticks_msec() + int(timeout_s * 1000)
+	while OS.get_ticks_msec() < deadline:
+		stream = StreamPeerTCP.new()
+		if stream.connect_to_host("127.0.0.1", port) == OK:
+			while stream.get_status() == StreamPeerTCP.STATUS_CONNECTING and OS.get_ticks_msec() < deadline:
+				OS.delay_msec(5)
+			if stream.get_status() == StreamPeerTCP.STATUS_CONNECTED:
+				stream.set_no_delay(true)
+				return _greet(deadline, token)
+		stream.disconnect_from_host()
+		OS.delay_msec(100)
+	return "no trainer accepted a connection on 127.0.0.1:%d within %.0f s; quitting" % [port, timeout_s]
+
+
+# Sends our hello (only with --token, so godot-rl's client never sees it) and waits for the
+# trainer's handshake, both bounded by the connect deadline: a listening socket that never accepts
+# must not keep a headless instance alive.
+func _greet(deadline: int, token: String) -> String:
+	if token != "":
+		var sent := Wire.write_message(stream, to_json({
+			"type": "hello",
+			"token": token,
+			"env": _env_name,
+			"n_agents": _n_agents,
+			"pid": OS.get_process_id(),
+			"protocol": EXTENSION_VERSION,
+		}))
+		if sent != OK:
+			return Wire.DISCONNECTED
+	while stream.get_available_bytes() < 4:
+		if stream.get_status() != StreamPeerTCP.STATUS_CONNECTED:
+			return "the trainer closed the connection before its handshake (a wrong --token?); quitting"
+		if OS.get_ticks_msec() >= deadline:
+			return "connected, but the trainer sent no handshake in time; quitting"
+		OS.delay_msec(2)
+	var message = Wire.read_message(stream, _max_brackets)
+	if typeof(message) == TYPE_STRING:
+		return message
+	if message["type"] != "handshake":
+		return "the first message must be a handshake, got '%s'" % str(message["type"])
+	return check(message)
+
+
+# Accepts the trainer's protocol version and encodings, or says what is wrong (nothing changes then).
+func check(message: Dictionary) -> String:
+	var major := str(message.get("major_version", "?"))
+	if major != MAJOR_VERSION:
+		return "the trainer speaks protocol version %s.%s; this game speaks %s.x (godot-rl 0.8): update one side" \
+				% [major, str(message.get("minor_version", "?")), MAJOR_VERSION]
+	var encoding := str(message.get("obs_encoding", "json"))
+	if not encoding in OBS_ENCODINGS:
+		return "the trainer asked for the observation encoding '%s'; this game knows %s" \
+				% [encoding, str(OBS_ENCODINGS)]
+	var steps := str(message.get("step_encoding", "json"))
+	if not steps in STEP_ENCODINGS:
+		return "the trainer asked for the step encoding '%s'; this game knows %s" % [steps, str(STEP_ENCODINGS)]
+	obs_encoding = encoding
+	step_encoding = steps
+	return ""

@@ -14,6 +14,7 @@ call the same methods, and an agent without memory simply has none:
     value = agent.get_value(x, state, done)                      # (batch, 1), or (batch, 2) with RND's V_int
     for mb_inds, mb_envs in agent.minibatches(b_inds, num_steps, num_minibatches): ...   # one epoch
     action, state = agent.act(x, deterministic=True, state, done)                       # playback, evaluation
+    policy = agent.rollout_policy()    # acting in a rollout: the same numbers on numpy, no autograd (RolloutPolicy)
 
 ``done[t] = 1`` where obs[t] starts an episode (see recurrent.py); `env_action` turns the agent's action into the
 env's (Box values clipped to the space, discrete indices as integers, a Dict space's {key: values}).
@@ -167,6 +168,11 @@ class Agent(nn.Module):
         """The networks a policy file holds (policy_file.policy_dict's keyword arguments)."""
         return {"actor": self.actor}
 
+    def rollout_policy(self) -> "RolloutPolicy":
+        """This agent's acting for one rollout, from its weights as they are now (the update changes them only
+        between rollouts)."""
+        return RolloutPolicy(self)
+
     # ------------------------------------------------------------------------------------------ the heads
     def _policy(self, out, action):
         """(action, log pi(a|s), H[pi(.|s)]) from the actor's output."""
@@ -207,6 +213,112 @@ class Agent(nn.Module):
         parts = [out[:, : self.n_continuous]]
         parts += [out[:, start:end].argmax(-1, keepdim=True).to(out.dtype) for start, end in self.logit_slices]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+
+# ======================================================================================================================
+# Acting in a rollout: get_action_and_value's numbers on numpy, actor and critic in one product per layer
+# ======================================================================================================================
+def _numpy_layers(sequential) -> list:
+    """[(weight (out, in), bias, tanh?)] of a Sequential of Linear and Tanh layers, as float32 numpy."""
+    layers = []
+    for module in sequential:
+        if isinstance(module, nn.Linear):
+            layers.append([module.weight.detach().numpy(), module.bias.detach().numpy(), False])
+        elif isinstance(module, nn.Tanh):
+            layers[-1][2] = True
+        else:
+            raise TypeError(f"cannot fuse {type(module).__name__}")
+    return layers
+
+
+def _transposed(layers) -> list:
+    return [(np.ascontiguousarray(w.T), b, tanh) for w, b, tanh in layers]
+
+
+class Fused:
+    """The actor and the critic (Sequentials of Linear/Tanh on the same input) as one forward pass on numpy: their
+    first layers side by side in one matrix product, then each network's later layers on its own part."""
+
+    def __init__(self, actor, critic):
+        (wa, ba, ta), *actor_rest = _numpy_layers(actor)
+        (wc, bc, tc), *critic_rest = _numpy_layers(critic)
+        if ta != tc:
+            raise TypeError("the actor's and the critic's first layers have different activations")
+        self.first = (np.ascontiguousarray(np.concatenate([wa, wc]).T), np.concatenate([ba, bc]), ta)
+        self.split = wa.shape[0]  # the first layer's columns [0, split) are the actor's
+        self.actor_rest, self.critic_rest = _transposed(actor_rest), _transposed(critic_rest)
+
+    def __call__(self, x: np.ndarray, actor: bool = True) -> tuple:
+        """(the actor's output or None, the critic's) for x (n, in)."""
+        h = forward([self.first], x)
+        out = forward(self.actor_rest, h[:, : self.split]) if actor else None
+        return out, forward(self.critic_rest, h[:, self.split :])
+
+
+def forward(layers, x: np.ndarray) -> np.ndarray:
+    """x (n, in) through [(W^T, b, tanh?)]."""
+    for w_t, b, tanh in layers:
+        x = x @ w_t
+        x += b
+        if tanh:
+            np.tanh(x, out=x)
+    return x
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+class RolloutPolicy:
+    """The agent's acting in a rollout, `Agent.get_action_and_value` without autograd, on numpy: (action, log pi(a|s),
+    the critic's values, the state after x) for a batch of observations. The actor and the critic run as one
+    network (`fuse`), and the random draws are the very calls on torch's generator that get_action_and_value makes,
+    in its order (a Gaussian draw for the continuous values, then an exponential one per discrete head), so the same
+    generator state gives the same actions, and the same log-probabilities to float rounding. Built once per rollout
+    (the weights are copied in, so it is a snapshot); a subclass replaces `features` for an agent with memory."""
+
+    def __init__(self, agent: Agent):
+        self.heads = Fused(agent.actor, agent.critic)
+        self.discrete, self.n_continuous, self.logit_slices = agent.discrete, agent.n_continuous, agent.logit_slices
+        if self.n_continuous:
+            self.log_std = agent.actor_logstd.detach().numpy()[0].astype(np.float32)
+            self.std = np.exp(self.log_std)
+            self.logprob_const = np.float32(-(self.log_std.sum() + self.n_continuous * _HALF_LOG_2PI))
+
+    def features(self, x, state, done):
+        return x, state
+
+    def value(self, x: np.ndarray, state=NO_STATE, done=None) -> np.ndarray:
+        """The critic's values (n, n_values)."""
+        return self.heads(self.features(x, state, done)[0], actor=False)[1]
+
+    def __call__(self, x: np.ndarray, state=NO_STATE, done=None):
+        """a ~ pi(.|s), log pi(a|s), V(s) (n, n_values) and the state after x, for observations x (n, obs_dim)."""
+        h, state = self.features(x, state, done)
+        out, value = self.heads(h)
+        action, logprob = self._sample(out)
+        return action, logprob, value, state
+
+    def _sample(self, out):
+        n = out.shape[0]
+        if self.discrete:  # Gumbel-max, as Agent._policy: argmax(log p - log(Exp(1)))
+            logp = _log_softmax(out)
+            gumbel = torch.empty(logp.shape).exponential_().numpy()
+            action = (logp - np.log(gumbel)).argmax(axis=1)
+            return action, logp[np.arange(n), action]
+        columns, logprob = [], np.zeros(n, np.float32)
+        if self.n_continuous:  # a = mean + std * noise: log pi = sum(-noise^2 / 2 - log std - log(2 pi) / 2)
+            noise = torch.randn(n, self.n_continuous).numpy()
+            columns.append(out[:, : self.n_continuous] + self.std * noise)
+            logprob = logprob + (-0.5 * noise * noise).sum(axis=1) + self.logprob_const
+        for start, end in self.logit_slices:
+            logp = _log_softmax(out[:, start:end])
+            gumbel = torch.empty(logp.shape).exponential_().numpy()
+            a = (logp - np.log(gumbel)).argmax(axis=1)
+            logprob = logprob + logp[np.arange(n), a]
+            columns.append(a[:, None].astype(np.float32))
+        return (columns[0] if len(columns) == 1 else np.concatenate(columns, axis=1)), logprob
 
 
 def env_action(action_space, action):

@@ -29,6 +29,7 @@ scaling are done by the normaliser (saved with the model) instead of by gym wrap
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
@@ -37,6 +38,7 @@ import torch
 import torch.nn as nn
 
 from python_trainer.flags import Rule, at_least, flag, in_range, non_negative, positive
+from python_trainer.optimizer import Adam, clip_grad_norm
 
 
 @dataclass
@@ -142,7 +144,7 @@ class Iteration:
     scalars: dict
 
 
-def iterations(args: Args, agent: nn.Module, optimizer: torch.optim.Optimizer, rollouts, buf, normalizer,
+def iterations(args: Args, agent: nn.Module, optimizer: Adam, rollouts, buf, normalizer,
                bonus=None, *, num_iterations: int, start: int = 0, global_step: int = 0) -> Iterator[Iteration]:
     """PPO's loop from update ``start + 1`` to ``num_iterations``, yielding after each update (its rollout's ended
     episodes are in buf.episodes). ``rollouts``: rollout.Rollouts; ``buf``: its rollout.RolloutBuffer, with the
@@ -159,8 +161,10 @@ def iterations(args: Args, agent: nn.Module, optimizer: torch.optim.Optimizer, r
             optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
         # ---- ROLLOUT: num_steps x num_envs transitions with the current policy ----------------------------------
+        t_rollout = time.perf_counter()
         rollouts.collect(agent, normalizer, buf, bonus)
         global_step += batch_size
+        t_rollout = time.perf_counter() - t_rollout
 
         # ---- ADVANTAGES: bootstrap value if not done, then GAE backwards ---------------------------------------
         rewards = buf.rewards
@@ -182,7 +186,7 @@ def iterations(args: Args, agent: nn.Module, optimizer: torch.optim.Optimizer, r
             )
             advantages = bonus.combine(advantages, int_advantages)
             b_int_returns = torch.from_numpy(int_returns.reshape(-1))
-            b_rnd_next_obs = torch.from_numpy(buf.rnd_next_obs.reshape((-1, obs_dim)))
+            b_rnd_inputs, b_rnd_targets = bonus.prepare(buf.rnd_next_obs.reshape((-1, obs_dim)))
 
         # flatten the batch: (num_steps, num_envs, ...) -> (batch_size, ...)
         b_obs = torch.from_numpy(buf.obs.reshape((-1, obs_dim)))
@@ -195,30 +199,34 @@ def iterations(args: Args, agent: nn.Module, optimizer: torch.optim.Optimizer, r
 
         # ---- PPO UPDATE: update_epochs passes over shuffled minibatches ------------------------------------------
         # (a recurrent agent's minibatches are whole envs, their steps in order, replayed from the rollout's start)
+        t_update = time.perf_counter()
         b_inds = np.arange(batch_size)
         clipfracs, grad_norms, epochs_done = [], [], 0
         stop = False
         for epoch in range(args.update_epochs):
             for mb_inds, mb_envs in agent.minibatches(b_inds, args.num_steps, args.num_minibatches):
-                mb_inds = torch.from_numpy(mb_inds)
+                mb_inds = torch.from_numpy(mb_inds)  # b_x[mb_inds], taken with index_select (a third of the cost)
+                mb_obs, mb_actions, mb_logprobs, mb_advantages, mb_returns, mb_values, mb_dones = (
+                    b.index_select(0, mb_inds)
+                    for b in (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values, b_dones)
+                )
                 _, newlogprob, entropy, newvalues, _ = agent.get_action_and_value(
-                    b_obs[mb_inds], b_actions[mb_inds], buf.initial_state[mb_envs], b_dones[mb_inds]
+                    mb_obs, mb_actions, buf.initial_state[mb_envs], mb_dones
                 )
                 newvalue = newvalues[:, 0]
                 # r_t(theta) = pi_theta(a|s) / pi_theta_old(a|s), computed in log space
-                logratio = newlogprob - b_logprobs[mb_inds]
+                logratio = newlogprob - mb_logprobs
                 ratio = logratio.exp()
 
                 with torch.no_grad():
                     # KL(pi_old || pi_new) estimators, http://joschu.net/blog/kl-approx.html
                     old_approx_kl = (-logratio).mean()
                     approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+                    clipfracs.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
                 if args.target_kl is not None and grad_norms and approx_kl.item() > args.target_kl:
                     stop = True  # --target-kl: the policy moved far enough from pi_old; skip this and later steps
                     break
 
-                mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:  # per-minibatch advantage normalisation
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
@@ -230,21 +238,20 @@ def iterations(args: Args, agent: nn.Module, optimizer: torch.optim.Optimizer, r
                 # Value loss: L^VF = 0.5 * E[(V - R)^2], clipped around the rollout's values like the policy
                 newvalue = newvalue.view(-1)
                 if args.clip_vloss:
-                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                    v_clipped = b_values[mb_inds] + torch.clamp(
-                        newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
-                    )
-                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                    v_loss_unclipped = (newvalue - mb_returns) ** 2
+                    v_clipped = mb_values + torch.clamp(newvalue - mb_values, -args.clip_coef, args.clip_coef)
+                    v_loss_clipped = (v_clipped - mb_returns) ** 2
                     v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
                 else:
-                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+                    v_loss = 0.5 * ((newvalue - mb_returns) ** 2).mean()
 
                 # Entropy bonus H[pi] (maximised, so subtracted from the loss)
                 entropy_loss = entropy.mean()
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
                 if bonus is not None:  # + c_vf * L^VF_int (unclipped, as in the RND paper) + the predictor's loss
-                    int_v_loss = 0.5 * ((newvalues[:, 1] - b_int_returns[mb_inds]) ** 2).mean()
-                    rnd_loss = bonus.predictor_loss(b_rnd_next_obs[mb_inds])
+                    int_v_loss = 0.5 * ((newvalues[:, 1] - b_int_returns.index_select(0, mb_inds)) ** 2).mean()
+                    rnd_loss = bonus.predictor_loss(b_rnd_inputs.index_select(0, mb_inds),
+                                                    b_rnd_targets.index_select(0, mb_inds))
                     loss = loss + int_v_loss * args.vf_coef + rnd_loss
                 if not torch.isfinite(loss):
                     raise NonFiniteLoss(pg_loss.item(), v_loss.item())
@@ -252,11 +259,12 @@ def iterations(args: Args, agent: nn.Module, optimizer: torch.optim.Optimizer, r
                 optimizer.zero_grad()
                 loss.backward()
                 # global gradient clipping; the pre-clip norm is the grad_norm diagnostic
-                grad_norms.append(nn.utils.clip_grad_norm_(params, args.max_grad_norm).item())
+                grad_norms.append(clip_grad_norm(params, args.max_grad_norm))
                 optimizer.step()
             if stop:
                 break
             epochs_done = epoch + 1
+        t_update = time.perf_counter() - t_update
 
         y_pred, y_true = b_values.numpy(), b_returns.numpy()
         explained_var = explained_variance(y_pred, y_true)
@@ -269,10 +277,13 @@ def iterations(args: Args, agent: nn.Module, optimizer: torch.optim.Optimizer, r
             "losses/entropy": entropy_loss.item(),
             "losses/old_approx_kl": old_approx_kl.item(),
             "losses/approx_kl": approx_kl.item(),
-            "losses/clipfrac": np.mean(clipfracs),
+            "losses/clipfrac": torch.stack(clipfracs).mean().item(),
             "losses/explained_variance": explained_var,
-            **({"diagnostics/grad_norm": float(np.mean(grad_norms))} if grad_norms else {}),
+            **({"diagnostics/grad_norm": torch.stack(grad_norms).mean().item()} if grad_norms else {}),
             "diagnostics/update_epochs_done": epochs_done,
+            # where the iteration's time went (the train command adds perf/other_s: everything else)
+            "perf/rollout_s": t_rollout, "perf/policy_s": buf.policy_s, "perf/env_wait_s": buf.env_wait_s,
+            "perf/update_s": t_update,
         }
         if bonus is not None:  # charts/episodic_return stays the game's (extrinsic) return
             scalars.update({

@@ -228,6 +228,7 @@ class RolloutWorker:
         collect_rollout(envs, self.agent, norm, buf, self.args["pipeline"], self.bonus)
         fragment = {f: getattr(buf, f) for f in buf.fields}
         fragment["initial_state"], fragment["state"] = buf.initial_state, buf.state  # the agents' memories
+        fragment["timing"] = (buf.policy_s, buf.env_wait_s, buf.group_steps)
         fragment["episodes"] = [(t, _slim_infos(infos)) for t, infos in buf.episodes]
         fragment["moments"] = [_added_moments(*b, r) for b, r in zip(before, (norm.obs_rms, norm.return_rms))]
         fragment["where"] = self.where()
@@ -535,6 +536,9 @@ class RayRollouts(Rollouts):
                 self.where[i] = frag["where"]
                 self._write_where()
         buf.episodes.sort(key=lambda e: e[0])
+        # where a worker's rollout time went, on average over the workers (each acts for its own games)
+        buf.policy_s, buf.env_wait_s = (float(np.mean([f["timing"][k] for f in fragments])) for k in (0, 1))
+        buf.group_steps = fragments[0]["timing"][2]
         self.steps_per_s = [buf.obs.shape[0] * (self.offsets[i + 1] - self.offsets[i]) / f["seconds"]
                             for i, f in enumerate(fragments)]  # fmt: skip
         self.collect_s = time.perf_counter() - t0

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from python_trainer.agent import Agent, layer_init
+from python_trainer.agent import Agent, RolloutPolicy, _numpy_layers, _transposed, forward, layer_init
 from python_trainer.flags import at_least, flag
 
 DEFAULT_HIDDEN_SIZE = 64
@@ -198,3 +198,35 @@ class RecurrentAgent(Agent):
 
     def policy_parts(self) -> dict:
         return {"actor": self.actor, "encoder": self.encoder, "lstm": self.lstm.export_weights()}
+
+    def rollout_policy(self) -> "RecurrentRolloutPolicy":
+        return RecurrentRolloutPolicy(self)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+class RecurrentRolloutPolicy(RolloutPolicy):
+    """RecurrentAgent's acting in a rollout on numpy (see agent.RolloutPolicy): the encoder, one LSTM step per call
+    (the state zeroed first where ``done``), then the actor and the critic as one product."""
+
+    def __init__(self, agent: RecurrentAgent):
+        super().__init__(agent)
+        self.encoder = _transposed(_numpy_layers(agent.encoder))
+        lstm = agent.lstm.lstm
+        self.w_ih_t = np.ascontiguousarray(lstm.weight_ih_l0.detach().numpy().T)
+        self.w_hh_t = np.ascontiguousarray(lstm.weight_hh_l0.detach().numpy().T)
+        self.bias = (lstm.bias_ih_l0 + lstm.bias_hh_l0).detach().numpy()
+        self.hidden = agent.hidden_size
+
+    def features(self, x, state, done):
+        """The LSTM's output for one step of n envs, and their state after it (PyTorch's gate order i, f, g, o)."""
+        H = self.hidden
+        keep = (1.0 - np.asarray(done, np.float32))[:, None]  # 0 where x starts an episode: forget first
+        h, c = state.h.numpy()[0] * keep, state.c.numpy()[0] * keep
+        gates = forward(self.encoder, x) @ self.w_ih_t + h @ self.w_hh_t + self.bias
+        i, f, o = _sigmoid(gates[:, :H]), _sigmoid(gates[:, H : 2 * H]), _sigmoid(gates[:, 3 * H :])
+        c = f * c + i * np.tanh(gates[:, 2 * H : 3 * H])
+        h = o * np.tanh(c)
+        return h, LSTMState(torch.from_numpy(h[None]), torch.from_numpy(c[None]))

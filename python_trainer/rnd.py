@@ -17,7 +17,9 @@ It fills the bonus slot of ppo.py and the rollout (--rnd); the lines CleanRL's p
         int_advantages via GAE with dones = 0 (non-episodic) and gamma = bonus.gamma, on the second value output
         advantages = bonus.combine(ext_advantages, int_advantages)    # ext_coef * A_ext + int_coef * A_int
     ...each minibatch:
-        loss = pg_loss - ent_coef * entropy + vf_coef * (v_loss_ext + v_loss_int) + bonus.predictor_loss(mb_next_obs)
+        inputs, targets = bonus.prepare(rollout's reached observations)     # once per update
+        loss = pg_loss - ent_coef * entropy + vf_coef * (v_loss_ext + v_loss_int) + bonus.predictor_loss(inputs[mb],
+                                                                                                   targets[mb])
 
 Two normalisations, as in the paper:
 - the networks see observations whitened by their own running statistics and clipped to [-5, 5] (the policy's
@@ -173,10 +175,18 @@ class RND(nn.Module):
         self.int_return_rms.update(returns.reshape(-1))
         return (rewards / np.sqrt(self.int_return_rms.var + self.epsilon)).astype(np.float32)
 
-    def predictor_loss(self, next_obs) -> torch.Tensor:
-        """The predictor's loss on a minibatch of next observations: the prediction error averaged over a random
+    @torch.no_grad()
+    def prepare(self, next_obs) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the networks' input, the target's features) for a rollout's observations: both stay fixed through an
+        update (the whitening statistics change once per rollout, the target never), so the update computes them
+        once instead of once per minibatch and epoch."""
+        x = self.normalize_obs(next_obs)
+        return x, self.target(x)
+
+    def predictor_loss(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The predictor's loss on a minibatch (`prepare`'s rows): the prediction error averaged over a random
         ``update_proportion`` of the samples (the others train nothing this time; see UPDATE_PROPORTION)."""
-        error = self.prediction_error(next_obs)
+        error = (self.predictor(inputs) - targets).pow(2).mean(-1)
         mask = (torch.rand(error.shape[0]) < self.update_proportion).to(error.dtype)
         return (error * mask).sum() / mask.sum().clamp(min=1.0)
 

@@ -10,12 +10,12 @@ same `RolloutBuffer`, so GAE and the update never know which one ran.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from python_trainer.agent import env_action
 from python_trainer.grouped_env import GroupedVecEnv
@@ -57,6 +57,8 @@ class RolloutBuffer:
     step to step and from rollout to rollout; initial_state, its copy at the rollout's start (the update replays
     the rollout from it). With a bonus (RND): int_rewards[t], the raw intrinsic reward of the observation reached
     at step t (the final one where an episode ended), and rnd_next_obs[t] that raw observation.
+    Where the rollout's time went: policy_s (acting: the normaliser, the forward pass, sampling), env_wait_s (sending
+    actions to the games and waiting for their replies), over group_steps steps of one group of envs.
     """
 
     FIELDS = ("obs", "actions", "logprobs", "rewards", "dones", "values", "terminated", "truncated", "final_values",
@@ -81,6 +83,8 @@ class RolloutBuffer:
         self.state = agent.initial_state(num_envs)
         self.initial_state = self.state.clone()
         self.fields = self.FIELDS + (self.BONUS_FIELDS if bonus is not None else ())
+        self.policy_s = self.env_wait_s = 0.0
+        self.group_steps = 0
         if bonus is not None:
             self.int_rewards = np.zeros((num_steps, num_envs), np.float32)
             self.rnd_next_obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
@@ -95,18 +99,23 @@ def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, 
     serves the next group; pipeline=False sends all groups' actions together (strict turns). The data, the
     normalisation updates and the RNG draws are the same either way. The agent's memory is kept per env
     (buf.state), so each group carries its own envs' memories. ``bonus``: RND, rating each reached observation.
+    The agent acts through its rollout_policy (its weights on numpy for this rollout: no autograd, no tensors).
     """
     act_space = envs.single_action_space
     num_steps, groups = buf.obs.shape[0], envs.groups
     pipeline = pipeline and len(groups) > 1
     buf.episodes = []
     buf.initial_state = buf.state.clone()  # the update replays the rollout from here
+    policy = agent.rollout_policy()  # pi_theta_old and V for every step of this rollout
+    clock, policy_s, env_wait_s = time.perf_counter, 0.0, 0.0
     for step in range(num_steps + 1):  # the extra pass only collects the rollout's last step
         held = []
         for group, g in enumerate(groups):  # g: the group's envs
             if step > 0:  # r_{t-1} and s_t of the group's envs
                 t = step - 1
+                t0 = clock()
                 raw_obs, reward, terminated, truncated, infos = envs.step_wait(group)
+                t1 = clock()
                 if not (np.isfinite(raw_obs).all() and np.isfinite(reward).all()):
                     raise NonFiniteEnvData(t)
                 done = np.logical_or(terminated, truncated)
@@ -115,37 +124,43 @@ def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, 
                 final_values = buf.final_values[t, g]  # a view
                 final_values[:] = 0.0
                 cut = np.flatnonzero(np.logical_and(truncated, np.logical_not(terminated)))
-                if cut.size:  # time-limit truncations: V(s_final), for bootstrap_truncated
-                    final_obs = np.stack(infos["final_obs"][cut]).astype(np.float32)
-                    with torch.no_grad():  # the final obs continues its episode: the env's memory as it is
-                        x = torch.from_numpy(normalizer.normalize_obs(final_obs, update=False))
-                        state = buf.state[np.arange(buf.obs.shape[1])[g][cut]]
-                        final_values[cut] = agent.get_value(x, state, torch.zeros(cut.size))[:, 0].numpy()
+                if cut.size:  # time-limit truncations: V(s_final), for bootstrap_truncated; the final obs continues
+                    final_obs = normalizer.normalize_obs(np.stack(infos["final_obs"][cut]), update=False)
+                    state = buf.state[np.arange(buf.obs.shape[1])[g][cut]]  # its episode: the env's memory as it is
+                    final_values[cut] = policy.value(final_obs, state, np.zeros(cut.size, np.float32))[:, 0]
+                t2 = clock()
                 if bonus is not None:  # RND rates the observation reached: the final one where an episode ended
                     bonus.rate(buf, t, g, raw_obs, done, infos)
+                t3 = clock()
                 buf.next_obs[g] = normalizer.normalize_obs(raw_obs)
                 buf.next_done[g] = done
                 if "_episode" in infos or "_final_info" in infos:  # episodic return/length, logged by the caller
                     buf.episodes.append((t, infos))
+                policy_s, env_wait_s = policy_s + (t2 - t1) + (clock() - t3), env_wait_s + t1 - t0
             if step == num_steps:
                 continue
             buf.obs[step, g] = buf.next_obs[g]
             buf.dones[step, g] = buf.next_done[g]
 
             # a_t ~ pi_theta_old(.|s_t), log pi_theta_old(a_t|s_t), V(s_t); the memory reset where s_t starts an episode
-            with torch.no_grad():
-                x, done_g = torch.from_numpy(buf.next_obs[g]), torch.from_numpy(buf.next_done[g])
-                action, logprob, _, value, buf.state[g] = agent.get_action_and_value(x, None, buf.state[g], done_g)
-            action = action.numpy()
+            t0 = clock()
+            action, logprob, value, buf.state[g] = policy(buf.next_obs[g], buf.state[g], buf.next_done[g])
+            actions = env_action(act_space, action)
+            policy_s += clock() - t0
             buf.actions[step, g] = action
-            buf.logprobs[step, g] = logprob.numpy()
-            buf.values[step, g] = value.numpy()
+            buf.logprobs[step, g] = logprob
+            buf.values[step, g] = value
             if pipeline:  # the group simulates while the next one is served
-                envs.step_async(env_action(act_space, action), group)
+                t0 = clock()
+                envs.step_async(actions, group)
+                env_wait_s += clock() - t0
             else:
-                held.append((env_action(act_space, action), group))
+                held.append((actions, group))
+        t0 = clock()
         for group_actions, group in held:  # strict turns: every group's actions, once all are chosen
             envs.step_async(group_actions, group)
+        env_wait_s += clock() - t0
+    buf.policy_s, buf.env_wait_s, buf.group_steps = policy_s, env_wait_s, num_steps * len(groups)
 
 
 def evaluate(act: Callable, envs, num_episodes: int, seed: int, max_vector_steps: int = 200_000) -> list[float]:

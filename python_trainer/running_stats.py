@@ -17,16 +17,24 @@ class RunningMeanStd:
         self.count = epsilon
 
     def update(self, x: np.ndarray) -> None:
-        """Folds in a batch ``x`` of shape (batch, *shape)."""
+        """Folds in a batch ``x`` of shape (batch, *shape). The batch's mean and variance are numpy's x.mean(0) and
+        x.var(0), computed with the ufuncs those call (the same numbers without their Python wrappers: the rollout
+        folds in a batch at every step)."""
         x = np.asarray(x, dtype=np.float64)
-        self.update_from_moments(x.mean(axis=0), x.var(axis=0), x.shape[0])
+        n = x.shape[0]
+        batch_mean = np.add.reduce(x, axis=0) / n
+        d = x - batch_mean
+        self.update_from_moments(batch_mean, np.add.reduce(np.multiply(d, d, out=d), axis=0) / n, n)
 
     def update_from_moments(self, batch_mean, batch_var, batch_count: int) -> None:
-        delta = batch_mean - self.mean
+        """Chan et al.'s merge: with w = n / (count + n), mean += delta * w and
+        var = var * count / (count + n) + batch_var * w + delta^2 * count * w / (count + n); the scalar weights are
+        Python floats, so each step's statistics cost a few array operations."""
         tot_count = self.count + batch_count
-        self.mean = self.mean + delta * batch_count / tot_count
-        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / tot_count
-        self.var = m2 / tot_count
+        w = batch_count / tot_count
+        delta = batch_mean - self.mean
+        self.mean = self.mean + delta * w
+        self.var = self.var * (self.count / tot_count) + batch_var * w + delta * delta * (self.count * w / tot_count)
         self.count = tot_count
 
     def state_dict(self) -> dict:

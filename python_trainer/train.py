@@ -29,7 +29,6 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.optim as optim
 import tyro
 
 from python_trainer import ppo
@@ -43,6 +42,7 @@ from python_trainer.game import GameError, GodotGame, resolve_env
 from python_trainer.gym_env import DEFAULT_NUM_ENVS, MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
 from python_trainer.launcher import DEFAULT_MAX_RESTARTS, InstanceCrashedError, InstanceStartError
 from python_trainer.normalization import NormArgs, Normalizer, bool_flag_aliases
+from python_trainer.optimizer import Adam
 from python_trainer.playback import PlaybackError, record, start_policy_watcher
 from python_trainer.policy_file import POLICY_NAME, game_policy, policy_source, write_policy_or_warn
 from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
@@ -324,9 +324,9 @@ def train(args: Args, explicit=frozenset()) -> int:
         norm_obs = continuous if args.norm_obs is None else args.norm_obs
         norm_reward = continuous if args.norm_reward is None else args.norm_reward
 
-        # fused=True: the same Adam update in one kernel, ~4x faster on CPU for these small tensors
+        # torch's fused Adam kernel (optimizer.py): the same update as torch.optim.Adam(fused=True), without its costs
         params = list(agent.parameters()) + (list(bonus.predictor.parameters()) if bonus else [])
-        optimizer = optim.Adam(params, lr=args.learning_rate, eps=1e-5, fused=True)
+        optimizer = Adam(params, lr=args.learning_rate, eps=1e-5)
         normalizer = Normalizer(obs_dim, num_envs, args.gamma, norm_obs, norm_reward)
         if ckpt:
             agent.load_state_dict(ckpt["model"])
@@ -384,13 +384,16 @@ def train(args: Args, explicit=frozenset()) -> int:
 
         updates = ppo.iterations(args, agent, optimizer, rollouts, buf, normalizer, bonus,
                                  num_iterations=num_iterations, start=start_update, global_step=global_step)
+        timing, since = TimeShares(), time.perf_counter()
         try:
             for it in updates:
                 global_step = it.global_step
                 for t, infos in buf.episodes:  # episodic return/length -> TensorBoard and episodes.csv
                     log.record_episodes(infos, global_step - batch_size + (t + 1) * num_envs)
                 sps = int((global_step - start_step) / max(time.time() - start_time, 1e-9))
-                for tag, value in {**it.scalars, "charts/SPS": sps, **rollouts.scalars()}.items():
+                since, other_s = time.perf_counter(), timing.add(it.scalars, time.perf_counter() - since, buf)
+                for tag, value in {**it.scalars, "perf/other_s": other_s, "charts/SPS": sps,
+                                   **rollouts.scalars()}.items():  # fmt: skip
                     writer.add_scalar(tag, value, global_step)
 
                 # ---- CHECKPOINT (episodes.csv flushed first) and progress ------------------------------------------
@@ -415,6 +418,8 @@ def train(args: Args, explicit=frozenset()) -> int:
 
         # ---- the end: final checkpoint + model, deterministic evaluation, learning curve ----------------------------
         log.close_progress()
+        if timing.updates:
+            print(timing.summary(batch_size, num_envs // max(1, buf.group_steps // args.num_steps)), flush=True)
         checkpoint(run_dir / CHECKPOINT_NAME, global_step, done_update)
         checkpoint(run_dir / MODEL_NAME, global_step, done_update)
         eval_mean = None
@@ -467,6 +472,32 @@ def train(args: Args, explicit=frozenset()) -> int:
             log.close()
         rollouts.close()
         lock.release()
+
+
+class TimeShares:
+    """Where the updates' wall-clock time went (the perf/* tags, summed): the rollout (of which acting and waiting
+    for the games), the update epochs, and everything else (GAE, logging, checkpoints)."""
+
+    def __init__(self):
+        self.updates, self.group_steps = 0, 0
+        self.seconds = dict.fromkeys(("rollout", "policy", "env_wait", "update", "other"), 0.0)
+
+    def add(self, scalars: dict, wall_s: float, buf) -> float:
+        """One update's perf/* scalars and its wall-clock time; returns its perf/other_s."""
+        other = max(0.0, wall_s - scalars["perf/rollout_s"] - scalars["perf/update_s"])
+        for name in ("rollout", "policy", "env_wait", "update"):
+            self.seconds[name] += scalars[f"perf/{name}_s"]
+        self.seconds["other"] += other
+        self.updates, self.group_steps = self.updates + 1, self.group_steps + buf.group_steps
+        return other
+
+    def summary(self, batch_size: int, group_size: int) -> str:
+        s, total = self.seconds, sum(self.seconds[k] for k in ("rollout", "update", "other")) or 1e-9
+        acting_us = 1e6 * s["policy"] / max(1, self.group_steps)
+        return (f"time: rollout {s['rollout'] / total:.0%} (acting {s['policy'] / total:.0%}, waiting for the envs "
+                f"{s['env_wait'] / total:.0%}), update {s['update'] / total:.0%}, other {s['other'] / total:.0%} of "
+                f"{total:.1f} s; acting {acting_us:.0f} us per step of {group_size} envs, update "
+                f"{1e3 * s['update'] / self.updates:.0f} ms per {batch_size} samples")
 
 
 # ======================================================================================================================

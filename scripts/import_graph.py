@@ -15,7 +15,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "python_trainer"
 
 LAYERS = [
-    {"paths", "processes", "errors", "files", "signals", "running_stats", "flags"},  # below everything
+    {"paths", "processes", "errors", "files", "signals", "running_stats", "flags", "optimizer"},  # below everything
     {"protocol", "game"},  # the wire protocol; which game, one instance's command line
     {"launcher"},  # ports, tokens, logs, Xvfb, restarts
     {"grouped_env", "gym_env", "vec_env"},  # the vector envs

@@ -24,8 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "same_seed"
 
-# name -> the train flags, and the flags of every run (--seed 1, no evaluation, one checkpoint at the end); the
-# memory run is a small recurrent + curiosity checkpoint whose state_dict keys and RND statistics must still load
+# name -> the train flags, and the flags of every run (--seed 1, no evaluation, one checkpoint at the end)
 _TABLE = json.loads((FIXTURES / "runs.json").read_text())
 RUNS, COMMON = _TABLE["runs"], _TABLE["common"]
 

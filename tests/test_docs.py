@@ -20,7 +20,6 @@ This test checks, in a few seconds, what goes stale without anyone noticing when
 
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys

@@ -325,7 +325,7 @@ def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path, monkeypatch, capsys):
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert (ckpt["global_step"], ckpt["update"]) == (4 * 128, 4)
     assert "--resume" in capsys.readouterr().err
-    assert not (run_dir / "checkpoint.pt.tmp").exists()
+    assert not list(run_dir.glob(".*tmp*")), "a temporary file was left"
 
 
 def test_inconsistent_sizes_and_unknown_env_are_clear_errors(tmp_path, capsys):
@@ -403,12 +403,12 @@ def test_target_kl_stops_the_update_epochs_early(tmp_path):
 
 def test_no_import_cycle_and_the_layering_holds():
     """scripts/import_graph.py: no cycle among python_trainer's modules (imports inside functions counted), no module
-    importing a higher layer, ppo.py the algorithm alone (it imports flags only) and at most 400 lines."""
+    importing a higher layer, ppo.py the algorithm alone (it imports flags and the optimizer step only) and at most 400 lines."""
     repo = Path(__file__).resolve().parent.parent
     result = subprocess.run([sys.executable, "scripts/import_graph.py"], capture_output=True, text=True, timeout=60,
                             cwd=repo)  # fmt: skip
     assert result.returncode == 0 and "cycles: none; layering breaks: none" in result.stdout, result.stdout[-3000:]
-    assert "  ppo -> flags\n" in result.stdout
+    assert "  ppo -> flags, optimizer\n" in result.stdout
     assert len((repo / "python_trainer" / "ppo.py").read_text().splitlines()) <= 400
 
 

@@ -23,7 +23,7 @@ def test_bonus_falls_on_states_seen_often_but_not_on_novel_ones():
     optimizer = torch.optim.Adam(rnd.predictor.parameters(), lr=1e-3)
     target_before = [p.clone() for p in rnd.target.parameters()]
     for _ in range(300):
-        loss = rnd.predictor_loss(_cluster(rng, familiar_centre, n=64))
+        loss = rnd.predictor_loss(*rnd.prepare(_cluster(rng, familiar_centre, n=64)))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -39,17 +39,18 @@ def test_predictor_loss_uses_the_given_proportion_of_samples():
     torch.manual_seed(1)
     rnd = RND(obs_dim=3, update_proportion=0.25)
     obs = np.random.default_rng(1).standard_normal((4000, 3)).astype(np.float32)
-    rnd.predictor_loss(obs).backward()
+    rnd.predictor_loss(*rnd.prepare(obs)).backward()
     assert rnd.predictor[0].weight.grad is not None and all(p.grad is None for p in rnd.target.parameters())
     # the mask keeps about a quarter of the samples: the loss is the mean error over that subset
     torch.manual_seed(2)
     mask = torch.rand(4000) < 0.25
     torch.manual_seed(2)
-    loss = rnd.predictor_loss(obs)
+    loss = rnd.predictor_loss(*rnd.prepare(obs))
     error = rnd.prediction_error(obs).detach()
     assert 0.2 < mask.float().mean() < 0.3
     assert torch.isclose(loss, error[mask].mean(), rtol=1e-5)
-    nothing = RND(obs_dim=3, update_proportion=0.0).predictor_loss(obs)  # no sample: 0, not NaN
+    nothing = RND(obs_dim=3, update_proportion=0.0)
+    nothing = nothing.predictor_loss(*nothing.prepare(obs))  # no sample: 0, not NaN
     assert nothing.item() == 0.0
 
 

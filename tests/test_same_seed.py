@@ -1,8 +1,14 @@
 """The same seed gives the same run, before and after a change of the trainer's code: the runs of
-tests/fixtures/same_seed/runs.json, recorded with main 7743056's trainer (scripts/make_same_seed_fixtures.py), are
-repeated here and must give the same episodes.csv, and in model.pt the same model, optimizer, normaliser and RNG
-states (torch.equal) and the same args apart from path fields. A checkpoint written by that trainer still resumes
+tests/fixtures/same_seed/runs.json (scripts/make_same_seed_fixtures.py) are repeated here and must give the same
+episodes.csv, and in model.pt the same model, optimizer, normaliser and RNG states (torch.equal) and the same args
+apart from path fields. A checkpoint written by main 7743056's trainer (tests/fixtures/main_7743056/) still resumes
 and plays in the engine.
+
+The runs were recorded with main 7743056's trainer, and the restructuring (issue 20) reproduced them bit for bit;
+they were re-recorded once, on purpose, by the trainer of issue 21, whose numbers differ in float rounding only:
+the rollout acts on numpy (agent.RolloutPolicy: the same sums taken in another order, the actor and the critic's
+first layers in one product) and the running statistics merge with scalar weights (running_stats.py). The
+acting path's agreement with get_action_and_value is tests/test_acting.py's.
 
 The numbers of a float computation depend on the CPU's vector instructions: the fixtures record torch's CPU
 capability, and on a machine with another one the comparison is skipped, saying why.
@@ -20,6 +26,7 @@ import torch
 from conftest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "same_seed"
+OLD_RUNS = REPO / "tests" / "fixtures" / "main_7743056"
 TABLE = json.loads((FIXTURES / "runs.json").read_text())
 RECORDED = json.loads((FIXTURES / "capability.json").read_text())
 PATH_FIELDS = {"run_dir_root", "resume"}  # where the run was written: differs from run to run
@@ -82,7 +89,7 @@ def test_an_old_checkpoint_resumes_and_plays(tmp_path, name, more_steps, headles
     from python_trainer import playback
 
     run_dir = tmp_path / f"{name}_old"
-    shutil.copytree(FIXTURES / name, run_dir)
+    shutil.copytree(OLD_RUNS / name, run_dir)
     shutil.copy(run_dir / "model.pt", run_dir / "checkpoint.pt")  # the run's checkpoint.pt had the same bytes
     before = torch.load(run_dir / "checkpoint.pt", weights_only=True)["global_step"]
     result = _train(tmp_path / "unused", "--resume", str(run_dir), "--total-timesteps", str(more_steps))
@@ -90,6 +97,6 @@ def test_an_old_checkpoint_resumes_and_plays(tmp_path, name, more_steps, headles
     after = torch.load(run_dir / "model.pt", weights_only=True)
     assert after["global_step"] == more_steps > before
     # the old file itself plays: exported to a policy file, then evaluated inside the engine
-    policy = playback.export_policy(FIXTURES / name / "model.pt", tmp_path / "old_policy.json")
+    policy = playback.export_policy(OLD_RUNS / name / "model.pt", tmp_path / "old_policy.json")
     report = playback.evaluate_in_engine(policy, episodes=4, agents=4)
     assert report["episodes"] == 4 and np.isfinite(report["mean_return"])

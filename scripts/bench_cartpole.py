@@ -1,4 +1,4 @@
-"""CartPole-v1 and the Godot cart_pole side by side: python_trainer/ppo.py with the course unit's command, one training
+"""CartPole-v1 and the Godot cart_pole side by side: `godot-ppo train` with the course unit's command, one training
 run per env and seed.
 
     .venv/bin/python scripts/bench_cartpole.py                 # CartPole-v1 and cart_pole, seeds 1 2 3, 500k steps each
@@ -120,7 +120,7 @@ def main(argv=None):
     for seed in args.seeds:
         for env_id in args.envs:
             exp = f"bench{int(time.time())}"
-            cmd = [sys.executable, "-m", "python_trainer.ppo", "--env-id", env_id, *command, "--seed", str(seed),
+            cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", env_id, *command, "--seed", str(seed),
                    "--exp-name", exp, "--run-dir-root", str(root), "--eval-episodes", str(args.eval_episodes),
                    *args.extra]  # fmt: skip
             if args.env_path and not is_gym_id(env_id):

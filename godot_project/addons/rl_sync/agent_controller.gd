@@ -15,6 +15,12 @@ const AGENT_GROUP := "AGENT"
 
 # Time limit in decision steps; the --max_episode_steps command-line setting overrides it.
 export var max_episode_steps := 1000
+# The policy that drives this agent: agents with the same name share one network, so they must have the
+# same observation and action spaces; agents of different names are trained as different networks.
+export var policy_name := "shared_policy"
+# The side this agent plays on in a game of two sides (0, 1, ...), -1 for none: a self-play trainer
+# plays one side's agents against snapshots of the same policy on the other.
+export var team := -1
 
 # Reward earned since the last decision step.
 var reward := 0.0

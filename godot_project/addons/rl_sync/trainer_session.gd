@@ -156,15 +156,18 @@ func _reset() -> Dictionary:
 func _env_info() -> Dictionary:
 	var obs_spaces := []
 	var policy_names := []
+	var teams := []
 	for agent in _agents:
 		obs_spaces.append(agent.get_obs_space())
-		policy_names.append("shared_policy")
+		policy_names.append(agent.policy_name)
+		teams.append(agent.team)
 	return {
 		"type": "env_info",
 		"n_agents": _agents.size(),
 		"observation_space": obs_spaces,
 		"action_space": _action_spaces,
 		"agent_policy_names": policy_names,
+		"agent_teams": teams,  # our extension: each agent's side (-1: none), for self-play
 		"env": _sync.env_name,
 		"max_episode_steps": _agents[0].max_episode_steps,
 		"extension_version": TrainerHandshake.EXTENSION_VERSION,

@@ -1,0 +1,57 @@
+extends "res://addons/rl_sync/agent_controller.gd"
+# One Pong paddle. Both paddles of a court train as one policy ("pong") in two teams (0: left,
+# 1: right), so each sees the court from its own side: x is measured from its own goal line, and the
+# observation of a right paddle is the mirror image of a left paddle's.
+#
+# Observation (6 values in [-1, 1]): its paddle's height, the opponent's, the ball's distance from
+# its own goal line and height, and the ball's velocity (towards the opponent positive).
+# Action: "move", discrete: 0 up, 1 stay, 2 down.
+# Reward: +1 for a point won, -1 for a point lost (the match ends either way); a draw at the time limit.
+
+var move := 0.0  # -1 up, 0 stay, +1 down: read by the court every physics frame
+
+onready var court = get_parent()
+
+
+func _init() -> void:
+	policy_name = "pong"
+
+
+func get_obs() -> Array:
+	var mine: float = court.paddle_y[team]
+	var theirs: float = court.paddle_y[1 - team]
+	var x: float = court.ball.x if team == 0 else court.WIDTH - court.ball.x
+	var vx: float = court.ball_velocity.x if team == 0 else -court.ball_velocity.x
+	return [
+		mine / court.HEIGHT * 2.0 - 1.0,
+		theirs / court.HEIGHT * 2.0 - 1.0,
+		x / court.WIDTH * 2.0 - 1.0,
+		court.ball.y / court.HEIGHT * 2.0 - 1.0,
+		vx / court.MAX_BALL_SPEED,
+		court.ball_velocity.y / court.MAX_BALL_SPEED,
+	]
+
+
+func get_action_space() -> Dictionary:
+	return {"move": {"size": 3, "action_type": "discrete"}}
+
+
+func set_action(action: Dictionary) -> void:
+	move = float(int(action["move"]) - 1)
+
+
+func reset_episode() -> void:
+	move = 0.0
+	court.reset_match()
+
+
+# Keyboard play for either side: the left paddle with W / S, the right one with the up / down arrows.
+func get_heuristic_action() -> Dictionary:
+	var up := KEY_W if team == 0 else KEY_UP
+	var down := KEY_S if team == 0 else KEY_DOWN
+	var choice := 1
+	if Input.is_key_pressed(up):
+		choice = 0
+	elif Input.is_key_pressed(down):
+		choice = 2
+	return {"move": choice}

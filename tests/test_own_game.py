@@ -176,9 +176,9 @@ def test_a_program_that_lists_games_but_never_connects_times_out_and_is_ended(tm
 
 
 def test_unknown_env_id_names_the_games_of_the_binary(headless_export):
-    with pytest.raises(GameError, match=r"unknown env id 'pong': neither a game in --env-path .* \(its games: ball_chase, cart_pole, .*jumper.*sparse_goal\)"):
-        resolve_env("pong", headless_export)
-    result = run_cli("envs", "--env-path", str(headless_export), "--env-id", "pong")
+    with pytest.raises(GameError, match=r"unknown env id 'volleyball': neither a game in --env-path .* \(its games: ball_chase, cart_pole, .*jumper.*sparse_goal\)"):
+        resolve_env("volleyball", headless_export)
+    result = run_cli("envs", "--env-path", str(headless_export), "--env-id", "volleyball")
     assert result.returncode == 2 and re.search("its games: ball_chase, .*jumper, .*sparse_goal", result.stderr)
 
 

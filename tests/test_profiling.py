@@ -211,7 +211,7 @@ def test_compare_training(tmp_path, headless_export, capsys):
     (["--modes", "fullscreen"], "valid modes are headless, windowed"),
     (["--modes", "headless,gpu"], "valid modes are headless, windowed"),
     (["--steps", "10", "--seconds", "2"], "not allowed with"),
-    (["--env", "pong"], "unknown env id 'pong'"),
+    (["--env", "volleyball"], "unknown env id 'volleyball'"),
     (["--env-path", "/nowhere/game.x86_64"], "no such file"),
 ])
 def test_bad_input_fails_fast(args, message, capsys, tmp_path):

@@ -12,6 +12,7 @@ Where each concern lives (scripts/import_graph.py prints every module with its j
     trained_agent  the agent a run's flags describe, new or loaded from a checkpoint (for the tools)
     checkpoint     the checkpoint file; run_folder: a run's folder, args.json, episodes.csv, TensorBoard, progress
     policy_file    the in-engine player's policy file (format, building it from an agent, writing, reading)
+    onnx_policy    policy files as ONNX models in godot-rl's convention, and ONNX policies as policy files
     playback       policy export from checkpoints and watching trained agents in the engine
     profiling      headless vs windowed instance profiling
     game_commands  `godot-ppo envs` and `godot-ppo launch`

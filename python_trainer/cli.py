@@ -16,6 +16,7 @@ COMMANDS = {
     "launch": ("python_trainer.game_commands", "launch_main", "start instances and step them with random actions"),
     "train": ("python_trainer.train", "main", "train with PPO (CleanRL's flags)"),
     "export-policy": ("python_trainer.playback", "export_policy_main", "write a trained actor for in-engine play"),
+    "import-policy": ("python_trainer.playback", "import_policy_main", "turn an ONNX policy (SB3, CleanRL) into one"),
     "play": ("python_trainer.playback", "play_main", "watch a trained policy in the Godot window"),
     "profile": ("python_trainer.profiling", "main", "profile headless against windowed instances"),
 }

@@ -2,6 +2,8 @@
 record it, and evaluate it inside the engine.
 
     godot-ppo export-policy runs/ball_chase__ppo__1__1700000000           # -> <run>/policy.json
+    godot-ppo export-policy runs/ball_chase__ppo__1__1700000000 --format onnx -o policy.onnx   # godot-rl's ONNX
+    godot-ppo import-policy model.onnx --env-id ball_chase -o policy.json   # an SB3/CleanRL ONNX model, in the engine
     godot-ppo play runs/ball_chase__ppo__1__1700000000                    # window, real time, 4 agents
     godot-ppo play exports/policies/ball_chase.json --record ball_chase.gif --record-seconds 10
     godot-ppo play runs/... --python                                      # the PyTorch checkpoint drives the window
@@ -129,6 +131,21 @@ def export_policy(src, out=None, env_info: Optional[dict] = None) -> Path:
     return write_policy(out, policy_dict(checkpoint, env_info))
 
 
+def export_onnx(src, out=None, env_info: Optional[dict] = None) -> Path:
+    """Write a run folder's / checkpoint's actor, or a policy file, as an ONNX model in godot-rl's convention
+    (onnx_policy.py); returns its path. Default output: ``<run>/policy.onnx``, else beside ``src``."""
+    from python_trainer.onnx_policy import write_onnx  # torch and onnx: only for this format
+
+    src = Path(src)
+    if src.suffix == ".json":
+        policy = read_policy(src)
+        default = src.with_suffix(".onnx")
+    else:
+        policy = policy_dict(resolve_checkpoint(src), env_info)
+        default = default_policy_path(src).with_suffix(".onnx")
+    return write_onnx(Path(out) if out is not None else default, policy)
+
+
 def ensure_policy(src) -> Path:
     """A policy file for ``src``: the file itself (.json), or the run's/checkpoint's policy file, (re-)exported
     when it is missing or older than the checkpoint."""
@@ -159,21 +176,33 @@ def export_policy_main(argv=None) -> int:
                         help="the game that will play the policy: in --env-path's export, else in this repository's "
                              "(default: the one the checkpoint trained on). A policy trained on a gymnasium id plays "
                              "in a game with the same observations and actions, e.g. CartPole-v1's in cart_pole")
+    parser.add_argument("--format", choices=["json", "onnx"], default=None,
+                        help="json: the policy file the engine plays (--policy=FILE); onnx: the same network as an ONNX "
+                             "model in godot-rl's convention, the normalisation folded in (docs/onnx.md). Default: onnx "
+                             "when --out ends in .onnx, else json. A policy .json as the source converts it to ONNX")
     args = parser.parse_args(argv)
+    fmt = args.format or ("onnx" if args.out and args.out.endswith(".onnx") else "json")
     try:
         env_info = None
-        if args.env_path is not None:
+        if args.env_path is not None and not args.src.endswith(".json"):
             from python_trainer.checkpoint import load_checkpoint  # torch: only for a checkpoint
 
             trained = args.env_id or load_checkpoint(resolve_checkpoint(args.src))["env_id"]
             env_info = game_env_info(godot_game(trained, args.env_path))
         elif args.env_id is not None:
             env_info = game_env_info(godot_game(args.env_id))
-        out = export_policy(args.src, args.out, env_info)
-        policy = read_policy(out)
+        if fmt == "onnx":
+            out = export_onnx(args.src, args.out, env_info)
+        else:
+            out = export_policy(args.src, args.out, env_info)
+            policy = read_policy(out)
     except (PlaybackError, InstanceStartError, ValueError) as e:
         print(f"godot-ppo export-policy: error: {e}", file=sys.stderr)
         return 2
+    if fmt == "onnx":
+        print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): ONNX opset 17 in godot-rl's convention, inputs obs and "
+              "state_ins, outputs output and state_outs (docs/onnx.md)")  # fmt: skip
+        return 0
     n_params = sum(len(layer["bias"]) * (1 + len(layer["weight"][0])) for layer in policy["layers"])
     lstm = policy.get("lstm")
     if lstm:  # a recurrent policy: the LSTM's weights too
@@ -181,6 +210,38 @@ def export_policy_main(argv=None) -> int:
     actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in policy["action_keys"])
     print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): {policy['env']}, {policy['observation_size']} observations -> "
           f"{actions}, {n_params} parameters, global step {policy['source']['global_step']}")  # fmt: skip
+    print(f"watch it: godot-ppo play {out}")
+    return 0
+
+
+def import_policy_main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="godot-ppo import-policy",
+        description="Turn an ONNX MLP policy (godot-rl's export of SB3's or CleanRL's PPO, or godot-ppo's own) into a "
+                    "policy file the game plays by itself (--policy=FILE): no C#, no Python, no ONNX runtime.",
+    )
+    parser.add_argument("model", metavar="MODEL.onnx", help="the ONNX model (godot-rl's convention: obs -> output)")
+    parser.add_argument("-o", "--out", default=None, help="output policy file (default: MODEL with .json)")
+    parser.add_argument("--env-path", default=None, metavar="PATH",
+                        help="the export whose game the policy plays (default: this repository's)")
+    parser.add_argument("--env-id", "--env", dest="env_id", default=None, metavar="NAME",
+                        help="the game the policy plays: its action keys name the outputs, in godot-rl's order (needed "
+                             "for SB3's and CleanRL's models; godot-ppo's own carry them)")
+    args = parser.parse_args(argv)
+    try:
+        from python_trainer.onnx_policy import import_policy  # torch and onnx: only for this command
+
+        env_info = None
+        if args.env_id is not None or args.env_path is not None:
+            env_info = game_env_info(godot_game(args.env_id, args.env_path))
+        policy = import_policy(args.model, env_info)
+        out = write_policy(Path(args.out) if args.out else Path(args.model).with_suffix(".json"), policy)
+    except (PlaybackError, InstanceStartError, ValueError) as e:
+        print(f"godot-ppo import-policy: error: {e}", file=sys.stderr)
+        return 2
+    actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in policy["action_keys"])
+    print(f"wrote {out}: {policy['env']}, {policy['observation_size']} observations -> {actions}, "
+          f"{len(policy['layers'])} layers{', observations normalised' if policy['obs_normalization'] else ''}")
     print(f"watch it: godot-ppo play {out}")
     return 0
 

@@ -1,11 +1,11 @@
 """The policy file: a trained actor as JSON that the game runs by itself in plain GDScript
 (godot_project/addons/rl_sync/policy_runner.gd reads it).
 
-    {"format": "godot-ppo-policy", "version": 1, "env": "ball_chase", "observation_size": 12,
+    {"format": "godot-ppo-policy", "version": 2, "env": "ball_chase", "observation_size": 12,
      "action_keys": [{"key": "move", "action_type": "continuous", "size": 2}],   # network-output order
      "action_rule": "clipped_mean" | "argmax" | "per_key",
      "obs_normalization": null | {"mean": [...], "var": [...], "epsilon": 1e-8, "clip": 10.0},
-     "layers": [{"weight": [[...] x in] x out, "bias": [...], "activation": "tanh" | "linear"}, ...],
+     "layers": [{"weight": [[...] x in] x out, "bias": [...], "activation": "tanh" | "relu" | "sigmoid" | "linear"}],
      "lstm": null | {"after_layer": k, "input_size": I, "hidden_size": H,     # a recurrent policy (--lstm): layers
                      "weight_ih": 4H x I, "weight_hh": 4H x H, "bias": 4H},  # [0, k) encode, the LSTM (one state
                                                                               # per agent), then layers [k, ...)
@@ -36,7 +36,8 @@ from python_trainer.files import write_atomic
 # should not pay for them.
 
 FORMAT = "godot-ppo-policy"
-VERSION = 1
+VERSION = 2  # 2: layers may end in relu or sigmoid too (ONNX imports); version 1 files read and play the same way
+READABLE_VERSIONS = (1, 2)
 POLICY_NAME = "policy.json"
 
 
@@ -244,6 +245,7 @@ def read_policy(path) -> dict:
         ) from None
     if not isinstance(policy, dict) or policy.get("format") != FORMAT:
         raise PolicyFileError(f"policy file {path}: not a godot-ppo policy file (expected \"format\": \"{FORMAT}\")")
-    if policy.get("version") != VERSION:
-        raise PolicyFileError(f"policy file {path}: unknown version {policy.get('version')!r}; this godot-ppo writes version {VERSION}")
+    if policy.get("version") not in READABLE_VERSIONS:
+        raise PolicyFileError(f"policy file {path}: unknown version {policy.get('version')!r}; this godot-ppo reads versions "
+                              f"{READABLE_VERSIONS[0]} to {VERSION}")  # fmt: skip
     return policy

@@ -19,7 +19,8 @@ LAYERS = [
     {"protocol", "game"},  # the wire protocol; which game, one instance's command line
     {"launcher"},  # ports, tokens, logs, Xvfb, restarts
     {"grouped_env", "gym_env", "vec_env"},  # the vector envs
-    {"agent", "recurrent", "rnd", "normalization", "checkpoint", "policy_file", "trained_agent", "run_folder"},
+    {"agent", "recurrent", "rnd", "normalization", "checkpoint", "policy_file", "onnx_policy", "trained_agent",
+     "run_folder"},
     {"rollout", "ray_rollouts", "ppo"},  # the algorithm and where its rollouts come from
     {"train", "playback", "profiling", "export", "game_commands"},  # the commands
     {"cli", "__main__", "__init__"},  # the command line (the package's make_vec_env shortcut is lazy)

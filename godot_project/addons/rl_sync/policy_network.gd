@@ -8,6 +8,14 @@ extends Reference
 
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const LstmCell = preload("res://addons/rl_sync/lstm_cell.gd")
+# Each activation a layer may end with, as the expression that applies it to one value (%s); relu and
+# sigmoid came with version 2 of the policy file (ONNX models imported from SB3 and other tools).
+const ACTIVATIONS := {
+	"linear": "",
+	"tanh": "tanh(%s)",
+	"relu": "max(%s, 0.0)",
+	"sigmoid": "1.0 / (1.0 + exp(-%s))",
+}
 
 # A recurrent policy's LSTM (one state per agent) and how many layers come before it.
 var lstm = null
@@ -54,7 +62,7 @@ func _load_lstm(weights) -> String:
 func _load_layers(layers, n_inputs: int, n_outputs: int) -> String:
 	if typeof(layers) != TYPE_ARRAY or layers.empty():
 		return "\"layers\" must be a non-empty list"
-	# Per layer: {"weight": out x in rows, "bias": out values, "tanh": bool}, once checked.
+	# Per layer: {"weight": out x in rows, "bias": out values, "activation": one of ACTIVATIONS}, once checked.
 	var checked := []
 	var n_in := n_inputs
 	if lstm != null and _lstm_after > layers.size() - 1:
@@ -75,7 +83,7 @@ func _load_layers(layers, n_inputs: int, n_outputs: int) -> String:
 		if error != "":
 			return error
 		checked.append({"weight": layer["weight"], "bias": layer["bias"],
-				"tanh": str(layer.get("activation", "linear")) == "tanh"})
+				"activation": str(layer.get("activation", "linear"))})
 		n_in = layer["weight"].size()
 	if n_in != n_outputs:
 		return "the network has %d outputs but action_keys need %d" % [n_in, n_outputs]
@@ -102,8 +110,9 @@ func _check_layer(layer, l: int, n_in: int) -> String:
 		if not BlockCompiler.is_finite_number(b):
 			return "layer %d holds a bias that is not a finite number (NaN or infinity)" % l
 	var activation := str(layer.get("activation", "linear"))
-	if not activation in ["tanh", "linear"]:
-		return "layer %d has the unknown activation \"%s\" (expected tanh or linear)" % [l, activation]
+	if not activation in ACTIVATIONS:
+		return "layer %d has the unknown activation \"%s\" (expected one of %s)" \
+				% [l, activation, PoolStringArray(ACTIVATIONS.keys()).join(", ")]
 	return ""
 
 
@@ -145,8 +154,9 @@ func _function(code, layers: Array, function_name: String, from: int, to: int) -
 			var bias := BlockCompiler.chunk_at(layers[l]["bias"], 0, n_out, bo)
 			var h := "%s%d" % [current, bo]
 			code.line("\tvar %s: Vector3 = %s + %s" % [h, code.vector("b%d_%d" % [l, bo], bias), terms.join(" + ")])
-			if layers[l]["tanh"]:
-				code.line("\t%s = Vector3(tanh(%s.x), tanh(%s.y), tanh(%s.z))" % [h, h, h, h])
+			var f: String = ACTIVATIONS[layers[l]["activation"]]
+			if f != "":
+				code.line("\t%s = Vector3(%s, %s, %s)" % [h, f % (h + ".x"), f % (h + ".y"), f % (h + ".z")])
 		previous = current
 	var outputs := PoolStringArray()
 	for bo in range(BlockCompiler.chunk_count(layers[to - 1]["weight"].size())):

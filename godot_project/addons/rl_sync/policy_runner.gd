@@ -2,7 +2,8 @@ extends Reference
 # Runs a trained policy inside the engine: loads a policy file written by `godot-ppo export-policy`,
 # checks it against an agent, normalises observations and runs the MLP forward pass in GDScript.
 #
-# The file is JSON (format "godot-ppo-policy", version 1):
+# The file is JSON (format "godot-ppo-policy", version 2; version 1 files, which know only tanh and
+# linear layers, read the same way):
 #   env                 the game it was trained on
 #   observation_size    length of an agent's flat observation
 #   action_keys         [{"key", "action_type", "size"}] in the order the network's outputs are laid out
@@ -10,7 +11,7 @@ extends Reference
 #                       "argmax" (discrete: the most likely choice, per key) or "per_key" (keys of both
 #                       kinds: the clipped mean for each continuous key, the argmax for each discrete one)
 #   obs_normalization   null, or {"mean", "var", "epsilon", "clip"}: x = clip((obs - mean) / sqrt(var + epsilon))
-#   layers              [{"weight": out x in rows, "bias": out, "activation": "tanh" | "linear"}]
+#   layers              [{"weight": out x in rows, "bias": out, "activation": "tanh" | "relu" | "sigmoid" | "linear"}]
 #   lstm                null, or a recurrent policy's LSTM (lstm_cell.gd's weights plus "after_layer": k):
 #                       layers [0, k) encode the observation, the LSTM carries one state per agent
 #                       (set_agent_count; reset(agent) where its episode begins), layers [k, ...) are the heads
@@ -20,7 +21,7 @@ extends Reference
 # into actions. This file reads the file, checks it fits an agent, and runs the three in turn.
 
 const FORMAT := "godot-ppo-policy"
-const VERSION := 1
+const VERSION := 2
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const ObsNormalization = preload("res://addons/rl_sync/obs_normalization.gd")
 const PolicyActions = preload("res://addons/rl_sync/policy_actions.gd")
@@ -70,9 +71,10 @@ func load_text(text: String) -> String:
 func load_dict(data) -> String:
 	if typeof(data) != TYPE_DICTIONARY or data.get("format") != FORMAT:
 		return _error("not a godot-ppo policy file (expected \"format\": \"%s\")" % FORMAT)
-	if data.get("version") != float(VERSION) and data.get("version") != VERSION:
-		return _error("unknown policy file version %s; this game reads version %d (re-export it with this godot-ppo)"
-				% [str(data.get("version")), VERSION])
+	var version = data.get("version")
+	if not BlockCompiler.is_finite_number(version) or not float(version) in [1.0, float(VERSION)]:
+		return _error("unknown policy file version %s; this game reads versions 1 to %d (re-export it with this godot-ppo)"
+				% [str(version), VERSION])
 	for key in ["env", "observation_size", "action_keys", "action_rule", "layers"]:
 		if not data.has(key):
 			return _error("the key \"%s\" is missing" % key)

@@ -1,0 +1,208 @@
+"""Policies travel both ways (onnx_policy.py, docs/onnx.md): `export-policy --format onnx` writes godot-rl's ONNX
+convention and onnxruntime agrees with the engine's --policy_forward; `import-policy` turns ONNX MLP policies
+(godot-rl's export of SB3's PPO, hand-made graphs with the normaliser, ReLU, Sigmoid, Slice, Softmax) into policy
+files the engine plays with the same numbers; bad models are refused in one line with nothing written."""
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import REPO
+from python_trainer import onnx_policy, playback
+from python_trainer.policy_file import PolicyFileError, write_policy
+
+ort = pytest.importorskip("onnxruntime")
+POLICIES = REPO / "exports" / "policies"
+N = 1000  # observations compared per model
+
+
+def _cli(*args, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "python_trainer", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+
+
+def _session(path):
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def _observations(n_obs, seed=0):
+    return np.random.default_rng(seed).uniform(-1.5, 1.5, (N, n_obs)).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", ["ball_chase", "cart_pole", "jumper"])  # continuous, discrete, hybrid
+def test_exported_mlp_agrees_with_the_engine(headless_export, tmp_path, name):
+    out = tmp_path / f"{name}.onnx"
+    result = _cli("export-policy", str(POLICIES / f"{name}_model.pt"), "--format", "onnx", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    model = _session(out)
+    assert [i.name for i in model.get_inputs()] == ["obs", "state_ins"]
+    assert [o.name for o in model.get_outputs()] == ["output", "state_outs"]
+    assert model.get_inputs()[0].shape[0] == "batch_size"  # the batch axis is dynamic
+    policy = json.loads((POLICIES / f"{name}.json").read_text())
+    obs = _observations(policy["observation_size"])
+    output, state = model.run(None, {"obs": obs, "state_ins": np.zeros(N, np.float32)})
+    engine, _ = playback.policy_forward(POLICIES / f"{name}.json", obs)
+    assert np.abs(output - engine).max() < 1e-5
+    assert (state == 0).all() and state.shape == (N,)
+    import onnx
+
+    meta = onnx_policy.policy_from_metadata(onnx.load(str(out)))
+    assert meta["env"] == name and meta["action_keys"] == policy["action_keys"]
+
+
+def test_exported_lstm_carries_its_state_and_agrees_with_the_engine_over_resets(headless_export, tmp_path):
+    policy_path = POLICIES / "memory_lstm.json"
+    out = tmp_path / "memory.onnx"
+    assert _cli("export-policy", str(policy_path), "-o", str(out)).returncode == 0  # a policy file converts too
+    policy = json.loads(policy_path.read_text())
+    hidden = policy["lstm"]["hidden_size"]
+    obs = _observations(policy["observation_size"])[:300]
+    dones = np.random.default_rng(2).random(300) < 0.08
+    dones[0] = True
+    model, state, outputs = _session(out), np.zeros((1, 2 * hidden), np.float32), []
+    for x, done in zip(obs, dones):
+        if done:  # an episode starts: zeros, as docs/onnx.md says
+            state[:] = 0
+        output, state = model.run(None, {"obs": x[None], "state_ins": state})
+        outputs.append(output[0])
+    engine, _ = playback.policy_forward(policy_path, obs, dones=dones)
+    assert np.abs(np.array(outputs) - engine).max() < 1e-5
+
+
+def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_export, tmp_path, monkeypatch):
+    """A short SB3 PPO training through godot-rl's StableBaselinesGodotEnv on our export, exported by godot-rl's
+    export_model_as_onnx (torch 2.13's default exporter needs onnxscript: called with dynamo=False, as ours is), then
+    imported: the engine's actions equal SB3's deterministic predictions."""
+    from stable_baselines3 import PPO
+
+    from godot_rl.wrappers.onnx.stable_baselines_export import export_model_as_onnx
+    from godot_rl.wrappers.stable_baselines_wrapper import StableBaselinesGodotEnv
+    from test_godot_rl_examples import _require_port_free
+    from test_playback import python_returns
+
+    _require_port_free()
+    env = StableBaselinesGodotEnv(env_path=str(headless_export), show_window=False, seed=0, n_parallel=1, speedup=8)
+    try:
+        torch.manual_seed(0)  # not PPO(seed=): it would call VecEnv.seed, which godot-rl's wrapper does not implement
+        model = PPO("MultiInputPolicy", env, n_steps=32, batch_size=128, n_epochs=2, verbose=0)
+        model.learn(total_timesteps=2 * 32 * env.num_envs)
+    finally:
+        env.close()
+    monkeypatch.setattr(torch.onnx, "export", functools.partial(torch.onnx.export, dynamo=False))
+    export_model_as_onnx(model, str(tmp_path / "sb3.onnx"))  # it verifies itself against SB3 (10 observations)
+    result = _cli("import-policy", str(tmp_path / "sb3.onnx"), "--env-id", "ball_chase", "-o", str(tmp_path / "p.json"))
+    assert result.returncode == 0, result.stderr
+    obs = _observations(12)
+    sb3_actions, _ = model.predict({"obs": obs}, deterministic=True)
+    _, engine_actions = playback.policy_forward(tmp_path / "p.json", obs)
+    engine = np.array([a["move"] for a in engine_actions])
+    assert np.abs(engine - sb3_actions).max() < 1e-5
+    # the same seed, SB3 acting from Python and the imported policy inside the engine: the same returns
+    in_engine = playback.evaluate_in_engine(tmp_path / "p.json", "ball_chase", episodes=16, seed=11, agents=16,
+                                            timeout=90, max_episode_steps=300)  # fmt: skip
+    from_python, _ = python_returns(lambda o: model.predict({"obs": o}, deterministic=True)[0], 16, 16, seed=11,
+                                    max_episode_steps=300)  # fmt: skip
+    e, p = np.mean(in_engine["returns"]), np.mean(from_python)
+    assert abs(e - p) <= max(0.05 * abs(p), 0.1), (in_engine["returns"], from_python)
+
+
+class _Normalised(nn.Module):
+    """A hand-made policy with the operators of other exporters: the normaliser as Sub/Div/Clip, ReLU and Sigmoid
+    layers, a Slice of the output rows, a final Softmax (optional)."""
+
+    def __init__(self, softmax=False):
+        super().__init__()
+        gen = torch.Generator().manual_seed(0)
+        self.mean, self.std = torch.randn(6, generator=gen), torch.rand(6, generator=gen) + 0.5
+        self.l1, self.l2, self.l3 = nn.Linear(6, 16), nn.Linear(16, 8), nn.Linear(8, 7)
+        self.softmax = softmax
+
+    def forward(self, obs, state_ins):
+        x = torch.clamp((obs - self.mean) / self.std, -5.0, 5.0)
+        x = torch.relu(self.l1(x))
+        x = torch.sigmoid(self.l2(x)) * 2.0 - 1.0
+        out = self.l3(x)[:, 1:6]  # 5 of the 7 rows: a discrete key of 3 and one of 2
+        return (torch.softmax(out, dim=1) if self.softmax else out), state_ins
+
+
+def _export(module, path):
+    with torch.no_grad():
+        torch.onnx.export(module, (torch.zeros(1, 6), torch.zeros(1)), str(path), dynamo=False, opset_version=17,
+                          input_names=["obs", "state_ins"], output_names=["output", "state_outs"],
+                          dynamic_axes={"obs": {0: "batch"}, "state_ins": {0: "batch"}})  # fmt: skip
+
+
+GAME = {"env": "hand_made", "n_agents": 1, "observation_space": {"obs": {"size": [6], "space": "box"}},
+        "action_space": {"turn": {"action_type": "discrete", "size": 3}, "fire": {"action_type": "discrete", "size": 2}}}
+
+
+def test_imported_operators_play_with_the_same_numbers(headless_export, tmp_path):
+    _export(_Normalised(), tmp_path / "m.onnx")
+    policy = onnx_policy.import_policy(tmp_path / "m.onnx", GAME)
+    assert [layer["activation"] for layer in policy["layers"]] == ["relu", "sigmoid", "linear"]
+    assert policy["obs_normalization"]["clip"] == 5.0 and policy["version"] == 2
+    write_policy(tmp_path / "m.json", policy)
+    obs = _observations(6, seed=3)
+    output, _ = _session(tmp_path / "m.onnx").run(None, {"obs": obs, "state_ins": np.zeros(N, np.float32)})
+    engine, actions = playback.policy_forward(tmp_path / "m.json", obs)
+    assert np.abs(output - engine).max() < 1e-5
+    assert [a["turn"] for a in actions] == output[:, :3].argmax(1).tolist()
+    assert [a["fire"] for a in actions] == output[:, 3:].argmax(1).tolist()
+    # a final Softmax is dropped: the engine's argmax of the logits picks what the probabilities' argmax picks
+    _export(_Normalised(softmax=True), tmp_path / "s.onnx")
+    write_policy(tmp_path / "s.json", onnx_policy.import_policy(tmp_path / "s.onnx", GAME))
+    probabilities, _ = _session(tmp_path / "s.onnx").run(None, {"obs": obs, "state_ins": np.zeros(N, np.float32)})
+    _, actions = playback.policy_forward(tmp_path / "s.json", obs)
+    assert [a["turn"] for a in actions] == probabilities[:, :3].argmax(1).tolist()
+
+
+class _Unsupported(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(6, 5)
+
+    def forward(self, obs, state_ins):
+        return torch.nn.functional.elu(self.l1(obs)), state_ins
+
+
+def test_bad_models_are_refused_in_one_line_and_nothing_is_written(headless_export, tmp_path, monkeypatch, capsys):
+    (tmp_path / "text.onnx").write_text("not a model\n")
+    _export(_Unsupported(), tmp_path / "elu.onnx")
+    _export(_Normalised(), tmp_path / "m.onnx")
+    cases = [
+        (["text.onnx", "--env-id", "ball_chase"], "not an ONNX model"),
+        (["elu.onnx", "--env-id", "ball_chase"], "Elu node"),
+        (["m.onnx", "--env-id", "ball_chase"], "the model takes 6 observations, but ball_chase gives 12"),
+        (["m.onnx"], "name the game with --env-id"),
+        (["missing.onnx", "--env-id", "ball_chase"], "no such file"),
+    ]
+    monkeypatch.chdir(tmp_path)
+    for args, message in cases:
+        assert playback.import_policy_main([*args, "-o", str(tmp_path / "out.json")]) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, (args, err)
+        assert not (tmp_path / "out.json").exists()
+    with pytest.raises(PolicyFileError, match="mixes continuous and discrete"):
+        onnx_policy.import_policy(tmp_path / "m.onnx", {**GAME, "action_space": {
+            "move": {"action_type": "continuous", "size": 3}, "fire": {"action_type": "discrete", "size": 2}}})
+
+
+def test_the_docs_commands_run_as_written(headless_export, tmp_path):
+    """docs/onnx.md's first block: export the pretrained ball_chase policy to ONNX, import it back, play it in the
+    engine (run in a scratch folder that sees this repository's exports)."""
+    block = (REPO / "docs" / "onnx.md").read_text().split("```bash\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "exports").symlink_to(REPO / "exports")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    for line in block.strip().splitlines():
+        result = subprocess.run(line, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, (line, result.stderr[-2000:])
+    report = json.loads(next(x for x in result.stdout.splitlines() if x.startswith('{"eval"')))["eval"]
+    assert report["episodes"] == 32 and report["mean_return"] > 30, report

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -114,6 +115,39 @@ def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_e
     assert abs(e - p) <= max(0.05 * abs(p), 0.1), (in_engine["returns"], from_python)
 
 
+class _Spaces(gym.Env):
+    """A gymnasium env with the given spaces (SB3 needs one to build a policy; nothing is stepped)."""
+
+    def __init__(self, n_obs, action_space):
+        self.observation_space = gym.spaces.Dict({"obs": gym.spaces.Box(-1.0, 1.0, (n_obs,), np.float32)})
+        self.action_space = action_space
+
+    def reset(self, seed=None, options=None):
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("sizes", [[2], [3, 2]])  # one discrete key, two (godot-rl makes them a MultiDiscrete)
+def test_sb3_discrete_and_multi_key_models_import(headless_export, tmp_path, monkeypatch, sizes):
+    from stable_baselines3 import PPO
+
+    from godot_rl.wrappers.onnx.stable_baselines_export import export_model_as_onnx
+
+    torch.manual_seed(1)
+    model = PPO("MultiInputPolicy", _Spaces(5, gym.spaces.MultiDiscrete(sizes)), n_steps=64, verbose=0)
+    monkeypatch.setattr(torch.onnx, "export", functools.partial(torch.onnx.export, dynamo=False))
+    export_model_as_onnx(model, str(tmp_path / "m.onnx"))
+    keys = {f"key{i}": {"action_type": "discrete", "size": n} for i, n in enumerate(sizes)}
+    game = {"env": "g", "n_agents": 1, "observation_space": {"obs": {"size": [5], "space": "box"}}, "action_space": keys}
+    write_policy(tmp_path / "m.json", onnx_policy.import_policy(tmp_path / "m.onnx", game))
+    obs = _observations(5, seed=4)
+    sb3_actions, _ = model.predict({"obs": obs}, deterministic=True)
+    _, engine = playback.policy_forward(tmp_path / "m.json", obs)
+    assert np.array([[a[k] for k in keys] for a in engine]).tolist() == sb3_actions.tolist()
+
+
 class _Normalised(nn.Module):
     """A hand-made policy with the operators of other exporters: the normaliser as Sub/Div/Clip, ReLU and Sigmoid
     layers, a Slice of the output rows, a final Softmax (optional)."""
@@ -164,6 +198,15 @@ def test_imported_operators_play_with_the_same_numbers(headless_export, tmp_path
     assert [a["turn"] for a in actions] == probabilities[:, :3].argmax(1).tolist()
 
 
+class _TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(6, 5)
+
+    def forward(self, obs, other, state_ins):
+        return self.l1(obs + other), state_ins
+
+
 class _Unsupported(nn.Module):
     def __init__(self):
         super().__init__()
@@ -177,7 +220,12 @@ def test_bad_models_are_refused_in_one_line_and_nothing_is_written(headless_expo
     (tmp_path / "text.onnx").write_text("not a model\n")
     _export(_Unsupported(), tmp_path / "elu.onnx")
     _export(_Normalised(), tmp_path / "m.onnx")
+    with torch.no_grad():
+        torch.onnx.export(_TwoInputs(), (torch.zeros(1, 6), torch.zeros(1, 6), torch.zeros(1)),
+                          str(tmp_path / "two.onnx"), dynamo=False, opset_version=17,
+                          input_names=["obs", "other", "state_ins"], output_names=["output", "state_outs"])  # fmt: skip
     cases = [
+        (["two.onnx", "--env-id", "ball_chase"], "2 inputs besides state_ins (obs, other)"),
         (["text.onnx", "--env-id", "ball_chase"], "not an ONNX model"),
         (["elu.onnx", "--env-id", "ball_chase"], "Elu node"),
         (["m.onnx", "--env-id", "ball_chase"], "the model takes 6 observations, but ball_chase gives 12"),

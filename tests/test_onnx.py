@@ -65,8 +65,8 @@ def test_exported_lstm_carries_its_state_and_agrees_with_the_engine_over_resets(
     assert _cli("export-policy", str(policy_path), "-o", str(out)).returncode == 0  # a policy file converts too
     policy = json.loads(policy_path.read_text())
     hidden = policy["lstm"]["hidden_size"]
-    obs = _observations(policy["observation_size"])[:300]
-    dones = np.random.default_rng(2).random(300) < 0.08
+    obs = _observations(policy["observation_size"])
+    dones = np.random.default_rng(2).random(N) < 0.04
     dones[0] = True
     model, state, outputs = _session(out), np.zeros((1, 2 * hidden), np.float32), []
     for x, done in zip(obs, dones):

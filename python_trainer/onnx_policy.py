@@ -260,8 +260,10 @@ def _apply(node, values: dict, consts: dict, where: str):
                               "layers can be imported")  # fmt: skip
     x = chains[0].copy()
     if op in PASS_THROUGH:
-        if op == "Concat" and len(args) != 1:
-            raise PolicyFileError(f"{where}: {_node_name(node)} joins several values; cannot map it")
+        shape = np.asarray(args[1]).reshape(-1) if op == "Reshape" else None
+        if (op == "Concat" and len(args) != 1) or (op == "Flatten" and attrs.get("axis", 1) != 1) or \
+                (shape is not None and (len(shape) != 2 or shape[1] not in (-1, len(x.b)))):
+            raise PolicyFileError(f"{where}: {_node_name(node)} changes the shape of a [batch, n] row; cannot map it")
         return x
     if op in IMPORTED_ACTIVATIONS:
         x.layers.append((x.w, x.b, IMPORTED_ACTIVATIONS[op]))

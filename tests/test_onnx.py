@@ -21,6 +21,9 @@ from python_trainer import onnx_policy, playback
 from python_trainer.policy_file import PolicyFileError, write_policy
 
 ort = pytest.importorskip("onnxruntime")
+# The models here are exported as godot-rl exports them: with torch's TorchScript exporter, which says it is legacy.
+pytestmark = pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript-based ONNX export",
+                                        "ignore:The feature will be removed:DeprecationWarning")
 POLICIES = REPO / "exports" / "policies"
 N = 1000  # observations compared per model
 

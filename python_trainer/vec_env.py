@@ -149,6 +149,15 @@ def spaces_from_env_info(info: dict):
     return obs_space, act_space, obs_layout, kind, act_layout
 
 
+def _as_array(values, what: str) -> np.ndarray:
+    """np.asarray(values), or a ValueError naming ``what`` when the values do not make an array (a ragged list)."""
+    try:
+        return np.asarray(values)
+    except ValueError:
+        raise ValueError(f"{what} must be a rectangular array of numbers (one row per env, each of the same size); "
+                         "got a ragged list") from None
+
+
 # ---------------------------------------------------------------------------------------------- the env
 class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
     """A gymnasium VectorEnv over ``num_instances`` Godot instances × ``agents_per_instance`` agents."""
@@ -313,7 +322,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         n = self.num_envs if n is None else n
         if self._act_kind == "hybrid":
             return self._checked_hybrid(actions, n)
-        a = np.asarray(actions)
+        a = _as_array(actions, "actions")
         if self._act_kind == "continuous":
             dim = self.single_action_space.shape[0]
             if a.shape == (n,) and dim == 1:
@@ -358,11 +367,17 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         if not isinstance(actions, dict):
             raise ValueError(f"actions for the hybrid space {space} must be a dict {{key: batched values}} with the "
                              f"keys {keys}, got {type(actions).__name__}")  # fmt: skip
-        if sorted(actions) != keys:
-            raise ValueError(f"actions have the keys {sorted(map(str, actions))}; {space} needs {keys}")
+        try:
+            given = sorted(actions)
+        except TypeError:  # keys that do not compare: a str key beside an int one
+            given = None
+        if given != keys:
+            odd = [k for k in actions if not isinstance(k, str)]
+            raise ValueError(f"actions have the keys [{', '.join(sorted(map(repr, actions)))}]; {space} needs {keys}"
+                             + (f" (the key {odd[0]!r} is not a string)" if odd else ""))
         floats, ints = [], []
         for key, size in self._act_layout:
-            a = np.asarray(actions[key])
+            a = _as_array(actions[key], f"actions[{key!r}]")
             if isinstance(space[key], gym.spaces.Discrete):
                 if a.shape == (n, 1):
                     a = a.reshape(n)
@@ -505,9 +520,12 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
     def step_async(self, actions, group: int) -> None:
         """Send the actions of ``group``'s envs (shape: the group's size first) to its instances; returns at once."""
         self._check_steppable()
+        if not isinstance(group, (int, np.integer)) or isinstance(group, bool) or not 0 <= group < len(self.groups):
+            raise ValueError(f"step_async: group {group!r} does not exist; this env's groups are "
+                             f"{list(range(len(self.groups)))} (envs.groups)")  # fmt: skip
         if group in self._pending:
             raise RuntimeError(f"group {group} already has actions in flight: step_wait({group}) first")
-        s = self.groups[group]  # IndexError for a group that does not exist
+        s = self.groups[group]
         a = self._checked_actions(actions, s.stop - s.start)
         self._pending[group] = self._send(a, self._group_instances[group])
 

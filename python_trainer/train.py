@@ -406,7 +406,7 @@ def train(args: Args, explicit=frozenset()) -> int:
                 log.progress(global_step, it.iteration, sps)
         except NonFiniteEnvData as e:
             raise TrainError(
-                f"{args.env_id} returned NaN/inf observations or rewards at global step "
+                f"{args.env_id} returned NaN/inf {e.what} at global step "
                 f"{done_step + (e.t + 1) * num_envs}: fix the env's observation/reward code ({checkpoint_note()})"
             ) from None
         except ppo.NonFiniteLoss as e:

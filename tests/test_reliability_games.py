@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
+from python_trainer import train
 from python_trainer.policy_file import MAX_SIZE, PolicyFileError, policy_dict, read_policy
 from python_trainer.recurrent import RecurrentAgent
 
@@ -101,3 +103,32 @@ def test_the_game_refuses_a_policy_claiming_huge_sizes_at_once_in_little_memory(
     assert seconds < 10, f"refused after {seconds:.1f} s"
     assert peak_mb < 300, f"the game's peak RSS was {peak_mb:.0f} MB"
     assert '"eval"' not in out
+
+
+class _NanAtTheTimeLimit(gym.Env):
+    """Finite observations, but the last one of each episode (cut by the time limit) is NaN."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        truncated = self.t >= 4
+        return np.full(2, np.nan if truncated else 0.0, np.float32), 0.0, False, truncated, {}
+
+
+def test_a_nan_final_observation_is_named_not_blamed_on_the_learning_rate(tmp_path, capsys):
+    gym.register("TestNanFinalObs-v0", entry_point=_NanAtTheTimeLimit)
+    try:
+        assert train.main(["--env-id", "TestNanFinalObs-v0", "--run-dir-root", str(tmp_path), "--num-envs", "2",
+                           "--num-steps", "8", "--total-timesteps", "64"]) == 2  # fmt: skip
+    finally:
+        gym.registry.pop("TestNanFinalObs-v0")
+    err = capsys.readouterr().err
+    assert "returned NaN/inf final observations (the last of an ended episode) at global step" in err, err[-2000:]
+    assert "learning-rate" not in err

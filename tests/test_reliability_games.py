@@ -214,7 +214,7 @@ def train_broken(tmp_path: Path, env_path: Path, capsys, *extra: str):
 
 def assert_named_once(code: int, err: str, expected: str) -> str:
     assert code != 0
-    errors = [line for line in err.splitlines() if "error:" in line]
+    errors = [line for line in err.splitlines() if line.startswith("godot-ppo train: error:")]
     assert len(errors) == 1 and expected in errors[0], err[-3000:]
     assert "Traceback" not in err and "restart" not in err, err[-3000:]
     return errors[0]
@@ -248,7 +248,7 @@ def test_an_addon_games_bug_is_one_line_never_restarted(tmp_path, capsys, bug):
     whose they were) and tells the trainer, which restarts nothing."""
     expected = {"obs_grows": "agent 0 (/root/Broken/Agent0): get_obs() returned 6 values, but it declared 4",
                 "obs_empty": "agent 0 (/root/Broken/Agent0): get_obs() returned 0 values, but it declared 4",
-                "obs_string": "the game's agents declare the observation space 'None'",
+                "obs_string": 'agent 0 (/root/Broken/Agent0): get_obs() returned "abc", not an Array of numbers',
                 "obs_vector2": "agent 0 (/root/Broken/Agent0): get_obs() holds (1, 2) at index 0, not a number",
                 **{b: START_BUGS[f"{b}:0"] for b in ("action_size_0", "actions_empty")}}[bug]
     code, err, runs = train_broken(tmp_path, godot_game_with(tmp_path, bug), capsys)

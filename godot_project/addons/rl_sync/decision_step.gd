@@ -51,13 +51,16 @@ static func declared_size(agent) -> int:
 	return total
 
 
-# "" or which element of an agent's observation is not a number (checked once, when training begins:
-# a String or a Vector2 in get_obs() would reach the trainer as 0 without a word).
+# "" or which agent's observation is not an Array of numbers (checked once, when training begins: a
+# String or a Vector2 in get_obs() would reach the trainer as 0 without a word).
 static func non_number(agents: Array) -> String:
 	for i in range(agents.size()):
 		var obs = agents[i].get_obs()
+		if typeof(obs) in [TYPE_REAL_ARRAY, TYPE_INT_ARRAY]:
+			continue
 		if typeof(obs) != TYPE_ARRAY:
-			continue  # a pool array holds numbers; anything else leaves get_obs_space() without a size
+			return "agent %d (%s): get_obs() returned %s, not an Array of numbers" \
+					% [i, agents[i].get_path(), Wire.preview(to_json(obs))]
 		for k in range(obs.size()):
 			if not typeof(obs[k]) in [TYPE_INT, TYPE_REAL, TYPE_BOOL]:
 				return "agent %d (%s): get_obs() holds %s at index %d, not a number; an observation is a flat Array of numbers" \

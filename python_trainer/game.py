@@ -45,6 +45,12 @@ class GameError(ValueError):
     """A game that cannot be used as named: the message says what is wrong and how to fix it."""
 
 
+class GameBugError(GameError):
+    """A bug in a game that a restart would only repeat (an observation of another size than it declared, a reward
+    that is not a number, an empty action space, script errors over and over): one line naming the agent, the key and
+    what the game declared; never restarted."""
+
+
 def game_environ(base=None, display: Optional[str] = None) -> dict:
     """The environment for a game process. Godot reads its locale from LANG and prints 4 lines of errors for
     "C"/"POSIX"/unset, which would crowd the log tails quoted in our error messages. ``display`` sets DISPLAY."""

@@ -18,6 +18,10 @@ re-raise; a signal that was ignored when the launcher started stays ignored) ask
 terminates/kills the process trees with psutil. However Python itself ends (SIGKILL included), the kernel kills the
 games and Xvfb: they are started by `processes.spawn`, which gives them a parent-death signal.
 
+Script errors: once an instance has handshaken, the log's reader thread watches its output for Godot's ``SCRIPT
+ERROR:`` lines (`ScriptErrorWatch`); the first is reported at once with its ``At:`` line and the log's path, and
+`script_errors()` names an instance that keeps raising them (the vector env stops on it).
+
 Crash handling: `restart(i, error)` reports a dead or silent instance (exit code, log tail) and starts a fresh
 one on a new port, at most ``max_restarts`` times per instance slot (like ML-Agents' --max-lifetime-restarts).
 """
@@ -48,7 +52,7 @@ from typing import Callable, Optional, Sequence
 
 import psutil
 
-from python_trainer.game import PLUGIN_CONNECT_LINE, GameInstance, godot_game
+from python_trainer.game import PLUGIN_CONNECT_LINE, GameBugError, GameInstance, godot_game
 from python_trainer.processes import LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, end_process_tree, read_log_tail, spawn
 from python_trainer.protocol import (
     BINARY_STEP_ENCODING,
@@ -69,6 +73,12 @@ CLOSE_GRACE_S = 2.0  # how long instances get to quit by themselves after the "c
 DEFAULT_MAX_LOG_BYTES = 20 * 2**20  # per instance slot; a game stuck in a per-frame script error writes ~20 MB/s
 TOKEN_ENV = "RL_SYNC_TOKEN"  # the instance's secret, in its environment (never in its command line)
 _POLL_S = 0.1  # how often the connect wait checks whether instances died (it sleeps in select meanwhile)
+# Godot's mark of an error in a game's script (the function stops there: a per-frame error freezes the agents). The
+# lines that follow it ("   At: res://file.gd:12", "ERROR: ...") say where.
+SCRIPT_ERROR_MARK = b"SCRIPT ERROR:"
+# An instance that has raised this many script errors since its handshake keeps raising them: a training run stops
+# (a per-frame error in a game of 16 agents reaches it within a frame).
+SCRIPT_ERRORS_TO_STOP = 10
 
 
 class InstanceStartError(RuntimeError):
@@ -194,6 +204,7 @@ class CappedLog:
         self._pipes: set[int] = set()
         self._threads: list[threading.Thread] = []
         self._closed = False
+        self.watch: Optional[ScriptErrorWatch] = None  # fed what the followed pipes bring (the game's output)
 
     def write(self, data: bytes) -> None:
         with self._lock:
@@ -248,6 +259,8 @@ class CappedLog:
             if not chunk:
                 return False
             self._write(chunk)
+            if self.watch is not None:
+                self.watch.feed(chunk)
             copied += len(chunk)
         return True
 
@@ -293,6 +306,48 @@ class CappedLog:
         if self._closed and not self._pipes and self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+class ScriptErrorWatch:
+    """Godot's script errors in one instance slot's output, counted once the instance has handshaken (``armed``).
+
+    The log's reader thread feeds it what the game prints (`CappedLog.watch`), so watching costs the step loop
+    nothing; a game that prints nothing costs nothing either. The first error, its ``SCRIPT ERROR:`` line with the
+    ``At:`` / ``ERROR:`` lines that follow it, goes to ``on_first`` at once (one line); ``count`` keeps counting.
+    """
+
+    def __init__(self, on_first: Callable[[str], None]):
+        self.armed = False
+        self.count = 0
+        self.first: Optional[str] = None
+        self._on_first = on_first
+        self._partial = b""  # the end of the last chunk, a line not yet complete
+
+    def feed(self, data: bytes) -> None:
+        if not self.armed:
+            return
+        if self.first is not None:  # only counting now: one native search per chunk
+            self.count += data.count(SCRIPT_ERROR_MARK)
+            return
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()[-4096:]
+        for i, line in enumerate(lines):
+            at = line.find(SCRIPT_ERROR_MARK)
+            if at < 0:
+                continue
+            said = [line[at:]]
+            for more in lines[i + 1:i + 4]:  # the At: / ERROR: lines that go with it, up to the next script error
+                if SCRIPT_ERROR_MARK in more or not more.strip().startswith((b"At:", b"ERROR:")):
+                    break
+                said.append(more.strip())
+            self.first = "; ".join(part.decode(errors="replace").strip() for part in said)[:600]
+            self.count = sum(line.count(SCRIPT_ERROR_MARK) for line in lines[i:])
+            self._partial = b""
+            try:
+                self._on_first(self.first)
+            except Exception:  # a report that cannot be said (stderr gone) must not stop the log's reader thread
+                pass
+            return
 
 
 # ---------------------------------------------------------------------------------------------- the launcher
@@ -401,6 +456,8 @@ class _Greeting:
                 continue
             try:
                 self.dialect = dialect(self.hello, msg)
+            except GameBugError as e:  # a bug of the game's own: not a start to retry
+                raise GameBugError(f"{self.inst.label()}: {e}") from None
             except ValueError as e:
                 raise InstanceStartError(f"{self.inst.label()}: {e}") from None
             if self.buf:
@@ -626,7 +683,26 @@ class InstanceLauncher:
         if self._logs[index] is None:
             self._logs[index] = CappedLog(self.log_dir / f"instance_{index}.log", self.max_log_bytes,
                                           on_flood=lambda: self._report_flood(index))  # fmt: skip
+            self._logs[index].watch = ScriptErrorWatch(lambda first: self._report_script_error(index, first))
         return self._logs[index]
+
+    def _report_script_error(self, index: int, first: str) -> None:
+        inst, log = self.instances[index], self._logs[index]
+        what = inst.label() if inst is not None else f"instance {index}"
+        msg = f"{what} raised a script error: {first} (log: {log.path})"
+        self.events.append(msg)
+        self.report(msg)
+
+    def script_errors(self) -> Optional[str]:
+        """None, or one line naming an instance that keeps raising script errors (SCRIPT_ERRORS_TO_STOP since its
+        handshake) and its first one. Cheap enough for every step: one comparison per instance slot."""
+        for index, log in enumerate(self._logs):
+            if log is not None and log.watch.count >= SCRIPT_ERRORS_TO_STOP:
+                inst = self.instances[index]
+                what = inst.label() if inst is not None else f"instance {index}"
+                return (f"{what} keeps raising script errors ({log.watch.count} since it connected), a bug in the "
+                        f"game; the first: {log.watch.first} (log: {log.path})")
+        return None
 
     def _report_flood(self, index: int) -> None:
         inst, log = self.instances[index], self._logs[index]
@@ -648,6 +724,7 @@ class InstanceLauncher:
             seed = self.seed + index + restarts * self.num_instances
             cmd = self._command(port, seed)
             log = self._log(index)
+            log.watch.armed = False  # until this process has handshaken: a game's start may print what it likes
             env = self.instance.replace(display=self.display).environ()
             env[TOKEN_ENV] = token
             shown = " ".join(shlex.quote(c) for c in cmd)
@@ -749,6 +826,8 @@ class InstanceLauncher:
                     )
                     sel.unregister(inst.listener)
                     self._close_listener(inst)
+                    if inst.log is not None:
+                        inst.log.watch.armed = True
                     del waiting[inst.index]
                 for i, inst in list(waiting.items()):
                     code = inst.proc.poll()

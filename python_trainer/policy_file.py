@@ -39,6 +39,9 @@ FORMAT = "godot-ppo-policy"
 VERSION = 2  # 2: layers may end in relu or sigmoid too (ONNX imports); version 1 files read and play the same way
 READABLE_VERSIONS = (1, 2)
 POLICY_NAME = "policy.json"
+# The largest size a policy file may declare (observations, a layer, the LSTM, an action key): far above any network
+# the engine runs at speed, far below what would exhaust memory. The game's bound is the same (block_compiler.gd).
+MAX_SIZE = 65536
 
 
 class PolicyFileError(Exception):
@@ -248,4 +251,63 @@ def read_policy(path) -> dict:
     if policy.get("version") not in READABLE_VERSIONS:
         raise PolicyFileError(f"policy file {path}: unknown version {policy.get('version')!r}; this godot-ppo reads versions "
                               f"{READABLE_VERSIONS[0]} to {VERSION}")  # fmt: skip
+    problem = size_problem(policy)
+    if problem:
+        raise PolicyFileError(f"policy file {path}: {problem}")
     return policy
+
+
+def _size(value, name: str) -> int:
+    """``value`` as a declared size: a whole number from 1 to MAX_SIZE, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= MAX_SIZE or value != int(value):
+        raise ValueError(f"{name} must be a whole number from 1 to {MAX_SIZE}, got {str(value)[:40]}")
+    return int(value)
+
+
+def _matrix(rows, name: str, n_rows: int, n_columns: int) -> None:
+    if not isinstance(rows, list) or len(rows) != n_rows:
+        raise ValueError(f"{name} must have {n_rows} rows, got {len(rows) if isinstance(rows, list) else 'no list'}")
+    if any(not isinstance(row, list) or len(row) != n_columns for row in rows):
+        raise ValueError(f"every row of {name} must hold {n_columns} numbers")
+
+
+def size_problem(policy: dict) -> Optional[str]:
+    """What is wrong with a policy file's sizes, or None: every size it declares (observation_size, each action key's
+    size, the LSTM's input_size and hidden_size) is a whole number from 1 to MAX_SIZE, and every array has the size
+    its neighbours say (the game checks the same before it allocates anything from them: policy_runner.gd). Values
+    are the game's to check."""
+    try:
+        n_in = _size(policy.get("observation_size"), "observation_size")
+        keys = policy.get("action_keys")
+        if not isinstance(keys, list) or not keys or not all(isinstance(k, dict) for k in keys):
+            raise ValueError('"action_keys" must be a non-empty list of {"key", "action_type", "size"}')
+        n_out = sum(_size(k.get("size"), f"action key {str(k.get('key'))[:40]!r}'s size") for k in keys)
+        layers, lstm = policy.get("layers"), policy.get("lstm")
+        if not isinstance(layers, list) or not layers or not all(isinstance(layer, dict) for layer in layers):
+            raise ValueError('"layers" must be a non-empty list of {"weight", "bias", "activation"}')
+        after = -1
+        if lstm is not None:
+            if not isinstance(lstm, dict) or not isinstance(lstm.get("after_layer"), int) or not 0 <= lstm["after_layer"] < len(layers):
+                raise ValueError('"lstm" must be null or the LSTM\'s weights with "after_layer" (the index of a layer)')
+            after = lstm["after_layer"]
+            lstm_in, hidden = _size(lstm.get("input_size"), "the LSTM's input_size"), _size(lstm.get("hidden_size"), "the LSTM's hidden_size")
+            _matrix(lstm.get("weight_ih"), "the LSTM's weight_ih", 4 * hidden, lstm_in)
+            _matrix(lstm.get("weight_hh"), "the LSTM's weight_hh", 4 * hidden, hidden)
+        for i, layer in enumerate(layers):
+            if i == after:
+                if n_in != lstm_in:
+                    raise ValueError(f"the LSTM takes {lstm_in} inputs, but the layers before it give {n_in}")
+                n_in = hidden
+            weight = layer.get("weight")
+            n_rows = len(weight) if isinstance(weight, list) else 0
+            if not n_rows or n_rows > MAX_SIZE:
+                raise ValueError(f"layer {i}'s weight must be a list of 1 to {MAX_SIZE} rows")
+            _matrix(weight, f"layer {i}'s weight", n_rows, n_in)
+            if not isinstance(layer.get("bias"), list) or len(layer["bias"]) != n_rows:
+                raise ValueError(f"layer {i} has {n_rows} weight rows, so its bias must hold {n_rows} numbers")
+            n_in = n_rows
+        if n_in != n_out:
+            raise ValueError(f"the network has {n_in} outputs but action_keys need {n_out}")
+    except ValueError as e:
+        return str(e)
+    return None

@@ -19,6 +19,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from python_trainer.game import GameBugError
+
 MAJOR_VERSION = "0"
 MINOR_VERSION = "7"
 # Our extension: the handshake may ask for observations packed as base64 little-endian float32
@@ -180,6 +182,8 @@ def handshake_message(obs_encoding: Optional[str] = None, step_encoding: Optiona
 def dialect(hello: Optional[dict], env_info: dict) -> str:
     """RL_SYNC or GODOT_RL, from what a game said before any episode: our hello (None if it sent none) and its
     env_info reply. Raises ValueError with one line naming what is missing from a game that speaks neither."""
+    if env_info.get("type") == "error":  # our addon found a bug of the game's own (see GodotConnection.game_bug)
+        raise GameBugError(str(env_info.get("message"))[:500])
     if env_info.get("type") != "env_info":
         raise ValueError(f"its first message is neither our hello nor an env_info reply (type "
                          f"{env_info.get('type')!r}): is it a Godot game with the rl_sync addon or godot_rl_agents' "
@@ -195,7 +199,10 @@ def dialect(hello: Optional[dict], env_info: dict) -> str:
                          "the group AGENT?)")
     for key in ("observation_space", "action_space"):
         space = env_info[key]
-        if not isinstance(space, (dict, list)) or not space:
+        if isinstance(space, (dict, list)) and not space:  # a game of ours or the plugin's that declares nothing
+            raise GameBugError(f"its agents declare the {key.replace('_', ' ')} {space!r} (its env_info): an agent "
+                               f"needs at least one {'observation' if key[0] == 'o' else 'action'} key")
+        if not isinstance(space, (dict, list)):
             raise ValueError(f"its env_info's {key!r} is {str(space)[:100]!r}: expected one space for all agents (a "
                              "dict) or one per agent (a list)")
     return RL_SYNC if hello is not None or EXTENSION_KEY in env_info else GODOT_RL
@@ -311,8 +318,15 @@ class GodotConnection:
         except (UnicodeDecodeError, ValueError) as e:
             raise self.error(f"sent a malformed message ({e}): {body[:200]!r}") from None
         if expect is not None and msg.get("type") != expect:
+            if msg.get("type") == "error":
+                raise self.game_bug(msg)
             raise self.error(f"expected a {expect!r} message, got type {msg.get('type')!r}: {str(msg)[:200]}")
         return msg
+
+    def game_bug(self, msg: dict) -> GameBugError:
+        """Our addon's {"type": "error", "message"}: the game found a bug of its own (an observation of another size
+        than it declared) and quits; a restart would repeat it (our extension: godot-rl's plugin never sends it)."""
+        return GameBugError(f"{self.label}: {str(msg.get('message'))[:500]}")
 
     # ------------------------------------------------------------------ messages
     def handshake(self, obs_encoding: Optional[str] = None, step_encoding: Optional[str] = None) -> None:
@@ -374,6 +388,13 @@ class GodotConnection:
         try:
             return unpack_step(body, n_agents, obs_dim)
         except ValueError as e:
+            if not is_packed(body):  # in JSON: our addon's report of a bug of the game's own, instead of the reply?
+                try:
+                    msg = decode_body(body)
+                except ValueError:
+                    msg = {}
+                if msg.get("type") == "error":
+                    raise self.game_bug(msg) from None
             raise self.error(f"sent a malformed step reply ({e})") from None
 
     def call(self, method: str, args: Optional[Sequence] = None, agent_args: Optional[Sequence] = None,

@@ -37,11 +37,14 @@ class RolloutArgs:
 
 
 class NonFiniteEnvData(ValueError):
-    """The env returned NaN/inf observations or rewards at rollout step ``t``."""
+    """The env returned NaN/inf observations or rewards (``what``) at rollout step ``t``."""
 
-    def __init__(self, t):
-        super().__init__(f"NaN/inf observations or rewards at rollout step {t}")
-        self.t = t
+    def __init__(self, t, what: str = "observations or rewards"):
+        super().__init__(f"NaN/inf {what} at rollout step {t}")
+        self.t, self.what = t, what
+
+    def __reduce__(self):  # a Ray worker's error comes back pickled: with its step, not its message, as ``t``
+        return type(self), (self.t, self.what)
 
 
 class RolloutBuffer:
@@ -118,6 +121,10 @@ def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, 
                 t1 = clock()
                 if not (np.isfinite(raw_obs).all() and np.isfinite(reward).all()):
                     raise NonFiniteEnvData(t)
+                if "final_obs" in infos:  # an episode ended: its final observation (bootstrapped, or rated by RND) too
+                    ended = np.flatnonzero(infos["_final_obs"])
+                    if ended.size and not np.isfinite(np.stack(infos["final_obs"][ended])).all():
+                        raise NonFiniteEnvData(t, "final observations (the last of an ended episode)")
                 done = np.logical_or(terminated, truncated)
                 buf.rewards[t, g] = normalizer.scale_reward(reward, done, g)
                 buf.terminated[t, g], buf.truncated[t, g] = terminated, truncated

@@ -14,6 +14,7 @@ import fcntl
 import json
 import math
 import os
+import shutil
 import time
 from collections import deque
 from dataclasses import MISSING, asdict, fields
@@ -146,10 +147,12 @@ def recorded_command(run_dir) -> str | None:
         return None
 
 
-def discard_if_unused(run_dir):
-    """Remove a run folder in which nothing happened (only its args.json and lock): don't leave an empty run folder
-    behind."""
+def discard_if_unused(run_dir, logs_too: bool = False):
+    """Remove a run folder in which nothing happened (only its args.json and lock; ``logs_too``: and the games' logs,
+    when the error that ended it says all they would): don't leave an empty run folder behind."""
     run_dir = Path(run_dir)
+    if logs_too:
+        shutil.rmtree(run_dir / "logs", ignore_errors=True)
     if not any(p for p in run_dir.iterdir() if p.name not in (ARGS_JSON, LOCK_NAME)):
         (run_dir / ARGS_JSON).unlink(missing_ok=True)
         (run_dir / LOCK_NAME).unlink(missing_ok=True)

@@ -38,7 +38,7 @@ from python_trainer.errors import UserError, one_line, say
 from python_trainer.flags import (
     ACTION_REPEAT, AGENTS_PER_INSTANCE, NUM_INSTANCES, SPEEDUP, agents_for, at_least, check_flags, flag, positive,
 )
-from python_trainer.game import GameError, GodotGame, resolve_env
+from python_trainer.game import GameBugError, GameError, GodotGame, resolve_env
 from python_trainer.gym_env import DEFAULT_NUM_ENVS, MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
 from python_trainer.launcher import DEFAULT_MAX_RESTARTS, InstanceCrashedError, InstanceStartError
 from python_trainer.normalization import NormArgs, Normalizer, bool_flag_aliases
@@ -124,6 +124,10 @@ class EnvArgs:
     (with a checkpoint)"""
     step_timeout: float = flag(DEFAULT_TIMEOUT_S, positive("60", "a number of seconds > 0"))
     """Godot games: seconds an instance may take to answer one step before it counts as hung (and is restarted)"""
+    allow_script_errors: bool = False
+    """Godot games: train on even when a game keeps raising script errors (Godot's SCRIPT ERROR lines, after its
+    handshake); the first one is shown either way. Without it a run stops, with a checkpoint, once an instance has
+    raised 10"""
 
 
 @dataclass
@@ -229,7 +233,8 @@ def _env_kwargs(args, game, global_step, run_dir):
             env_kwargs["speedup"] = args.speedup
         if args.action_repeat is not None:
             env_kwargs["action_repeat"] = args.action_repeat
-        env_kwargs.update(max_restarts=args.max_restarts, step_timeout=args.step_timeout)
+        env_kwargs.update(max_restarts=args.max_restarts, step_timeout=args.step_timeout,
+                          allow_script_errors=args.allow_script_errors)  # fmt: skip
     return env_kwargs
 
 
@@ -290,11 +295,11 @@ def train(args: Args, explicit=frozenset()) -> int:
         rollouts = make_rollouts(args, game, global_step, run_dir)
         num_envs = rollouts.num_envs
         batch_size, minibatch_size = check_sizes(args, num_envs)
-    except BaseException:
+    except BaseException as e:
         if rollouts is not None:
             rollouts.close()
-        if fresh:
-            discard_if_unused(run_dir)
+        if fresh:  # a game's own bug is named in full by its one line: its instance logs go too
+            discard_if_unused(run_dir, logs_too=isinstance(e, GameBugError))
         if lock is not None:
             lock.release()
         raise
@@ -406,7 +411,7 @@ def train(args: Args, explicit=frozenset()) -> int:
                 log.progress(global_step, it.iteration, sps)
         except NonFiniteEnvData as e:
             raise TrainError(
-                f"{args.env_id} returned NaN/inf observations or rewards at global step "
+                f"{args.env_id} returned NaN/inf {e.what} at global step "
                 f"{done_step + (e.t + 1) * num_envs}: fix the env's observation/reward code ({checkpoint_note()})"
             ) from None
         except ppo.NonFiniteLoss as e:

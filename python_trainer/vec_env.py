@@ -21,6 +21,9 @@ Conventions (shared with python_trainer.gym_env.GymVecEnv):
   ``infos["_episode"]``;
 * an instance that crashes or stops answering is reported and restarted (``max_restarts`` per instance); its
   agents' episodes end as truncated with ``final_obs`` = their last known observation;
+* a bug in the game that a restart would repeat (an observation of another size or kind than declared, a reward that
+  is not a number, an empty action space, script errors over and over: ``allow_script_errors``) raises
+  ``game.GameBugError``, one line naming the agent, the key and what the game declared; nothing is restarted;
 * groups (pipelined rollouts): ``groups`` lists the envs (contiguous slices of the batch) of groups of whole
   instances, two with 2 or more instances (the first half of the instances and the rest), one otherwise.
   ``step_async(actions, group)`` sends a group's actions and returns; ``step_wait(group)`` reads its replies and
@@ -47,7 +50,9 @@ from python_trainer.launcher import (
     DEFAULT_MAX_RESTARTS,
     InstanceLauncher,
 )
-from python_trainer.game import PLUGIN_PHYSICS_LINE, GameError, GameInstance, GodotGame, godot_game, resolve_env
+from python_trainer.game import (
+    PLUGIN_PHYSICS_LINE, GameBugError, GameError, GameInstance, GodotGame, godot_game, resolve_env,
+)
 from python_trainer.protocol import (
     BINARY_STEP_ENCODING,
     DEFAULT_TIMEOUT_S,
@@ -62,7 +67,9 @@ from python_trainer.protocol import (
 def _obs_layout(obs_space: dict) -> list[tuple[str, int]]:
     """[(key, flat size)] in sorted key order for godot-rl's per-agent observation space dict."""
     if not isinstance(obs_space, dict) or not obs_space:
-        raise ValueError(f"unsupported observation space from the game: {obs_space!r}")
+        raise GameBugError(f"the game's agents declare the observation space {str(obs_space)[:100]!r}: expected "
+                           '{key: {"size": [n], "space": "box"}} (get_obs_space(): does get_obs() return an Array of '
+                           "numbers?)")
     layout = []
     for key in sorted(obs_space):
         spec = obs_space[key]
@@ -108,16 +115,22 @@ def _obs_bounds(obs_space: dict, layout: list[tuple[str, int]]) -> tuple[np.ndar
 def _action_layout(action_space: dict):
     """(gym space, kind, [(key, size)]) for godot-rl's per-agent action space dict."""
     if not isinstance(action_space, dict) or not action_space:
-        raise ValueError(f"unsupported action space from the game: {action_space!r}")
+        raise GameBugError(f"the game's agents declare the action space {str(action_space)[:100]}: an agent needs at "
+                           'least one action key, e.g. {"move": {"size": 2, "action_type": "continuous"}} '
+                           "(get_action_space())")  # fmt: skip
     keys = sorted(action_space)
+    for key in keys:
+        spec = action_space[key]
+        size = spec.get("size") if isinstance(spec, dict) else None
+        if not isinstance(size, (int, float)) or isinstance(size, bool) or size < 1 or size != int(size):
+            raise GameBugError(f"the game's agents declare the action key {key!r} with a size below 1 or none: "
+                               f"{str(spec)[:100]} in {str(action_space)[:200]} (get_action_space()): every key "
+                               "needs a whole size of at least 1")  # fmt: skip
     kinds = {action_space[k].get("action_type") for k in keys}
     bad = kinds - {"continuous", "discrete"}
     if bad:
         raise ValueError(f"unsupported action type(s) {sorted(map(str, bad))} in {action_space!r}")
     sizes = [(k, int(action_space[k]["size"])) for k in keys]
-    bad_sizes = [k for k, size in sizes if size < 1]
-    if bad_sizes:
-        raise ValueError(f"action key(s) {bad_sizes} have a size below 1 in {action_space!r}")
     if len(kinds) > 1:  # hybrid: one entry per key, in sorted key order
         return gym.spaces.Dict({
             k: gym.spaces.Discrete(size) if action_space[k]["action_type"] == "discrete"
@@ -149,6 +162,24 @@ def spaces_from_env_info(info: dict):
     return obs_space, act_space, obs_layout, kind, act_layout
 
 
+def _reward_problem(rewards, label: str) -> str:
+    """One line naming the agent whose reward is not a number (the error path of a step reply's rewards)."""
+    if isinstance(rewards, list):
+        for j, r in enumerate(rewards):
+            if not isinstance(r, (int, float)):
+                return f"{label}: agent {j}'s reward is {str(r)[:60]!r}, not a number (the agent's reward must be a float)"
+    return f"{label}: the step reply's rewards are {str(rewards)[:80]!r}, not a list of numbers, one per agent"
+
+
+def _as_array(values, what: str) -> np.ndarray:
+    """np.asarray(values), or a ValueError naming ``what`` when the values do not make an array (a ragged list)."""
+    try:
+        return np.asarray(values)
+    except ValueError:
+        raise ValueError(f"{what} must be a rectangular array of numbers (one row per env, each of the same size); "
+                         "got a ragged list") from None
+
+
 # ---------------------------------------------------------------------------------------------- the env
 class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
     """A gymnasium VectorEnv over ``num_instances`` Godot instances × ``agents_per_instance`` agents."""
@@ -174,8 +205,12 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         report=None,
         env_path=None,
         display: Optional[str] = None,
+        allow_script_errors: bool = False,
     ):
         self.closed = True  # until the instances are up (VectorEnv.__del__ checks it)
+        # A game that keeps raising script errors (launcher.SCRIPT_ERRORS_TO_STOP) ends the next step with a
+        # GameBugError unless this is set; its first one is reported either way.
+        self.allow_script_errors = bool(allow_script_errors)
         check_instance_options(num_instances, agents_per_instance, speedup, action_repeat)
         game = env_id if isinstance(env_id, GodotGame) else godot_game(env_id, env_path, program=binary)
         self.game = game
@@ -285,10 +320,33 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
                     dtype=np.float32,
                 )
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{inst_label}: malformed observations from the game ({e!r})") from None
+            raise self._obs_problem(obs_list, inst_label) or ValueError(
+                f"{inst_label}: malformed observations from the game ({e!r})") from None
         if arr.shape[1] != self.obs_dim:
-            raise ValueError(f"{inst_label}: observation of size {arr.shape[1]}, expected {self.obs_dim}")
+            raise self._obs_problem(obs_list, inst_label) or GameBugError(
+                f"{inst_label}: observation of size {arr.shape[1]}, expected {self.obs_dim}")
         return arr
+
+    def _obs_problem(self, obs_list, inst_label: str) -> Optional[GameBugError]:
+        """The first agent whose observation does not fit what the game declared, in one line (the error path)."""
+        declared = ", ".join(f"{key!r}: {size}" for key, size in self._obs_layout)
+        for j, o in enumerate(obs_list):
+            for key, size in self._obs_layout:
+                value = o.get(key) if isinstance(o, dict) else None
+                try:
+                    n = np.asarray(value, dtype=np.float32).size if value is not None else None
+                except (TypeError, ValueError):
+                    n = None
+                if n is None:
+                    what = f"is {str(value)[:60]!r}, not a list of numbers" if value is not None else "is missing"
+                elif n != size:
+                    what = f"has {n} values"
+                else:
+                    continue
+                return GameBugError(f"{inst_label}: agent {j}'s observation {key!r} {what}, but the game declared "
+                                    f"{{{declared}}} in its env_info (get_obs_space()); an agent's observation must "
+                                    "keep the size and kind it declared")  # fmt: skip
+        return None
 
     def _step_obs(self, msg: dict, agents: int, inst_label="") -> np.ndarray:
         """(agents, obs_dim) float32 from a step reply: packed ("obs_f32", asked for in our handshake) or JSON."""
@@ -299,8 +357,9 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         except (binascii.Error, TypeError, ValueError) as e:
             raise ValueError(f"{inst_label}: malformed packed observations from the game ({e!r})") from None
         if arr.size != agents * self.obs_dim:
-            raise ValueError(f"{inst_label}: {arr.size} packed observation values, expected "
-                             f"{agents} agents x {self.obs_dim}")  # fmt: skip
+            raise GameBugError(f"{inst_label}: {arr.size} packed observation values, expected {agents} agents x "
+                               f"{self.obs_dim} as the game declared (get_obs_space()); an agent's observation must "
+                               "keep the size it declared")  # fmt: skip
         return arr.reshape(agents, self.obs_dim)
 
     def _flat_one(self, obs: dict) -> np.ndarray:
@@ -313,7 +372,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         n = self.num_envs if n is None else n
         if self._act_kind == "hybrid":
             return self._checked_hybrid(actions, n)
-        a = np.asarray(actions)
+        a = _as_array(actions, "actions")
         if self._act_kind == "continuous":
             dim = self.single_action_space.shape[0]
             if a.shape == (n,) and dim == 1:
@@ -358,11 +417,17 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         if not isinstance(actions, dict):
             raise ValueError(f"actions for the hybrid space {space} must be a dict {{key: batched values}} with the "
                              f"keys {keys}, got {type(actions).__name__}")  # fmt: skip
-        if sorted(actions) != keys:
-            raise ValueError(f"actions have the keys {sorted(map(str, actions))}; {space} needs {keys}")
+        try:
+            given = sorted(actions)
+        except TypeError:  # keys that do not compare: a str key beside an int one
+            given = None
+        if given != keys:
+            odd = [k for k in actions if not isinstance(k, str)]
+            raise ValueError(f"actions have the keys [{', '.join(sorted(map(repr, actions)))}]; {space} needs {keys}"
+                             + (f" (the key {odd[0]!r} is not a string)" if odd else ""))
         floats, ints = [], []
         for key, size in self._act_layout:
-            a = np.asarray(actions[key])
+            a = _as_array(actions[key], f"actions[{key!r}]")
             if isinstance(space[key], gym.spaces.Discrete):
                 if a.shape == (n, 1):
                     a = a.reshape(n)
@@ -505,9 +570,12 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
     def step_async(self, actions, group: int) -> None:
         """Send the actions of ``group``'s envs (shape: the group's size first) to its instances; returns at once."""
         self._check_steppable()
+        if not isinstance(group, (int, np.integer)) or isinstance(group, bool) or not 0 <= group < len(self.groups):
+            raise ValueError(f"step_async: group {group!r} does not exist; this env's groups are "
+                             f"{list(range(len(self.groups)))} (envs.groups)")  # fmt: skip
         if group in self._pending:
             raise RuntimeError(f"group {group} already has actions in flight: step_wait({group}) first")
-        s = self.groups[group]  # IndexError for a group that does not exist
+        s = self.groups[group]
         a = self._checked_actions(actions, s.stop - s.start)
         self._pending[group] = self._send(a, self._group_instances[group])
 
@@ -590,7 +658,10 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
                 continue
             label = inst.label()
             new_obs[s] = self._step_obs(msg, agents, label)
-            rewards[s] = np.asarray(msg["reward"], dtype=np.float64)
+            try:
+                rewards[s] = np.asarray(msg["reward"], dtype=np.float64)
+            except (TypeError, ValueError):
+                raise GameBugError(_reward_problem(msg["reward"], label)) from None
             done = np.asarray(msg["done"], dtype=np.bool_)
             if done.shape != (agents,) or rewards[s].shape != (agents,):
                 raise ValueError(f"{label}: step reply for {done.shape} agents, expected {agents}")
@@ -633,6 +704,10 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             infos["instance_restarted"] = restarted
             infos["_instance_restarted"] = restarted.copy()
         self._obs[part] = new_obs  # a copy: what we return is the caller's
+        if not self.allow_script_errors:
+            broken = self.launcher.script_errors()
+            if broken is not None:
+                raise GameBugError(f"{broken}: fix it, or train on regardless with --allow-script-errors")
         infos = self.episode_stats.update(rewards, terminated, truncated, infos, part)
         return new_obs, rewards, terminated, truncated, infos
 

@@ -20,6 +20,9 @@ plus test-only ones:
                                     one connection attempt fails (crash_after=N works in that dialect too)
   --fake_env_info=KEY,...           (with that dialect) leave these keys out of env_info
   --fake_first=TYPE                 (with that dialect) answer the handshake with a message of this type instead
+  --fake_bug=WHAT:N                 (with that dialect) a game's deterministic bug from step N on, in agent 1:
+                                    obs_size (6 values, not 4), obs_empty, obs_string ("abc"), reward_string ("ten");
+                                    N = 0: in env_info, actions_empty ({}) or action_size_0 (move of size 0)
 
 Like the game, it speaks the binary step exchange when the handshake asks for "step_encoding": "binary" (see
 docs/protocol.md, "Binary step exchange"): a packed action message gets a packed step reply, a JSON one a JSON reply.
@@ -313,6 +316,12 @@ def plain_game(args):
         info.pop(key, None)
     if "fake_first" in args:
         info = {"type": args["fake_first"]}
+    bug, _, bug_at = args.get("fake_bug", "none:0").partition(":")
+    bug_at = int(bug_at)
+    if bug == "actions_empty":
+        info["action_space"] = {}
+    elif bug == "action_size_0":
+        info["action_space"] = {"move": {"size": 0, "action_type": "continuous"}}
     send(sock, info)
     rngs = [random.Random(seed * 1000 + j) for j in range(n)]
     t = [0] * n
@@ -322,6 +331,8 @@ def plain_game(args):
     crash_after = int(mode.split("=")[1]) if mode.startswith("crash_after=") else None
 
     def obs_of(j):
+        if j == 1 and steps >= bug_at and bug in ("obs_size", "obs_empty", "obs_string"):
+            return {"obs": {"obs_size": [0.0] * 6, "obs_empty": [], "obs_string": "abc"}[bug]}
         return {"obs": [float(t[j]), float(j), float(seed), float(repeat)]}
 
     while True:
@@ -347,7 +358,7 @@ def plain_game(args):
             rew = []
             for j in range(n):
                 t[j] += 1
-                rew.append(0.1 + 0.01 * j)
+                rew.append("ten" if bug == "reward_string" and j == 1 and steps >= bug_at else 0.1 + 0.01 * j)
                 # a termination or the game's own time limit: the plugin's done cannot tell them apart, and the
                 # game resets itself (the observation sent is then the next episode's first)
                 if rngs[j].random() < 0.05 or t[j] >= max_steps:

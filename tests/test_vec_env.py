@@ -3,6 +3,7 @@
 The fake game (tests/fake_game.py) has known dynamics: observation [t, agent, seed, last action sum],
 reward 0.1 + 0.01 * agent, truncation at max_episode_steps. Tests marked real use the headless export."""
 
+import re
 import sys
 import time
 
@@ -149,6 +150,8 @@ def test_hybrid_actions_reach_the_game(tmp_path):
     ({"a0": np.zeros((4, 2)), "a1": np.array([0, 0.5, 0, 0])}, r"whole numbers"),
     ({"a0": np.array([["a", "b"]] * 4), "a1": np.zeros(4, int)}, r"must be numbers"),
     ({"a0": np.zeros((4, 2)), "a1": np.array(["x"] * 4)}, r"must be integers"),
+    ({"a0": np.zeros((4, 2)), "a1": np.zeros(4, int), 1: np.zeros(4)}, r"keys \['a0', 'a1', 1\].*the key 1 is not a string"),
+    ({"a0": [[0, 0], [0], [0, 0], [0, 0]], "a1": np.zeros(4, int)}, r"actions\['a0'\] must be a rectangular array.*ragged"),
 ])  # fmt: skip
 def test_hybrid_action_validation(tmp_path, actions, message):
     env = fake_env(tmp_path, instances=1, agents=4, extra_args=["--fake_action=continuous:2,discrete:3"])
@@ -159,6 +162,36 @@ def test_hybrid_action_validation(tmp_path, actions, message):
         env.step({"a0": np.zeros((4, 2)), "a1": np.array([0, 1, 2, 1])})  # nothing was sent: the game still steps
     finally:
         env.close()
+
+
+def test_bad_actions_of_any_kind_are_a_value_error_naming_the_problem(tmp_path):
+    """A ragged list, a non-string key, a group that does not exist: the same ValueError as every other bad action,
+    and nothing is sent (the game still steps)."""
+    env = fake_env(tmp_path, instances=2, agents=2)
+    try:
+        env.reset()
+        with pytest.raises(ValueError, match=r"actions must be a rectangular array.*ragged"):
+            env.step([[0.0, 0.0], [0.0], [0.0, 0.0], [0.0, 0.0]])
+        for group in (5, -1, "0", None):
+            with pytest.raises(ValueError, match=rf"group {re.escape(repr(group))} does not exist; .* \[0, 1\]"):
+                env.step_async(np.zeros((2, 2)), group)
+        with pytest.raises(ValueError, match="ragged"):
+            env.step_async([[0.0], [0.0, 0.0]], 0)
+        for group in range(len(env.groups)):
+            env.step_async(np.zeros((2, 2)), group)
+        for group in range(len(env.groups)):
+            env.step_wait(group)
+        env.step(np.zeros((4, 2)))
+    finally:
+        env.close()
+    denv = fake_env(tmp_path, instances=1, agents=2, extra_args=["--fake_action=discrete:3,discrete:2"])
+    try:
+        denv.reset()
+        with pytest.raises(ValueError, match="ragged"):
+            denv.step([[0, 1], [2]])
+        denv.step(np.array([[2, 1], [0, 0]]))
+    finally:
+        denv.close()
 
 
 def test_instances_simulate_in_parallel(tmp_path):

@@ -5,6 +5,7 @@ extends "res://tests/test_case.gd"
 
 const PolicyReloader = preload("res://addons/rl_sync/policy_reloader.gd")
 const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
+const TestPolicyRunner = preload("res://tests/test_policy_runner.gd")
 
 const ACTION_SPACE := {"move": {"size": 2, "action_type": "continuous"}}
 
@@ -98,6 +99,22 @@ func test_other_bad_files_keep_the_previous_policy() -> void:
 		check(_poll(reloader) == null, "not loaded: %s" % text.substr(0, 40))
 	check_eq(reloader.refused, 5, "each bad version refused once")
 	check_eq(reloader.reloads, 0, "nothing reloaded")
+
+
+# A file claiming a huge LSTM is refused before anything is allocated from its sizes (it used to
+# exhaust memory and crash the watch window): the previous policy keeps playing.
+func test_a_file_with_huge_sizes_keeps_the_previous_policy() -> void:
+	var reloader := _reloader()
+	for hidden in [100000000, 2147483648]:
+		var policy: Dictionary = TestPolicyRunner.lstm_policy()
+		policy["lstm"]["hidden_size"] = hidden
+		policy["observation_size"] = 4
+		_write(to_json(policy))
+		check(_poll(reloader) == null, "hidden_size %d is not loaded" % hidden)
+	check_eq(reloader.refused, 2, "each refused once")
+	_write(_policy_text(600, 0.4))
+	var runner = _poll(reloader)
+	check(runner != null, "a good file after them is loaded")
 
 
 func test_missing_file_is_waited_for() -> void:

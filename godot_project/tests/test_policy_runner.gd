@@ -111,6 +111,62 @@ func test_bad_policies_are_explained() -> void:
 		check(case[1] in error, "expected an error containing '%s', got '%s'" % [case[1], error])
 
 
+# A recurrent policy for 4 observations and one continuous key of 2: an encoder layer to 3 values, an
+# LSTM of hidden size 2, a head layer; the caller then makes one of its sizes lie.
+static func lstm_policy() -> Dictionary:
+	var rows := []
+	for _r in range(8):
+		rows.append([0.1, 0.1, 0.1])
+	var square := []
+	for _r in range(8):
+		square.append([0.1, 0.1])
+	return {
+		"format": "godot-ppo-policy", "version": 1, "env": "ball_chase", "observation_size": 4,
+		"action_keys": [{"key": "move", "action_type": "continuous", "size": 2}],
+		"action_rule": "clipped_mean", "obs_normalization": null,
+		"layers": [{"weight": [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]], "bias": [0, 0, 0], "activation": "tanh"},
+				{"weight": [[1, 0], [0, 1]], "bias": [0, 0], "activation": "linear"}],
+		"lstm": {"after_layer": 1, "input_size": 3, "hidden_size": 2, "weight_ih": rows, "weight_hh": square,
+				"bias": [0, 0, 0, 0, 0, 0, 0, 0]},
+	}
+
+
+# Every size is checked against a maximum and the arrays it describes before anything is allocated
+# from it: a file claiming a huge LSTM (4 x hidden_size biases were allocated first) is refused at once.
+func test_huge_declared_sizes_are_refused_before_any_allocation() -> void:
+	var good := lstm_policy()
+	check_eq(PolicyRunner.new().load_dict(good), "", "the small recurrent policy loads")
+	var cases := []
+	for hidden in [100000000, 2147483648, 3000000, 65536]:
+		var p: Dictionary = good.duplicate(true)
+		p["lstm"]["hidden_size"] = hidden
+		cases.append([p, "weight_ih must have 4 x hidden_size = %d rows" % (4 * hidden) if hidden <= 65536
+				else "hidden_size must be a whole number from 1 to 65536, got %d" % hidden])
+	var p: Dictionary = good.duplicate(true)
+	p["lstm"]["input_size"] = 1e300
+	cases.append([p, "input_size must be a whole number from 1 to 65536"])
+	p = good.duplicate(true)
+	p["lstm"]["hidden_size"] = 2.5
+	cases.append([p, "hidden_size must be a whole number"])
+	p = good.duplicate(true)
+	p["observation_size"] = 2147483648
+	cases.append([p, "observation_size must be a whole number from 1 to 65536, got 2147483648"])
+	p = good.duplicate(true)
+	p["action_keys"][0]["size"] = 100000000
+	cases.append([p, "a \"size\" from 1 to 65536"])
+	p = good.duplicate(true)
+	p["obs_normalization"] = {"mean": 100000000, "var": 100000000}
+	cases.append([p, "obs_normalization needs \"mean\" and \"var\" lists"])
+	p = good.duplicate(true)
+	p["lstm"]["after_layer"] = -3
+	cases.append([p, "a layer index >= 0"])
+	var start := OS.get_ticks_msec()
+	for case in cases:
+		var error := PolicyRunner.new().load_dict(case[0])
+		check(case[1] in error, "expected an error containing '%s', got '%s'" % [case[1], error])
+	check(OS.get_ticks_msec() - start < 2000, "refused at once, not after allocating")
+
+
 func test_policy_must_fit_the_agent() -> void:
 	var runner := PolicyRunner.new()
 	runner.load_dict(_policy(12, 8, 2, "clipped_mean", [{"key": "move", "action_type": "continuous", "size": 2}]))

@@ -12,6 +12,10 @@ extends Reference
 # the code), write the functions with line(), then compile(): an instance of the generated script with
 # every member set to its value, so the numbers it runs on are exactly the packed ones.
 
+# The largest size a policy file may declare: far above any network the engine runs at speed (the
+# step's cost grows with the square of a layer's size), far below what would exhaust memory.
+const MAX_SIZE := 65536
+
 var _members := PoolStringArray()
 var _lines := PoolStringArray()
 var _values := {}
@@ -98,3 +102,10 @@ static func from_chunks(chunks: Array, n: int) -> Array:
 # Every number that goes into a block is checked with this first: a NaN would spread through the step.
 static func is_finite_number(x) -> bool:
 	return (typeof(x) == TYPE_REAL or typeof(x) == TYPE_INT) and not is_nan(x) and not is_inf(x)
+
+
+# Every size a policy file declares (observations, LSTM sizes, action keys) is checked with this
+# before anything is allocated from it, then against the arrays it describes: a whole number from 1
+# to MAX_SIZE. (python_trainer/policy_file.py's MAX_SIZE is the same bound.)
+static func is_size(x) -> bool:
+	return is_finite_number(x) and x == floor(x) and x >= 1 and x <= MAX_SIZE

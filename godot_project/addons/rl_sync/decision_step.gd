@@ -29,6 +29,58 @@ static func end_step(agent, rewards: Array):
 	return ended
 
 
+# An agent's observation size as get_obs_space() declares it (every key's values), -1 when it
+# declares none the trainer could read.
+static func declared_size(agent) -> int:
+	var space = agent.get_obs_space()
+	if typeof(space) != TYPE_DICTIONARY or space.empty():
+		return -1
+	var total := 0
+	for key in space:
+		var spec = space[key]
+		var size = spec.get("size", 1) if typeof(spec) == TYPE_DICTIONARY else null
+		if typeof(size) in [TYPE_INT, TYPE_REAL]:
+			total += int(size)
+		elif typeof(size) == TYPE_ARRAY:
+			var n := 1
+			for d in size:
+				n *= int(d)
+			total += n
+		else:
+			return -1
+	return total
+
+
+# "" or which agent's observation is not an Array of numbers (checked once, when training begins: a
+# String or a Vector2 in get_obs() would reach the trainer as 0 without a word).
+static func non_number(agents: Array) -> String:
+	for i in range(agents.size()):
+		var obs = agents[i].get_obs()
+		if typeof(obs) in [TYPE_REAL_ARRAY, TYPE_INT_ARRAY]:
+			continue
+		if typeof(obs) != TYPE_ARRAY:
+			return "agent %d (%s): get_obs() returned %s, not an Array of numbers" \
+					% [i, agents[i].get_path(), Wire.preview(to_json(obs))]
+		for k in range(obs.size()):
+			if not typeof(obs[k]) in [TYPE_INT, TYPE_REAL, TYPE_BOOL]:
+				return "agent %d (%s): get_obs() holds %s at index %d, not a number; an observation is a flat Array of numbers" \
+						% [i, agents[i].get_path(), Wire.preview(obs[k]), k]
+	return ""
+
+
+# Which agent's observation no longer has its declared size, in one line (a bug of the game's own,
+# which a restart would repeat).
+static func observation_problem(agents: Array, declared: PoolIntArray) -> String:
+	for i in range(agents.size()):
+		var obs = agents[i].get_obs()
+		var size: int = obs.size() if typeof(obs) in [TYPE_ARRAY, TYPE_REAL_ARRAY, TYPE_INT_ARRAY] else -1
+		if size != declared[i]:
+			return ("agent %d (%s): get_obs() returned %s, but it declared %d values (get_obs_space(), when training "
+					+ "began); an agent's observation must keep the size it declared") \
+					% [i, agents[i].get_path(), "%d values" % size if size >= 0 else Wire.preview(obs), declared[i]]
+	return "an agent's last observation of an episode had another size than it declared (get_obs_space())"
+
+
 # godot-rl's step: {"obs": [{"obs": [...]}, ...], "reward", "done", "info"}, the info of an ended
 # episode with its "terminal_observation" and "TimeLimit.truncated".
 static func json(agents: Array) -> Dictionary:
@@ -70,12 +122,17 @@ static func first(agents: Array) -> Dictionary:
 # the rewards, the statuses (Wire.STATUS_*) and the terminal observations of the agents whose episode
 # ended; infos maps an ended agent's index (a String) to its get_info(), when that has keys. Only
 # ended agents' info reaches the trainer, so only they are asked for it.
-static func packed(agents: Array) -> Array:
+# `declared`: each agent's observation size as its env_info declared it (declared_size()) and
+# `declared_total` their sum; then observations of another size return a String naming the agent (the
+# trainer cannot tell which agent's were off from the packed values): two comparisons per step.
+static func packed(agents: Array, declared: PoolIntArray = PoolIntArray(), declared_total: int = 0):
 	var values := PoolRealArray()
 	var rewards := []
 	var statuses := PoolRealArray()
 	var terminal := PoolRealArray()
 	var infos := {}
+	var checked := not declared.empty()
+	var terminal_total := 0
 	for i in range(agents.size()):
 		var agent = agents[i]
 		var ended = end_step(agent, rewards)
@@ -86,7 +143,11 @@ static func packed(agents: Array) -> Array:
 				infos[str(i)] = ended[0]
 			terminal.append_array(ended[1])
 			statuses.append(Wire.STATUS_TRUNCATED if ended[2] else Wire.STATUS_TERMINATED)
+			if checked:
+				terminal_total += declared[i]
 		values.append_array(agent.get_obs())
+	if checked and (values.size() != declared_total or terminal.size() != terminal_total):
+		return observation_problem(agents, declared)
 	values.append_array(PoolRealArray(rewards))
 	values.append_array(statuses)
 	values.append_array(terminal)

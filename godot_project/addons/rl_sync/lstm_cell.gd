@@ -36,18 +36,21 @@ func load_weights(weights: Dictionary) -> String:
 	for key in ["input_size", "hidden_size", "weight_ih", "weight_hh"]:
 		if not weights.has(key):
 			return "LSTM weights: the key \"%s\" is missing" % key
+	# Sizes first, then the arrays they describe, and only then anything allocated from them.
+	for key in ["input_size", "hidden_size"]:
+		if not BlockCompiler.is_size(weights[key]):
+			return "LSTM weights: %s must be a whole number from 1 to %d, got %s" \
+					% [key, BlockCompiler.MAX_SIZE, str(weights[key]).substr(0, 40)]
 	input_size = int(weights["input_size"])
 	hidden_size = int(weights["hidden_size"])
-	if input_size < 1 or hidden_size < 1:
-		return "LSTM weights: input_size and hidden_size must be >= 1 (got %d and %d)" % [input_size, hidden_size]
-	var bias = _summed_bias(weights)
-	if typeof(bias) == TYPE_STRING:
-		return bias
 	var error := _check_matrix(weights["weight_ih"], "weight_ih", 4 * hidden_size, input_size)
 	if error == "":
 		error = _check_matrix(weights["weight_hh"], "weight_hh", 4 * hidden_size, hidden_size)
 	if error != "":
 		return error
+	var bias = _summed_bias(weights)
+	if typeof(bias) == TYPE_STRING:
+		return bias
 	error = _compile(weights["weight_ih"], weights["weight_hh"], bias)
 	set_agent_count(_states.size())
 	return error
@@ -110,12 +113,13 @@ func _summed_bias(weights: Dictionary):
 		for key in ["bias_ih", "bias_hh"]:
 			if weights.has(key):
 				parts.append(weights[key])
+	for part in parts:  # checked before the sum is allocated
+		if typeof(part) != TYPE_ARRAY or part.size() != 4 * hidden_size:
+			return "LSTM weights: a bias must hold 4 x hidden_size = %d numbers" % (4 * hidden_size)
 	var bias := []
 	for _r in range(4 * hidden_size):
 		bias.append(0.0)
 	for part in parts:
-		if typeof(part) != TYPE_ARRAY or part.size() != 4 * hidden_size:
-			return "LSTM weights: a bias must hold 4 x hidden_size = %d numbers" % (4 * hidden_size)
 		for r in range(part.size()):
 			if not BlockCompiler.is_finite_number(part[r]):
 				return "LSTM weights: a bias holds a value that is not a finite number (index %d)" % r

@@ -14,8 +14,9 @@ var clip := 0.0
 
 # Reads {"mean", "var", "epsilon", "clip"} for n observations; returns "" or what is wrong.
 func read(norm, n: int) -> String:
-	if typeof(norm) != TYPE_DICTIONARY or not norm.has("mean") or not norm.has("var"):
-		return "obs_normalization needs \"mean\" and \"var\""
+	if typeof(norm) != TYPE_DICTIONARY or typeof(norm.get("mean")) != TYPE_ARRAY \
+			or typeof(norm.get("var")) != TYPE_ARRAY:
+		return "obs_normalization needs \"mean\" and \"var\" lists"
 	if norm["mean"].size() != n or norm["var"].size() != n:
 		return "obs_normalization has %d means and %d variances for %d observations" \
 				% [norm["mean"].size(), norm["var"].size(), n]

@@ -6,6 +6,7 @@ extends Reference
 # name: the runner adds it.
 
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
+const Wire = preload("res://addons/rl_sync/wire.gd")
 
 
 # Each action key needs a name, a kind and a size of at least 1; returns "" or what is wrong.
@@ -14,9 +15,9 @@ static func check_keys(action_keys) -> String:
 		return "\"action_keys\" must be a non-empty list of {\"key\", \"action_type\", \"size\"}"
 	for key in action_keys:
 		if typeof(key) != TYPE_DICTIONARY or not key.has("key") or not key.get("action_type") in ["continuous", "discrete"] \
-				or not BlockCompiler.is_finite_number(key.get("size")) or int(key["size"]) < 1:
-			return "every action key needs \"key\", \"action_type\" (continuous or discrete) and \"size\" >= 1; got %s" \
-					% to_json(key)
+				or not BlockCompiler.is_size(key.get("size")):
+			return "every action key needs \"key\", \"action_type\" (continuous or discrete) and a \"size\" from 1 to %d; got %s" \
+					% [BlockCompiler.MAX_SIZE, Wire.preview(key)]
 	return ""
 
 

@@ -48,8 +48,9 @@ func _load_lstm(weights) -> String:
 	_lstm_after = -1
 	if weights == null:
 		return ""
-	if typeof(weights) != TYPE_DICTIONARY or not BlockCompiler.is_finite_number(weights.get("after_layer")):
-		return "\"lstm\" must be null or the LSTM's weights with \"after_layer\""
+	if typeof(weights) != TYPE_DICTIONARY or not BlockCompiler.is_finite_number(weights.get("after_layer")) \
+			or weights["after_layer"] < 0:
+		return "\"lstm\" must be null or the LSTM's weights with \"after_layer\" (a layer index >= 0)"
 	var cell = LstmCell.new()
 	var error: String = cell.load_weights(weights)
 	if error != "":

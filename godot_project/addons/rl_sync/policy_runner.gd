@@ -79,6 +79,9 @@ func load_dict(data) -> String:
 		if not data.has(key):
 			return _error("the key \"%s\" is missing" % key)
 	env = str(data["env"])
+	if not BlockCompiler.is_size(data["observation_size"]):
+		return _error("observation_size must be a whole number from 1 to %d, got %s"
+				% [BlockCompiler.MAX_SIZE, str(data["observation_size"]).substr(0, 40)])
 	observation_size = int(data["observation_size"])
 	action_keys = data["action_keys"]
 	action_rule = str(data["action_rule"])

@@ -196,10 +196,11 @@ func decision_step() -> Dictionary:
 
 
 # decision_step() for the binary step exchange: the same bookkeeping, its results packed as Wire's
-# step reply wants them ([values, infos], see DecisionStep.packed()).
-func decision_step_packed() -> Array:
-	var step := DecisionStep.packed(agents)
-	if _overlay != null:
+# step reply wants them ([values, infos], see DecisionStep.packed(); with the declared observation
+# sizes, a String when an agent's observation no longer has its size).
+func decision_step_packed(declared: PoolIntArray = PoolIntArray(), declared_total: int = 0):
+	var step = DecisionStep.packed(agents, declared, declared_total)
+	if _overlay != null and typeof(step) == TYPE_ARRAY:
 		_overlay.show_agents(_mode_text(), agents)
 	return step
 

@@ -15,6 +15,7 @@ const JsonActions = preload("res://addons/rl_sync/json_actions.gd")
 const PackedActions = preload("res://addons/rl_sync/packed_actions.gd")
 const AgentCalls = preload("res://addons/rl_sync/agent_calls.gd")
 const SessionStats = preload("res://addons/rl_sync/session_stats.gd")
+const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
 
 # What step() returns when the trainer sent "close".
 const CLOSED := "the trainer closed the session"
@@ -39,6 +40,10 @@ var _awaiting_action_reply := false
 var _packed_reply := false
 # An action message holds a bracket or two per agent and action key; eight times that is room enough.
 var _max_brackets := 0
+# Each agent's observation size as env_info declared it, and their sum (DecisionStep.packed() checks
+# the observations against them); empty until env_info, or when an agent declares none readable.
+var _declared := PoolIntArray()
+var _declared_total := 0
 
 
 func _init(sync_node: Node) -> void:
@@ -76,7 +81,10 @@ func step() -> String:
 		_awaiting_action_reply = false
 		var packet: PoolByteArray
 		if _packed_reply:
-			var packed: Array = _sync.decision_step_packed()
+			var packed = _sync.decision_step_packed(_declared, _declared_total)
+			if typeof(packed) == TYPE_STRING:  # a bug of the game's own: said to the trainer, which restarts nothing
+				_send({"type": "error", "message": packed})
+				return packed
 			packet = Wire.packed_step_frame(packed[0], packed[1])
 		else:
 			packet = Wire.frame(Wire.step_json(_sync.decision_step(), _packed_obs))
@@ -119,6 +127,10 @@ func _answer(message: Dictionary) -> String:
 			if _send(_reset()) != OK:
 				return Wire.DISCONNECTED
 		"env_info":
+			var problem := DecisionStep.non_number(_agents)
+			if problem != "":  # a bug of the game's own: said to the trainer, which restarts nothing
+				_send({"type": "error", "message": problem})
+				return problem
 			if _send(_env_info()) != OK:
 				return Wire.DISCONNECTED
 		"call":
@@ -157,10 +169,19 @@ func _env_info() -> Dictionary:
 	var obs_spaces := []
 	var policy_names := []
 	var teams := []
+	_declared = PoolIntArray()
+	_declared_total = 0
+	var readable := true
 	for agent in _agents:
 		obs_spaces.append(agent.get_obs_space())
 		policy_names.append(agent.policy_name)
 		teams.append(agent.team)
+		var size := DecisionStep.declared_size(agent)
+		readable = readable and size >= 0
+		_declared.append(size)
+		_declared_total += size
+	if not readable:
+		_declared = PoolIntArray()
 	return {
 		"type": "env_info",
 		"n_agents": _agents.size(),

@@ -159,6 +159,18 @@ def check_sizes(args, num_envs):
     return batch_size, batch_size // args.num_minibatches
 
 
+def update_budget(total_timesteps: int, batch_size: int, global_step: int) -> tuple[int, int]:
+    """(the update to continue after, the last update) for a run at ``global_step`` with this batch size.
+
+    The updates left are the batches that fit in the steps left, so a run resumed with another number of envs
+    (changed --num-instances / --agents-per-instance / --num-envs, a Ray run resumed here or the reverse) still ends
+    within one batch of --total-timesteps; the steps done, counted in batches of this size, number the updates, so
+    the learning rate's annealing goes on from the share of the budget already spent. With the batch size of the
+    checkpoint's run this is its own update index and ``total_timesteps // batch_size``."""
+    start = global_step // batch_size
+    return start, start + max(0, total_timesteps - global_step) // batch_size
+
+
 def _check_spaces(obs_space, act_space, ckpt, args, run_dir):
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         raise TrainError(f"unsupported observation space {obs_space}: the MLP agent needs flat Box observations")
@@ -272,7 +284,6 @@ def train(args: Args, explicit=frozenset()) -> int:
     fresh = run_dir is None
     run_dir = run_dir or new_run_dir(args.run_dir_root, args.env_id, args.exp_name, args.seed)  # made exclusively
     global_step = ckpt["global_step"] if ckpt else 0
-    start_update = ckpt["update"] if ckpt else 0
 
     # Seeding (and, when resuming, the RNG streams exactly where the checkpoint left them)
     random.seed(args.seed)
@@ -301,7 +312,7 @@ def train(args: Args, explicit=frozenset()) -> int:
     log = watcher = None
     ready = False  # set once the agent exists: from then on a stop or a crash saves a checkpoint
     try:
-        num_iterations = args.total_timesteps // batch_size
+        start_update, num_iterations = update_budget(args.total_timesteps, batch_size, global_step)
         if args.agents_per_instance is not None and rollouts.agents_per_instance not in (None, args.agents_per_instance):
             say(f"note: {args.env_id} simulates {rollouts.agents_per_instance} agents per instance whatever "
                 f"--agents-per-instance says; training {num_envs} envs")  # fmt: skip
@@ -347,7 +358,7 @@ def train(args: Args, explicit=frozenset()) -> int:
         def checkpoint(path, step, update):
             save_checkpoint(path, agent=agent, optimizer=optimizer, normalizer=normalizer, args=args, global_step=step,
                             update=update, observation_space=obs_space, action_space=act_space,
-                            env_info=env_info, rnd=bonus)  # fmt: skip
+                            env_info=env_info, rnd=bonus, batch_size=batch_size)  # fmt: skip
             if env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
                 write_policy(path, step, update)
 
@@ -381,6 +392,12 @@ def train(args: Args, explicit=frozenset()) -> int:
         if ckpt:
             print(f"resuming {run_dir} at global step {global_step} (update {start_update}/{num_iterations})",
                   flush=True)  # fmt: skip
+            saved_batch = ckpt.get("batch_size") or (global_step // ckpt["update"] if ckpt["update"] else None)
+            if saved_batch not in (None, batch_size):
+                say(f"note: the checkpoint's run collected {saved_batch} steps per update, this one {batch_size} "
+                    f"({num_envs} envs x {args.num_steps} steps): the {num_iterations - start_update} updates left "
+                    f"end at global step {global_step + (num_iterations - start_update) * batch_size} of "
+                    f"--total-timesteps {args.total_timesteps}")  # fmt: skip
 
         updates = ppo.iterations(args, agent, optimizer, rollouts, buf, normalizer, bonus,
                                  num_iterations=num_iterations, start=start_update, global_step=global_step)

@@ -48,6 +48,7 @@ from typing import Callable, Optional, Sequence
 
 import psutil
 
+from python_trainer.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
 from python_trainer.game import PLUGIN_CONNECT_LINE, GameInstance, godot_game
 from python_trainer.processes import LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, end_process_tree, read_log_tail, spawn
 from python_trainer.protocol import (
@@ -63,7 +64,6 @@ from python_trainer.protocol import (
     handshake_message,
 )
 
-DEFAULT_CONNECT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESTARTS = 3
 CLOSE_GRACE_S = 2.0  # how long instances get to quit by themselves after the "close" message
 DEFAULT_MAX_LOG_BYTES = 20 * 2**20  # per instance slot; a game stuck in a per-frame script error writes ~20 MB/s
@@ -781,6 +781,8 @@ class InstanceLauncher:
         if plugin:
             hint = (" (a game made with godot_rl_agents' plugin tries to connect once, one second after it starts, and "
                     "then plays in human mode for ever: it was ended; a machine this busy needs fewer --instances)")
+        if not hint:
+            hint = f" ({SLOW_GAME_HINT})"
         return f"timed out after {self.connect_timeout:g}s waiting for {names} {what}{hint}{details}"
 
     def _check_hello(self, inst: Instance, msg: dict, owner: int):

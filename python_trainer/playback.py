@@ -28,6 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from python_trainer.errors import one_line
+from python_trainer.flags import DEFAULT_CONNECT_TIMEOUT_S, add_connect_timeout
 from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game, is_gym_id
 from python_trainer.launcher import CappedLog, InstanceCrashedError, InstanceLauncher, InstanceStartError, Xvfb
 from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
@@ -201,12 +202,13 @@ def open_display(xvfb: "Xvfb", say=print, hint: str = "use --record FILE.gif to 
     return display
 
 
-def policy_game(policy_path, env_id: Optional[str] = None, env_path=None) -> GodotGame:
+def policy_game(policy_path, env_id: Optional[str] = None, env_path=None,
+                timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> GodotGame:
     """The game a policy file plays: ``env_id`` (default: the game it was trained on) in ``env_path`` (default: the
-    export it was trained with, when the file names one, else this repository's)."""
+    export it was trained with, when the file names one, else this repository's); ``timeout``: --connect-timeout."""
     policy = read_policy(policy_path)
     env_path = env_path or (policy.get("source") or {}).get("env_path")
-    game = godot_game(env_id or policy["env"], env_path)
+    game = godot_game(env_id or policy["env"], env_path, timeout=timeout)
     game.require_addon("in-engine playback (play without --python, --record, in-engine evaluation)")
     return game
 
@@ -326,7 +328,7 @@ def assemble_mp4(frame_dir: Path, out: Path, fps: float = PLAY_FPS / RECORD_EVER
 
 
 def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, seconds: float = 10.0, say=print,
-           timeout: Optional[float] = None) -> dict:  # fmt: skip
+           timeout: Optional[float] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> dict:  # fmt: skip
     """Record ``seconds`` of game time of the policy in the windowed game (under Xvfb without $DISPLAY) into a GIF
     (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}."""
     out = Path(out)
@@ -341,7 +343,8 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
                                f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync")
         say(f"recording {seconds:g} s of game time ({frames_total // RECORD_EVERY} frames at "
             f"{PLAY_FPS // RECORD_EVERY} fps) -> {out}")  # fmt: skip
-        result = _run_game(cmd, timeout or 60 + 2 * seconds, env=instance.environ())
+        # the game's load (up to --connect-timeout), then about 2 s of wall time per second of game time at most
+        result = _run_game(cmd, timeout or connect_timeout + 30 + 2 * seconds, env=instance.environ())
         if result.returncode != 0:
             raise _game_error(result, "the recording run")
         frames = sorted(Path(tmp).glob("frame_*.png"))
@@ -543,7 +546,7 @@ def start_policy_watcher(policy_path, game: GodotGame, *, log_dir, agents: int =
 
 
 def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, seconds: Optional[float],
-                  say=print) -> int:  # fmt: skip
+                  say=print, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> int:  # fmt: skip
     """The windowed game driven step by step from Python by the PyTorch checkpoint, paced to 60 steps/s."""
     import torch
 
@@ -556,13 +559,13 @@ def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, 
         raise PlaybackError("--python runs the PyTorch checkpoint: give a run folder or a .pt file, not a policy file")
     checkpoint = resolve_checkpoint(src)
     loaded = load_agent(checkpoint)
-    game = godot_game(env_id or loaded.env_id, env_path or loaded.env_path)
+    game = godot_game(env_id or loaded.env_id, env_path or loaded.env_path, timeout=connect_timeout)
     with _xvfb() as xvfb:
         display = open_display(xvfb, say)
         envs = None
         try:
             envs = make_vec_env(game, num_instances=1, agents_per_instance=agents, headless=False, seed=seed,
-                                max_restarts=0, display=display)  # fmt: skip
+                                max_restarts=0, display=display, connect_timeout=connect_timeout)  # fmt: skip
             say(f"playing {checkpoint} from Python in {game.env} with {agents} agents (60 steps/s)"
                 + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
             obs, _ = envs.reset(seed=seed)
@@ -617,6 +620,7 @@ def play_main(argv=None) -> int:
     parser.add_argument("--record", metavar="OUT.gif|OUT.mp4", default=None,
                         help="record the in-engine policy (game time, 15 fps) to a GIF (or MP4 with ffmpeg) instead of watching")  # fmt: skip
     parser.add_argument("--record-seconds", type=float, default=None, help="length of the recording (default: --seconds, else 10)")
+    add_connect_timeout(parser)
     args = parser.parse_args(argv)
     if args.agents < 1 or (args.seconds is not None and args.seconds <= 0):
         parser.error("--agents must be >= 1 and --seconds > 0")
@@ -632,12 +636,14 @@ def _play(args, say) -> int:
         if args.python:
             if args.record:
                 raise PlaybackError("--record records the in-engine policy; drop --python")
-            return _watch_python(args.src, args.env_id, args.env_path, args.agents, args.seed, args.seconds, say)
+            return _watch_python(args.src, args.env_id, args.env_path, args.agents, args.seed, args.seconds, say,
+                                 args.connect_timeout)  # fmt: skip
         policy = ensure_policy(args.src)
-        game = policy_game(policy, args.env_id, args.env_path)
+        game = policy_game(policy, args.env_id, args.env_path, timeout=args.connect_timeout)
         if args.record:
             seconds = args.record_seconds or args.seconds or 10.0
-            result = record(policy, args.record, game, agents=args.agents, seed=args.seed, seconds=seconds, say=say)
+            result = record(policy, args.record, game, agents=args.agents, seed=args.seed, seconds=seconds, say=say,
+                            connect_timeout=args.connect_timeout)  # fmt: skip
             size = result["out"].stat().st_size
             say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
             return 0

@@ -57,6 +57,7 @@ import psutil
 from python_trainer import paths
 from python_trainer.errors import one_line
 from python_trainer.files import atomic_output
+from python_trainer.flags import add_connect_timeout
 from python_trainer.game import GameError, GameInstance, GodotGame, add_game_arguments, game_environ, godot_game
 from python_trainer.processes import end_process_tree, read_log_tail, run_to_end, spawn
 from python_trainer.protocol import GODOT_RL
@@ -162,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="then train PPO on the fastest headless and the fastest windowed configuration")
     p.add_argument("--compare-seconds", type=_positive_float, default=60.0,
                    help="wall-clock budget of each comparison training (default: %(default)s)")
+    add_connect_timeout(p)
     return p
 
 
@@ -477,7 +479,8 @@ def profile_config(cfg: Config, opts, out_dir: Path, policy, report: Callable[[s
             result["engine_only_agent_steps_per_second"] = eb["agent_steps_per_second"] if eb else None
         t = time.perf_counter()
         env = make_vec_env(opts.game, num_instances=cfg.instances, agents_per_instance=cfg.agents,
-                           headless=cfg.headless, seed=opts.seed, run_dir=run_dir, max_restarts=0, report=report)
+                           headless=cfg.headless, seed=opts.seed, run_dir=run_dir, max_restarts=0, report=report,
+                           connect_timeout=opts.connect_timeout)  # fmt: skip
         result["launch_seconds"] = round(time.perf_counter() - t, 3)
         result["agents"] = env.num_envs // cfg.instances  # what the game simulates (it may ignore --agents)
         launcher = env.launcher
@@ -862,7 +865,7 @@ def train_for(cfg: Config, opts, out_dir: Path, budget_s: float) -> dict:
     cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", opts.game.env, "--num-instances", str(cfg.instances),
            "--agents-per-instance", str(cfg.agents), "--total-timesteps", str(10**12), "--num-steps", "128",
            "--eval-episodes", "0", "--checkpoint-every", "0", "--run-dir-root", str(root), "--exp-name", exp,
-           "--seed", str(opts.seed + 1)]
+           "--seed", str(opts.seed + 1), "--connect-timeout", f"{opts.connect_timeout:g}"]
     if opts.game.env_path is not None:
         cmd += ["--env-path", opts.game.env_path]
     if not cfg.headless:
@@ -960,7 +963,7 @@ def main(argv=None) -> int:
             display_note = ("No $DISPLAY: the launcher starts an Xvfb virtual display for each windowed "
                             "configuration (software rendering; its CPU is the Xvfb column).")
     try:
-        opts.game = godot_game(opts.env_id, opts.env_path)
+        opts.game = godot_game(opts.env_id, opts.env_path, timeout=opts.connect_timeout)
         for mode in opts.modes:
             opts.game.export.command(headless=(mode == "headless"))  # a GameError names the fix
         policy = load_policy(opts.policy, opts.game.env)

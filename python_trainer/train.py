@@ -36,7 +36,8 @@ from python_trainer.agent import action_heads
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state, space_to_dict
 from python_trainer.errors import UserError, one_line, say
 from python_trainer.flags import (
-    ACTION_REPEAT, AGENTS_PER_INSTANCE, NUM_INSTANCES, SPEEDUP, agents_for, at_least, check_flags, flag, positive,
+    ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S, NUM_INSTANCES, SPEEDUP, agents_for,
+    at_least, check_flags, flag, positive,
 )
 from python_trainer.game import GameError, GodotGame, resolve_env
 from python_trainer.gym_env import DEFAULT_NUM_ENVS, MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
@@ -124,6 +125,9 @@ class EnvArgs:
     (with a checkpoint)"""
     step_timeout: float = flag(DEFAULT_TIMEOUT_S, positive("60", "a number of seconds > 0"))
     """Godot games: seconds an instance may take to answer one step before it counts as hung (and is restarted)"""
+    connect_timeout: float = flag(DEFAULT_CONNECT_TIMEOUT_S, CONNECT_TIMEOUT)
+    """Godot games: seconds a game may take to load, list its games and connect; raise it for a game that loads
+    slowly"""
 
 
 @dataclass
@@ -212,7 +216,7 @@ def _check_resumed_model(args, ckpt):
 def _resolve_env(args):
     """A gymnasium id, or the `GodotGame` that --env-path / --env-id name (game.resolve_env decides which)."""
     env_id = args.env_id if args.env_id is not None or args.env_path is not None else DEFAULT_ENV_ID
-    return resolve_env(env_id, args.env_path)
+    return resolve_env(env_id, args.env_path, args.connect_timeout)
 
 
 def _check_args(args, explicit, ckpt):
@@ -241,7 +245,8 @@ def _env_kwargs(args, game, global_step, run_dir):
             env_kwargs["speedup"] = args.speedup
         if args.action_repeat is not None:
             env_kwargs["action_repeat"] = args.action_repeat
-        env_kwargs.update(max_restarts=args.max_restarts, step_timeout=args.step_timeout)
+        env_kwargs.update(max_restarts=args.max_restarts, step_timeout=args.step_timeout,
+                          connect_timeout=args.connect_timeout)  # fmt: skip
     return env_kwargs
 
 
@@ -253,12 +258,13 @@ def make_rollouts(args, game, global_step, run_dir):
     return LocalRollouts(make_vec_env(game, **env_kwargs), args.pipeline)
 
 
-def _record_final_video(run_dir, game, seed) -> None:
+def _record_final_video(run_dir, game, seed, connect_timeout=DEFAULT_CONNECT_TIMEOUT_S) -> None:
     """--capture-video of a Godot game: the run's policy.json played in the windowed export, as RUN_DIR/videos/final.mp4
     (a failed recording is reported; the trained model is saved already)."""
     out = Path(run_dir) / VIDEO_DIR / "final.mp4"
     try:
-        record(Path(run_dir) / POLICY_NAME, out, game, seed=seed, seconds=FINAL_VIDEO_SECONDS)
+        record(Path(run_dir) / POLICY_NAME, out, game, seed=seed, seconds=FINAL_VIDEO_SECONDS,
+               connect_timeout=connect_timeout)  # fmt: skip
     except (PlaybackError, GameError, InstanceStartError, OSError) as e:
         say(f"warning: --capture-video: no video ({e})")
 
@@ -450,7 +456,7 @@ def train(args: Args, explicit=frozenset()) -> int:
                       f"+- {np.std(eval_returns):.2f} (min {min(eval_returns):.1f}, max {max(eval_returns):.1f})")  # fmt: skip
         log.plot(eval_mean)
         if args.capture_video and isinstance(game, GodotGame):
-            _record_final_video(run_dir, game, args.seed)
+            _record_final_video(run_dir, game, args.seed, args.connect_timeout)
         print(f"run folder: {run_dir}  (model: {run_dir / MODEL_NAME}; tensorboard --logdir {run_dir.parent})")
         return 0
     except TrainError:

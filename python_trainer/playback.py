@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import select
@@ -28,6 +29,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from python_trainer.errors import one_line
+from python_trainer.files import OutputError, atomic_output, check_output, scratch_dir, write_error
 from python_trainer.flags import DEFAULT_CONNECT_TIMEOUT_S, add_connect_timeout
 from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game, is_gym_id
 from python_trainer.launcher import CappedLog, InstanceCrashedError, InstanceLauncher, InstanceStartError, Xvfb
@@ -44,6 +46,11 @@ GIF_WIDTH = 512
 DEFAULT_TIMEOUT_S = 120.0
 FFMPEG_TIMEOUT_S = 600.0
 RANDOM_POLICY = "random"  # --policy=random: the game plays random actions (policy_mode.gd)
+RECORD_PREFIX = "godot-ppo-record-"  # the recording's frames: <temp dir>/godot-ppo-record-<pid>-XXXX/frame_*.png
+# Rough bytes per recorded frame, for the room checked before recording: the game's PNG frames in the temp dir, and
+# the clip made of them at GIF_WIDTH. Measured on ball_chase (4 agents): 18 kB a PNG frame, 6 kB of GIF, 0.8 kB of
+# mp4 (jumper less); about ten times that, for bigger windows and busier scenes.
+ROUGH_FRAME_BYTES = {".png": 200_000, ".gif": 60_000, ".mp4": 10_000}
 
 # A problem the user can fix; the commands print it as `godot-ppo CMD: error: ...`. One class with the policy file's
 # errors (policy_file.PolicyFileError), so `except PlaybackError` also catches a bad or unplayable policy file.
@@ -323,21 +330,35 @@ def assemble_mp4(frame_dir: Path, out: Path, fps: float = PLAY_FPS / RECORD_EVER
            "-vf", f"scale={width}:-2", "-pix_fmt", "yuv420p", "-c:v", "libx264", str(out)]  # fmt: skip
     result = run_to_end(cmd, timeout=FFMPEG_TIMEOUT_S)  # like every child: it ends when we do
     if result.returncode != 0:
+        if "No space left on device" in (result.stderr or ""):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out))  # said as the disk it is
         why = f"did not finish within {FFMPEG_TIMEOUT_S:g} s" if result.returncode is None else "failed"
-        raise PlaybackError(f"ffmpeg {why}: {result.stderr[-2000:]}")
+        raise PlaybackError(f"ffmpeg {why}: {one_line(Exception(result.stderr or 'nothing printed'))}")
 
 
 def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, seconds: float = 10.0, say=print,
            timeout: Optional[float] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> dict:  # fmt: skip
     """Record ``seconds`` of game time of the policy in the windowed game (under Xvfb without $DISPLAY) into a GIF
-    (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}."""
+    (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}.
+
+    Before the game starts, ``out`` and the temporary frames' folder are checked (OutputError: a path under a file,
+    a read-only place, no room for a rough size); the clip is written beside ``out`` and renamed, so a failure
+    (OutputError for a full disk) leaves no partial file. The frames' folder is removed at the end, and the
+    next recording removes those of a recording that was killed."""
     out = Path(out)
-    if out.suffix.lower() not in (".gif", ".mp4"):
+    suffix = out.suffix.lower()
+    if suffix not in (".gif", ".mp4"):
         raise PlaybackError(f"--record {out}: give a .gif or .mp4 file name")
-    if out.suffix.lower() == ".mp4":
+    if suffix == ".mp4":
         ffmpeg_exe()  # its error before the game runs
     frames_total = max(RECORD_EVERY, int(round(PLAY_FPS * seconds)))
-    with _xvfb() as xvfb, tempfile.TemporaryDirectory(prefix="godot-ppo-record-") as tmp:
+    n_frames = frames_total // RECORD_EVERY
+    check_output(out, n_frames * ROUGH_FRAME_BYTES[suffix])
+    with _xvfb() as xvfb, scratch_dir(RECORD_PREFIX) as tmp:
+        try:
+            check_output(tmp / "frame_00000.png", n_frames * ROUGH_FRAME_BYTES[".png"])
+        except OutputError as e:
+            raise OutputError(f"{e} (the recording's frames go to the temp dir: set TMPDIR to a folder with room)")
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say))
         cmd = instance.command(f"--policy={Path(policy_path).resolve()}", f"--record_dir={tmp}",
                                f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync")
@@ -347,11 +368,15 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
         result = _run_game(cmd, timeout or connect_timeout + 30 + 2 * seconds, env=instance.environ())
         if result.returncode != 0:
             raise _game_error(result, "the recording run")
-        frames = sorted(Path(tmp).glob("frame_*.png"))
-        if out.suffix.lower() == ".gif":
-            assemble_gif(frames, out)
-        else:
-            assemble_mp4(Path(tmp), out)
+        frames = sorted(tmp.glob("frame_*.png"))
+        try:
+            with atomic_output(out) as part:  # a temporary name beside out (same suffix), renamed when whole
+                if suffix == ".gif":
+                    assemble_gif(frames, part)
+                else:
+                    assemble_mp4(tmp, part)
+        except OSError as e:
+            raise write_error(out, e) from None
     return {"out": out, "frames": len(frames), "run": _json_line(result.stdout, "run")}
 
 
@@ -648,9 +673,13 @@ def _play(args, say) -> int:
             say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
             return 0
         return _watch_in_engine(policy, game, args.agents, args.seed, args.seconds, say)
-    except (PlaybackError, InstanceStartError, GameError, ValueError) as e:
+    except (PlaybackError, InstanceStartError, GameError, ValueError, OutputError) as e:
         print(f"godot-ppo play: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # an output that failed past its checks (e.g. the disk filled up meanwhile)
+        print(f"godot-ppo play: error: {write_error(getattr(e, 'filename', None) or args.record or '?', e)}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 0

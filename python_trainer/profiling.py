@@ -56,7 +56,7 @@ import psutil
 
 from python_trainer import paths
 from python_trainer.errors import one_line
-from python_trainer.files import atomic_output
+from python_trainer.files import OutputError, atomic_output, check_output, write_error
 from python_trainer.flags import add_connect_timeout
 from python_trainer.game import GameError, GameInstance, GodotGame, add_game_arguments, game_environ, godot_game
 from python_trainer.processes import end_process_tree, read_log_tail, run_to_end, spawn
@@ -66,6 +66,7 @@ MODES = ("headless", "windowed")
 DEFAULT_INSTANCES = (1, 2, 4, 8)
 DEFAULT_SECONDS = 10.0
 DEFAULT_WARMUP_STEPS = 50
+ROUGH_OUTPUT_BYTES = 8 * 2**20  # the report's four files and the instances' logs, checked free before profiling
 SCALING_GAIN = 0.10  # "throughput stops growing": the next instance count adds less than this fraction
 CPU_BOUND_FRACTION = 0.85  # the machine is CPU-bound when this much of all cores is busy
 STATS_TIMEOUT_S = 10.0
@@ -814,12 +815,16 @@ def write_png(path: Path, report: dict) -> None:
 
 
 def write_outputs(out_dir: Path, report: dict, png: bool = True) -> None:
-    """profile.json, profile.csv, profile.md (and profile.png); each file replaced atomically."""
+    """profile.json, profile.csv, profile.md (and profile.png); each file replaced atomically (OutputError in one
+    line when the disk refuses one: the previous version of each file stays)."""
     report["verdict"] = verdict(report["results"], report["machine"]["cores_logical"])
 
     def atomic(name, write):
-        with atomic_output(out_dir / name) as tmp:  # keeps the suffix: matplotlib picks the format from it
-            write(tmp)
+        try:
+            with atomic_output(out_dir / name) as tmp:  # keeps the suffix: matplotlib picks the format from it
+                write(tmp)
+        except OSError as e:
+            raise write_error(out_dir / name, e) from None
 
     atomic("profile.json", lambda p: p.write_text(json.dumps(report, indent=1, default=str)))
     atomic("profile.csv", lambda p: write_csv(p, report["results"]))
@@ -976,7 +981,10 @@ def main(argv=None) -> int:
         tqdm.write(f"godot-ppo: {msg}", file=sys.stderr)
 
     out_dir = Path(opts.out) if opts.out else Path("runs") / time.strftime("profile_%Y%m%d_%H%M%S")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:  # before any instance starts: a folder that cannot be made or written to, or a disk without room
+        check_output(out_dir, ROUGH_OUTPUT_BYTES, folder=True)
+    except OutputError as e:
+        return fail(f"--out: {e}")
     configs = [Config(mode, n, opts.agents) for mode in opts.modes for n in opts.instances]
     window = f"{opts.steps} vector steps" if opts.steps is not None else f"{opts.seconds:g} s"
     report = {
@@ -1028,8 +1036,15 @@ def main(argv=None) -> int:
         report["interrupted"] = True
         status = 130
         print("\ninterrupted: writing what was measured so far (every instance is closed)", file=sys.stderr)
+    except OutputError as e:  # the disk filled up (or the folder went away) while profiling
+        print(f"{PROG}: error: {e}; every instance is closed", file=sys.stderr)
+        return 1
 
-    write_outputs(out_dir, report, png=True)
+    try:
+        write_outputs(out_dir, report, png=True)
+    except OutputError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
     print(markdown(report))
     print(f"written: {out_dir / 'profile.json'}, profile.csv, profile.md, profile.png", file=sys.stderr)
     return status

@@ -35,6 +35,7 @@ from python_trainer import ppo
 from python_trainer.agent import action_heads
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state, space_to_dict
 from python_trainer.errors import UserError, one_line, say
+from python_trainer.files import OutputError, is_disk_full, write_atomic, write_error
 from python_trainer.flags import (
     ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S, NUM_INSTANCES, SPEEDUP, agents_for,
     at_least, check_flags, flag, positive,
@@ -265,8 +266,10 @@ def _record_final_video(run_dir, game, seed, connect_timeout=DEFAULT_CONNECT_TIM
     try:
         record(Path(run_dir) / POLICY_NAME, out, game, seed=seed, seconds=FINAL_VIDEO_SECONDS,
                connect_timeout=connect_timeout)  # fmt: skip
-    except (PlaybackError, GameError, InstanceStartError, OSError) as e:
-        say(f"warning: --capture-video: no video ({e})")
+    except (PlaybackError, GameError, InstanceStartError, OutputError) as e:
+        say(f"warning: --capture-video: no video ({one_line(e)})")
+    except OSError as e:
+        say(f"warning: --capture-video: no video ({write_error(out, e)})")
 
 
 # ======================================================================================================================
@@ -444,6 +447,7 @@ def train(args: Args, explicit=frozenset()) -> int:
         if timing.updates:
             print(timing.summary(batch_size, num_envs // max(1, buf.group_steps // args.num_steps)), flush=True)
         checkpoint(run_dir / CHECKPOINT_NAME, global_step, done_update)
+        saved_step = global_step
         checkpoint(run_dir / MODEL_NAME, global_step, done_update)
         eval_mean = None
         if args.eval_episodes:
@@ -465,25 +469,40 @@ def train(args: Args, explicit=frozenset()) -> int:
         # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), an instance out of restarts, a closed stdout (`| head`), a
         # bug: the model in memory is intact, so the last completed update is saved first, with a second signal held.
         with hold_signals():
-            saved = False
-            if ready:
+            saved, save_error = False, None
+            if ready and is_disk_full(e) and saved_step == done_step:
+                saved = True  # the checkpoint on disk is of the last completed update: nothing to write on a full disk
+            elif ready:
                 try:
                     checkpoint(run_dir / CHECKPOINT_NAME, done_step, done_update)
                     saved = True
-                except Exception as save_error:
-                    say(f"godot-ppo train: could not write the checkpoint ({one_line(save_error)}); {checkpoint_note()}")
+                except Exception as error:  # a full disk, most likely: said with what was kept, below
+                    save_error = error
             _quiet_closed_stdout()
             if log is not None:
                 _best_effort(log.close_progress)
                 if saved:
                     _best_effort(log.plot)
+            full = next((x for x in (e, save_error) if is_disk_full(x)), None)
             if isinstance(e, KeyboardInterrupt):
                 status, head = 128 + signum_of(e), f"\ninterrupted by {signal.Signals(signum_of(e)).name}: "
+            elif full is not None:  # one line: no traceback to keep (error.log would not fit either)
+                status, head = 1, f"godot-ppo train: error: the disk is full ({_os_error(full)}): "
             else:
                 status, head = 1, f"godot-ppo train: error: {_describe_crash(e, run_dir)}\n"
             if saved:
                 say(f"{head}checkpoint at global step {done_step} (the last completed update) in "
                     f"{run_dir / CHECKPOINT_NAME}; continue with: godot-ppo train --resume {run_dir}")  # fmt: skip
+            elif save_error is not None:  # what was kept, what was lost, in the same line
+                why = "" if full is not None else f" ({one_line(save_error)})"
+                if saved_step is None:
+                    kept = f"no checkpoint was written yet: the {done_step} steps trained are lost"
+                else:
+                    kept = (f"the checkpoint at step {saved_step} is intact ({run_dir / CHECKPOINT_NAME}); the "
+                            f"{done_step - saved_step} steps trained after it are lost; "
+                            f"{'free some space, then ' if full is not None else ''}continue from it with: "
+                            f"godot-ppo train --resume {run_dir}")  # fmt: skip
+                say(f"{head}could not write the checkpoint of step {done_step}{why}: {kept}")
             else:
                 kept = f"; {run_dir / CHECKPOINT_NAME} is unchanged" if ckpt else ""
                 say(f"{head}{'nothing saved' if ready else 'training had not started: nothing to save'}{kept}")
@@ -554,11 +573,15 @@ def _describe_crash(e, run_dir):
         return f"{one_line(e)} (--max-restarts allows more restarts)"
     if isinstance(e, (InstanceStartError, GodotConnectionError, GameError, WorkerLostError)):
         return one_line(e)
-    try:
-        (run_dir / "error.log").write_text("".join(traceback.format_exception(e)))
+    try:  # whole or not there: a disk that fills up meanwhile leaves no empty error.log
+        write_atomic(run_dir / "error.log", "".join(traceback.format_exception(e)))
         return f"{type(e).__name__}: {one_line(e)} (traceback in {run_dir / 'error.log'})"
     except OSError:
         return f"{type(e).__name__}: {one_line(e)}"
+
+
+def _os_error(e: OSError) -> str:
+    return e.strerror + (f": {e.filename}" if e.filename else "") if e.strerror else one_line(e)
 
 
 def main(argv=None) -> int:

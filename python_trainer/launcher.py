@@ -187,6 +187,7 @@ class CappedLog:
         self.on_flood = on_flood
         self.bytes_in = 0  # everything written to it, kept or cut
         self.flooded = False
+        self.write_error: Optional[OSError] = None  # the first write the disk refused (its data was dropped)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self._size = os.fstat(self._fd).st_size
         self._tail_start: Optional[int] = None  # where the rolling tail begins, once output has been cut
@@ -252,6 +253,15 @@ class CappedLog:
         return True
 
     def _write(self, data: bytes) -> None:
+        """Append ``data`` (see `_append`). A write the disk refuses (full) drops the data and keeps the pipe
+        drained, so the game never blocks on a full pipe and no reader thread dies with a traceback; the first such
+        error is kept in ``write_error``."""
+        try:
+            self._append(data)
+        except OSError as e:
+            self.write_error = self.write_error or e
+
+    def _append(self, data: bytes) -> None:
         """Append ``data``, cutting the middle of the file when it would pass the cap."""
         if self._fd < 0:
             return

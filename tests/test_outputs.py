@@ -251,3 +251,24 @@ def test_a_disk_that_fills_up_during_training_costs_one_line_and_leaves_no_empty
     assert unhandled == [], [a.exc_value for a in unhandled]  # the writer thread's error was not printed
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 512
     assert _leftovers(run_dir) == [] and not (run_dir / "error.log").exists()
+
+
+def test_a_game_log_on_a_full_disk_drops_output_without_blocking_the_game_or_a_traceback(tmp_path, monkeypatch):
+    """The launcher's log reader thread: a write the disk refuses drops the output and keeps draining the pipe (a
+    game whose pipe fills up would block), with no thread's traceback."""
+    from python_trainer import launcher
+
+    unhandled = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: unhandled.append(args))
+    log = launcher.CappedLog(tmp_path / "instance_0.log")
+    monkeypatch.setattr(launcher.os, "pwrite", _enospc)
+    read_end, write_end = os.pipe()
+    log.follow(read_end)
+    writer = threading.Thread(target=lambda: [os.write(write_end, b"SCRIPT ERROR: x\n" * 4096) for _ in range(8)],
+                              daemon=True)  # fmt: skip
+    writer.start()
+    writer.join(timeout=20)  # 512 KiB through a 64 KiB pipe: only if it is drained
+    assert not writer.is_alive(), "the game would block on its full pipe"
+    os.close(write_end)
+    log.close(timeout=10)
+    assert unhandled == [] and log.write_error.errno == errno.ENOSPC and log.bytes_in == 8 * 4096 * 16

@@ -74,9 +74,13 @@ def check_output(path, rough_bytes: int = 0, folder: bool = False) -> Path:
     except OSError as e:
         raise write_error(path, e) from None
     if free < rough_bytes:
-        raise OutputError(f"cannot write {path}: it needs about {rough_bytes / 2**20:.0f} MiB and {where} has "
-                          f"{free / 2**20:.0f} MiB free; free some space or write elsewhere")  # fmt: skip
+        raise OutputError(f"cannot write {path}: it needs about {_size(rough_bytes)} and {where} has "
+                          f"{_size(free)} free; free some space or write elsewhere")  # fmt: skip
     return path
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
 def _running(pid: int) -> bool:

@@ -3,7 +3,7 @@
 Only tensors and plain Python values, so ``torch.load(..., weights_only=True)`` reads it:
 
     {"format": "godot-ppo-checkpoint/1", "env_id", "global_step", "update", "model", "optimizer", "normalizer",
-     "observation_space", "action_space", "args", "rng", "env_info", "rnd"}
+     "observation_space", "action_space", "args", "rng", "env_info", "rnd", "batch_size"}
 
 ("rnd": None, or with --rnd the RND module's weights and statistics: {"model", "stats"}.)
 
@@ -86,12 +86,13 @@ def set_rng_state(state):
 
 
 def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, update, observation_space, action_space,
-                    env_info=None, rnd=None):
+                    env_info=None, rnd=None, batch_size=None):
     """Write atomically: a crash or Ctrl-C during the write leaves the previous file intact.
 
     ``args`` is the training's Args dataclass; agent, optimizer and normalizer anything with a state_dict();
     ``env_info``: a Godot game's (its action keys let a policy file be exported later without running the game);
-    ``rnd``: the run's rnd.RND module (--rnd), whose weights and normalisers a resume needs.
+    ``rnd``: the run's rnd.RND module (--rnd), whose weights and normalisers a resume needs;
+    ``batch_size``: the steps of one update (a resume with another number of envs says so).
     """
     state = {
         "format": CHECKPOINT_FORMAT,
@@ -107,6 +108,7 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
         "rng": rng_state(),
         "env_info": env_info,
         "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()},
+        "batch_size": None if batch_size is None else int(batch_size),
     }
     with atomic_output(path, fsync=True) as tmp, open(tmp, "wb") as f:  # a file object: the archive is "archive/"
         torch.save(state, f)

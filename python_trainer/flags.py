@@ -14,6 +14,7 @@ vector env, and are stated once.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -47,6 +48,20 @@ class Rule:
         """The same, naming a Python keyword argument."""
         if value is not None and not self.ok(value):
             raise FlagError(f"{name}={value}: give {self.what}, e.g. {name}={self.example}")
+
+    def argparse_type(self, convert: Callable[[str], Any] = float) -> Callable[[str], Any]:
+        """The rule as an argparse ``type=`` (for the commands that parse with argparse): argparse's own error line
+        then says what the flag accepts."""
+        def parse(text: str):
+            try:
+                value = convert(text)
+            except ValueError:
+                value = None
+            if value is None or not self.ok(value):
+                raise argparse.ArgumentTypeError(f"{text} is not valid: give {self.what}, e.g. {self.example}")
+            return value
+
+        return parse
 
 
 def flag(default, rule: Optional[Rule] = None, **field_kwargs):
@@ -102,6 +117,23 @@ AGENTS_PER_INSTANCE = in_range(1, MAX_AGENTS_PER_INSTANCE, f"1 to {MAX_AGENTS_PE
 SPEEDUP = positive("8", "a number > 0 (the engine's time scale)")
 ACTION_REPEAT = Rule(lambda v: _finite(v) and v == int(v) and v >= 1,
                      "an integer >= 1 (physics frames per decision step)", "8")  # fmt: skip
+
+
+# How long a game may take to start: to list its games (--list_envs) and to connect to the trainer. A game whose
+# scenes load for long (big assets, a slow disk, a busy machine) needs more: --connect-timeout, on every command that
+# starts games (train, launch, envs, profile, play), says so once here.
+DEFAULT_CONNECT_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT = positive("120", "a number of seconds > 0 (how long a game may take to load and connect)")
+CONNECT_TIMEOUT_HELP = (f"seconds a game may take to load, list its games and connect (default {DEFAULT_CONNECT_TIMEOUT_S:g}); "
+                        "raise it for a game that loads slowly")  # fmt: skip
+SLOW_GAME_HINT = "a game that takes longer to load can be given more time with --connect-timeout SECONDS"
+
+
+def add_connect_timeout(parser: argparse.ArgumentParser, *aliases: str) -> None:
+    """--connect-timeout (and ``aliases``) on an argparse command, with its rule."""
+    parser.add_argument("--connect-timeout", *aliases, dest="connect_timeout", metavar="SECONDS",
+                        type=CONNECT_TIMEOUT.argparse_type(float), default=DEFAULT_CONNECT_TIMEOUT_S,
+                        help=CONNECT_TIMEOUT_HELP)  # fmt: skip
 
 
 def agents_for(num_envs, num_instances, agents_per_instance=None, as_flags=False):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from python_trainer import paths
+from python_trainer.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
 from python_trainer.processes import describe_exit, run_to_end
 
 HEADLESS_TEMPLATE = "godot3-server"
@@ -38,7 +39,6 @@ WINDOWED_TEMPLATE = "godot3-runner"
 # Engine flag (two words, consumed by Godot itself): every frame is one physics step of 1/60 s, and a headless
 # instance runs as fast as the CPU allows instead of at real time.
 FIXED_FPS = 60
-LIST_ENVS_TIMEOUT_S = 30.0
 
 
 class GameError(ValueError):
@@ -164,7 +164,7 @@ def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
     code, out, err = result.returncode, result.stdout, result.stderr
     fix = "is it an export of a Godot 3 project that uses addons/rl_sync or godot_rl_agents' plugin?"
     if code is None:
-        raise GameError(f"{path} did not answer --list_envs within {timeout:g} s ({fix})")
+        raise GameError(f"{path} did not answer --list_envs within {timeout:g} s: {SLOW_GAME_HINT} (or {fix})")
     for line in out.splitlines():
         if line.startswith('{"envs"'):
             try:
@@ -183,7 +183,7 @@ def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
     raise GameError(f"{path} does not list its games ({describe_exit(code)}; it said {said!r}): {fix}")
 
 
-def list_games(export: GameExport, timeout: float = LIST_ENVS_TIMEOUT_S) -> GameList:
+def list_games(export: GameExport, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> GameList:
     """The games in an export and its default, as the binary reports them (cached per file version)."""
     return _list_envs(export.path, export.path.stat().st_mtime, float(timeout))
 
@@ -218,7 +218,7 @@ def is_gym_id(env_id: Optional[str]) -> bool:
     return env_id in gym.registry
 
 
-def resolve_env(env_id: Optional[str], env_path=None, timeout: float = LIST_ENVS_TIMEOUT_S) -> Union[str, GodotGame]:
+def resolve_env(env_id: Optional[str], env_path=None, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> Union[str, GodotGame]:
     """The one place that decides Godot versus gymnasium.
 
     With ``env_path``: a game in that export (``env_id`` None: its default game). Without: a registered gymnasium id
@@ -252,12 +252,13 @@ def resolve_env(env_id: Optional[str], env_path=None, timeout: float = LIST_ENVS
     return GodotGame(export, env_id, games.rl_sync)
 
 
-def godot_game(env_id: Optional[str], env_path=None, program: Optional[Sequence[str]] = None) -> GodotGame:
+def godot_game(env_id: Optional[str], env_path=None, program: Optional[Sequence[str]] = None,
+               timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> GodotGame:
     """``resolve_env`` for callers that need a Godot game; ``program`` runs a stand-in binary under that name."""
     if program is not None:
         argv = [program] if isinstance(program, (str, os.PathLike)) else program
         return GodotGame(Program(tuple(str(p) for p in argv)), env_id or "game")
-    game = resolve_env(env_id, env_path)
+    game = resolve_env(env_id, env_path, timeout)
     if isinstance(game, str):
         raise GameError(f"{env_id!r} is a gymnasium id, not a Godot game: pass --env-path to a Godot export")
     return game

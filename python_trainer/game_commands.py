@@ -13,7 +13,7 @@ import time
 
 from python_trainer import paths
 from python_trainer.game import GameError, GameExport, add_game_arguments, godot_game, list_games
-from python_trainer.launcher import DEFAULT_CONNECT_TIMEOUT_S
+from python_trainer.flags import add_connect_timeout
 from python_trainer.protocol import DIALECT_NAMES
 from python_trainer.vec_env import GodotVecEnv
 
@@ -22,11 +22,11 @@ def envs_main(argv=None) -> int:
     """`godot-ppo envs`: the games in a binary and their spaces, read from a running headless instance of each."""
     parser = argparse.ArgumentParser(prog="godot-ppo envs", description=envs_main.__doc__.split(":", 1)[1].strip())
     add_game_arguments(parser)
-    parser.add_argument("--timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S, help="connect timeout (s)")
+    add_connect_timeout(parser, "--timeout")  # --timeout: its older name
     args = parser.parse_args(argv)
     try:
         export = GameExport.open(args.env_path or paths.default_export(headless=True))
-        listing = list_games(export, args.timeout)
+        listing = list_games(export, args.connect_timeout)
         names = [args.env_id] if args.env_id else list(listing.envs)
         games = [godot_game(name, export.path) for name in names]
     except GameError as e:
@@ -36,7 +36,7 @@ def envs_main(argv=None) -> int:
     status = 0
     for game in games:
         try:
-            env = GodotVecEnv(game, num_instances=1, connect_timeout=args.timeout)
+            env = GodotVecEnv(game, num_instances=1, connect_timeout=args.connect_timeout)
         except Exception as e:
             print(f"godot-ppo envs: error: {game.env}: {e}", file=sys.stderr)
             status = 1
@@ -69,14 +69,15 @@ def launch_main(argv=None) -> int:
     parser.add_argument("--max-episode-steps", type=int, default=None)
     parser.add_argument("--run-dir", default=None, help="where logs/instance_<i>.log go (default: a temp dir)")
     parser.add_argument("--report-every", type=float, default=2.0, help="seconds between steps/s lines")
+    add_connect_timeout(parser)
     args = parser.parse_args(argv)
     env = None
     try:
-        game = godot_game(args.env_id, args.env_path)
+        game = godot_game(args.env_id, args.env_path, timeout=args.connect_timeout)
         env = GodotVecEnv(
             game, num_instances=args.instances, agents_per_instance=args.agents, seed=args.seed,
             headless=not args.window, speedup=args.speedup, action_repeat=args.action_repeat,
-            max_episode_steps=args.max_episode_steps, run_dir=args.run_dir,
+            max_episode_steps=args.max_episode_steps, run_dir=args.run_dir, connect_timeout=args.connect_timeout,
         )
         print(env.startup_line(), flush=True)
         print(f"launched {args.instances} instance(s) of {game.env} ({env.num_envs} agents in all; "

@@ -52,6 +52,7 @@ from typing import Callable, Optional, Sequence
 
 import psutil
 
+from python_trainer.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
 from python_trainer.game import PLUGIN_CONNECT_LINE, GameBugError, GameInstance, godot_game
 from python_trainer.processes import LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, end_process_tree, read_log_tail, spawn
 from python_trainer.protocol import (
@@ -67,7 +68,6 @@ from python_trainer.protocol import (
     handshake_message,
 )
 
-DEFAULT_CONNECT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESTARTS = 3
 CLOSE_GRACE_S = 2.0  # how long instances get to quit by themselves after the "close" message
 DEFAULT_MAX_LOG_BYTES = 20 * 2**20  # per instance slot; a game stuck in a per-frame script error writes ~20 MB/s
@@ -197,6 +197,7 @@ class CappedLog:
         self.on_flood = on_flood
         self.bytes_in = 0  # everything written to it, kept or cut
         self.flooded = False
+        self.write_error: Optional[OSError] = None  # the first write the disk refused (its data was dropped)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self._size = os.fstat(self._fd).st_size
         self._tail_start: Optional[int] = None  # where the rolling tail begins, once output has been cut
@@ -265,6 +266,15 @@ class CappedLog:
         return True
 
     def _write(self, data: bytes) -> None:
+        """Append ``data`` (see `_append`). A write the disk refuses (full) drops the data and keeps the pipe
+        drained, so the game never blocks on a full pipe and no reader thread dies with a traceback; the first such
+        error is kept in ``write_error``."""
+        try:
+            self._append(data)
+        except OSError as e:
+            self.write_error = self.write_error or e
+
+    def _append(self, data: bytes) -> None:
         """Append ``data``, cutting the middle of the file when it would pass the cap."""
         if self._fd < 0:
             return
@@ -860,6 +870,8 @@ class InstanceLauncher:
         if plugin:
             hint = (" (a game made with godot_rl_agents' plugin tries to connect once, one second after it starts, and "
                     "then plays in human mode for ever: it was ended; a machine this busy needs fewer --instances)")
+        if not hint:
+            hint = f" ({SLOW_GAME_HINT})"
         return f"timed out after {self.connect_timeout:g}s waiting for {names} {what}{hint}{details}"
 
     def _check_hello(self, inst: Instance, msg: dict, owner: int):

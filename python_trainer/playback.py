@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import select
@@ -30,6 +31,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from python_trainer.errors import one_line
+from python_trainer.files import OutputError, atomic_output, check_output, scratch_dir, write_error
+from python_trainer.flags import DEFAULT_CONNECT_TIMEOUT_S, add_connect_timeout
 from python_trainer.game import GameError, GameInstance, GodotGame, game_environ, godot_game, is_gym_id
 from python_trainer.launcher import CappedLog, InstanceCrashedError, InstanceLauncher, InstanceStartError, Xvfb
 from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
@@ -45,6 +48,11 @@ GIF_WIDTH = 512
 DEFAULT_TIMEOUT_S = 120.0
 FFMPEG_TIMEOUT_S = 600.0
 RANDOM_POLICY = "random"  # --policy=random: the game plays random actions (policy_mode.gd)
+RECORD_PREFIX = "godot-ppo-record-"  # the recording's frames: <temp dir>/godot-ppo-record-<pid>-XXXX/frame_*.png
+# Rough bytes per recorded frame, for the room checked before recording: the game's PNG frames in the temp dir, and
+# the clip made of them at GIF_WIDTH. Measured on ball_chase (4 agents): 18 kB a PNG frame, 6 kB of GIF, 0.8 kB of
+# mp4 (jumper less); about ten times that, for bigger windows and busier scenes.
+ROUGH_FRAME_BYTES = {".png": 200_000, ".gif": 60_000, ".mp4": 10_000}
 
 # A problem the user can fix; the commands print it as `godot-ppo CMD: error: ...`. One class with the policy file's
 # errors (policy_file.PolicyFileError), so `except PlaybackError` also catches a bad or unplayable policy file.
@@ -262,12 +270,13 @@ def open_display(xvfb: "Xvfb", say=print, hint: str = "use --record FILE.gif to 
     return display
 
 
-def policy_game(policy_path, env_id: Optional[str] = None, env_path=None) -> GodotGame:
+def policy_game(policy_path, env_id: Optional[str] = None, env_path=None,
+                timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> GodotGame:
     """The game a policy file plays: ``env_id`` (default: the game it was trained on) in ``env_path`` (default: the
-    export it was trained with, when the file names one, else this repository's)."""
+    export it was trained with, when the file names one, else this repository's); ``timeout``: --connect-timeout."""
     policy = read_policy(policy_path)
     env_path = env_path or (policy.get("source") or {}).get("env_path")
-    game = godot_game(env_id or policy["env"], env_path)
+    game = godot_game(env_id or policy["env"], env_path, timeout=timeout)
     game.require_addon("in-engine playback (play without --python, --record, in-engine evaluation)")
     return game
 
@@ -382,34 +391,53 @@ def assemble_mp4(frame_dir: Path, out: Path, fps: float = PLAY_FPS / RECORD_EVER
            "-vf", f"scale={width}:-2", "-pix_fmt", "yuv420p", "-c:v", "libx264", str(out)]  # fmt: skip
     result = run_to_end(cmd, timeout=FFMPEG_TIMEOUT_S)  # like every child: it ends when we do
     if result.returncode != 0:
+        if "No space left on device" in (result.stderr or ""):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out))  # said as the disk it is
         why = f"did not finish within {FFMPEG_TIMEOUT_S:g} s" if result.returncode is None else "failed"
-        raise PlaybackError(f"ffmpeg {why}: {result.stderr[-2000:]}")
+        raise PlaybackError(f"ffmpeg {why}: {one_line(Exception(result.stderr or 'nothing printed'))}")
 
 
 def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, seconds: float = 10.0, say=print,
-           timeout: Optional[float] = None) -> dict:  # fmt: skip
+           timeout: Optional[float] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> dict:  # fmt: skip
     """Record ``seconds`` of game time of the policy in the windowed game (under Xvfb without $DISPLAY) into a GIF
-    (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}."""
+    (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}.
+
+    Before the game starts, ``out`` and the temporary frames' folder are checked (OutputError: a path under a file,
+    a read-only place, no room for a rough size); the clip is written beside ``out`` and renamed, so a failure
+    (OutputError for a full disk) leaves no partial file. The frames' folder is removed at the end, and the
+    next recording removes those of a recording that was killed."""
     out = Path(out)
-    if out.suffix.lower() not in (".gif", ".mp4"):
+    suffix = out.suffix.lower()
+    if suffix not in (".gif", ".mp4"):
         raise PlaybackError(f"--record {out}: give a .gif or .mp4 file name")
-    if out.suffix.lower() == ".mp4":
+    if suffix == ".mp4":
         ffmpeg_exe()  # its error before the game runs
     frames_total = max(RECORD_EVERY, int(round(PLAY_FPS * seconds)))
-    with _xvfb() as xvfb, tempfile.TemporaryDirectory(prefix="godot-ppo-record-") as tmp:
+    n_frames = frames_total // RECORD_EVERY
+    check_output(out, n_frames * ROUGH_FRAME_BYTES[suffix])
+    with _xvfb() as xvfb, scratch_dir(RECORD_PREFIX) as tmp:
+        try:
+            check_output(tmp / "frame_00000.png", n_frames * ROUGH_FRAME_BYTES[".png"])
+        except OutputError as e:
+            raise OutputError(f"{e} (the recording's frames go to the temp dir: set TMPDIR to a folder with room)")
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say))
         cmd = instance.command(f"--policy={Path(policy_path).resolve()}", f"--record_dir={tmp}",
                                f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync")
         say(f"recording {seconds:g} s of game time ({frames_total // RECORD_EVERY} frames at "
             f"{PLAY_FPS // RECORD_EVERY} fps) -> {out}")  # fmt: skip
-        result = _run_game(cmd, timeout or 60 + 2 * seconds, env=instance.environ())
+        # the game's load (up to --connect-timeout), then about 2 s of wall time per second of game time at most
+        result = _run_game(cmd, timeout or connect_timeout + 30 + 2 * seconds, env=instance.environ())
         if result.returncode != 0:
             raise _game_error(result, "the recording run")
-        frames = sorted(Path(tmp).glob("frame_*.png"))
-        if out.suffix.lower() == ".gif":
-            assemble_gif(frames, out)
-        else:
-            assemble_mp4(Path(tmp), out)
+        frames = sorted(tmp.glob("frame_*.png"))
+        try:
+            with atomic_output(out) as part:  # a temporary name beside out (same suffix), renamed when whole
+                if suffix == ".gif":
+                    assemble_gif(frames, part)
+                else:
+                    assemble_mp4(tmp, part)
+        except OSError as e:
+            raise write_error(out, e) from None
     return {"out": out, "frames": len(frames), "run": _json_line(result.stdout, "run")}
 
 
@@ -604,7 +632,7 @@ def start_policy_watcher(policy_path, game: GodotGame, *, log_dir, agents: int =
 
 
 def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, seconds: Optional[float],
-                  say=print) -> int:  # fmt: skip
+                  say=print, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> int:  # fmt: skip
     """The windowed game driven step by step from Python by the PyTorch checkpoint, paced to 60 steps/s."""
     import torch
 
@@ -617,13 +645,13 @@ def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, 
         raise PlaybackError("--python runs the PyTorch checkpoint: give a run folder or a .pt file, not a policy file")
     checkpoint = resolve_checkpoint(src)
     loaded = load_agent(checkpoint)
-    game = godot_game(env_id or loaded.env_id, env_path or loaded.env_path)
+    game = godot_game(env_id or loaded.env_id, env_path or loaded.env_path, timeout=connect_timeout)
     with _xvfb() as xvfb:
         display = open_display(xvfb, say)
         envs = None
         try:
             envs = make_vec_env(game, num_instances=1, agents_per_instance=agents, headless=False, seed=seed,
-                                max_restarts=0, display=display)  # fmt: skip
+                                max_restarts=0, display=display, connect_timeout=connect_timeout)  # fmt: skip
             say(f"playing {checkpoint} from Python in {game.env} with {agents} agents (60 steps/s)"
                 + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
             obs, _ = envs.reset(seed=seed)
@@ -678,6 +706,7 @@ def play_main(argv=None) -> int:
     parser.add_argument("--record", metavar="OUT.gif|OUT.mp4", default=None,
                         help="record the in-engine policy (game time, 15 fps) to a GIF (or MP4 with ffmpeg) instead of watching")  # fmt: skip
     parser.add_argument("--record-seconds", type=float, default=None, help="length of the recording (default: --seconds, else 10)")
+    add_connect_timeout(parser)
     args = parser.parse_args(argv)
     if args.agents < 1 or (args.seconds is not None and args.seconds <= 0):
         parser.error("--agents must be >= 1 and --seconds > 0")
@@ -693,19 +722,25 @@ def _play(args, say) -> int:
         if args.python:
             if args.record:
                 raise PlaybackError("--record records the in-engine policy; drop --python")
-            return _watch_python(args.src, args.env_id, args.env_path, args.agents, args.seed, args.seconds, say)
+            return _watch_python(args.src, args.env_id, args.env_path, args.agents, args.seed, args.seconds, say,
+                                 args.connect_timeout)  # fmt: skip
         policy = ensure_policy(args.src)
-        game = policy_game(policy, args.env_id, args.env_path)
+        game = policy_game(policy, args.env_id, args.env_path, timeout=args.connect_timeout)
         if args.record:
             seconds = args.record_seconds or args.seconds or 10.0
-            result = record(policy, args.record, game, agents=args.agents, seed=args.seed, seconds=seconds, say=say)
+            result = record(policy, args.record, game, agents=args.agents, seed=args.seed, seconds=seconds, say=say,
+                            connect_timeout=args.connect_timeout)  # fmt: skip
             size = result["out"].stat().st_size
             say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
             return 0
         return _watch_in_engine(policy, game, args.agents, args.seed, args.seconds, say)
-    except (PlaybackError, InstanceStartError, GameError, ValueError) as e:
+    except (PlaybackError, InstanceStartError, GameError, ValueError, OutputError) as e:
         print(f"godot-ppo play: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # an output that failed past its checks (e.g. the disk filled up meanwhile)
+        print(f"godot-ppo play: error: {write_error(getattr(e, 'filename', None) or args.record or '?', e)}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 0

@@ -56,7 +56,8 @@ import psutil
 
 from python_trainer import paths
 from python_trainer.errors import one_line
-from python_trainer.files import atomic_output
+from python_trainer.files import OutputError, atomic_output, check_output, write_error
+from python_trainer.flags import add_connect_timeout
 from python_trainer.game import GameError, GameInstance, GodotGame, add_game_arguments, game_environ, godot_game
 from python_trainer.processes import end_process_tree, read_log_tail, run_to_end, spawn
 from python_trainer.protocol import GODOT_RL
@@ -65,6 +66,7 @@ MODES = ("headless", "windowed")
 DEFAULT_INSTANCES = (1, 2, 4, 8)
 DEFAULT_SECONDS = 10.0
 DEFAULT_WARMUP_STEPS = 50
+ROUGH_OUTPUT_BYTES = 8 * 2**20  # the report's four files and the instances' logs, checked free before profiling
 SCALING_GAIN = 0.10  # "throughput stops growing": the next instance count adds less than this fraction
 CPU_BOUND_FRACTION = 0.85  # the machine is CPU-bound when this much of all cores is busy
 STATS_TIMEOUT_S = 10.0
@@ -162,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="then train PPO on the fastest headless and the fastest windowed configuration")
     p.add_argument("--compare-seconds", type=_positive_float, default=60.0,
                    help="wall-clock budget of each comparison training (default: %(default)s)")
+    add_connect_timeout(p)
     return p
 
 
@@ -477,7 +480,8 @@ def profile_config(cfg: Config, opts, out_dir: Path, policy, report: Callable[[s
             result["engine_only_agent_steps_per_second"] = eb["agent_steps_per_second"] if eb else None
         t = time.perf_counter()
         env = make_vec_env(opts.game, num_instances=cfg.instances, agents_per_instance=cfg.agents,
-                           headless=cfg.headless, seed=opts.seed, run_dir=run_dir, max_restarts=0, report=report)
+                           headless=cfg.headless, seed=opts.seed, run_dir=run_dir, max_restarts=0, report=report,
+                           connect_timeout=opts.connect_timeout)  # fmt: skip
         result["launch_seconds"] = round(time.perf_counter() - t, 3)
         result["agents"] = env.num_envs // cfg.instances  # what the game simulates (it may ignore --agents)
         launcher = env.launcher
@@ -811,12 +815,16 @@ def write_png(path: Path, report: dict) -> None:
 
 
 def write_outputs(out_dir: Path, report: dict, png: bool = True) -> None:
-    """profile.json, profile.csv, profile.md (and profile.png); each file replaced atomically."""
+    """profile.json, profile.csv, profile.md (and profile.png); each file replaced atomically (OutputError in one
+    line when the disk refuses one: the previous version of each file stays)."""
     report["verdict"] = verdict(report["results"], report["machine"]["cores_logical"])
 
     def atomic(name, write):
-        with atomic_output(out_dir / name) as tmp:  # keeps the suffix: matplotlib picks the format from it
-            write(tmp)
+        try:
+            with atomic_output(out_dir / name) as tmp:  # keeps the suffix: matplotlib picks the format from it
+                write(tmp)
+        except OSError as e:
+            raise write_error(out_dir / name, e) from None
 
     atomic("profile.json", lambda p: p.write_text(json.dumps(report, indent=1, default=str)))
     atomic("profile.csv", lambda p: write_csv(p, report["results"]))
@@ -862,7 +870,7 @@ def train_for(cfg: Config, opts, out_dir: Path, budget_s: float) -> dict:
     cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", opts.game.env, "--num-instances", str(cfg.instances),
            "--agents-per-instance", str(cfg.agents), "--total-timesteps", str(10**12), "--num-steps", "128",
            "--eval-episodes", "0", "--checkpoint-every", "0", "--run-dir-root", str(root), "--exp-name", exp,
-           "--seed", str(opts.seed + 1)]
+           "--seed", str(opts.seed + 1), "--connect-timeout", f"{opts.connect_timeout:g}"]
     if opts.game.env_path is not None:
         cmd += ["--env-path", opts.game.env_path]
     if not cfg.headless:
@@ -960,7 +968,7 @@ def main(argv=None) -> int:
             display_note = ("No $DISPLAY: the launcher starts an Xvfb virtual display for each windowed "
                             "configuration (software rendering; its CPU is the Xvfb column).")
     try:
-        opts.game = godot_game(opts.env_id, opts.env_path)
+        opts.game = godot_game(opts.env_id, opts.env_path, timeout=opts.connect_timeout)
         for mode in opts.modes:
             opts.game.export.command(headless=(mode == "headless"))  # a GameError names the fix
         policy = load_policy(opts.policy, opts.game.env)
@@ -973,7 +981,10 @@ def main(argv=None) -> int:
         tqdm.write(f"godot-ppo: {msg}", file=sys.stderr)
 
     out_dir = Path(opts.out) if opts.out else Path("runs") / time.strftime("profile_%Y%m%d_%H%M%S")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:  # before any instance starts: a folder that cannot be made or written to, or a disk without room
+        check_output(out_dir, ROUGH_OUTPUT_BYTES, folder=True)
+    except OutputError as e:
+        return fail(f"--out: {e}")
     configs = [Config(mode, n, opts.agents) for mode in opts.modes for n in opts.instances]
     window = f"{opts.steps} vector steps" if opts.steps is not None else f"{opts.seconds:g} s"
     report = {
@@ -1025,8 +1036,15 @@ def main(argv=None) -> int:
         report["interrupted"] = True
         status = 130
         print("\ninterrupted: writing what was measured so far (every instance is closed)", file=sys.stderr)
+    except OutputError as e:  # the disk filled up (or the folder went away) while profiling
+        print(f"{PROG}: error: {e}; every instance is closed", file=sys.stderr)
+        return 1
 
-    write_outputs(out_dir, report, png=True)
+    try:
+        write_outputs(out_dir, report, png=True)
+    except OutputError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
     print(markdown(report))
     print(f"written: {out_dir / 'profile.json'}, profile.csv, profile.md, profile.png", file=sys.stderr)
     return status

@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import socket
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -60,6 +61,8 @@ from python_trainer.trained_agent import make_agent
 from python_trainer.vec_env import make_vec_env
 
 LOCAL = "local"  # --ray-address local: start a Ray on this machine for the run, stop it at the end
+LOOPBACK = "127.0.0.1"  # where a local Ray listens (listen_on_loopback)
+RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray binds the loopback address, not the network's
 WORKERS_JSON = "ray_workers.json"
 CONNECT_TIMEOUT_S = 5.0  # an address with nothing behind it is named within this
 START_TIMEOUT_S = 180.0  # workers placed, binaries checked, games connected
@@ -326,13 +329,27 @@ def _reap_when_driver_ends(pids_before):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
+def listen_on_loopback() -> None:
+    """Make the Ray this process starts listen on 127.0.0.1 only. On Linux Ray binds the machine's network address
+    (its GCS, raylets, runtime-env agent, object manager and every worker would be reachable from the network, with
+    the cluster's token as the only guard); RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 makes it use the loopback address.
+    Ray reads the variable when it is imported, and its processes inherit it from our environment; should Ray be
+    imported already, its constant is set too. Only for ``--ray-address local``: a cluster's own address is its own."""
+    os.environ[RAY_LOOPBACK_ENV] = "0"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+
+
 def connect(address, num_cpus):
-    """ray.init for --ray-address (``local``: a Ray of ``num_cpus`` CPUs on this machine), with our signal
-    handlers put back (see the module's docstring). Returns the watchdog of a local Ray (None when joining)."""
+    """ray.init for --ray-address (``local``: a Ray of ``num_cpus`` CPUs on this machine, on 127.0.0.1 only), with
+    our signal handlers put back (see the module's docstring). Returns the watchdog of a local Ray (None when
+    joining)."""
     import signal
 
+    if address == LOCAL:
+        listen_on_loopback()  # before Ray is imported and starts its processes
     import ray
-
 
     _check_address(address)
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -342,7 +359,8 @@ def connect(address, num_cpus):
             import psutil
 
             before = {p.pid for p in psutil.Process().children(recursive=True)}
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="warning")
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="warning",
+                     _node_ip_address=LOOPBACK)  # fmt: skip
             reaper = _reap_when_driver_ends(before)
         else:
             ray.init(address=address, logging_level="warning")
@@ -363,8 +381,9 @@ class RayRollouts(Rollouts):
     game_settings = None  # each worker's games are its own; ray_workers.json says where they run
 
     def __init__(self, game, args, run_dir, env_kwargs, say):
+        if args.ray_address == LOCAL:
+            listen_on_loopback()  # before Ray is imported
         import ray
-
 
         self.run_dir, self.say = Path(run_dir), say
         self.address, self.num_workers = args.ray_address, args.ray_workers

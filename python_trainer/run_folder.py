@@ -24,7 +24,7 @@ import numpy as np
 
 from python_trainer.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 from python_trainer.errors import UserError
-from python_trainer.files import write_atomic
+from python_trainer.files import atomic_output, write_atomic
 
 EPISODES_CSV = "episodes.csv"
 ARGS_JSON = "args.json"
@@ -207,6 +207,7 @@ class RunLog:
 
         self.run_dir = Path(run_dir)
         self.pbar = self.episodes_file = None
+        _quiet_event_writer_thread()
         # resuming: hide the events the interrupted process logged after the checkpoint (steps > global_step)
         self.writer = SummaryWriter(str(run_dir), purge_step=global_step + 1 if resumed else None)
         try:
@@ -216,7 +217,8 @@ class RunLog:
                     "|param|value|\n|-|-|\n%s" % "\n".join(f"|{k}|{v}|" for k, v in hyperparameters.items()),
                 )
             episodes = read_episodes(self.run_dir, global_step)
-            with open(self.run_dir / EPISODES_CSV, "w", newline="") as f:  # rewritten without rows past the checkpoint
+            # rewritten without rows past the checkpoint, atomically: a full disk keeps the previous file
+            with atomic_output(self.run_dir / EPISODES_CSV) as tmp, open(tmp, "w", newline="") as f:
                 csv.writer(f).writerows([("global_step", "return", "length"), *episodes])
             self.episodes_file = open(self.run_dir / EPISODES_CSV, "a", newline="")
             self.episodes_csv = csv.writer(self.episodes_file)
@@ -268,9 +270,32 @@ class RunLog:
         plot_learning_curve(self.run_dir, eval_return, title=self.run_dir.name)
 
     def close(self):
-        if self.episodes_file is not None:
-            self.episodes_file.close()
-        self.writer.close()
+        """Close episodes.csv and the TensorBoard writer; a full disk's error here was met (and said) already."""
+        for close in ((self.episodes_file.close if self.episodes_file is not None else None), self.writer.close):
+            try:
+                if close is not None:
+                    close()
+            except OSError:
+                pass
+
+
+def _quiet_event_writer_thread():
+    """TensorBoard's SummaryWriter writes its events from a thread of its own. An OSError there (a full disk) is
+    raised again in the training thread by its next add_scalar / flush, where training stops with one line; Python's
+    default hook would also print the writer thread's traceback, so that one is dropped. Installed once."""
+    import threading
+
+    previous = threading.excepthook
+    if getattr(previous, "godot_ppo", False):
+        return
+
+    def hook(args):
+        if type(args.thread).__name__ == "_AsyncWriterThread" and isinstance(args.exc_value, OSError):
+            return  # tensorboard's writer thread: its error reaches the training thread
+        previous(args)
+
+    hook.godot_ppo = True
+    threading.excepthook = hook
 
 
 def plot_learning_curve(run_dir, eval_return=None, title=None):
@@ -296,5 +321,8 @@ def plot_learning_curve(run_dir, eval_return=None, title=None):
     if ax.get_legend_handles_labels()[0]:  # a run too short to finish an episode has nothing to label
         ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    fig.savefig(Path(run_dir) / "learning_curve.png", dpi=100)
-    plt.close(fig)
+    try:
+        with atomic_output(Path(run_dir) / "learning_curve.png") as tmp:  # keeps the suffix: matplotlib's format
+            fig.savefig(tmp, dpi=100)
+    finally:
+        plt.close(fig)

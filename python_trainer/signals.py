@@ -48,8 +48,10 @@ def _handler(signum, frame):
 
 
 def signum_of(exc: BaseException) -> int:
-    """The signal behind an interruption (SIGINT for a plain KeyboardInterrupt)."""
-    return getattr(exc, "signum", signal.SIGINT)
+    """The signal behind an interruption: the exception's own; for a plain KeyboardInterrupt the first ending signal
+    the policy received (Ray's blocking calls run our handler from C and raise a plain KeyboardInterrupt in place of
+    its `Interrupted`: a SIGTERM to a Ray run's driver is still a SIGTERM), else SIGINT (a Ctrl-C without the policy)."""
+    return getattr(exc, "signum", None) or _Policy.received or signal.SIGINT
 
 
 @contextlib.contextmanager

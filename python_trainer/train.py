@@ -35,8 +35,10 @@ from python_trainer import ppo
 from python_trainer.agent import action_heads
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state, space_to_dict
 from python_trainer.errors import UserError, one_line, say
+from python_trainer.files import OutputError, is_disk_full, write_atomic, write_error
 from python_trainer.flags import (
-    ACTION_REPEAT, AGENTS_PER_INSTANCE, NUM_INSTANCES, SPEEDUP, agents_for, at_least, check_flags, flag, positive,
+    ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S, NUM_INSTANCES, SPEEDUP, agents_for,
+    at_least, check_flags, flag, positive,
 )
 from python_trainer.game import GameBugError, GameError, GodotGame, resolve_env
 from python_trainer.gym_env import DEFAULT_NUM_ENVS, MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
@@ -128,6 +130,9 @@ class EnvArgs:
     """Godot games: train on even when a game keeps raising script errors (Godot's SCRIPT ERROR lines, after its
     handshake); the first one is shown either way. Without it a run stops, with a checkpoint, once an instance has
     raised 10"""
+    connect_timeout: float = flag(DEFAULT_CONNECT_TIMEOUT_S, CONNECT_TIMEOUT)
+    """Godot games: seconds a game may take to load, list its games and connect; raise it for a game that loads
+    slowly"""
 
 
 @dataclass
@@ -161,6 +166,18 @@ def check_sizes(args, num_envs):
             f"steps = {batch_size}): raise --total-timesteps or lower --num-steps"
         )
     return batch_size, batch_size // args.num_minibatches
+
+
+def update_budget(total_timesteps: int, batch_size: int, global_step: int) -> tuple[int, int]:
+    """(the update to continue after, the last update) for a run at ``global_step`` with this batch size.
+
+    The updates left are the batches that fit in the steps left, so a run resumed with another number of envs
+    (changed --num-instances / --agents-per-instance / --num-envs, a Ray run resumed here or the reverse) still ends
+    within one batch of --total-timesteps; the steps done, counted in batches of this size, number the updates, so
+    the learning rate's annealing goes on from the share of the budget already spent. With the batch size of the
+    checkpoint's run this is its own update index and ``total_timesteps // batch_size``."""
+    start = global_step // batch_size
+    return start, start + max(0, total_timesteps - global_step) // batch_size
 
 
 def _check_spaces(obs_space, act_space, ckpt, args, run_dir):
@@ -204,7 +221,7 @@ def _check_resumed_model(args, ckpt):
 def _resolve_env(args):
     """A gymnasium id, or the `GodotGame` that --env-path / --env-id name (game.resolve_env decides which)."""
     env_id = args.env_id if args.env_id is not None or args.env_path is not None else DEFAULT_ENV_ID
-    return resolve_env(env_id, args.env_path)
+    return resolve_env(env_id, args.env_path, args.connect_timeout)
 
 
 def _check_args(args, explicit, ckpt):
@@ -234,7 +251,7 @@ def _env_kwargs(args, game, global_step, run_dir):
         if args.action_repeat is not None:
             env_kwargs["action_repeat"] = args.action_repeat
         env_kwargs.update(max_restarts=args.max_restarts, step_timeout=args.step_timeout,
-                          allow_script_errors=args.allow_script_errors)  # fmt: skip
+                          allow_script_errors=args.allow_script_errors, connect_timeout=args.connect_timeout)  # fmt: skip
     return env_kwargs
 
 
@@ -246,14 +263,17 @@ def make_rollouts(args, game, global_step, run_dir):
     return LocalRollouts(make_vec_env(game, **env_kwargs), args.pipeline)
 
 
-def _record_final_video(run_dir, game, seed) -> None:
+def _record_final_video(run_dir, game, seed, connect_timeout=DEFAULT_CONNECT_TIMEOUT_S) -> None:
     """--capture-video of a Godot game: the run's policy.json played in the windowed export, as RUN_DIR/videos/final.mp4
     (a failed recording is reported; the trained model is saved already)."""
     out = Path(run_dir) / VIDEO_DIR / "final.mp4"
     try:
-        record(Path(run_dir) / POLICY_NAME, out, game, seed=seed, seconds=FINAL_VIDEO_SECONDS)
-    except (PlaybackError, GameError, InstanceStartError, OSError) as e:
-        say(f"warning: --capture-video: no video ({e})")
+        record(Path(run_dir) / POLICY_NAME, out, game, seed=seed, seconds=FINAL_VIDEO_SECONDS,
+               connect_timeout=connect_timeout)  # fmt: skip
+    except (PlaybackError, GameError, InstanceStartError, OutputError) as e:
+        say(f"warning: --capture-video: no video ({one_line(e)})")
+    except OSError as e:
+        say(f"warning: --capture-video: no video ({write_error(out, e)})")
 
 
 # ======================================================================================================================
@@ -277,7 +297,6 @@ def train(args: Args, explicit=frozenset()) -> int:
     fresh = run_dir is None
     run_dir = run_dir or new_run_dir(args.run_dir_root, args.env_id, args.exp_name, args.seed)  # made exclusively
     global_step = ckpt["global_step"] if ckpt else 0
-    start_update = ckpt["update"] if ckpt else 0
 
     # Seeding (and, when resuming, the RNG streams exactly where the checkpoint left them)
     random.seed(args.seed)
@@ -306,7 +325,7 @@ def train(args: Args, explicit=frozenset()) -> int:
     log = watcher = None
     ready = False  # set once the agent exists: from then on a stop or a crash saves a checkpoint
     try:
-        num_iterations = args.total_timesteps // batch_size
+        start_update, num_iterations = update_budget(args.total_timesteps, batch_size, global_step)
         if args.agents_per_instance is not None and rollouts.agents_per_instance not in (None, args.agents_per_instance):
             say(f"note: {args.env_id} simulates {rollouts.agents_per_instance} agents per instance whatever "
                 f"--agents-per-instance says; training {num_envs} envs")  # fmt: skip
@@ -352,7 +371,7 @@ def train(args: Args, explicit=frozenset()) -> int:
         def checkpoint(path, step, update):
             save_checkpoint(path, agent=agent, optimizer=optimizer, normalizer=normalizer, args=args, global_step=step,
                             update=update, observation_space=obs_space, action_space=act_space,
-                            env_info=env_info, rnd=bonus)  # fmt: skip
+                            env_info=env_info, rnd=bonus, batch_size=batch_size)  # fmt: skip
             if env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
                 write_policy(path, step, update)
 
@@ -386,6 +405,12 @@ def train(args: Args, explicit=frozenset()) -> int:
         if ckpt:
             print(f"resuming {run_dir} at global step {global_step} (update {start_update}/{num_iterations})",
                   flush=True)  # fmt: skip
+            saved_batch = ckpt.get("batch_size") or (global_step // ckpt["update"] if ckpt["update"] else None)
+            if saved_batch not in (None, batch_size):
+                say(f"note: the checkpoint's run collected {saved_batch} steps per update, this one {batch_size} "
+                    f"({num_envs} envs x {args.num_steps} steps): the {num_iterations - start_update} updates left "
+                    f"end at global step {global_step + (num_iterations - start_update) * batch_size} of "
+                    f"--total-timesteps {args.total_timesteps}")  # fmt: skip
 
         updates = ppo.iterations(args, agent, optimizer, rollouts, buf, normalizer, bonus,
                                  num_iterations=num_iterations, start=start_update, global_step=global_step)
@@ -426,6 +451,7 @@ def train(args: Args, explicit=frozenset()) -> int:
         if timing.updates:
             print(timing.summary(batch_size, num_envs // max(1, buf.group_steps // args.num_steps)), flush=True)
         checkpoint(run_dir / CHECKPOINT_NAME, global_step, done_update)
+        saved_step = global_step
         checkpoint(run_dir / MODEL_NAME, global_step, done_update)
         eval_mean = None
         if args.eval_episodes:
@@ -438,7 +464,7 @@ def train(args: Args, explicit=frozenset()) -> int:
                       f"+- {np.std(eval_returns):.2f} (min {min(eval_returns):.1f}, max {max(eval_returns):.1f})")  # fmt: skip
         log.plot(eval_mean)
         if args.capture_video and isinstance(game, GodotGame):
-            _record_final_video(run_dir, game, args.seed)
+            _record_final_video(run_dir, game, args.seed, args.connect_timeout)
         print(f"run folder: {run_dir}  (model: {run_dir / MODEL_NAME}; tensorboard --logdir {run_dir.parent})")
         return 0
     except TrainError:
@@ -447,25 +473,40 @@ def train(args: Args, explicit=frozenset()) -> int:
         # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), an instance out of restarts, a closed stdout (`| head`), a
         # bug: the model in memory is intact, so the last completed update is saved first, with a second signal held.
         with hold_signals():
-            saved = False
-            if ready:
+            saved, save_error = False, None
+            if ready and is_disk_full(e) and saved_step == done_step:
+                saved = True  # the checkpoint on disk is of the last completed update: nothing to write on a full disk
+            elif ready:
                 try:
                     checkpoint(run_dir / CHECKPOINT_NAME, done_step, done_update)
                     saved = True
-                except Exception as save_error:
-                    say(f"godot-ppo train: could not write the checkpoint ({one_line(save_error)}); {checkpoint_note()}")
+                except Exception as error:  # a full disk, most likely: said with what was kept, below
+                    save_error = error
             _quiet_closed_stdout()
             if log is not None:
                 _best_effort(log.close_progress)
                 if saved:
                     _best_effort(log.plot)
+            full = next((x for x in (e, save_error) if is_disk_full(x)), None)
             if isinstance(e, KeyboardInterrupt):
                 status, head = 128 + signum_of(e), f"\ninterrupted by {signal.Signals(signum_of(e)).name}: "
+            elif full is not None:  # one line: no traceback to keep (error.log would not fit either)
+                status, head = 1, f"godot-ppo train: error: the disk is full ({_os_error(full)}): "
             else:
                 status, head = 1, f"godot-ppo train: error: {_describe_crash(e, run_dir)}\n"
             if saved:
                 say(f"{head}checkpoint at global step {done_step} (the last completed update) in "
                     f"{run_dir / CHECKPOINT_NAME}; continue with: godot-ppo train --resume {run_dir}")  # fmt: skip
+            elif save_error is not None:  # what was kept, what was lost, in the same line
+                why = "" if full is not None else f" ({one_line(save_error)})"
+                if saved_step is None:
+                    kept = f"no checkpoint was written yet: the {done_step} steps trained are lost"
+                else:
+                    kept = (f"the checkpoint at step {saved_step} is intact ({run_dir / CHECKPOINT_NAME}); the "
+                            f"{done_step - saved_step} steps trained after it are lost; "
+                            f"{'free some space, then ' if full is not None else ''}continue from it with: "
+                            f"godot-ppo train --resume {run_dir}")  # fmt: skip
+                say(f"{head}could not write the checkpoint of step {done_step}{why}: {kept}")
             else:
                 kept = f"; {run_dir / CHECKPOINT_NAME} is unchanged" if ckpt else ""
                 say(f"{head}{'nothing saved' if ready else 'training had not started: nothing to save'}{kept}")
@@ -536,11 +577,15 @@ def _describe_crash(e, run_dir):
         return f"{one_line(e)} (--max-restarts allows more restarts)"
     if isinstance(e, (InstanceStartError, GodotConnectionError, GameError, WorkerLostError)):
         return one_line(e)
-    try:
-        (run_dir / "error.log").write_text("".join(traceback.format_exception(e)))
+    try:  # whole or not there: a disk that fills up meanwhile leaves no empty error.log
+        write_atomic(run_dir / "error.log", "".join(traceback.format_exception(e)))
         return f"{type(e).__name__}: {one_line(e)} (traceback in {run_dir / 'error.log'})"
     except OSError:
         return f"{type(e).__name__}: {one_line(e)}"
+
+
+def _os_error(e: OSError) -> str:
+    return e.strerror + (f": {e.filename}" if e.filename else "") if e.strerror else one_line(e)
 
 
 def main(argv=None) -> int:

@@ -42,11 +42,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
-from python_trainer.flags import agents_for, check_instance_options
+from python_trainer.flags import DEFAULT_CONNECT_TIMEOUT_S, agents_for, check_instance_options
 from python_trainer.grouped_env import GroupedVecEnv
 from python_trainer.gym_env import EpisodeStatistics
 from python_trainer.launcher import (
-    DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_MAX_RESTARTS,
     InstanceLauncher,
 )
@@ -755,7 +754,7 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
     elif binary is not None:
         game = godot_game(env_id, program=binary)
     else:
-        game = resolve_env(env_id, env_path)
+        game = resolve_env(env_id, env_path, godot_options.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT_S))
     if isinstance(game, str):
         unknown = set(godot_options) - set(inspect.signature(GodotVecEnv).parameters)
         if unknown:

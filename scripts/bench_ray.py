@@ -13,6 +13,7 @@ logging) and each worker's steps/s, from which the closing estimate for more hos
 """
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -35,7 +36,10 @@ def run(name, extra, total, seed, root):
     cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", "ball_chase", "--agents-per-instance", "16",
            "--total-timesteps", str(total), "--seed", str(seed), "--eval-episodes", "0", "--exp-name", name,
            "--run-dir-root", str(root), *extra]  # fmt: skip
-    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    env = dict(os.environ)
+    if "local" in extra:  # a Ray started for the run listens on 127.0.0.1 only (train sets this itself too)
+        env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise SystemExit(f"{name}: exit code {out.returncode}\n{out.stderr[-3000:]}")
     (run_dir,) = [p for p in Path(root).iterdir() if p.is_dir() and f"__{name}__{seed}__" in p.name]

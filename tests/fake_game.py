@@ -9,7 +9,8 @@ plus test-only ones:
   --fake_fixed_agents=N             simulate N agents whatever --agents says (as a user's fixed scene does)
   --fake_step_delay=SECONDS         sleep this long before answering each action
   --fake_flood                      once connected, print lines to stderr without end (a per-frame script error)
-  --fake_wait_for=PATH              connect only once PATH exists (a test orders connections with it)
+  --fake_wait_for=PATH              connect (and answer --list_envs) only once PATH exists: a game that loads
+                                    slowly (a test orders connections with it)
   --fake_step_encoding=json         ignore a handshake's "step_encoding" (as a game without our binary exchange)
   --fake_info                       an ended episode's info also holds {"fake_length": its length}
   --fake_dialect=godot_rl           speak exactly as a game made with godot_rl_agents' plugin (Godot 3 branch, see
@@ -112,6 +113,9 @@ def main():
     if args.get("fake_dialect") == "godot_rl":
         return plain_game(args)
     if "--list_envs" in sys.argv:
+        deadline = time.monotonic() + 120  # a game still loading does not answer yet (--fake_wait_for)
+        while "fake_wait_for" in args and not os.path.exists(args["fake_wait_for"]) and time.monotonic() < deadline:
+            time.sleep(0.01)
         print(json.dumps({"envs": ["ball_chase"], "default": "ball_chase"}), flush=True)
         return
     mode = args.get("fake_mode", "ok")

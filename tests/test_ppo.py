@@ -304,6 +304,28 @@ def test_resume_continues_at_the_saved_global_step(tmp_path, capsys):
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 2048
 
 
+def test_a_resume_with_another_number_of_envs_ends_at_its_total_timesteps(tmp_path, capsys):
+    """The updates left are counted from the steps left, not from the update index: more envs (a bigger batch) do
+    not stop short of --total-timesteps, fewer do not run past it (each within one batch)."""
+    base = ["--num-steps", "64", "--eval-episodes", "0", "--run-dir-root", str(tmp_path)]
+    assert train.main([*base, "--num-envs", "4", "--total-timesteps", "1024"]) == 0
+    (run_dir,) = _run_dirs(tmp_path)
+    capsys.readouterr()
+    # 6 envs: batch 384. Counted from the update index (4 of 3000 // 384 = 7) it would stop at 2176 of 3000
+    assert train.main(["--resume", str(run_dir), "--num-envs", "6", "--total-timesteps", "3000"]) == 0
+    err = capsys.readouterr().err
+    ckpt = load_checkpoint(run_dir / "model.pt")
+    assert 3000 - 384 < ckpt["global_step"] <= 3000 and ckpt["batch_size"] == 384, ckpt["global_step"]
+    assert "collected 256 steps per update, this one 384" in err and "end at global step 2944" in err, err
+    # 2 envs: batch 128. Counted from the update index (7 of 4096 // 128 = 32) it would run on to 6144
+    assert train.main(["--resume", str(run_dir), "--num-envs", "2", "--total-timesteps", "4096"]) == 0
+    assert load_checkpoint(run_dir / "model.pt")["global_step"] == 4096
+    _, scalars = _scalars(run_dir)
+    lr = dict(scalars["charts/learning_rate"])
+    # the steps done, in batches of 384, number the updates: 1024 // 384 = 2 done, the first resumed one is 3 of 7
+    assert lr[1024 + 384] == pytest.approx(2.5e-4 * (1 - 2 / 7))
+
+
 def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path, monkeypatch, capsys):
     calls = {"n": 0}
     real_step = GymVecEnv.step

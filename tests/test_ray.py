@@ -1,6 +1,7 @@
 """Rollout workers on a Ray cluster (ray_rollouts.py): a two-node cluster on this machine (ray.cluster_utils.Cluster,
 2 CPUs declared per node, so the two workers of 1 instance + 1 CPU each land one per node), trained through the CLI."""
 
+import ipaddress
 import json
 import os
 import signal
@@ -10,12 +11,13 @@ import sys
 import time
 
 import numpy as np
+import psutil
 import pytest
 
 from conftest import REPO, alive, descendants, wait_gone
 from python_trainer import running_stats, train, trained_agent
 from python_trainer.checkpoint import load_checkpoint
-from python_trainer.ray_rollouts import WORKERS_JSON, RolloutWorker, _added_moments, export_digest
+from python_trainer.ray_rollouts import LOOPBACK, WORKERS_JSON, RolloutWorker, _added_moments, export_digest
 from test_ppo import _run_dirs, _scalars
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -23,9 +25,12 @@ ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    """Two nodes on this machine, on the loopback address only (conftest sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
+    for every Ray a test starts; the node address is named too)."""
+    c = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False,
+                                                                        "node_ip_address": LOOPBACK})  # fmt: skip
     try:
-        c.add_node(num_cpus=2)
+        c.add_node(num_cpus=2, node_ip_address=LOOPBACK)
         c.wait_for_nodes()
         yield c
     finally:
@@ -186,24 +191,62 @@ def test_ray_flags_without_an_address_are_refused(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_ctrl_c_with_a_local_ray_checkpoints_and_ends_every_process(tmp_path, headless_export):
-    """--ray-address local: SIGINT reaches our handler (not Ray's), the checkpoint is written, and the workers,
-    their games and the local Ray are gone."""
-    cmd = _train(tmp_path, "local", "--ray-workers", "1", "--checkpoint-every", "1", total=10**8)
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _listening_addresses(pids) -> dict:
+    """{address: [process:port]} of the TCP sockets the processes ``pids`` listen on (what `ss -ltnp` lists)."""
+    found = {}
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            conns, name = proc.net_connections(kind="inet"), proc.name()
+        except psutil.Error:
+            continue
+        for c in conns:
+            if c.status == psutil.CONN_LISTEN:
+                found.setdefault(c.laddr.ip, []).append(f"{name}:{c.laddr.port}")
+    return found
+
+
+def _blocked(pid, polls=5) -> bool:
+    """The process sleeps (blocked in a wait) at each of ``polls`` looks, 20 ms apart."""
+    for _ in range(polls):
+        if psutil.Process(pid).status() != psutil.STATUS_SLEEPING:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _loopback(address: str) -> bool:
+    """127.0.0.1, ::1, or 127.0.0.1 as an IPv4-mapped IPv6 address (a dual-stack socket's ::ffff:127.0.0.1)."""
+    ip = ipaddress.ip_address(address)
+    return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
+
+
+def test_sigterm_with_a_local_ray_checkpoints_and_ends_every_process(cluster, tmp_path, headless_export):
+    """--ray-address local: SIGTERM reaches our handler (not Ray's) and is reported as SIGTERM, the checkpoint is
+    written, and the workers, their games and the local Ray are gone. While it trains, every Ray process of the run
+    and of the tests' two-node cluster listens on the loopback address only."""
+    cmd = _train(tmp_path, "local", "--ray-workers", "1", "--checkpoint-every", "1", "--update-epochs", "1",
+                 "--num-minibatches", "1", total=10**8)  # a short update: the learner mostly waits for the rollout
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}  # set by our code
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
         (run_dir,) = _run_dirs(tmp_path)
         where = _where(run_dir)
         rays = descendants(proc.pid)
-        proc.send_signal(signal.SIGINT)
+        listening = _listening_addresses([proc.pid, *rays, *descendants(os.getpid())])
+        # into ray.get, where Ray turns our handler's exception into a plain KeyboardInterrupt: the learner waits
+        # for the workers' fragments there (the rollout), blocked (sleeping) for most of each update
+        _wait_for(lambda: _blocked(proc.pid), proc, 60, "learner waiting for the workers")
+        proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 130, err[-3000:]
-    assert "--resume" in err
+    assert proc.returncode == 143, err[-3000:]
+    assert "interrupted by SIGTERM: checkpoint at global step" in err and "--resume" in err, err[-3000:]
+    assert listening and all(_loopback(address) for address in listening), listening
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 16 * 128
     pids = [p for w in where for p in (w["pid"], *w["game_pids"])] + rays
     assert wait_gone(pids, timeout=15) == [], [p for p in pids if alive(p)]

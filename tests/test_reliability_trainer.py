@@ -389,3 +389,22 @@ def test_a_peer_sending_invalid_utf8_or_deep_json_gets_a_clear_connection_error(
     finally:
         a.close()
         b.close()
+
+
+def test_a_sigterm_that_ray_turns_into_a_plain_keyboard_interrupt_is_still_named_sigterm():
+    """Ray's blocking calls (ray.get, ray.wait) run our handler from C and raise a plain KeyboardInterrupt in place
+    of its Interrupted(SIGTERM): the signal that arrived is still the one named (issue 22)."""
+    from python_trainer import signals
+
+    with signals.signal_policy():
+        try:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:  # the handler raises at the next bytecode
+                    time.sleep(0.01)
+                pytest.fail("SIGTERM did not interrupt")
+            except signals.Interrupted:
+                raise KeyboardInterrupt from None  # what Ray's check_signals does with it
+        except KeyboardInterrupt as e:
+            assert type(e) is KeyboardInterrupt and signals.signum_of(e) == signal.SIGTERM

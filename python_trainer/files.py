@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator, Union
 
+import psutil
+
 from python_trainer.errors import UserError
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -83,16 +85,6 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
 def remove_stale_scratch(prefix: str, root=None) -> list:
     """Remove the scratch folders PREFIX<pid>-... in ``root`` (default: the temp dir) of this user whose process no
     longer runs (a SIGKILL runs no clean-up); a folder of a running process stays. Returns those removed."""
@@ -104,7 +96,7 @@ def remove_stale_scratch(prefix: str, root=None) -> list:
             mine = d.is_dir() and not d.is_symlink() and d.stat().st_uid == os.getuid()
         except OSError:
             continue
-        if pid.isdigit() and mine and not _running(int(pid)):
+        if pid.isdigit() and mine and not psutil.pid_exists(int(pid)):
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed

@@ -696,9 +696,13 @@ class InstanceLauncher:
             self._logs[index].watch = ScriptErrorWatch(lambda first: self._report_script_error(index, first))
         return self._logs[index]
 
+    def _slot_name(self, index: int) -> str:
+        """The instance in slot ``index``, for messages (its label once it has started)."""
+        inst = self.instances[index]
+        return inst.label() if inst is not None else f"instance {index}"
+
     def _report_script_error(self, index: int, first: str) -> None:
-        inst, log = self.instances[index], self._logs[index]
-        what = inst.label() if inst is not None else f"instance {index}"
+        what, log = self._slot_name(index), self._logs[index]
         msg = f"{what} raised a script error: {first} (log: {log.path})"
         self.events.append(msg)
         self.report(msg)
@@ -708,15 +712,12 @@ class InstanceLauncher:
         handshake) and its first one. Cheap enough for every step: one comparison per instance slot."""
         for index, log in enumerate(self._logs):
             if log is not None and log.watch.count >= SCRIPT_ERRORS_TO_STOP:
-                inst = self.instances[index]
-                what = inst.label() if inst is not None else f"instance {index}"
-                return (f"{what} keeps raising script errors ({log.watch.count} since it connected), a bug in the "
+                return (f"{self._slot_name(index)} keeps raising script errors ({log.watch.count} since it connected), a bug in the "
                         f"game; the first: {log.watch.first} (log: {log.path})")
         return None
 
     def _report_flood(self, index: int) -> None:
-        inst, log = self.instances[index], self._logs[index]
-        what = inst.label() if inst is not None else f"instance {index}"
+        what, log = self._slot_name(index), self._logs[index]
         msg = (f"{what} printed more than {log.max_bytes / 2**20:g} MiB: its log {log.path} keeps the first half "
                "of that and the newest output (a game printing every frame, e.g. a script error, floods like this)")
         self.events.append(msg)

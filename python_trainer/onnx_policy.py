@@ -33,7 +33,7 @@ import torch.nn as nn
 from python_trainer import __version__
 from python_trainer.errors import one_line
 from python_trainer.files import write_atomic
-from python_trainer.policy_file import FORMAT, VERSION, PolicyFileError, action_rule
+from python_trainer.policy_file import FORMAT, VERSION, PolicyFileError, action_rule, f32, obs_normalization
 
 OPSET = 17
 INPUTS, OUTPUTS = ["obs", "state_ins"], ["output", "state_outs"]
@@ -228,13 +228,13 @@ def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
     if chain.norm is not None:
         mean, scale, clip = chain.norm
         # the engine computes (obs - mean) / sqrt(var + epsilon): var = 1 / scale^2 with epsilon 0 gives the scale
-        norm = {"mean": mean.tolist(), "var": (1.0 / scale**2).tolist(), "epsilon": 0.0, "clip": float(clip)}
+        norm = obs_normalization({"mean": mean, "var": 1.0 / scale**2, "epsilon": 0.0, "clip": clip}, where)
     entries = []
     for w, b, activation in layers:
         w32, b32 = w.astype(np.float32), b.astype(np.float32)
         if not (np.isfinite(w32).all() and np.isfinite(b32).all()):
             raise PolicyFileError(f"{where}: a layer holds NaN/inf weights; it cannot be played")
-        entries.append({"weight": [[float(str(x)) for x in row] for row in w32], "bias": [float(str(x)) for x in b32],
+        entries.append({"weight": [[f32(x) for x in row] for row in w32], "bias": [f32(x) for x in b32],
                         "activation": activation})  # fmt: skip
     return norm, entries, n_obs, len(layers[-1][1])
 

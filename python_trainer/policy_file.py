@@ -48,7 +48,7 @@ class PolicyFileError(Exception):
     """A policy file that cannot be built or read (playback.PlaybackError is this class)."""
 
 
-def _f32(x) -> float:
+def f32(x) -> float:
     """The shortest decimal that reads back as the same float32, as a Python float (json writes it short)."""
     return float(str(np.float32(x)))
 
@@ -116,8 +116,8 @@ def actor_layers(actor, where: str) -> list[dict]:
                 if not np.isfinite(b).all():
                     raise PolicyFileError(f"{where}: the actor's layer {i} holds NaN/inf biases; this model cannot be played")
                 layers.append({
-                    "weight": [[_f32(x) for x in row] for row in w.tolist()],
-                    "bias": [_f32(x) for x in b.tolist()],
+                    "weight": [[f32(x) for x in row] for row in w.tolist()],
+                    "bias": [f32(x) for x in b.tolist()],
                     "activation": "linear",
                 })  # fmt: skip
             elif isinstance(module, nn.Tanh):
@@ -166,7 +166,7 @@ def lstm_weights(weights: dict, after_layer: int, where: str) -> dict:
         values = np.asarray(weights[name], np.float32)
         if not np.isfinite(values).all():
             raise PolicyFileError(f"{where}: the LSTM's {name} holds NaN/inf values; this model cannot be played")
-        out[name] = [[_f32(x) for x in row] for row in values.tolist()] if values.ndim == 2 else [_f32(x) for x in values]
+        out[name] = [[f32(x) for x in row] for row in values.tolist()] if values.ndim == 2 else [f32(x) for x in values]
     return out
 
 

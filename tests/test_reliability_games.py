@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import FAKE_GAME, REPO
+from test_ppo import _NanAfterThree
 from python_trainer import train
 from python_trainer.game import GameBugError, GameExport, list_games
 from python_trainer.launcher import SCRIPT_ERRORS_TO_STOP
@@ -342,16 +343,8 @@ def test_allow_script_errors_lets_a_user_train_on_deliberately(tmp_path, capsys)
     assert "error:" not in err.replace("raised a script error: SCRIPT ERROR:", "")
 
 
-class _NanAtTheTimeLimit(gym.Env):
+class _NanAtTheTimeLimit(_NanAfterThree):
     """Finite observations, but the last one of each episode (cut by the time limit) is NaN."""
-
-    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(2, np.float32), {}
 
     def step(self, action):
         self.t += 1

@@ -109,11 +109,13 @@ def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_e
     _, engine_actions = playback.policy_forward(tmp_path / "p.json", obs)
     engine = np.array([a["move"] for a in engine_actions])
     assert np.abs(engine - sb3_actions).max() < 1e-5
-    # the same seed, SB3 acting from Python and the imported policy inside the engine: the same returns
-    in_engine = playback.evaluate_in_engine(tmp_path / "p.json", "ball_chase", episodes=16, seed=11, agents=16,
-                                            timeout=90, max_episode_steps=300)  # fmt: skip
-    from_python, _ = python_returns(lambda o: model.predict({"obs": o}, deterministic=True)[0], 16, 16, seed=11,
-                                    max_episode_steps=300)  # fmt: skip
+    # the same seed, SB3 acting from Python and the imported policy inside the engine: the same returns. Actions equal
+    # to 1e-6 still part after many steps (an agent that grazes a wall in one and not the other: -1), so the episodes
+    # are short and many, where one such parting moves the mean by 1/128.
+    in_engine = playback.evaluate_in_engine(tmp_path / "p.json", "ball_chase", episodes=128, seed=11, agents=16,
+                                            timeout=90, max_episode_steps=100)  # fmt: skip
+    from_python, _ = python_returns(lambda o: model.predict({"obs": o}, deterministic=True)[0], 128, 16, seed=11,
+                                    max_episode_steps=100)  # fmt: skip
     e, p = np.mean(in_engine["returns"]), np.mean(from_python)
     assert abs(e - p) <= max(0.05 * abs(p), 0.1), (in_engine["returns"], from_python)
 

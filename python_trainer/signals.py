@@ -6,8 +6,9 @@ directly) makes each of them raise `Interrupted` (a KeyboardInterrupt) in the ma
 completed update and the --resume hint; every command: its Godot instances closed). A signal that is ignored when
 the command starts (SIG_IGN: `cmd &` in a script ignores SIGINT, `nohup` SIGHUP) stays ignored. Only the first
 signal interrupts; later ones are noted and do not cut the clean-up (the checkpoint being written) short
-(`hold_signals`). Exit status: 130 for SIGINT, 128 + N for signal N (143 SIGTERM, 129 SIGHUP) where a command's
-Ctrl-C status is 130 (train, profile); `launch` and `play`, whose normal stop is Ctrl-C, exit 0.
+(`hold_signals`), and a first one that arrives while a checkpoint is written is raised once it is whole
+(`signals_deferred`). Exit status: 130 for SIGINT, 128 + N for signal N (143 SIGTERM, 129 SIGHUP) where a
+command's Ctrl-C status is 130 (train, profile); `launch` and `play`, whose normal stop is Ctrl-C, exit 0.
 
 Below every other module: the commands import it, and nothing imports the command line (cli).
 """
@@ -87,6 +88,18 @@ def hold_signals():
         yield
     finally:
         _Policy.holding -= 1
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """A write that must not be cut (a checkpoint: torch.save's C++ writer turns an exception raised inside it into
+    its own RuntimeError, "unexpected pos"): an ending signal that arrives during the block is raised as
+    `Interrupted` once the block's work is done, so the command stops as it would have, with the file whole."""
+    first = _Policy.received is None
+    with hold_signals():
+        yield
+    if first and _Policy.received is not None and not _Policy.holding:
+        raise Interrupted(_Policy.received)
 
 
 def interrupted_status(code: int) -> int:

@@ -56,7 +56,7 @@ from python_trainer.run_folder import (
     RunLock, RunLog, TrainError, discard_if_unused, explicit_fields, new_run_dir, prepare_run, train_command,
     write_args_json,
 )
-from python_trainer.signals import hold_signals, signal_policy, signum_of
+from python_trainer.signals import hold_signals, signal_policy, signals_deferred, signum_of
 from python_trainer.trained_agent import LoadedAgent, make_agent
 from python_trainer.vec_env import make_vec_env
 
@@ -369,9 +369,10 @@ def train(args: Args, explicit=frozenset()) -> int:
         env_info = rollouts.env_info  # Godot games: the in-engine player's policy.json goes with each checkpoint
 
         def checkpoint(path, step, update):
-            save_checkpoint(path, agent=agent, optimizer=optimizer, normalizer=normalizer, args=args, global_step=step,
-                            update=update, observation_space=obs_space, action_space=act_space,
-                            env_info=env_info, rnd=bonus, batch_size=batch_size)  # fmt: skip
+            with signals_deferred():  # a signal during torch.save is raised after it (torch would garble it)
+                save_checkpoint(path, agent=agent, optimizer=optimizer, normalizer=normalizer, args=args,
+                                global_step=step, update=update, observation_space=obs_space, action_space=act_space,
+                                env_info=env_info, rnd=bonus, batch_size=batch_size)  # fmt: skip
             if env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
                 write_policy(path, step, update)
 

@@ -408,3 +408,17 @@ def test_a_sigterm_that_ray_turns_into_a_plain_keyboard_interrupt_is_still_named
                 raise KeyboardInterrupt from None  # what Ray's check_signals does with it
         except KeyboardInterrupt as e:
             assert type(e) is KeyboardInterrupt and signals.signum_of(e) == signal.SIGTERM
+
+
+def test_a_signal_while_a_checkpoint_is_written_is_raised_once_it_is_whole():
+    """torch.save's C++ writer turns an exception raised inside it into its own RuntimeError ("unexpected pos"), so a
+    SIGTERM there ended a Ray run with exit 1 and a torch error: it is now raised after the write, as SIGTERM."""
+    from python_trainer import signals
+
+    written = []
+    with signals.signal_policy():
+        with pytest.raises(signals.Interrupted) as raised:
+            with signals.signals_deferred():
+                os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside the write
+                written.append("whole")
+    assert written == ["whole"] and raised.value.signum == signal.SIGTERM

@@ -37,7 +37,8 @@ from python_trainer.game import GameError, GameInstance, GodotGame, game_environ
 from python_trainer.launcher import CappedLog, InstanceCrashedError, InstanceLauncher, InstanceStartError, Xvfb
 from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
 from python_trainer.policy_file import FORMAT, VERSION, policy_json  # noqa: F401  (playback's public names too)
-from python_trainer.policy_file import POLICY_NAME, PolicyFileError, game_policy, policy_source, read_policy, write_policy
+from python_trainer.policy_file import POLICIES_DIR, POLICY_NAME, PolicyFileError, game_policy, is_bundle, policy_entries
+from python_trainer.policy_file import policy_file_name, policy_source, read_policy, write_policy
 from python_trainer.processes import describe_exit, end_process_tree, run_to_end, spawn
 from python_trainer.protocol import GodotConnectionError
 from python_trainer.signals import signal_policy
@@ -151,6 +152,12 @@ def export_onnx(src, out=None, env_info: Optional[dict] = None) -> Path:
     else:
         policy = policy_dict(resolve_checkpoint(src), env_info)
         default = default_policy_path(src).with_suffix(".onnx")
+    if is_bundle(policy):  # an ONNX model is one network in godot-rl's convention: one policy at a time
+        names = [entry["policy_name"] for entry in policy["policies"]]
+        folder = (src if src.is_dir() else src.parent) / POLICIES_DIR
+        raise PolicyFileError(f"{src} holds {len(names)} policies ({', '.join(names)}) and an ONNX model holds one: "
+                              f"export each policy's own file, e.g. godot-ppo export-policy "
+                              f"{folder / policy_file_name(names[0])} --format onnx")  # fmt: skip
     return write_onnx(Path(out) if out is not None else default, policy)
 
 
@@ -211,13 +218,15 @@ def export_policy_main(argv=None) -> int:
         print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): ONNX opset 17 in godot-rl's convention, inputs obs and "
               "state_ins, outputs output and state_outs (docs/onnx.md)")  # fmt: skip
         return 0
-    n_params = sum(len(layer["bias"]) * (1 + len(layer["weight"][0])) for layer in policy["layers"])
-    lstm = policy.get("lstm")
-    if lstm:  # a recurrent policy: the LSTM's weights too
-        n_params += 4 * lstm["hidden_size"] * (lstm["input_size"] + lstm["hidden_size"] + 1)
-    actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in policy["action_keys"])
-    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): {policy['env']}, {policy['observation_size']} observations -> "
-          f"{actions}, {n_params} parameters, global step {policy['source']['global_step']}")  # fmt: skip
+    for entry in policy_entries(policy):  # a bundle of several policies: a line for each
+        n_params = sum(len(layer["bias"]) * (1 + len(layer["weight"][0])) for layer in entry["layers"])
+        lstm = entry.get("lstm")
+        if lstm:  # a recurrent policy: the LSTM's weights too
+            n_params += 4 * lstm["hidden_size"] * (lstm["input_size"] + lstm["hidden_size"] + 1)
+        actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in entry["action_keys"])
+        named = f" policy {entry['policy_name']!r}:" if "policy_name" in entry else ""
+        print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): {entry['env']},{named} {entry['observation_size']} "
+              f"observations -> {actions}, {n_params} parameters, global step {entry['source']['global_step']}")  # fmt: skip
     print(f"watch it: godot-ppo play {out}")
     return 0
 

@@ -165,9 +165,12 @@ func _missing(spec: Dictionary, by_file: Dictionary) -> String:
 		for runner in by_file[path]:
 			names.append("\"%s\"" % runner.policy_name if runner.policy_name != "" else "no policy_name")
 		held.append("%s gives %s" % [path, names.join(", ")])
-	return ("%s plays the policy \"%s\", but no policy file gives it (%s): add its file, e.g. --policy=%s,%s.json "
-			+ "(a run of several policies writes RUN_DIR/policies/%s.json)") % [spec["label"], spec["policy"],
-			held.join("; "), PoolStringArray(paths).join(","), spec["policy"], spec["policy"]]
+	# A run of several policies writes each in RUN_DIR/policies/NAME.json: the missing one is likely
+	# beside the last file given.
+	var beside: String = paths[-1].get_base_dir().plus_file(spec["policy"] + ".json")
+	return ("%s plays the policy \"%s\", but no policy file gives it (%s): add its file, e.g. --policy=%s,%s "
+			+ "(a run of several policies writes RUN_DIR/policies/NAME.json)") % [spec["label"], spec["policy"],
+			held.join("; "), PoolStringArray(paths).join(","), beside]
 
 
 # The agents' policy names, each once, in the agents' order.

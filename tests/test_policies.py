@@ -1,0 +1,193 @@
+"""Several policies in one game (issue 23), the policy file's side: version 3's "policy_name" and bundles written,
+read and refused in Python; the engine playing tag (a chaser and a runner of different spaces) with a bundle and with
+one file per policy, its one-line errors, and version 2 files still playing."""
+
+import json
+import subprocess
+
+import gymnasium as gym
+import pytest
+import torch
+import torch.nn as nn
+
+from test_playback import COMMITTED_POLICY
+from python_trainer import playback
+from python_trainer.policy_file import (POLICIES_DIR, PolicyFileError, policy_bundle, policy_dict, policy_file_name,
+                                        policy_json, read_policy, write_policies, write_policies_or_warn)  # fmt: skip
+from python_trainer.recurrent import RecurrentAgent
+
+CHASER_KEYS = [{"key": "move", "action_type": "continuous", "size": 2}]
+RUNNER_KEYS = [{"key": "move", "action_type": "discrete", "size": 5}]
+SOURCE = {"global_step": 1000}
+
+
+def chaser(name="chaser", env="tag") -> dict:
+    """The chaser's policy: an MLP, 6 observations -> the 2 means of "move"."""
+    torch.manual_seed(1)
+    actor = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
+    return policy_dict(actor, None, CHASER_KEYS, env=env, source=SOURCE, where="test", policy_name=name)
+
+
+def runner(name="runner") -> dict:
+    """The runner's policy: recurrent (its own per-agent states), 8 observations -> 5 logits, observations
+    normalised."""
+    torch.manual_seed(2)
+    parts = RecurrentAgent(8, gym.spaces.Discrete(5), hidden_size=4).policy_parts()
+    stats = {"mean": [0.1] * 8, "var": [2.0] * 8, "epsilon": 1e-8, "clip": 10.0}
+    return policy_dict(parts.pop("actor"), stats, RUNNER_KEYS, env="tag", source=SOURCE, where="test",
+                       policy_name=name, **parts)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A run folder as the trainer writes it for tag: policy.json (the bundle) and policies/<name>.json."""
+    folder = tmp_path_factory.mktemp("tag_run")
+    assert write_policies_or_warn(folder, lambda: [chaser(), runner()]) == folder / "policy.json"
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------- Python
+def test_bundle_and_policy_files_round_trip(run_dir):
+    bundle = read_policy(run_dir / "policy.json")
+    assert (bundle["format"], bundle["version"], bundle["env"], bundle["source"]) == ("godot-ppo-policy", 3, "tag", SOURCE)
+    assert bundle["policies"] == json.loads(json.dumps([chaser(), runner()]))
+    for entry in bundle["policies"]:
+        assert read_policy(run_dir / POLICIES_DIR / f"{entry['policy_name']}.json") == entry
+    text = (run_dir / "policy.json").read_text()
+    n_layers = sum(len(entry["layers"]) for entry in bundle["policies"])  # one line each, indented in its entry
+    assert text == policy_json(bundle) and text.count("\n" + " " * 8 + '{"weight"') == n_layers == 5
+    assert "policy_name" not in policy_dict(nn.Sequential(nn.Linear(6, 2)), None, CHASER_KEYS, env="tag", source={},
+                                            where="test")  # fmt: skip
+
+
+def test_policy_file_names_stay_in_their_folder():
+    assert policy_file_name("../../etc/passwd") == "_.._etc_passwd.json"
+    assert policy_file_name("red team") == "red_team.json"
+    with pytest.raises(PolicyFileError, match="distinct file names"):
+        write_policies("/nonexistent", [chaser("a b"), chaser("a_b")])
+
+
+@pytest.mark.parametrize("policies, expected", [
+    ([], "non-empty list"),
+    ([chaser(), chaser()], "two entries are named 'chaser'"),
+    ([chaser(), dict(runner(), policy_name="")], "a policy name must be a non-empty string"),
+    ([chaser(), {k: v for k, v in runner().items() if k != "policy_name"}], "non-empty string, got 'None'"),
+    ([chaser(), chaser("runner", env="pong")], "'runner' was made for 'pong', not 'tag'"),
+    ([chaser(), {"format": "x"}], "entry 1: not a policy"),
+])  # fmt: skip
+def test_bundle_refuses_bad_entries(policies, expected):
+    with pytest.raises(PolicyFileError, match=expected):
+        policy_bundle(policies, env="tag", source={})
+
+
+def _bundle(**changes) -> dict:
+    return dict(policy_bundle([chaser(), runner()], env="tag", source={}), **changes)
+
+
+BAD_FILES = {
+    "version 2 bundle": (_bundle(version=2), "a bundle of policies (\"policies\") needs version 3"),
+    "version 4": (_bundle(version=4), "unknown version 4; this godot-ppo reads versions 1 to 3"),
+    "empty": (_bundle(policies=[]), '"policies" must be a non-empty list'),
+    "no name": (_bundle(policies=[chaser(), {**runner(), "policy_name": None}]), "entry 1 has no \"policy_name\""),
+    "same name": (_bundle(policies=[chaser(), chaser()]), "two entries of the bundle are named 'chaser'"),
+    "other game": (_bundle(policies=[chaser(), chaser("runner", env="pong")]), "policy 'runner': it was made for 'pong'"),
+    "entry version": (_bundle(policies=[chaser(), {**runner(), "version": 9}]), "policy 'runner': unknown version 9"),
+    "entry sizes": (_bundle(policies=[chaser(), {**runner(), "observation_size": 7}]),
+                    "policy 'runner': every row of layer 0's weight must hold 7 numbers"),
+    "nested": (_bundle(policies=[chaser(), {**_bundle(), "policy_name": "runner"}]), "policy 'runner': a bundle inside"),
+    "name not a string": ({**chaser(), "policy_name": 3}, '"policy_name" must be a non-empty string, got \'3\''),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FILES)
+def test_read_policy_checks_bundles_entry_by_entry(tmp_path, case):
+    content, expected = BAD_FILES[case]
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(PolicyFileError) as e:
+        read_policy(path)
+    assert str(e.value).startswith(f"policy file {path}: ") and expected in str(e.value) and "\n" not in str(e.value)
+
+
+def test_write_policies_or_warn_never_raises(tmp_path, capsys):
+    assert write_policies_or_warn(tmp_path, lambda: [chaser(), chaser()]) is None
+    assert write_policies_or_warn(tmp_path, lambda: 1 / 0) is None
+    assert not list(tmp_path.iterdir())
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.startswith("godot-ppo: warning: could not write the policy files") for line in err)
+
+
+def test_onnx_export_of_a_bundle_names_each_policys_file(run_dir):
+    with pytest.raises(PolicyFileError, match=f"export each policy's own file, e.g. godot-ppo export-policy "
+                                              f"{run_dir}/policies/chaser.json --format onnx"):  # fmt: skip
+        playback.export_onnx(run_dir / "policy.json")
+
+
+# ---------------------------------------------------------------------------------------------- the engine
+def _play(export, policy_arg: str, *extra, env="tag", agents=4):
+    cmd = [str(export), f"--env={env}", f"--agents={agents}", f"--policy={policy_arg}", "--max_episode_steps=60",
+           "--fixed-fps", "60", *extra]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+
+
+def _eval_report(result) -> dict:
+    lines = [line for line in result.stdout.splitlines() if line.startswith('{"eval"')]
+    assert result.returncode == 0 and len(lines) == 1, result.stdout + result.stderr
+    assert "SCRIPT ERROR" not in result.stderr, result.stderr
+    return json.loads(lines[0])["eval"]
+
+
+@pytest.mark.parametrize("files", [["policy.json"], ["policies/runner.json", "policies/chaser.json"]])
+def test_tag_plays_each_agent_with_its_policy(headless_export, run_dir, files):
+    policy_arg = ",".join(str(run_dir / f) for f in files)
+    report = _eval_report(_play(headless_export, policy_arg, "--eval_episodes=8"))
+    assert report["policy"] == policy_arg and report["episodes"] == 8
+    sides = report["by_policy"]
+    assert sorted(sides) == ["chaser", "runner"] and sides["chaser"]["episodes"] == sides["runner"]["episodes"] == 4
+    # one field's rewards sum to zero: the chaser's gain is the runner's loss (to_json's 6 digits)
+    assert sides["chaser"]["mean_return"] == pytest.approx(-sides["runner"]["mean_return"], abs=1e-4)
+
+
+def test_version_2_files_still_play_every_agent(headless_export, tmp_path):
+    old = tmp_path / "v2.json"
+    old.write_text(json.dumps(dict(json.loads(COMMITTED_POLICY.read_text()), version=2)))
+    report = _eval_report(_play(headless_export, str(old), "--eval_episodes=2", env="ball_chase", agents=2))
+    assert report["episodes"] == 2 and "by_policy" not in report
+
+
+def _engine_errors(run_dir, tmp_path) -> dict:
+    swapped = tmp_path / "swapped.json"  # the chaser's network under the runner's name
+    swapped.write_text(policy_json(chaser("runner")))
+    nameless = tmp_path / "nameless.json"  # a chaser network for every agent: it does not fit the runners
+    nameless.write_text(policy_json({k: v for k, v in chaser().items() if k != "policy_name"}))
+    goalie = tmp_path / "goalie.json"
+    goalie.write_text(policy_json(chaser("goalie", env="tag")))
+    c, r = run_dir / "policies/chaser.json", run_dir / "policies/runner.json"
+    return {
+        "missing": (f"{c}", ['agent 1 (', 'plays the policy "runner", but no policy file gives it',
+                             f'{c} gives "chaser"', f"add its file, e.g. --policy={c},{r} "]),
+        "twice": (f"{c},{run_dir / 'policy.json'}",
+                  [f'two policy files give the policy "chaser", {c} and {run_dir / "policy.json"}']),
+        "spaces": (f"{c},{swapped}", [f'policy file {swapped} (policy "runner"): it expects 6 observations, the agent '
+                                      'gives 8', 'plays the policy "runner")']),
+        "nameless": (f"{nameless}", ["it expects 6 observations, the agent gives 8"]),
+        "unplayed": (f"{c},{r},{goalie}", [f'policy file {goalie} gives the policy "goalie", which no agent of "tag" '
+                                         'plays (its agents play chaser, runner)']),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["missing", "twice", "spaces", "nameless", "unplayed"])
+def test_engine_refuses_policies_that_do_not_fit_in_one_line(headless_export, run_dir, tmp_path, case):
+    policy_arg, expected = _engine_errors(run_dir, tmp_path)[case]
+    result = _play(headless_export, policy_arg, "--eval_episodes=2")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("rl_sync: error: ")]
+    assert result.returncode == 1 and len(errors) == 1, result.stderr
+    assert all(part in errors[0] for part in expected), errors[0]
+    assert '"eval"' not in result.stdout
+
+
+def test_policy_forward_runs_one_network_of_a_run(headless_export, run_dir):
+    outputs, _ = playback.policy_forward(run_dir / "policies/chaser.json", [[0.0] * 6])
+    assert outputs.shape == (1, 2)
+    with pytest.raises(playback.PlaybackError, match=r"holds several policies \(a bundle\); give one policy's file"):
+        playback.policy_forward(run_dir / "policy.json", [[0.0] * 6])

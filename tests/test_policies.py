@@ -4,13 +4,15 @@ one file per policy, its one-line errors, and version 2 files still playing."""
 
 import json
 import subprocess
+import sys
 
 import gymnasium as gym
 import pytest
 import torch
 import torch.nn as nn
 
-from test_playback import COMMITTED_POLICY
+from conftest import REPO, wait_gone
+from test_playback import COMMITTED_POLICY, _xvfb_pid
 from python_trainer import playback
 from python_trainer.policy_file import (POLICIES_DIR, PolicyFileError, policy_bundle, policy_dict, policy_file_name,
                                         policy_json, read_policy, write_policies, write_policies_or_warn)  # fmt: skip
@@ -140,7 +142,10 @@ def _eval_report(result) -> dict:
 @pytest.mark.parametrize("files", [["policy.json"], ["policies/runner.json", "policies/chaser.json"]])
 def test_tag_plays_each_agent_with_its_policy(headless_export, run_dir, files):
     policy_arg = ",".join(str(run_dir / f) for f in files)
-    report = _eval_report(_play(headless_export, policy_arg, "--eval_episodes=8"))
+    if len(files) == 1:  # the bundle, as `godot-ppo train`'s evaluation and `play RUN_DIR` give it
+        report = playback.evaluate_in_engine(run_dir / files[0], episodes=8, agents=4, max_episode_steps=60)
+    else:
+        report = _eval_report(_play(headless_export, policy_arg, "--eval_episodes=8"))
     assert report["policy"] == policy_arg and report["episodes"] == 8
     sides = report["by_policy"]
     assert sorted(sides) == ["chaser", "runner"] and sides["chaser"]["episodes"] == sides["runner"]["episodes"] == 4
@@ -191,3 +196,13 @@ def test_policy_forward_runs_one_network_of_a_run(headless_export, run_dir):
     assert outputs.shape == (1, 2)
     with pytest.raises(playback.PlaybackError, match=r"holds several policies \(a bundle\); give one policy's file"):
         playback.policy_forward(run_dir / "policy.json", [[0.0] * 6])
+
+
+def test_play_records_a_bundle(windowed_export, run_dir, tmp_path, monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    gif = tmp_path / "tag.gif"
+    cmd = [sys.executable, "-m", "python_trainer", "play", str(run_dir / "policy.json"), "--agents", "2",
+           "--record", str(gif), "--record-seconds", "1"]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=90)
+    assert result.returncode == 0 and gif.stat().st_size > 0, result.stdout + result.stderr
+    assert wait_gone([_xvfb_pid(result.stdout)], timeout=5) == []

@@ -244,6 +244,9 @@ def import_policy_main(argv=None) -> int:
     parser.add_argument("--env-id", "--env", dest="env_id", default=None, metavar="NAME",
                         help="the game the policy plays: its action keys name the outputs, in godot-rl's order (needed "
                              "for SB3's and CleanRL's models; godot-ppo's own carry them)")
+    parser.add_argument("--policy-name", default=None, metavar="NAME",
+                        help="the agents' policy_name this network plays, in a game of several policies (default: none, "
+                             "it plays every agent that no other --policy file names)")
     args = parser.parse_args(argv)
     try:
         from python_trainer.onnx_policy import import_policy  # torch and onnx: only for this command
@@ -251,7 +254,7 @@ def import_policy_main(argv=None) -> int:
         env_info = None
         if args.env_id is not None or args.env_path is not None:
             env_info = game_env_info(godot_game(args.env_id, args.env_path))
-        policy = import_policy(args.model, env_info)
+        policy = import_policy(args.model, env_info, policy_name=args.policy_name)
         out = write_policy(Path(args.out) if args.out else Path(args.model).with_suffix(".json"), policy)
     except (PlaybackError, InstanceStartError, ValueError) as e:
         print(f"godot-ppo import-policy: error: {e}", file=sys.stderr)
@@ -317,8 +320,9 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
     """Play ``episodes`` episodes with the policy inside the headless game (no Python in the loop); each agent
     plays its share of them. ``policy_path`` "random": the game's random actions (the baseline; give ``env_id``).
     ``env_id`` / ``env_path``: default, the policy's own game (`policy_game`); ``agents``
-    None: the game's own number. Returns the game's report:
-    {"env", "policy", "seed", "episodes", "returns", "lengths", "mean_return"}.
+    None: the game's own number. ``policy_path`` may be a bundle of several policies. Returns the game's report:
+    {"env", "policy", "seed", "episodes", "returns", "lengths", "mean_return"}, and with several policies "by_policy":
+    {name: {"episodes", "returns", "lengths", "mean_return"}}.
     """
     if str(policy_path) == RANDOM_POLICY:  # the game's own random actions: any game's baseline
         game, policy_arg = godot_game(env_id, env_path), RANDOM_POLICY

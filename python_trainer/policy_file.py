@@ -272,13 +272,33 @@ def policy_json(policy: dict) -> str:
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
+def policy_env_info(env_info: dict, policy_name: str) -> dict:
+    """``env_info`` narrowed to the agents whose ``agent_policy_names`` entry is ``policy_name`` (their spaces, their
+    count), for what checks one policy against its agents (game_policy, import-policy). PolicyFileError, naming the
+    game's policies, when no agent plays it."""
+    n = int(env_info.get("n_agents", 1))
+    names = env_info.get("agent_policy_names") or ["shared_policy"] * n
+    mine = [i for i, name in enumerate(names) if name == policy_name]
+    if not mine:
+        raise PolicyFileError(f"no agent of {env_info.get('env', '?')} plays the policy {policy_name!r}; its agents play "
+                              f"{', '.join(dict.fromkeys(map(str, names)))}")  # fmt: skip
+    narrowed = dict(env_info, n_agents=len(mine), agent_policy_names=[policy_name] * len(mine))
+    for key in ("observation_space", "action_space", "agent_teams"):
+        if isinstance(env_info.get(key), list):
+            narrowed[key] = [env_info[key][i] for i in mine]
+    return narrowed
+
+
 def game_policy(agent, normalizer, action_space, env_info: dict, *, env_id: str, source: dict, where: str,
                 policy_name: Optional[str] = None) -> dict:  # fmt: skip
     """The policy file's content for a trained agent in memory (agent.Agent or recurrent.RecurrentAgent) and its
-    normaliser, to be played in the Godot game whose ``env_info`` is given (its action keys name the outputs; for a
-    game of several policies, give the env_info of this policy's agents). ``policy_name``: see policy_dict.
+    normaliser, to be played in the Godot game whose ``env_info`` is given (its action keys name the outputs).
+    ``policy_name``: see policy_dict; given, the agent is checked against that policy's agents only (policy_env_info).
     Raises PolicyFileError when the agent cannot be played in the engine (e.g. NaN weights)."""
     from python_trainer.vec_env import spaces_from_env_info  # here, so that reading a policy file needs no gymnasium
+
+    if policy_name is not None:
+        env_info = policy_env_info(env_info, policy_name)
 
     keys = action_keys(spaces_from_env_info(env_info), agent.obs_dim, action_space, where, env_info.get("env", "?"))
     parts = agent.policy_parts()

@@ -14,8 +14,9 @@ import torch.nn as nn
 from conftest import REPO, wait_gone
 from test_playback import COMMITTED_POLICY, _xvfb_pid
 from python_trainer import playback
-from python_trainer.policy_file import (POLICIES_DIR, PolicyFileError, policy_bundle, policy_dict, policy_file_name,
-                                        policy_json, read_policy, write_policies, write_policies_or_warn)  # fmt: skip
+from python_trainer.policy_file import (POLICIES_DIR, PolicyFileError, game_policy, policy_bundle, policy_dict,
+                                        policy_file_name, policy_json, read_policy, write_policies,
+                                        write_policies_or_warn)  # fmt: skip
 from python_trainer.recurrent import RecurrentAgent
 
 CHASER_KEYS = [{"key": "move", "action_type": "continuous", "size": 2}]
@@ -206,3 +207,35 @@ def test_play_records_a_bundle(windowed_export, run_dir, tmp_path, monkeypatch):
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=90)
     assert result.returncode == 0 and gif.stat().st_size > 0, result.stdout + result.stderr
     assert wait_gone([_xvfb_pid(result.stdout)], timeout=5) == []
+
+
+TAG_INFO = {"env": "tag", "n_agents": 2, "agent_policy_names": ["chaser", "runner"],
+            "observation_space": [{"obs": {"size": [6], "space": "box"}}, {"obs": {"size": [8], "space": "box"}}],
+            "action_space": [{"move": {"size": 2, "action_type": "continuous"}},
+                             {"move": {"size": 5, "action_type": "discrete"}}]}  # fmt: skip
+
+
+def test_onnx_round_trip_keeps_the_policy_name(run_dir, tmp_path):
+    from python_trainer.onnx_policy import import_policy
+
+    model = playback.export_onnx(run_dir / "policies/chaser.json", tmp_path / "chaser.onnx")
+    assert import_policy(model)["policy_name"] == "chaser"  # from our export's metadata
+    assert import_policy(model, TAG_INFO, policy_name="chaser")["action_keys"] == CHASER_KEYS  # the chaser's agents
+    with pytest.raises(PolicyFileError, match="the model takes 6 observations, but tag gives 8"):
+        import_policy(model, TAG_INFO, policy_name="runner")
+    with pytest.raises(PolicyFileError, match="no agent of tag plays the policy 'goalie'; its agents play chaser, runner"):
+        import_policy(model, TAG_INFO, policy_name="goalie")
+
+
+def test_game_policy_checks_a_policy_against_its_own_agents():
+    from python_trainer.agent import Agent
+    from python_trainer.normalization import Normalizer
+
+    agent = Agent(8, gym.spaces.Discrete(5))
+    normalizer = Normalizer(8, 1, 0.99, norm_obs=True, norm_reward=False)
+    policy = game_policy(agent, normalizer, gym.spaces.Discrete(5), TAG_INFO, env_id="tag", source={}, where="runner",
+                         policy_name="runner")  # fmt: skip
+    assert (policy["policy_name"], policy["observation_size"], policy["action_keys"]) == ("runner", 8, RUNNER_KEYS)
+    with pytest.raises(PolicyFileError, match="the actor takes 8 observations, but tag gives 6"):
+        game_policy(agent, normalizer, gym.spaces.Discrete(5), TAG_INFO, env_id="tag", source={}, where="runner",
+                    policy_name="chaser")  # fmt: skip

@@ -239,3 +239,11 @@ def test_game_policy_checks_a_policy_against_its_own_agents():
     with pytest.raises(PolicyFileError, match="the actor takes 8 observations, but tag gives 6"):
         game_policy(agent, normalizer, gym.spaces.Discrete(5), TAG_INFO, env_id="tag", source={}, where="runner",
                     policy_name="chaser")  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["--policy=random --eval_episodes=2", "--benchmark_steps=200", "--quit_after_frames=200"])
+def test_tag_runs_without_script_errors_in_each_local_mode(headless_export, mode):
+    result = subprocess.run([str(headless_export), "--env=tag", "--agents=4", *mode.split(), "--fixed-fps", "60"],
+                            capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert result.returncode == 0 and '{"' in result.stdout, result.stdout + result.stderr
+    assert "SCRIPT ERROR" not in result.stdout + result.stderr, result.stderr

@@ -77,7 +77,10 @@ func load_policy(policy_arg: String, check_agents: bool) -> String:
 		return ""
 	var paths := []
 	for path in policy_arg.split(",", false):
-		paths.append(path.strip_edges())
+		if path.strip_edges() != "":
+			paths.append(path.strip_edges())
+	if paths.empty():
+		return "--policy=%s names no file: give --policy=FILE[,FILE...] or --policy=random" % policy_arg
 	if not check_agents:
 		if paths.size() != 1:
 			return "--policy_forward runs one network: give one policy file, not %d" % paths.size()
@@ -99,7 +102,7 @@ func load_policy(policy_arg: String, check_agents: bool) -> String:
 
 
 # What drives the agents: "random", or --policy's files (separated by commas).
-func policy_name() -> String:
+func policy_arg() -> String:
 	return RANDOM if _random != null else PoolStringArray(policies.paths).join(",")
 
 
@@ -138,7 +141,7 @@ func step() -> bool:
 		return false
 	var report := {
 		"env": _sync.env_name,
-		"policy": policy_name(),
+		"policy": policy_arg(),
 		"seed": _seed,
 		"episodes": _eval_returns.size(),
 		"returns": _eval_returns,

@@ -161,9 +161,22 @@ def export_onnx(src, out=None, env_info: Optional[dict] = None) -> Path:
     return write_onnx(Path(out) if out is not None else default, policy)
 
 
-def ensure_policy(src) -> Path:
-    """A policy file for ``src``: the file itself (.json), or the run's/checkpoint's policy file, (re-)exported
-    when it is missing or older than the checkpoint."""
+def policy_files(src) -> list[Path]:
+    """The files of a --policy value: one path, or several separated by commas (each agent plays the network of its
+    policy_name, docs/watching.md "Several policies in one game")."""
+    return [Path(part) for part in str(src).split(",") if part.strip()]
+
+
+def engine_policy_arg(src) -> str:
+    """--policy's value for the game: each file's absolute path, separated by commas."""
+    return ",".join(str(path.resolve()) for path in policy_files(src))
+
+
+def ensure_policy(src):
+    """A policy file for ``src``: the file itself (.json; several separated by commas: each), or the run's/checkpoint's
+    policy file, (re-)exported when it is missing or older than the checkpoint."""
+    if len(policy_files(src)) > 1:
+        return ",".join(str(ensure_policy(part)) for part in policy_files(src))
     src = Path(src)
     if src.suffix == ".json":
         if not src.is_file():
@@ -285,8 +298,9 @@ def open_display(xvfb: "Xvfb", say=print, hint: str = "use --record FILE.gif to 
 def policy_game(policy_path, env_id: Optional[str] = None, env_path=None,
                 timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> GodotGame:
     """The game a policy file plays: ``env_id`` (default: the game it was trained on) in ``env_path`` (default: the
-    export it was trained with, when the file names one, else this repository's); ``timeout``: --connect-timeout."""
-    policy = read_policy(policy_path)
+    export it was trained with, when the file names one, else this repository's); ``timeout``: --connect-timeout.
+    Several files (separated by commas): each is read, the first names the game."""
+    policy = [read_policy(path) for path in policy_files(policy_path)][0]
     env_path = env_path or (policy.get("source") or {}).get("env_path")
     game = godot_game(env_id or policy["env"], env_path, timeout=timeout)
     game.require_addon("in-engine playback (play without --python, --record, in-engine evaluation)")
@@ -320,15 +334,15 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
     """Play ``episodes`` episodes with the policy inside the headless game (no Python in the loop); each agent
     plays its share of them. ``policy_path`` "random": the game's random actions (the baseline; give ``env_id``).
     ``env_id`` / ``env_path``: default, the policy's own game (`policy_game`); ``agents``
-    None: the game's own number. ``policy_path`` may be a bundle of several policies. Returns the game's report:
+    None: the game's own number. ``policy_path`` may be a bundle of several policies, or several files separated by
+    commas (each agent plays the network of its policy_name). Returns the game's report:
     {"env", "policy", "seed", "episodes", "returns", "lengths", "mean_return"}, and with several policies "by_policy":
     {name: {"episodes", "returns", "lengths", "mean_return"}}.
     """
     if str(policy_path) == RANDOM_POLICY:  # the game's own random actions: any game's baseline
         game, policy_arg = godot_game(env_id, env_path), RANDOM_POLICY
     else:
-        policy_path = Path(policy_path)
-        game, policy_arg = policy_game(policy_path, env_id, env_path), str(policy_path.resolve())
+        game, policy_arg = policy_game(policy_path, env_id, env_path), engine_policy_arg(policy_path)
     instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps)
     result = _run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}"), timeout)
     report = _json_line(result.stdout, "eval")
@@ -434,7 +448,7 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
         except OutputError as e:
             raise OutputError(f"{e} (the recording's frames go to the temp dir: set TMPDIR to a folder with room)")
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say))
-        cmd = instance.command(f"--policy={Path(policy_path).resolve()}", f"--record_dir={tmp}",
+        cmd = instance.command(f"--policy={engine_policy_arg(policy_path)}", f"--record_dir={tmp}",
                                f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync")
         say(f"recording {seconds:g} s of game time ({frames_total // RECORD_EVERY} frames at "
             f"{PLAY_FPS // RECORD_EVERY} fps) -> {out}")  # fmt: skip
@@ -468,7 +482,7 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
         # Real time (no --fixed-fps): the window shows the game at the speed a person plays it.
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say),
                                 fixed_fps=None)  # fmt: skip
-        mode_args = [f"--policy={Path(policy).resolve()}"]
+        mode_args = [f"--policy={engine_policy_arg(policy)}"]
         if seconds is not None:
             mode_args.append(f"--quit_after_seconds={seconds:g}")
         cmd = instance.command(*mode_args)
@@ -707,7 +721,8 @@ def play_main(argv=None) -> int:
         "(GDScript, no Python in the loop), in real time.",
     )
     parser.add_argument("src", metavar="RUN_DIR_OR_CHECKPOINT_OR_POLICY",
-                        help="a run folder, a model.pt/checkpoint.pt (exported first if needed) or a policy .json")  # fmt: skip
+                        help="a run folder, a model.pt/checkpoint.pt (exported first if needed) or a policy .json "
+                             "(several separated by commas: each agent plays the file of its policy_name)")  # fmt: skip
     parser.add_argument("--env-path", default=None, metavar="PATH",
                         help="the game's export, headless or windowed (default: the one the policy was trained with)")
     parser.add_argument("--env-id", "--env", dest="env_id", default=None, metavar="NAME",

@@ -143,10 +143,8 @@ def _eval_report(result) -> dict:
 @pytest.mark.parametrize("files", [["policy.json"], ["policies/runner.json", "policies/chaser.json"]])
 def test_tag_plays_each_agent_with_its_policy(headless_export, run_dir, files):
     policy_arg = ",".join(str(run_dir / f) for f in files)
-    if len(files) == 1:  # the bundle, as `godot-ppo train`'s evaluation and `play RUN_DIR` give it
-        report = playback.evaluate_in_engine(run_dir / files[0], episodes=8, agents=4, max_episode_steps=60)
-    else:
-        report = _eval_report(_play(headless_export, policy_arg, "--eval_episodes=8"))
+    # the bundle, as `godot-ppo train`'s evaluation and `play RUN_DIR` give it; or the files, --policy=A,B
+    report = playback.evaluate_in_engine(policy_arg, episodes=8, agents=4, max_episode_steps=60)
     assert report["policy"] == policy_arg and report["episodes"] == 8
     sides = report["by_policy"]
     assert sorted(sides) == ["chaser", "runner"] and sides["chaser"]["episodes"] == sides["runner"]["episodes"] == 4

@@ -245,3 +245,45 @@ def test_tag_runs_without_script_errors_in_each_local_mode(headless_export, mode
                             capture_output=True, text=True, timeout=30)  # fmt: skip
     assert result.returncode == 0 and '{"' in result.stdout, result.stdout + result.stderr
     assert "SCRIPT ERROR" not in result.stdout + result.stderr, result.stderr
+
+
+def _stderr_line(proc, needle: str, timeout: float):
+    """The next stderr line of ``proc`` holding ``needle`` within ``timeout`` seconds, else None."""
+    import selectors
+    import time
+
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if sel.select(timeout=deadline - time.monotonic()):
+                line = proc.stderr.readline()
+                if not line:
+                    return None
+                if needle in line:
+                    return line
+    return None
+
+
+def test_policy_reload_reloads_a_bundle_and_keeps_it_whole(headless_export, tmp_path):
+    """`train --watch`'s window: RUN_DIR/policy.json rewritten at each checkpoint reloads both policies; a version
+    without the runner's policy is refused and the previous bundle plays on."""
+    write_policies(tmp_path, [chaser(), runner()])
+    cmd = [str(headless_export), "--env=tag", "--agents=2", f"--policy={tmp_path / 'policy.json'}", "--policy_reload",
+           "--max_fps=30"]  # real time: the reloader looks at the file 4 times a second  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, bufsize=1)
+    try:
+        # A version written before the game read the first is simply its first: write until one is reloaded.
+        reloaded, step = None, 1
+        while reloaded is None and step < 40:
+            step += 1
+            write_policies(tmp_path, [dict(chaser(), source={"global_step": step}), runner()])  # the bundle's step
+            reloaded = _stderr_line(proc, "rl_sync: policy reloaded", 0.5)
+        assert reloaded and 2 <= int(reloaded.split("global step ")[1].split(",")[0]) <= step, (step, reloaded)
+        (tmp_path / "policy.json").write_text(policy_json(policy_bundle([chaser()], env="tag", source={})))
+        refused = _stderr_line(proc, "policy not reloaded", 10)
+        assert refused and 'plays the policy "runner", but no policy file gives it' in refused, refused
+        assert proc.poll() is None  # the previous bundle plays on
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -24,9 +24,10 @@ var _by_file := {}
 var _runner_of := []
 
 
-func _init(game: String, agent_specs: Array) -> void:
+# `specs`: agent_specs() of the game's agents.
+func _init(game: String, specs: Array) -> void:
 	_game = game
-	_agents = agent_specs
+	_agents = specs
 
 
 # What the checks need of each agent, asked once. `root` names agents in errors by their path from it.
@@ -90,8 +91,8 @@ static func read_runners(path: String, text: String):
 		return parsed["error"]
 	var data = parsed["data"]
 	if typeof(data) != TYPE_DICTIONARY or not data.has("policies"):
-		var error := probe.load_dict(data)
-		return [probe] if error == "" else error
+		var single_error := probe.load_dict(data)
+		return [probe] if single_error == "" else single_error
 	var error := probe.check_format(data)
 	if error == "" and float(data["version"]) < 3.0:
 		error = probe.error_text("a bundle of policies (\"policies\") needs version 3")

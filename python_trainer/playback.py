@@ -38,7 +38,7 @@ from python_trainer.launcher import CappedLog, InstanceCrashedError, InstanceLau
 from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
 from python_trainer.policy_file import FORMAT, VERSION, policy_json  # noqa: F401  (playback's public names too)
 from python_trainer.policy_file import POLICIES_DIR, POLICY_NAME, PolicyFileError, game_policy, is_bundle, policy_entries
-from python_trainer.policy_file import policy_file_name, policy_source, read_policy, write_policy
+from python_trainer.policy_file import policy_bundle, policy_file_name, policy_source, read_policy, write_policy
 from python_trainer.processes import describe_exit, end_process_tree, run_to_end, spawn
 from python_trainer.protocol import GodotConnectionError
 from python_trainer.signals import signal_policy
@@ -94,7 +94,8 @@ def game_env_info(game: GodotGame) -> dict:
 
 
 def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
-    """The policy file's content for a checkpoint (model.pt / checkpoint.pt).
+    """The policy file's content for a checkpoint (model.pt / checkpoint.pt); a checkpoint of several policies (its
+    "policies": {name: that policy's model, normaliser and spaces}) gives a bundle of them, each named.
 
     ``env_info`` is the game's env_info (where the action keys come from); without it, the one saved in the
     checkpoint, else (older checkpoints) one headless instance of the checkpoint's game is started to ask for it.
@@ -107,10 +108,14 @@ def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
     where = str(checkpoint_path)
     try:
         ckpt = load_checkpoint(checkpoint_path)
-        loaded = agent_from_checkpoint(ckpt)
+        named = ckpt.get("policies")
+        # each policy's entry holds what a checkpoint of one policy holds at its top level
+        agents = ({name: agent_from_checkpoint({**ckpt, **state}) for name, state in named.items()} if named
+                  else {None: agent_from_checkpoint(ckpt)})  # fmt: skip
     except Exception as e:  # truncated, not a checkpoint, another format
         raise PlaybackError(f"{where}: cannot read it as a godot-ppo checkpoint ({type(e).__name__}: "
                             f"{one_line(e)[:200]})") from None
+    loaded = next(iter(agents.values()))
     env_info = env_info or ckpt.get("env_info")
     if env_info is None:
         if is_gym_id(loaded.env_id) and loaded.env_path is None:
@@ -126,8 +131,10 @@ def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
     source = policy_source(checkpoint_path, global_step=loaded.global_step, update=ckpt.get("update", 0),
                            trained_env=loaded.env_id, seed=args.get("seed"), command=command,
                            env_path=args.get("env_path"))  # fmt: skip
-    return game_policy(loaded.agent, loaded.normalizer, loaded.action_space, env_info, env_id=loaded.env_id,
-                       source=source, where=where)
+    policies = [game_policy(one.agent, one.normalizer, one.action_space, env_info, env_id=one.env_id, source=source,
+                            where=where if name is None else f"{where} (policy {name!r})", policy_name=name)
+                for name, one in agents.items()]  # fmt: skip
+    return policies[0] if not named else policy_bundle(policies, env=policies[0]["env"], source=source)
 
 
 def export_policy(src, out=None, env_info: Optional[dict] = None) -> Path:

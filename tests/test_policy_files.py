@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -287,3 +288,33 @@ def test_policy_reload_reloads_a_bundle_and_keeps_it_whole(headless_export, tmp_
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_a_checkpoint_of_several_policies_exports_as_a_bundle(tmp_path):
+    """export-policy RUN (and `play RUN` when its policy.json is older than the checkpoint): the trainer's checkpoint
+    of several policies holds each one's model, normaliser and spaces under "policies"."""
+    from python_trainer.agent import Agent
+    from python_trainer.checkpoint import save_checkpoint
+    from python_trainer.normalization import Normalizer
+    from python_trainer.train import Args
+
+    spaces = {"chaser": (6, gym.spaces.Box(-1.0, 1.0, (2,))), "runner": (8, gym.spaces.Discrete(5))}
+    parts, expected = {}, {}
+    for name, (n_obs, space) in spaces.items():
+        agent, normalizer = Agent(n_obs, space), Normalizer(n_obs, 1, 0.99, norm_obs=True, norm_reward=False)
+        save_checkpoint(tmp_path / f"{name}.pt", agent=agent, optimizer=torch.optim.Adam(agent.parameters()),
+                        normalizer=normalizer, args=Args(env_id="tag"), global_step=512, update=2,
+                        observation_space=gym.spaces.Box(-np.inf, np.inf, (n_obs,)), action_space=space)  # fmt: skip
+        parts[name] = torch.load(tmp_path / f"{name}.pt", weights_only=True)
+        expected[name] = game_policy(agent, normalizer, space, TAG_INFO, env_id="tag", source={}, where=name,
+                                     policy_name=name)  # fmt: skip
+    keys = ("model", "optimizer", "normalizer", "observation_space", "action_space")
+    both = {**parts["chaser"], **{key: None for key in keys}, "env_info": TAG_INFO,
+            "policies": {name: {key: ckpt[key] for key in keys} for name, ckpt in parts.items()}}  # fmt: skip
+    torch.save(both, tmp_path / "model.pt")
+    bundle = playback.policy_dict(tmp_path / "model.pt")
+    assert [entry["policy_name"] for entry in bundle["policies"]] == ["chaser", "runner"]
+    for entry in bundle["policies"]:
+        assert {k: v for k, v in entry.items() if k != "source"} == {
+            k: v for k, v in expected[entry["policy_name"]].items() if k != "source"}
+        assert entry["source"]["global_step"] == 512 == bundle["source"]["global_step"]

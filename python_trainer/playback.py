@@ -109,8 +109,10 @@ def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
     try:
         ckpt = load_checkpoint(checkpoint_path)
         named = ckpt.get("policies")
-        # each policy's entry holds what a checkpoint of one policy holds at its top level
-        agents = ({name: agent_from_checkpoint({**ckpt, **state}) for name, state in named.items()} if named
+        # each policy's entry holds what a checkpoint of one policy holds at its top level: rebuilt as one, each
+        # policy is read like a checkpoint of one
+        common = {key: value for key, value in ckpt.items() if key != "policies"}
+        agents = ({name: agent_from_checkpoint({**common, **state}) for name, state in named.items()} if named
                   else {None: agent_from_checkpoint(ckpt)})  # fmt: skip
     except Exception as e:  # truncated, not a checkpoint, another format
         raise PlaybackError(f"{where}: cannot read it as a godot-ppo checkpoint ({type(e).__name__}: "

@@ -4,7 +4,8 @@ extends Node
 # Add one RLSync node to a game scene. When that scene is the first of a run, the node also answers
 # --list_envs and --env (see game_registry.gd). Its mode comes from the command line:
 #   --port=P               train: connect to a trainer on 127.0.0.1:P and speak godot-rl's protocol
-#   --policy=FILE          every agent is driven by a trained policy run in the engine (no trainer);
+#   --policy=FILE[,FILE]   every agent is driven by a trained policy run in the engine (no trainer),
+#                          the network of its policy_name (policy_set.gd);
 #                          with --eval_episodes=N it plays N episodes, prints their returns as JSON, quits;
 #                          --policy=random: random actions (any game's baseline)
 #   --benchmark_steps=N    random actions inside the engine for N decision steps, print the rate, quit
@@ -210,7 +211,7 @@ func _mode_text() -> String:
 		Mode.TRAIN:
 			return "training (%s)" % env_name
 		Mode.POLICY:
-			return "policy: %s" % _policy_mode.policy_name().get_file()
+			return "policy: %s" % _policy_mode.file_names()
 		Mode.BENCHMARK:
 			return "benchmark: random actions"
 	return "human play: arrow keys or WASD"

@@ -18,8 +18,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from python_trainer.policy_file import policy_env_info
 from python_trainer.rollout import Route, RolloutBuffer, Rollouts, collect_routes, evaluate, merge_actions
-from python_trainer.vec_env import policy_env_info
 
 
 @dataclass

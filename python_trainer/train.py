@@ -47,7 +47,9 @@ from python_trainer.normalization import NormArgs, Normalizer, bool_flag_aliases
 from python_trainer.optimizer import Adam
 from python_trainer.playback import PlaybackError, record, start_policy_watcher
 from python_trainer.policies import Learner, PolicySet, lockstep
-from python_trainer.policy_file import POLICY_NAME, game_policy, policy_source, write_policy_or_warn
+from python_trainer.policy_file import (
+    POLICY_NAME, game_policy, policy_source, write_policies_or_warn, write_policy_or_warn,
+)
 from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
 from python_trainer.ray_rollouts import RayArgs, RayRollouts, WorkerLostError
 from python_trainer.recurrent import LSTMArgs
@@ -65,7 +67,6 @@ VIDEO_DIR = "videos"  # --capture-video's folder in the run folder, as CleanRL's
 FINAL_VIDEO_SECONDS = 10.0
 DEFAULT_ENV_ID = "CartPole-v1"  # CleanRL's default, when neither --env-id nor --env-path is given
 RAY_ONLY = ("ray_workers", "ray_cpus_per_worker", "ray_max_restarts")
-POLICIES_DIR = "policies"  # a game with several policies: RUN_DIR/policies/<name>.json, one policy file each
 
 
 # ======================================================================================================================
@@ -505,10 +506,10 @@ def train(args: Args, explicit=frozenset()) -> int:
                     first.agent, first.normalizer, act_space, env_info, env_id=args.env_id, source=source,
                     where=str(path)))  # fmt: skip
                 return
-            for ln in learners:  # one file per policy, named by it
-                write_policy_or_warn(run_dir / POLICIES_DIR / f"{ln.name}.json", lambda ln=ln: game_policy(
-                    ln.agent, ln.normalizer, ln.rollouts.single_action_space, ln.rollouts.env_info, env_id=args.env_id,
-                    source=source, where=f"{path} (policy {ln.name!r})"))  # fmt: skip
+            # RUN_DIR/policy.json, the bundle of every policy (play, --watch), and RUN_DIR/policies/<name>.json each
+            write_policies_or_warn(run_dir, lambda: [game_policy(
+                ln.agent, ln.normalizer, ln.rollouts.single_action_space, ln.rollouts.env_info, env_id=args.env_id,
+                source=source, where=f"{path} (policy {ln.name!r})", policy_name=ln.name) for ln in learners])
 
         saved_step = global_step if ckpt else None  # the global step of the newest checkpoint on disk
 

@@ -210,19 +210,6 @@ def policies_from_env_info(info: dict) -> list:
     return policies
 
 
-def policy_env_info(info: dict, policy: str) -> dict:
-    """``info`` as if the game had only the agents of ``policy`` (a policy file is made for one policy's agents)."""
-    names = agent_policy_names(info)
-    mine = [j for j, name in enumerate(names) if name == policy]
-    if not mine:
-        raise ValueError(f"{info.get('env', 'the game')} has no agent with the policy {policy!r} (its policies: "
-                         f"{sorted(set(names))})")  # fmt: skip
-    obs_spaces, act_spaces = _per_agent(info, "observation_space"), _per_agent(info, "action_space")
-    return {**info, "n_agents": len(mine), "observation_space": [obs_spaces[j] for j in mine],
-            "action_space": [act_spaces[j] for j in mine], "agent_policy_names": [policy] * len(mine),
-            **({"agent_teams": [info["agent_teams"][j] for j in mine]} if "agent_teams" in info else {})}  # fmt: skip
-
-
 def spaces_from_env_info(info: dict):
     """(single observation space, single action space, obs layout, action kind, action layout) from env_info, for a
     game whose agents all have the same spaces (else a ValueError: see policies_from_env_info)."""

@@ -16,7 +16,9 @@ import torch
 
 from python_trainer import train
 from python_trainer.game import GameBugError
-from python_trainer.vec_env import make_vec_env, policies_from_env_info, policy_env_info
+from python_trainer.playback import evaluate_in_engine
+from python_trainer.policy_file import policy_env_info
+from python_trainer.vec_env import make_vec_env, policies_from_env_info
 from test_godot_rl_plugin import plain_export
 
 OBS = {"obs": {"size": [3], "space": "box"}}
@@ -86,6 +88,11 @@ def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headle
     assert "eval: policy 'chaser', deterministic, 2 episodes" in out and "eval: policy 'runner'" in out
     (run_dir,) = root.iterdir()
     files = {name: json.loads((run_dir / "policies" / f"{name}.json").read_text()) for name in ("chaser", "runner")}
+    bundle = json.loads((run_dir / "policy.json").read_text())
+    assert [p["policy_name"] for p in bundle["policies"]] == ["chaser", "runner"] == [
+        files[name]["policy_name"] for name in ("chaser", "runner")]
+    report = evaluate_in_engine(str(run_dir / "policy.json"), episodes=4, agents=4, max_episode_steps=50)
+    assert sorted(report["by_policy"]) == ["chaser", "runner"]  # the engine plays the trained run, each side its own
     assert files["chaser"]["observation_size"] == 6 and files["runner"]["observation_size"] == 8
     assert [k["action_type"] for k in files["chaser"]["action_keys"]] == ["continuous"]
     assert [k["action_type"] for k in files["runner"]["action_keys"]] == ["discrete"]

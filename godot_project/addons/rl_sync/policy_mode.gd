@@ -6,6 +6,8 @@ extends Reference
 # (parity checks); with --policy_reload it picks up each new version of the files (`train --watch`).
 # --policy=random: uniformly random actions (seeded by --env_seed) instead of a file, in any game: the
 # baseline of an evaluation (--policy=random --eval_episodes=N).
+# With --opponent=FILE|random|scripted|human, a game of two teams plays matches instead: the policy
+# on one side, the opponent on the other (match_mode.gd).
 #
 # RLSync (sync.gd) holds one in policy mode. Nothing here quits: errors come back as a String and
 # step() says when the evaluation is over, for RLSync to stop the run.
@@ -15,6 +17,7 @@ const PolicyReloader = preload("res://addons/rl_sync/policy_reloader.gd")
 const PolicySet = preload("res://addons/rl_sync/policy_set.gd")
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
+const MatchMode = preload("res://addons/rl_sync/match_mode.gd")
 
 # --policy=RANDOM: random actions instead of a policy file.
 const RANDOM := "random"
@@ -27,6 +30,8 @@ var policies: PolicySet = null
 var runner: PolicyRunner = null
 # With --policy_reload: one per file, each hands its new versions to `policies`.
 var reloaders := []
+# With --opponent: the matches, which then drive every agent.
+var matches: MatchMode = null
 
 # The RLSync node: its env_name and decision_step(). A Node, so holding it makes no reference cycle.
 var _sync: Node
@@ -53,6 +58,9 @@ func _init(sync_node: Node, seed_value: int) -> void:
 # splits the episodes among the agents; or, with --policy_forward, prints the network's outputs and
 # returns PRINTED. Returns "" to go on, PRINTED, or what is wrong.
 func start(eval_episodes: int) -> String:
+	if RlArgs.has("opponent"):
+		matches = MatchMode.new(_sync, _seed)
+		return matches.start(RlArgs.get_string("policy", ""), RlArgs.get_string("opponent", ""), eval_episodes)
 	# --policy_forward checks the network alone (any policy file), so it skips the agent check.
 	var forward_only := RlArgs.has("policy_forward")
 	var error := load_policy(RlArgs.get_string("policy", ""), not forward_only)
@@ -108,6 +116,8 @@ func policy_arg() -> String:
 
 # The overlay's words for it: "random", or the files' names.
 func file_names() -> String:
+	if matches != null:
+		return matches.label()
 	return RANDOM if _random != null else policies.file_names()
 
 
@@ -121,6 +131,8 @@ func set_eval_episodes(episodes: int) -> void:
 # One decision step: every agent acts on its observation. Returns true once the evaluation's
 # episodes are all played and the report is printed.
 func step() -> bool:
+	if matches != null:
+		return matches.step()
 	for reloader in reloaders:
 		reloader.poll(OS.get_ticks_msec())
 	var results: Dictionary = _sync.decision_step()

@@ -7,7 +7,8 @@ extends Node
 #   --policy=FILE[,FILE]   every agent is driven by a trained policy run in the engine (no trainer),
 #                          the network of its policy_name (policy_set.gd);
 #                          with --eval_episodes=N it plays N episodes, prints their returns as JSON, quits;
-#                          --policy=random: random actions (any game's baseline)
+#                          --policy=random: random actions (any game's baseline);
+#                          with --opponent, matches of team 0 against team 1 (match_mode.gd)
 #   --benchmark_steps=N    random actions inside the engine for N decision steps, print the rate, quit
 #   (none of these)        human play: every agent takes the keyboard action of its controller
 # This node owns the run: it starts it in its mode, drives each physics frame and stops it. Its
@@ -137,6 +138,10 @@ func _start_mode(flags: RunFlags) -> bool:
 		if error != "":
 			_fail(error)
 			return false
+	elif RlArgs.has("opponent"):
+		_fail("--opponent=%s plays against a policy: add --policy=FILE (or --policy=random or scripted)"
+				% RlArgs.get_string("opponent", ""))
+		return false
 	elif flags.benchmark_steps > 0:
 		mode = Mode.BENCHMARK
 		_benchmark = BenchmarkMode.new(self, flags.benchmark_steps, flags.env_seed)

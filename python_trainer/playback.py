@@ -7,6 +7,7 @@ record it, and evaluate it inside the engine.
     godot-ppo play runs/ball_chase__ppo__1__1700000000                    # window, real time, 4 agents
     godot-ppo play exports/policies/ball_chase.json --record ball_chase.gif --record-seconds 10
     godot-ppo play runs/... --python                                      # the PyTorch checkpoint drives the window
+    godot-ppo play runs/pong__ppo__1__1700000000 --opponent human         # you against it, with the keyboard
 
 The policy file's format is described in policy_file.py (and docs/watching.md, "The policy file").
 """
@@ -360,6 +361,57 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
     return report
 
 
+MATCH_KEYWORDS = ("random", "scripted")  # what --policy and --opponent take besides files (agent_driver.gd)
+HUMAN_OPPONENT = "human"  # --opponent=human: the keyboard, in a window only
+
+
+def match_policy_arg(src, what: str) -> str:
+    """The game's value for --policy / --opponent (``what``) in a match: a keyword as is, else the file(s), each
+    checked (PolicyFileError) and given as an absolute path."""
+    if str(src) in MATCH_KEYWORDS:
+        return str(src)
+    for path in policy_files(src):
+        if path.suffix != ".json" and not path.exists():
+            raise PlaybackError(f"{what} {src}: neither a policy file nor one of {', '.join(MATCH_KEYWORDS)}"
+                                + (f" or {HUMAN_OPPONENT} (in a window: godot-ppo play)" if what == "opponent" else ""))
+        read_policy(path)
+    return engine_policy_arg(src)
+
+
+def play_matches(policy_path, opponent, episodes: int = 100, env_id: Optional[str] = None, env_path=None,
+                 seed: int = 0, agents: Optional[int] = 16, timeout: float = DEFAULT_TIMEOUT_S,
+                 max_episode_steps: Optional[int] = None) -> dict:  # fmt: skip
+    """Play ``episodes`` matches of a two-sided game (agents in teams 0 and 1) in the headless engine: the policy on
+    one team, ``opponent`` on the other, each side for half of the matches (docs/binary.md, "Matches").
+
+    ``policy_path``: a policy file (single or bundle; several separated by commas), or "random" / "scripted" (then
+    give ``env_id``); ``opponent``: a policy file, "random" or "scripted". ``env_id`` / ``env_path``: default, the
+    policy's own game. Returns the game's report, from the policy's side: {"wins", "losses", "draws", "episodes",
+    "win_rate" (wins / decided matches, None when none was decided), "mean_return", "returns", "lengths",
+    "by_team": {"0": {the same counts}, "1": {...}}, "env", "policy", "opponent", "seed"}.
+    Raises PolicyFileError (= PlaybackError) for a bad file, a game without two teams, an opponent that does not fit
+    its agents, or a game that fails or does not finish within ``timeout`` seconds.
+    """
+    if str(opponent) == HUMAN_OPPONENT:
+        raise PlaybackError("opponent human plays with the keyboard in a window: godot-ppo play RUN --opponent human")
+    policy_arg, opponent_arg = match_policy_arg(policy_path, "policy"), match_policy_arg(opponent, "opponent")
+    if policy_arg in MATCH_KEYWORDS:
+        game = godot_game(env_id, env_path)
+    else:
+        game = policy_game(policy_path, env_id, env_path)
+    instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps)
+    result = _run_game(instance.command(f"--policy={policy_arg}", f"--opponent={opponent_arg}",
+                                        f"--eval_episodes={int(episodes)}"), timeout)  # fmt: skip
+    report = _json_line(result.stdout, "eval")
+    if result.returncode != 0 or report is None:
+        errors = [line[len("rl_sync: error: "):] for line in result.stderr.splitlines()
+                  if line.startswith("rl_sync: error: ")]  # fmt: skip
+        if result.returncode == 1 and errors:  # the game's one line: the problem and its fix
+            raise PlaybackError(errors[-1])
+        raise _game_error(result, f"matches of {policy_path} against {opponent}")
+    return report
+
+
 def policy_forward(policy_path, observations, env_path=None, timeout: float = 60.0, dones=None):
     """The GDScript forward pass on ``observations`` (n, obs_dim): (outputs ndarray (n, n_out), actions list).
     Any game of any export runs it (the network alone is checked); default: this repository's default game.
@@ -478,7 +530,8 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
 
 
 # ---------------------------------------------------------------------------------------------- watching
-def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seconds: Optional[float], say=print) -> int:
+def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seconds: Optional[float], say=print,
+                     opponent: Optional[str] = None) -> int:  # fmt: skip
     """The windowed game with the policy inside, real time (vsync); ends on Ctrl-C, window closed or --seconds.
 
     --seconds S asks the game to quit after S seconds of wall time (--quit_after_seconds); should it not, it is
@@ -492,10 +545,14 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say),
                                 fixed_fps=None)  # fmt: skip
         mode_args = [f"--policy={engine_policy_arg(policy)}"]
+        if opponent is not None:  # matches: the policy on one team, the opponent (human: the keyboard) on the other
+            mode_args.append(f"--opponent={opponent}")
         if seconds is not None:
             mode_args.append(f"--quit_after_seconds={seconds:g}")
         cmd = instance.command(*mode_args)
-        say(f"playing {policy} in {game.env} with {agents} agents"
+        against = f" against {opponent}" if opponent is not None else ""
+        keys = " (you: the keys of your side, pong: W/S left, arrows right)" if opponent == HUMAN_OPPONENT else ""
+        say(f"playing {policy}{against} in {game.env} with {agents} agents{keys}"
             + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
         proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                      env=instance.environ())  # fmt: skip
@@ -736,15 +793,25 @@ def play_main(argv=None) -> int:
                         help="the game's export, headless or windowed (default: the one the policy was trained with)")
     parser.add_argument("--env-id", "--env", dest="env_id", default=None, metavar="NAME",
                         help="the game in that export (default: the one the policy was trained on)")
-    parser.add_argument("--agents", type=int, default=4, help="arenas shown (default 4)")
+    parser.add_argument("--agents", type=int, default=None,
+                        help="arenas shown (default 4; 1 with --opponent human: one match, e.g. one pong court)")
     parser.add_argument("--seed", type=int, default=0, help="game seed")
     parser.add_argument("--seconds", type=float, default=None, help="stop after this many seconds (default: until closed)")
     parser.add_argument("--python", action="store_true", help="drive the window from Python with the PyTorch checkpoint")
     parser.add_argument("--record", metavar="OUT.gif|OUT.mp4", default=None,
                         help="record the in-engine policy (game time, 15 fps) to a GIF (or MP4 with ffmpeg) instead of watching")  # fmt: skip
     parser.add_argument("--record-seconds", type=float, default=None, help="length of the recording (default: --seconds, else 10)")
+    parser.add_argument("--opponent", default=None, metavar="human|random|scripted|FILE",
+                        help="a two-sided game (agents in teams 0 and 1, e.g. pong): the policy plays one team and "
+                             "this the other, the sides swapping after each match; human: you, with the keyboard "
+                             "(pong: W/S on the left, the arrows on the right); scripted: the game's scripted "
+                             "opponent; FILE: another policy file or run folder")  # fmt: skip
     add_connect_timeout(parser)
     args = parser.parse_args(argv)
+    if args.opponent is not None and (args.python or args.record):
+        parser.error("--opponent plays in the engine's window: drop --python and --record")
+    if args.agents is None:
+        args.agents = 1 if args.opponent == HUMAN_OPPONENT else 4
     if args.agents < 1 or (args.seconds is not None and args.seconds <= 0):
         parser.error("--agents must be >= 1 and --seconds > 0")
     say = lambda msg: print(msg, flush=True)  # noqa: E731
@@ -770,7 +837,11 @@ def _play(args, say) -> int:
             size = result["out"].stat().st_size
             say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
             return 0
-        return _watch_in_engine(policy, game, args.agents, args.seed, args.seconds, say)
+        opponent = None
+        if args.opponent is not None:
+            opponent = (args.opponent if args.opponent in MATCH_KEYWORDS + (HUMAN_OPPONENT,)
+                        else match_policy_arg(ensure_policy(args.opponent), "opponent"))  # fmt: skip
+        return _watch_in_engine(policy, game, args.agents, args.seed, args.seconds, say, opponent)
     except (PlaybackError, InstanceStartError, GameError, ValueError, OutputError) as e:
         print(f"godot-ppo play: error: {e}", file=sys.stderr)
         return 2

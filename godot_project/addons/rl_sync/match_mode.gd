@@ -7,7 +7,8 @@ extends Reference
 #
 # Sides: arena k starts with the policy on team k % 2, and the sides swap after each match of that
 # arena, so with --eval_episodes=N (split among the arenas like policy_mode.gd's episodes) the policy
-# plays each side in half of the matches (within one per arena). Then it prints one line
+# plays each side in half of the matches (within one per arena). A person (--opponent=human) keeps
+# their side: in arena 0, team 1 (pong's right paddle, the arrow keys). Then it prints one line
 #   {"eval": {"wins", "losses", "draws", "episodes", "win_rate", ...}}
 # from the policy's side: a win is a positive return of the policy's agents in that match, a loss a
 # negative one, a draw zero (the time limit). See report() for every key.
@@ -93,7 +94,8 @@ func step() -> bool:
 			opponent.reset(i)
 	for k in ended:
 		_count_match(k)
-		_policy_team[k] = 1 - _policy_team[k]
+		if opponent.kind != AgentDriver.HUMAN:
+			_policy_team[k] = 1 - _policy_team[k]
 	for i in range(_agents.size()):
 		var side: AgentDriver = policy if _team_of[i] == _policy_team[_arena_of[i]] else opponent
 		_agents[i].set_action(side.act(_agents[i], i, results["obs"][i]["obs"], _sync.action_spaces[i]))

@@ -59,7 +59,7 @@ func reset_episode() -> void:
 	move = 0.0
 	court.reset_match()
 	_seen_ball_y.clear()
-	_budget = 0.0
+	_budget = 1.0  # a paddle that waited can move at once
 
 
 # Keyboard play for either side: the left paddle with W / S, the right one with the up / down arrows.

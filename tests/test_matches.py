@@ -78,7 +78,7 @@ def _engine_error(export, *args) -> str:
     return errors[0]
 
 
-@pytest.mark.parametrize("case", ["no teams", "unknown", "spaces", "human headless", "no policy"])
+@pytest.mark.parametrize("case", ["no teams", "unknown", "spaces", "human headless", "no policy", "scripted alone"])
 def test_bad_matches_get_one_line(headless_export, tmp_path, case):
     small = tmp_path / "five.json"  # 5 observations: pong's paddles give 6
     small.write_text(policy_json(pong_policy(observations=5)))
@@ -92,6 +92,7 @@ def test_bad_matches_get_one_line(headless_export, tmp_path, case):
                     "give a policy file of pong's agents"]),
         "human headless": (["--env=pong", "--policy=random", "--opponent=human"], ["run the windowed export"]),
         "no policy": (["--env=pong", "--opponent=scripted"], ["add --policy=FILE"]),
+        "scripted alone": (["--env=pong", "--policy=scripted"], ["add --opponent=FILE, random or scripted"]),
     }[case]  # fmt: skip
     error = _engine_error(headless_export, *args)
     assert all(part in error for part in expected), error

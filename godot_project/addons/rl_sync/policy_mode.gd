@@ -83,6 +83,8 @@ func load_policy(policy_arg: String, check_agents: bool) -> String:
 		_random = RandomNumberGenerator.new()
 		_random.seed = _seed
 		return ""
+	if policy_arg == "scripted":
+		return "--policy=scripted plays a game's scripted opponent in matches: add --opponent=FILE, random or scripted"
 	var paths := []
 	for path in policy_arg.split(",", false):
 		if path.strip_edges() != "":

@@ -139,8 +139,7 @@ func _start_mode(flags: RunFlags) -> bool:
 			_fail(error)
 			return false
 	elif RlArgs.has("opponent"):
-		_fail("--opponent=%s plays against a policy: add --policy=FILE (or --policy=random or scripted)"
-				% RlArgs.get_string("opponent", ""))
+		_fail("--opponent=%s plays against a policy: add --policy=FILE, random or scripted" % RlArgs.get_string("opponent"))
 		return false
 	elif flags.benchmark_steps > 0:
 		mode = Mode.BENCHMARK

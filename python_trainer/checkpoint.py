@@ -86,7 +86,7 @@ def set_rng_state(state):
 
 
 def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, update, observation_space, action_space,
-                    env_info=None, rnd=None, batch_size=None, policies=None):
+                    env_info=None, rnd=None, batch_size=None, policies=None, rollouts=None):
     """Write atomically: a crash or Ctrl-C during the write leaves the previous file intact.
 
     ``args`` is the training's Args dataclass; agent, optimizer and normalizer anything with a state_dict();
@@ -95,6 +95,7 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
     ``batch_size``: the steps of one update (a resume with another number of envs says so).
     ``policies``: a game with several policies: {name: {"model", "optimizer", "normalizer", "rnd" (state dicts),
     "observation_space", "action_space" (space_to_dict)}}, with agent/optimizer/normalizer/spaces None (saved as None).
+    ``rollouts``: the state of rollouts that keep one (--self-play's pool, ratings and sides: self_play.py).
     """
     state = {
         "format": CHECKPOINT_FORMAT,
@@ -112,6 +113,7 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
         "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()},
         "batch_size": None if batch_size is None else int(batch_size),
         **({"policies": policies} if policies is not None else {}),
+        **({"rollouts": rollouts} if rollouts is not None else {}),
     }
     with atomic_output(path, fsync=True) as tmp, open(tmp, "wb") as f:  # a file object: the archive is "archive/"
         torch.save(state, f)

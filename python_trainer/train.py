@@ -55,6 +55,7 @@ from python_trainer.ray_rollouts import RayArgs, RayRollouts, WorkerLostError
 from python_trainer.recurrent import LSTMArgs
 from python_trainer.rnd import RND, RNDArgs
 from python_trainer.rollout import LocalRollouts, NonFiniteEnvData, RolloutArgs, RolloutBuffer, eval_seed
+from python_trainer.self_play import SelfPlayArgs, self_play_rollouts
 from python_trainer.run_folder import (
     RunLock, RunLog, TrainError, discard_if_unused, explicit_fields, new_run_dir, prepare_run, train_command,
     write_args_json,
@@ -67,6 +68,7 @@ VIDEO_DIR = "videos"  # --capture-video's folder in the run folder, as CleanRL's
 FINAL_VIDEO_SECONDS = 10.0
 DEFAULT_ENV_ID = "CartPole-v1"  # CleanRL's default, when neither --env-id nor --env-path is given
 RAY_ONLY = ("ray_workers", "ray_cpus_per_worker", "ray_max_restarts")
+SELF_PLAY_ONLY = tuple(f for f in SelfPlayArgs.__dataclass_fields__ if f != "self_play")
 
 
 # ======================================================================================================================
@@ -139,7 +141,7 @@ class EnvArgs:
 
 
 @dataclass
-class Args(RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args, EnvArgs, ExperimentArgs):
+class Args(SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args, EnvArgs, ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 
 
@@ -235,6 +237,16 @@ def _check_args(args, explicit, ckpt):
     if args.ray_address is None and ray_flags:
         raise TrainError(f"--{ray_flags[0].replace('_', '-')} is for Ray rollout workers: add --ray-address local (this "
                          "machine) or --ray-address HOST:PORT (a cluster), or drop it")  # fmt: skip
+    self_play_flags = sorted(set(explicit) & set(SELF_PLAY_ONLY))
+    if not args.self_play and self_play_flags:
+        raise TrainError(f"--{self_play_flags[0].replace('_', '-')} sets up self-play: add --self-play, or drop it")
+    if args.self_play and args.ray_address is not None:
+        raise TrainError("--self-play runs on this machine's games: Ray workers do not play against a pool yet; drop "
+                         "--ray-address")  # fmt: skip
+    saved = (ckpt or {}).get("args") or {}
+    if ckpt and bool(saved.get("self_play")) != args.self_play:
+        raise TrainError(f"--resume {args.resume}: the run was trained {'with' if saved.get('self_play') else 'without'} "
+                         f"--self-play: resume with the run's own setting (drop the flag) or start a new run")  # fmt: skip
 
 
 # ======================================================================================================================
@@ -263,7 +275,14 @@ def make_rollouts(args, game, global_step, run_dir):
     env_kwargs = _env_kwargs(args, game, global_step, run_dir)
     if args.ray_address is not None:
         return RayRollouts(game, args, run_dir, env_kwargs, say)
-    return LocalRollouts(make_vec_env(game, **env_kwargs), args.pipeline)
+    rollouts = LocalRollouts(make_vec_env(game, **env_kwargs), args.pipeline)
+    if not args.self_play:
+        return rollouts
+    try:  # the learning team against snapshots of its past policy (self_play.py)
+        return self_play_rollouts(rollouts, args, run_dir)
+    except BaseException:
+        rollouts.close()
+        raise
 
 
 # ======================================================================================================================
@@ -441,12 +460,14 @@ def train(args: Args, explicit=frozenset()) -> int:
         rollouts = make_rollouts(args, game, global_step, run_dir)
         num_envs = rollouts.num_envs
         policy_set = _policy_set(rollouts, args)  # a game with several policies: each one's batch must split too
+        if ckpt and args.self_play:  # the pool, the ratings and the sides where the checkpoint left them
+            rollouts.load_state_dict(ckpt.get("rollouts"))
         batch_size, minibatch_size = check_sizes(args, num_envs)
     except BaseException as e:
         if rollouts is not None:
             rollouts.close()
-        if fresh:  # a game's own bug is named in full by its one line: its instance logs go too
-            discard_if_unused(run_dir, logs_too=isinstance(e, GameBugError))
+        if fresh:  # a game's own bug or a setting it cannot take is named in full by its one line: its logs go too
+            discard_if_unused(run_dir, logs_too=isinstance(e, (GameBugError, UserError)))
         if lock is not None:
             lock.release()
         raise
@@ -490,7 +511,7 @@ def train(args: Args, explicit=frozenset()) -> int:
                     save_checkpoint(path, agent=first.agent, optimizer=first.optimizer, normalizer=first.normalizer,
                                     args=args, global_step=step, update=update, observation_space=obs_space,
                                     action_space=act_space, env_info=env_info, rnd=first.bonus,
-                                    batch_size=batch_size)  # fmt: skip
+                                    batch_size=batch_size, rollouts=rollouts.state_dict() if args.self_play else None)  # fmt: skip
                 else:
                     save_checkpoint(path, agent=None, optimizer=None, normalizer=None, args=args, global_step=step,
                                     update=update, observation_space=None, action_space=None, env_info=env_info,

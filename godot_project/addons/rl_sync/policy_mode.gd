@@ -1,6 +1,7 @@
 extends Reference
 # --policy: a trained network (a policy file, see policy_runner.gd) drives every agent, without a
-# trainer. With --eval_episodes it plays that many episodes and prints {"eval": {...}}; with
+# trainer. With --eval_episodes it plays that many episodes and prints {"eval": {...}} (returns, lengths,
+# the mean of each numeric get_info() key, the --env_param values in force); with
 # --policy_forward it prints the network's outputs for given observations (parity checks); with
 # --policy_reload it picks up each new version of the file (`godot-ppo train --watch`).
 # --policy=random: uniformly random actions (seeded by --env_seed) instead of a file, in any game: the
@@ -33,6 +34,8 @@ var _random: RandomNumberGenerator = null
 var _eval_quota := []
 var _eval_returns := []
 var _eval_lengths := []
+# Each numeric get_info() key of the evaluated episodes: [sum, count] (their means go in the report).
+var _eval_info := {}
 
 
 # `seed_value` (--env_seed) goes into the evaluation report and seeds --policy=random.
@@ -113,6 +116,7 @@ func step() -> bool:
 			_eval_quota[i] -= 1
 			_eval_returns.append(_agents[i].last_episode_return)
 			_eval_lengths.append(_agents[i].last_episode_length)
+			_add_info(results["info"][i])
 		if _random != null:
 			_agents[i].set_action(BenchmarkMode.sample_action(_sync.action_spaces[i], _random))
 			continue
@@ -132,8 +136,26 @@ func step() -> bool:
 		"returns": _eval_returns,
 		"lengths": _eval_lengths,
 		"mean_return": total / _eval_returns.size(),
+		"info_means": _info_means(),
+		"env_params": _sync.env_params.settings(0),
 	}}))
 	return true
+
+
+# An ended episode's get_info() (the sync node's own keys are not numbers, and are skipped).
+func _add_info(info: Dictionary) -> void:
+	for key in info:
+		if typeof(info[key]) in [TYPE_INT, TYPE_REAL]:
+			var sums: Array = _eval_info.get(key, [0.0, 0])
+			_eval_info[key] = [sums[0] + info[key], sums[1] + 1]
+
+
+# The mean of each numeric get_info() key over the episodes that reported it, e.g. a success rate.
+func _info_means() -> Dictionary:
+	var means := {}
+	for key in _eval_info:
+		means[key] = _eval_info[key][0] / _eval_info[key][1]
+	return means
 
 
 # Parity check with the trainer: reads {"observations": [[...], ...]} and prints the raw network

@@ -86,13 +86,14 @@ def set_rng_state(state):
 
 
 def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, update, observation_space, action_space,
-                    env_info=None, rnd=None, batch_size=None):
+                    env_info=None, rnd=None, batch_size=None, curriculum=None):
     """Write atomically: a crash or Ctrl-C during the write leaves the previous file intact.
 
     ``args`` is the training's Args dataclass; agent, optimizer and normalizer anything with a state_dict();
     ``env_info``: a Godot game's (its action keys let a policy file be exported later without running the game);
     ``rnd``: the run's rnd.RND module (--rnd), whose weights and normalisers a resume needs;
-    ``batch_size``: the steps of one update (a resume with another number of envs says so).
+    ``batch_size``: the steps of one update (a resume with another number of envs says so);
+    ``curriculum``: the environment parameters' lessons (curriculum.Schedule.state_dict), which a resume continues.
     """
     state = {
         "format": CHECKPOINT_FORMAT,
@@ -109,6 +110,7 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
         "env_info": env_info,
         "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()},
         "batch_size": None if batch_size is None else int(batch_size),
+        "curriculum": curriculum,
     }
     with atomic_output(path, fsync=True) as tmp, open(tmp, "wb") as f:  # a file object: the archive is "archive/"
         torch.save(state, f)

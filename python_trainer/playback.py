@@ -304,12 +304,13 @@ def _game_error(result: subprocess.CompletedProcess, what: str) -> PlaybackError
 
 def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None, episodes: int = 32, seed: int = 0,
                        agents: Optional[int] = 16, timeout: float = DEFAULT_TIMEOUT_S,
-                       max_episode_steps: Optional[int] = None) -> dict:  # fmt: skip
+                       max_episode_steps: Optional[int] = None, env_params: Optional[dict] = None) -> dict:  # fmt: skip
     """Play ``episodes`` episodes with the policy inside the headless game (no Python in the loop); each agent
     plays its share of them. ``policy_path`` "random": the game's random actions (the baseline; give ``env_id``).
     ``env_id`` / ``env_path``: default, the policy's own game (`policy_game`); ``agents``
-    None: the game's own number. Returns the game's report:
-    {"env", "policy", "seed", "episodes", "returns", "lengths", "mean_return"}.
+    None: the game's own number; ``env_params``: name -> number, the game's environment parameters (--env_param).
+    Returns the game's report: {"env", "policy", "seed", "episodes", "returns", "lengths", "mean_return",
+    "info_means" (each numeric get_info() key's mean), "env_params"}.
     """
     if str(policy_path) == RANDOM_POLICY:  # the game's own random actions: any game's baseline
         game, policy_arg = godot_game(env_id, env_path), RANDOM_POLICY
@@ -317,7 +318,8 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
         policy_path = Path(policy_path)
         game, policy_arg = policy_game(policy_path, env_id, env_path), str(policy_path.resolve())
     instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps)
-    result = _run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}"), timeout)
+    params = [f"--env_param={name}={value:g}" for name, value in (env_params or {}).items()]
+    result = _run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}", *params), timeout)
     report = _json_line(result.stdout, "eval")
     if result.returncode != 0 or report is None:
         raise _game_error(result, f"in-engine evaluation of {policy_path}")

@@ -14,6 +14,7 @@ import fcntl
 import json
 import math
 import os
+import shlex
 import shutil
 import time
 from collections import deque
@@ -174,6 +175,9 @@ def train_command(args: dict, args_class=None) -> str:
         flag = _flag(name)
         if isinstance(value, bool):
             parts.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, (list, tuple)):  # a repeatable flag (--env-param), once per value
+            for item in value:
+                parts += [flag, shlex.quote(str(item))]
         elif value is not None:
             parts += [flag, str(value)]
     return " ".join(parts)
@@ -194,15 +198,27 @@ def read_episodes(run_dir, up_to_step):
     return rows
 
 
+def _rows(path, up_to_step, header):
+    """episodes.csv's rows up to ``up_to_step`` with the columns of ``header`` (empty where a row has none)."""
+    rows = []
+    if path.is_file():
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                if int(row["global_step"]) <= up_to_step:
+                    rows.append([row.get(name) or "" for name in header])
+    return rows
+
+
 class RunLog:
     """What a run records besides its checkpoints: TensorBoard events (``writer``), episodes.csv, the mean return
     of the last 100 episodes, and progress (a tqdm bar on a terminal, else a status line every 1/20 of the run).
 
     ``global_step``: where the run starts (a resumed run drops the events and episodes logged after it);
-    ``hyperparameters``: the table logged as text at the start of a new run.
+    ``hyperparameters``: the table logged as text at the start of a new run; ``columns``: episodes.csv's columns
+    after global_step, return and length (e.g. the curriculum's lesson and parameter values).
     """
 
-    def __init__(self, run_dir, global_step, resumed, hyperparameters):
+    def __init__(self, run_dir, global_step, resumed, hyperparameters, columns=()):
         from torch.utils.tensorboard import SummaryWriter
 
         self.run_dir = Path(run_dir)
@@ -217,9 +233,11 @@ class RunLog:
                     "|param|value|\n|-|-|\n%s" % "\n".join(f"|{k}|{v}|" for k, v in hyperparameters.items()),
                 )
             episodes = read_episodes(self.run_dir, global_step)
+            header = ("global_step", "return", "length", *columns)
+            kept = _rows(self.run_dir / EPISODES_CSV, global_step, header) if columns else episodes
             # rewritten without rows past the checkpoint, atomically: a full disk keeps the previous file
             with atomic_output(self.run_dir / EPISODES_CSV) as tmp, open(tmp, "w", newline="") as f:
-                csv.writer(f).writerows([("global_step", "return", "length"), *episodes])
+                csv.writer(f).writerows([header, *kept])
             self.episodes_file = open(self.run_dir / EPISODES_CSV, "a", newline="")
             self.episodes_csv = csv.writer(self.episodes_file)
             self.recent_returns = deque((r[1] for r in episodes), maxlen=100)
@@ -234,9 +252,10 @@ class RunLog:
         self.status_every = max(1, num_iterations // 20)
         self.num_iterations = num_iterations
 
-    def record_episodes(self, infos, global_step):
+    def record_episodes(self, infos, global_step, extra=None):
         """The episodes that ended at this step (gymnasium's infos["episode"] / infos["_episode"]), and the numeric
-        values of their final infos (a Godot controller's get_info(), e.g. a success flag) as episode_info/<key>."""
+        values of their final infos (a Godot controller's get_info(), e.g. a success flag) as episode_info/<key>.
+        ``extra``: each episode's values of the extra columns, in the order of its ended episodes."""
         if "_final_info" in infos:
             for i in np.flatnonzero(infos["_final_info"]):
                 for key, value in (infos["final_info"][i] or {}).items():
@@ -247,7 +266,7 @@ class RunLog:
                 ep_r, ep_l = float(infos["episode"]["r"][i]), int(infos["episode"]["l"][i])
                 self.writer.add_scalar("charts/episodic_return", ep_r, global_step)
                 self.writer.add_scalar("charts/episodic_length", ep_l, global_step)
-                self.episodes_csv.writerow((global_step, ep_r, ep_l))
+                self.episodes_csv.writerow((global_step, ep_r, ep_l, *(extra.pop(0) if extra else ())))
                 self.recent_returns.append(ep_r)
 
     def flush_episodes(self):

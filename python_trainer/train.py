@@ -33,7 +33,10 @@ import tyro
 
 from python_trainer import ppo
 from python_trainer.agent import action_heads
+from python_trainer import curriculum
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state, space_to_dict
+from python_trainer.curriculum import CurriculumArgs, Schedule
+from python_trainer.env_params import check_params
 from python_trainer.errors import UserError, one_line, say
 from python_trainer.files import OutputError, is_disk_full, write_atomic, write_error
 from python_trainer.flags import (
@@ -136,7 +139,7 @@ class EnvArgs:
 
 
 @dataclass
-class Args(RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args, EnvArgs, ExperimentArgs):
+class Args(RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args, CurriculumArgs, EnvArgs, ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 
 
@@ -282,7 +285,11 @@ def _record_final_video(run_dir, game, seed, connect_timeout=DEFAULT_CONNECT_TIM
 def train(args: Args, explicit=frozenset()) -> int:
     args, run_dir, ckpt = prepare_run(args, set(explicit))  # --resume: flags not given come from its args.json
     _check_args(args, explicit, ckpt)  # every flag that can be checked without a game: before any game starts
+    if args.curriculum is not None:  # absolute in args.json: a resume from another folder finds it
+        args = replace(args, curriculum=str(Path(args.curriculum).resolve()))
+    params, params_where = curriculum.read(args.env_param, args.curriculum)  # a bad flag or file: before any game
     game = _resolve_env(args)  # an unknown id or a bad --env-path: the clear error, before any folder exists
+    check_params(game, {n: [lesson.value for lesson in ls] for n, ls in params.items()}, params_where)
     if isinstance(game, GodotGame):
         # The game's name as the binary reports it, and its export's absolute path (a resume or `play` from another
         # folder finds it).
@@ -314,6 +321,11 @@ def train(args: Args, explicit=frozenset()) -> int:
         rollouts = make_rollouts(args, game, global_step, run_dir)
         num_envs = rollouts.num_envs
         batch_size, minibatch_size = check_sizes(args, num_envs)
+        schedule = Schedule(params, num_envs, args.total_timesteps, say) if params else None
+        if schedule is not None:  # the lesson in force (a resumed run's own), from each agent's next episode
+            if ckpt and ckpt.get("curriculum"):
+                schedule.load_state_dict(ckpt["curriculum"], f"--resume {run_dir}")
+            rollouts.set_env_params(schedule.message())
     except BaseException as e:
         if rollouts is not None:
             rollouts.close()
@@ -364,7 +376,7 @@ def train(args: Args, explicit=frozenset()) -> int:
         # TensorBoard, episodes.csv, progress (a resumed run drops what was logged after its checkpoint)
         log = RunLog(run_dir, global_step, resumed=bool(ckpt), hyperparameters={**asdict(args), "num_envs": num_envs,
                      "batch_size": batch_size, "minibatch_size": minibatch_size, "norm_obs": norm_obs,
-                     "norm_reward": norm_reward})  # fmt: skip
+                     "norm_reward": norm_reward}, columns=schedule.columns() if schedule else ())  # fmt: skip
         writer = log.writer
         env_info = rollouts.env_info  # Godot games: the in-engine player's policy.json goes with each checkpoint
 
@@ -372,7 +384,8 @@ def train(args: Args, explicit=frozenset()) -> int:
             with signals_deferred():  # a signal during torch.save is raised after it (torch would garble it)
                 save_checkpoint(path, agent=agent, optimizer=optimizer, normalizer=normalizer, args=args,
                                 global_step=step, update=update, observation_space=obs_space, action_space=act_space,
-                                env_info=env_info, rnd=bonus, batch_size=batch_size)  # fmt: skip
+                                env_info=env_info, rnd=bonus, batch_size=batch_size,
+                                curriculum=schedule.state_dict() if schedule else None)  # fmt: skip
             if env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
                 write_policy(path, step, update)
 
@@ -420,11 +433,18 @@ def train(args: Args, explicit=frozenset()) -> int:
             for it in updates:
                 global_step = it.global_step
                 for t, infos in buf.episodes:  # episodic return/length -> TensorBoard and episodes.csv
-                    log.record_episodes(infos, global_step - batch_size + (t + 1) * num_envs)
+                    log.record_episodes(infos, global_step - batch_size + (t + 1) * num_envs,
+                                        schedule.episodes(infos) if schedule else None)  # fmt: skip
+                if schedule is not None:  # the curriculum: a lesson whose criterion is met moves on
+                    changes = schedule.advance(global_step)
+                    for line in changes:
+                        print(line, flush=True)
+                    if changes:
+                        rollouts.set_env_params(schedule.message())
                 sps = int((global_step - start_step) / max(time.time() - start_time, 1e-9))
                 since, other_s = time.perf_counter(), timing.add(it.scalars, time.perf_counter() - since, buf)
-                for tag, value in {**it.scalars, "perf/other_s": other_s, "charts/SPS": sps,
-                                   **rollouts.scalars()}.items():  # fmt: skip
+                for tag, value in {**it.scalars, "perf/other_s": other_s, "charts/SPS": sps, **rollouts.scalars(),
+                                   **(schedule.scalars() if schedule else {})}.items():  # fmt: skip
                     writer.add_scalar(tag, value, global_step)
 
                 # ---- CHECKPOINT (episodes.csv flushed first) and progress ------------------------------------------

@@ -258,6 +258,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self._group_instances = [range(0, half), range(half, self.num_instances)][: 2 if self.num_instances > 1 else 1]
         self.groups = [slice(self._offsets[r.start], self._offsets[r.stop]) for r in self._group_instances]
         self._pending: dict = {}  # group -> {instance: send error} for the groups step_async sent actions to
+        self.env_params: dict = {}  # what set_env_params gave the games (a restarted instance gets it again)
 
     # ---------------------------------------------------------------- what the game was given
     @property
@@ -508,6 +509,8 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             inst = self.launcher.restart(i, error)
             try:
                 self._check_same_spaces(inst)
+                if self.env_params:  # a new process starts with the game's defaults
+                    inst.conn.request("env_params", values=self.env_params)
                 inst.conn.reset_send()
                 return self._reset_obs(i)
             except GodotConnectionError as e:
@@ -721,6 +724,19 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             per_agent = None if agent_args is None else agent_args[self._slice(i)]
             out.extend(inst.conn.call(method, args=args or None, agent_args=per_agent) or [])
         return out
+
+    def set_env_params(self, values: dict) -> None:
+        """Our "env_params" message to every instance: ``values`` (name -> a number, or {"uniform": [lo, hi]} /
+        {"gaussian": [mean, std]}) for every agent, from each agent's next episode (docs/env_params.md). Between
+        steps only (no actions in flight); the values must fit what the game declares (env_info's "env_params")."""
+        if self._pending:
+            raise RuntimeError(f"set_env_params: group(s) {sorted(self._pending)} have actions in flight: step_wait first")
+        if values and self.dialect == GODOT_RL:
+            raise GameError(f"{self.env_id} is a game made with godot_rl_agents' plugin, which has no environment "
+                            "parameters")
+        self.env_params = {**self.env_params, **values}
+        for inst in self.launcher.instances:
+            inst.conn.request("env_params", values=values)
 
     def close_extras(self, **kwargs) -> None:
         self.launcher.close()

@@ -8,7 +8,7 @@ the machine alike. Then each policy file plays --eval-episodes episodes inside t
 (--env_param, --policy, --eval_episodes); the score is the share of episodes that reached a goal platform (the game's
 get_info() "reached_goal", averaged by the engine's report).
 
-    .venv/bin/python scripts/bench_curriculum.py --seeds 1 2 [--total-timesteps 3000000] [--minutes 30]
+    .venv/bin/python scripts/bench_curriculum.py --seeds 1 2 [--total-timesteps 4000000] [--minutes 30]
 
 Prints one JSON line per run and a summary; --out FILE keeps them (JSON).
 """
@@ -42,7 +42,8 @@ def hard_setting() -> dict:
 def train(seed: int, mode: str, args, root: Path) -> subprocess.Popen:
     flags = ["--curriculum", str(CURRICULUM)] if mode == "curriculum" else [
         a for name, value in hard_setting().items() for a in ("--env-param", f"{name}={value:g}")]
-    cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", "jumper", "--num-instances", "2",
+    where = ["--env-path", args.env_path] if args.env_path else []
+    cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", "jumper", *where, "--num-instances", "2",
            "--agents-per-instance", "16", "--total-timesteps", str(args.total_timesteps), "--seed", str(seed),
            "--exp-name", mode, "--eval-episodes", "0", "--run-dir-root", str(root), *flags]
     log = open(root / f"{mode}_{seed}.log", "w")
@@ -71,7 +72,8 @@ def run_pair(seed: int, args, root: Path) -> list[dict]:
     for mode in procs:
         (run_dir,) = sorted(root.glob(f"jumper__{mode}__{seed}__*"))
         rows = list(csv.DictReader(open(run_dir / "episodes.csv")))
-        report = playback.evaluate_in_engine(run_dir / "policy.json", episodes=args.eval_episodes, seed=0,
+        report = playback.evaluate_in_engine(run_dir / "policy.json", env_path=args.env_path,
+                                             episodes=args.eval_episodes, seed=0,
                                              env_params=hard_setting(), timeout=1800)
         out.append({"seed": seed, "mode": mode, "exit": procs[mode].returncode, "minutes": round(ended[mode] / 60, 1),
                     "global_step": int(rows[-1]["global_step"]) if rows else 0,
@@ -85,11 +87,13 @@ def run_pair(seed: int, args, root: Path) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--total-timesteps", type=int, default=3_000_000)
+    parser.add_argument("--total-timesteps", type=int, default=4_000_000)
     parser.add_argument("--minutes", type=float, default=30.0, help="wall-time cap of each run")
     parser.add_argument("--eval-episodes", type=int, default=64)
     parser.add_argument("--root", default=str(REPO / "runs" / "bench_curriculum"))
     parser.add_argument("--out", default=None)
+    parser.add_argument("--env-path", default=None, help="the export to train and evaluate with (default: this "
+                        "repository's; a copy keeps long runs safe from a new export)")
     args = parser.parse_args()
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,8 @@ var action_spaces := []
 var action_repeat := 1
 var stopping := false
 # The game's environment parameters (env_params.gd): declared, set by --env_param or the trainer.
-var env_params: EnvParams = null
+# Until the run starts (or in a test that sets `agents` itself): no parameters, no agents.
+var env_params: EnvParams = EnvParams.new({}, 0, 0)
 
 var _frame := 0
 # Local modes (policy, benchmark, human) choose their first actions on the first physics frame, before

@@ -265,8 +265,9 @@ class Schedule:
         return rows
 
     def advance(self, global_step: int) -> list[str]:
-        """Moves on every parameter whose lesson's criterion is met; returns one line per change ([] for none)."""
-        changes = []
+        """Moves on every parameter whose lesson's criterion is met; returns one line per lesson reached ([] for
+        none): parameters with the same criterion move on together, in one line."""
+        changes = {}
         for name in self.names:
             criterion = self._criterion(name)
             if criterion is None:
@@ -294,10 +295,10 @@ class Schedule:
                 self._window[name] = deque(maxlen=new.criterion.min_lesson_length if new.criterion else 1)
                 self._smoothed[name] = None
                 self._stale[name] = self.num_envs
-                changes.append(f"curriculum: {name} {old.value} -> {new.value} (lesson {self.lesson[name]}, "
-                               f"{new.name!r}: {criterion.measure} {measure:.3g} >= {criterion.threshold:g}) at global "
-                               f"step {global_step}")  # fmt: skip
-        return changes
+                why = (f"lesson {self.lesson[name]} {new.name!r} ({criterion.measure} {measure:.3g} >= "
+                       f"{criterion.threshold:g}) at global step {global_step}")
+                changes.setdefault(why, []).append(f"{name} {old.value} -> {new.value}")
+        return [f"curriculum: {why}: {', '.join(moved)}" for why, moved in changes.items()]
 
     def scalars(self) -> dict:
         """TensorBoard: curriculum/<name> (the value, or the sampler's mean) and curriculum/lesson (and, when several

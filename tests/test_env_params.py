@@ -192,6 +192,8 @@ def test_refusals_before_training_and_envs_lists_parameters(headless_export, tmp
     with pytest.raises(EnvParamError, match="--env-param g=1: .* is a game made with godot_rl_agents' plugin, which "
                                             "has no environment parameters"):
         check_params(plugin_game, {"g": [Value("constant", (1.0,))]}, {"g": "--env-param g=1"})
+    page = (REPO / "docs" / "env_params.md").read_text()  # the page shows the curriculum file as it is
+    assert "```toml\n" + (REPO / "docs" / "jumper_hard_curriculum.toml").read_text() + "```" in page
     assert game_commands.envs_main(["--env-id", "jumper"]) == 0
     out = capsys.readouterr().out
     assert "  environment parameters:\n    gap_max: default 2.2, range [0.2, 4]\n" in out

@@ -6,6 +6,7 @@ and `godot-ppo envs` listing them."""
 import io
 import json
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -197,3 +198,32 @@ def test_refusals_before_training_and_envs_lists_parameters(headless_export, tmp
     assert game_commands.envs_main(["--env-id", "jumper"]) == 0
     out = capsys.readouterr().out
     assert "  environment parameters:\n    gap_max: default 2.2, range [0.2, 4]\n" in out
+
+
+# The default runs recorded with the export of d385ddb, the commit before environment parameters (refresh with
+# `python -c "import test_env_params as t; t.record_default_runs(BINARY)"` from tests/, BINARY an export of it).
+DEFAULT_RUNS = REPO / "tests" / "fixtures" / "env_params_default_runs.json"
+
+
+def _default_runs(binary) -> dict:
+    """Each game's random play (--policy=random, seeded) and the pretrained jumper policy: returns and lengths."""
+    runs = {}
+    listing = json.loads(next(line for line in subprocess.run(
+        [str(binary), "--list_envs", "--quit"], capture_output=True, text=True, timeout=60).stdout.splitlines()
+        if line.startswith('{"envs"')))  # fmt: skip
+    for name, policy in [*((env, "random") for env in listing["envs"]), ("jumper", str(JUMPER_POLICY))]:
+        result = subprocess.run([str(binary), "--fixed-fps", "60", f"--env={name}", "--agents=4", "--env_seed=3",
+                                 "--max_episode_steps=200", f"--policy={policy}", "--eval_episodes=8"],
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        report = next(json.loads(line)["eval"] for line in result.stdout.splitlines() if line.startswith('{"eval"'))
+        runs[f"{name} {Path(policy).name}"] = {"returns": report["returns"], "lengths": report["lengths"]}
+    return runs
+
+
+def record_default_runs(binary) -> None:
+    DEFAULT_RUNS.write_text(json.dumps(_default_runs(binary), indent=1) + "\n")
+
+
+def test_every_game_plays_its_defaults_as_before(headless_export):
+    """Reading the parameters draws nothing: with their defaults every game plays as it did before it had them."""
+    assert _default_runs(headless_export) == json.loads(DEFAULT_RUNS.read_text())

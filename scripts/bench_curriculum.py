@@ -84,6 +84,43 @@ def run_pair(seed: int, args, root: Path) -> list[dict]:
     return out
 
 
+def plot(results: list[dict], out: Path) -> None:
+    """The goal rate of training's ended episodes (TensorBoard episode_info/reached_goal, mean of the last 200) of
+    every run, the curriculum's lesson changes dashed: with it, the rate is at the lesson's course, not the hard one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for r in results:
+        acc = EventAccumulator(r["run_dir"], size_guidance={"scalars": 0})
+        acc.Reload()
+        events = acc.Scalars("episode_info/reached_goal")
+        steps, rate = np.array([e.step for e in events]), np.array([e.value for e in events])
+        window = min(200, len(rate))
+        trailing = np.convolve(rate, np.ones(window) / window, mode="valid")
+        style = "-" if r["mode"] == "curriculum" else ":"
+        line, = ax.plot(steps[window - 1:], trailing, style, label=f"{r['mode'].replace('_', ' ')}, seed {r['seed']} "
+                        f"(hard, in the engine: {r['hard_goal_rate']:.2f})")
+        if r["mode"] == "curriculum" and "curriculum/lesson" in acc.Tags()["scalars"]:
+            lessons = acc.Scalars("curriculum/lesson")
+            for before, after in zip(lessons, lessons[1:]):
+                if after.value > before.value:
+                    ax.axvline(after.step, color=line.get_color(), ls="--", lw=0.8, alpha=0.6)
+    ax.set_xlabel("global step")
+    ax.set_ylabel("goal rate of ended episodes (last 200)")
+    ax.set_title("jumper: a curriculum to the hard course (dashed: lesson changes) vs the hard course from the start",
+                 fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
@@ -92,9 +129,15 @@ def main() -> int:
     parser.add_argument("--eval-episodes", type=int, default=64)
     parser.add_argument("--root", default=str(REPO / "runs" / "bench_curriculum"))
     parser.add_argument("--out", default=None)
+    parser.add_argument("--plot", default=None, help="a PNG of the training curves")
+    parser.add_argument("--plot-only", default=None, metavar="RESULTS_JSON",
+                        help="no training: plot the runs of an earlier --out file")
     parser.add_argument("--env-path", default=None, help="the export to train and evaluate with (default: this "
                         "repository's; a copy keeps long runs safe from a new export)")
     args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads(Path(args.plot_only).read_text()), Path(args.plot or "curriculum.png"))
+        return 0
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
     print(json.dumps({"hard_setting": hard_setting(), "total_timesteps": args.total_timesteps,
@@ -107,6 +150,8 @@ def main() -> int:
               f"{rates['no_curriculum']:.3f} without: {'meets' if ok else 'misses'} the claim (>= 0.3 and >= 2x)")
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))
+    if args.plot:
+        plot(results, Path(args.plot))
     return 0
 
 

@@ -31,9 +31,8 @@ import numpy as np
 import torch
 import tyro
 
-from python_trainer import ppo
+from python_trainer import curriculum, ppo
 from python_trainer.agent import action_heads
-from python_trainer import curriculum
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state, space_to_dict
 from python_trainer.curriculum import CurriculumArgs, Schedule
 from python_trainer.env_params import check_params

@@ -5,6 +5,8 @@ and `godot-ppo envs` listing them."""
 
 import io
 import json
+import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -142,6 +144,9 @@ def test_the_trainer_message_sets_values_from_each_agents_next_episode(headless_
             assert env.call("env_param", "gap_max") == [3.0] * 4
             drawn += env.call("env_param", "gap_min")
         assert len(set(drawn)) == 12 and all(2.0 <= g <= 2.9 for g in drawn), drawn
+        os.kill(env.launcher.instances[0].pid, signal.SIGKILL)  # a crash: the new process gets the values again
+        _, _, _, _, infos = env.step(env.action_space.sample())
+        assert infos["instance_restarted"].all() and env.call("env_param", "gap_max") == [3.0] * 4
         inst = env.launcher.instances[0]
         with pytest.raises(GodotConnectionError):  # a value out of range ends the game with one line
             inst.conn.request("env_params", timeout=10, values={"gap_max": 9.0})

@@ -147,6 +147,10 @@ def test_the_trainer_message_sets_values_from_each_agents_next_episode(headless_
         os.kill(env.launcher.instances[0].pid, signal.SIGKILL)  # a crash: the new process gets the values again
         _, _, _, _, infos = env.step(env.action_space.sample())
         assert infos["instance_restarted"].all() and env.call("env_param", "gap_max") == [3.0] * 4
+        env.set_env_params(agent_values=[{"gap_max": 2.5}, {}, {}, {"gap_max": 3.5}])  # per agent
+        for _ in range(20):
+            env.step(env.action_space.sample())
+        assert env.call("env_param", "gap_max") == [2.5, 3.0, 3.0, 3.5]
         inst = env.launcher.instances[0]
         with pytest.raises(GodotConnectionError):  # a value out of range ends the game with one line
             inst.conn.request("env_params", timeout=10, values={"gap_max": 9.0})

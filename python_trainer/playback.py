@@ -30,6 +30,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from python_trainer.env_params import CONSTANT, check_params, parse_flag
 from python_trainer.errors import one_line
 from python_trainer.files import OutputError, atomic_output, check_output, scratch_dir, write_error
 from python_trainer.flags import DEFAULT_CONNECT_TIMEOUT_S, add_connect_timeout
@@ -400,9 +401,11 @@ def assemble_mp4(frame_dir: Path, out: Path, fps: float = PLAY_FPS / RECORD_EVER
 
 
 def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, seconds: float = 10.0, say=print,
-           timeout: Optional[float] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> dict:  # fmt: skip
+           timeout: Optional[float] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+           extra_args=()) -> dict:  # fmt: skip
     """Record ``seconds`` of game time of the policy in the windowed game (under Xvfb without $DISPLAY) into a GIF
-    (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}.
+    (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}. ``extra_args``: more of the
+    game's flags (e.g. --env_param=NAME=VALUE).
 
     Before the game starts, ``out`` and the temporary frames' folder are checked (OutputError: a path under a file,
     a read-only place, no room for a rough size); the clip is written beside ``out`` and renamed, so a failure
@@ -422,7 +425,8 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
             check_output(tmp / "frame_00000.png", n_frames * ROUGH_FRAME_BYTES[".png"])
         except OutputError as e:
             raise OutputError(f"{e} (the recording's frames go to the temp dir: set TMPDIR to a folder with room)")
-        instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say))
+        instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say),
+                                extra_args=tuple(extra_args))  # fmt: skip
         cmd = instance.command(f"--policy={Path(policy_path).resolve()}", f"--record_dir={tmp}",
                                f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync")
         say(f"recording {seconds:g} s of game time ({frames_total // RECORD_EVERY} frames at "
@@ -444,7 +448,8 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
 
 
 # ---------------------------------------------------------------------------------------------- watching
-def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seconds: Optional[float], say=print) -> int:
+def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seconds: Optional[float], say=print,
+                     extra_args=()) -> int:  # fmt: skip
     """The windowed game with the policy inside, real time (vsync); ends on Ctrl-C, window closed or --seconds.
 
     --seconds S asks the game to quit after S seconds of wall time (--quit_after_seconds); should it not, it is
@@ -456,7 +461,7 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
     with _xvfb() as xvfb, contextlib.closing(CappedLog(log_path)) as log:
         # Real time (no --fixed-fps): the window shows the game at the speed a person plays it.
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say),
-                                fixed_fps=None)  # fmt: skip
+                                fixed_fps=None, extra_args=tuple(extra_args))  # fmt: skip
         mode_args = [f"--policy={Path(policy).resolve()}"]
         if seconds is not None:
             mode_args.append(f"--quit_after_seconds={seconds:g}")
@@ -708,6 +713,8 @@ def play_main(argv=None) -> int:
     parser.add_argument("--record", metavar="OUT.gif|OUT.mp4", default=None,
                         help="record the in-engine policy (game time, 15 fps) to a GIF (or MP4 with ffmpeg) instead of watching")  # fmt: skip
     parser.add_argument("--record-seconds", type=float, default=None, help="length of the recording (default: --seconds, else 10)")
+    parser.add_argument("--env-param", action="append", default=[], metavar="NAME=NUMBER",
+                        help="one of the game's environment parameters (repeatable; docs/env_params.md)")
     add_connect_timeout(parser)
     args = parser.parse_args(argv)
     if args.agents < 1 or (args.seconds is not None and args.seconds <= 0):
@@ -719,23 +726,38 @@ def play_main(argv=None) -> int:
         return _play(args, say)
 
 
+def _env_param_flags(game: GodotGame, flags) -> list:
+    """--env-param NAME=NUMBER flags checked against what the game declares, as the binary's --env_param flags."""
+    values, where = {}, {}
+    for text in flags:
+        name, value = parse_flag(text)
+        if value.kind != CONSTANT:
+            raise PlaybackError(f"--env-param {text}: the game takes a number here (samplers are for training)")
+        values[name], where[name] = [value], f"--env-param {text}"
+    check_params(game, values, where)
+    return [f"--env_param={name}={given[0].args[0]!r}" for name, given in values.items()]
+
+
 def _play(args, say) -> int:
     try:
         if args.python:
             if args.record:
                 raise PlaybackError("--record records the in-engine policy; drop --python")
+            if args.env_param:
+                raise PlaybackError("--env-param plays the policy inside the engine; drop --python")
             return _watch_python(args.src, args.env_id, args.env_path, args.agents, args.seed, args.seconds, say,
                                  args.connect_timeout)  # fmt: skip
         policy = ensure_policy(args.src)
         game = policy_game(policy, args.env_id, args.env_path, timeout=args.connect_timeout)
+        extra = _env_param_flags(game, args.env_param)
         if args.record:
             seconds = args.record_seconds or args.seconds or 10.0
             result = record(policy, args.record, game, agents=args.agents, seed=args.seed, seconds=seconds, say=say,
-                            connect_timeout=args.connect_timeout)  # fmt: skip
+                            connect_timeout=args.connect_timeout, extra_args=extra)  # fmt: skip
             size = result["out"].stat().st_size
             say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
             return 0
-        return _watch_in_engine(policy, game, args.agents, args.seed, args.seconds, say)
+        return _watch_in_engine(policy, game, args.agents, args.seed, args.seconds, say, extra)
     except (PlaybackError, InstanceStartError, GameError, ValueError, OutputError) as e:
         print(f"godot-ppo play: error: {e}", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from conftest import REPO
-from python_trainer import curriculum, game_commands, make_vec_env, train
+from python_trainer import curriculum, game_commands, make_vec_env, playback, train
 from python_trainer.env_params import EnvParamError, Value, check_params, parse_flag
 from python_trainer.game import GameExport, GodotGame
 from python_trainer.protocol import GodotConnectionError
@@ -198,6 +198,8 @@ def test_refusals_before_training_and_envs_lists_parameters(headless_export, tmp
         assert train.main(base + flags) == 2
         assert said in capsys.readouterr().err
     assert not runs.exists()
+    assert playback.play_main([str(JUMPER_POLICY), "--env-param", "gap_max=0.1", "--seconds", "1"]) == 2
+    assert "godot-ppo play: error: --env-param gap_max=0.1: gap_max=0.1 is outside its declared range" in capsys.readouterr().err
     plugin_game = GodotGame(GameExport(headless_export), "my_game", rl_sync=False)
     with pytest.raises(EnvParamError, match="--env-param g=1: .* is a game made with godot_rl_agents' plugin, which "
                                             "has no environment parameters"):

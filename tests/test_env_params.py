@@ -237,4 +237,7 @@ def record_default_runs(binary) -> None:
 
 def test_every_game_plays_its_defaults_as_before(headless_export):
     """Reading the parameters draws nothing: with their defaults every game plays as it did before it had them."""
-    assert _default_runs(headless_export) == json.loads(DEFAULT_RUNS.read_text())
+    recorded = json.loads(DEFAULT_RUNS.read_text())
+    runs = _default_runs(headless_export)
+    # every game the fixture's export had (tag came later, with issue 23), as it played then
+    assert {name: runs.get(name) for name in recorded} == recorded

@@ -114,11 +114,11 @@ func step() -> bool:
 			_eval_returns.append(_agents[i].last_episode_return)
 			_eval_lengths.append(_agents[i].last_episode_length)
 		if _random != null:
-			_agents[i].set_action(BenchmarkMode.sample_action(_sync.action_spaces[i], _random))
+			_sync.act(i, BenchmarkMode.sample_action(_sync.action_spaces[i], _random))
 			continue
 		if results["done"][i]:  # the observation starts a new episode: a recurrent policy forgets the last
 			runner.reset(i)
-		_agents[i].set_action(runner.act(results["obs"][i]["obs"], i))
+		_sync.act(i, runner.act(results["obs"][i]["obs"], i))
 	if not evaluating or _eval_quota.max() != 0:
 		return false
 	var total := 0.0

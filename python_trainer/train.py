@@ -33,7 +33,9 @@ import tyro
 
 from python_trainer import ppo
 from python_trainer.agent import action_heads
+from python_trainer import cloning
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state, space_to_dict
+from python_trainer.demos import DemoError, load_demos, read_episodes
 from python_trainer.errors import UserError, one_line, say
 from python_trainer.files import OutputError, is_disk_full, write_atomic, write_error
 from python_trainer.flags import (
@@ -136,7 +138,7 @@ class EnvArgs:
 
 
 @dataclass
-class Args(RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args, EnvArgs, ExperimentArgs):
+class Args(cloning.CloningArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args, EnvArgs, ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 
 
@@ -160,7 +162,7 @@ def check_sizes(args, num_envs):
             f"--lstm minibatches hold whole envs: {num_envs} envs do not split into --num-minibatches "
             f"{args.num_minibatches}; use a --num-minibatches that divides {num_envs}"
         )
-    if args.total_timesteps < batch_size:
+    if args.total_timesteps < batch_size and not (args.total_timesteps == 0 and args.demos):
         raise TrainError(
             f"--total-timesteps {args.total_timesteps} is less than one batch ({num_envs} envs x {args.num_steps} "
             f"steps = {batch_size}): raise --total-timesteps or lower --num-steps"
@@ -218,6 +220,12 @@ def _check_resumed_model(args, ckpt):
                          "resume with the run's own setting (drop the flag) or start a new run")  # fmt: skip
 
 
+def _declared_actions(env_info):
+    """A Godot game's action space as its agents declare it (their key order is the demonstrations'), else None."""
+    spaces = (env_info or {}).get("action_space")
+    return spaces[0] if isinstance(spaces, list) and spaces else spaces
+
+
 def _resolve_env(args):
     """A gymnasium id, or the `GodotGame` that --env-path / --env-id name (game.resolve_env decides which)."""
     env_id = args.env_id if args.env_id is not None or args.env_path is not None else DEFAULT_ENV_ID
@@ -228,6 +236,15 @@ def _check_args(args, explicit, ckpt):
     """Every check that needs no game: each flag's own rule, then the rules between flags."""
     check_flags(args)
     _check_resumed_model(args, ckpt)
+    if args.total_timesteps == 0 and not args.demos:
+        raise TrainError("--total-timesteps 0 trains nothing: give --demos FILE [FILE...] (the cloned policy alone) or "
+                         "a budget >= 1, e.g. --total-timesteps 500000")
+    for path in args.demos or ():  # a missing, empty or damaged file: said before any game starts
+        read_episodes(path)
+    bc_flags = sorted(f for f in explicit if f.startswith("bc_"))
+    if bc_flags and not args.demos:
+        raise TrainError(f"--{bc_flags[0].replace('_', '-')} is for behavioural cloning: add --demos FILE [FILE...] "
+                         "or drop it")
     ray_flags = sorted(set(explicit) & set(RAY_ONLY))
     if args.ray_address is None and ray_flags:
         raise TrainError(f"--{ray_flags[0].replace('_', '-')} is for Ray rollout workers: add --ray-address local (this "
@@ -352,6 +369,15 @@ def train(args: Args, explicit=frozenset()) -> int:
         params = list(agent.parameters()) + (list(bonus.predictor.parameters()) if bonus else [])
         optimizer = Adam(params, lr=args.learning_rate, eps=1e-5)
         normalizer = Normalizer(obs_dim, num_envs, args.gamma, norm_obs, norm_reward)
+        aux, fit = None, {}
+        if args.demos:  # behavioural cloning (cloning.py): pre-training (not on --resume), then PPO's auxiliary loss
+            demos = load_demos(args.demos, obs_dim, act_space, _declared_actions(rollouts.env_info), args.env_id)
+            print(f"demonstrations: {demos.summary()}", flush=True)
+            if not ckpt:
+                cloning.seed_normalizer(normalizer, demos)
+                fit = cloning.pretrain(agent, normalizer, demos, args, args.seed)
+                print("behavioural cloning: " + ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in fit.items()))
+            aux = cloning.CloningLoss(agent, normalizer, demos, args, args.seed) if args.bc_coef > 0 else None
         if ckpt:
             agent.load_state_dict(ckpt["model"])
             if bonus is not None:
@@ -366,6 +392,8 @@ def train(args: Args, explicit=frozenset()) -> int:
                      "batch_size": batch_size, "minibatch_size": minibatch_size, "norm_obs": norm_obs,
                      "norm_reward": norm_reward})  # fmt: skip
         writer = log.writer
+        for tag, value in fit.items():  # the clone's fit to the demonstrations, before PPO
+            writer.add_scalar(tag, value, global_step)
         env_info = rollouts.env_info  # Godot games: the in-engine player's policy.json goes with each checkpoint
 
         def checkpoint(path, step, update):
@@ -413,7 +441,7 @@ def train(args: Args, explicit=frozenset()) -> int:
                     f"end at global step {global_step + (num_iterations - start_update) * batch_size} of "
                     f"--total-timesteps {args.total_timesteps}")  # fmt: skip
 
-        updates = ppo.iterations(args, agent, optimizer, rollouts, buf, normalizer, bonus,
+        updates = ppo.iterations(args, agent, optimizer, rollouts, buf, normalizer, bonus, aux,
                                  num_iterations=num_iterations, start=start_update, global_step=global_step)
         timing, since = TimeShares(), time.perf_counter()
         try:
@@ -468,7 +496,7 @@ def train(args: Args, explicit=frozenset()) -> int:
             _record_final_video(run_dir, game, args.seed, args.connect_timeout)
         print(f"run folder: {run_dir}  (model: {run_dir / MODEL_NAME}; tensorboard --logdir {run_dir.parent})")
         return 0
-    except TrainError:
+    except (TrainError, DemoError):
         raise  # NaN observations or loss: its message names the last checkpoint (the model may be diverging)
     except (KeyboardInterrupt, Exception) as e:
         # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), an instance out of restarts, a closed stdout (`| head`), a

@@ -20,7 +20,7 @@ LAYERS = [
     {"launcher"},  # ports, tokens, logs, Xvfb, restarts
     {"grouped_env", "gym_env", "vec_env"},  # the vector envs
     {"agent", "recurrent", "rnd", "normalization", "checkpoint", "policy_file", "onnx_policy", "trained_agent",
-     "run_folder"},
+     "run_folder", "demos", "cloning"},
     {"rollout", "ray_rollouts", "ppo"},  # the algorithm and where its rollouts come from
     {"train", "playback", "profiling", "export", "game_commands"},  # the commands
     {"cli", "__main__", "__init__"},  # the command line (the package's make_vec_env shortcut is lazy)

@@ -6,8 +6,8 @@ extends Reference
 # The file keeps the shape of godot_rl_agents' demo.json, so their tools read ours and ours theirs: a
 # JSON array of episodes, each [observations, actions, meta]. observations: the agent's flat
 # observations, one more than actions (the last one follows the final action); actions: one flat list
-# per step, the keys in get_action_space()'s order, a continuous key's values then a discrete key's
-# index. meta, a third element their reader never looks at, holds what we add: the game, its spaces,
+# per step, the action keys in sorted order (the order env_info lists them: Godot's to_json sorts a
+# Dictionary's keys), a continuous key's values then a discrete key's index. meta, a third element their reader never looks at, holds what we add: the game, its spaces,
 # the rewards and how the episode ended. docs/demonstrations.md describes the format.
 #
 # The file is rewritten atomically (a temporary file renamed over it) at every episode end, so a
@@ -30,6 +30,8 @@ var recorded_here := 0
 var _game := ""
 var _obs_size := 0
 var _action_space := {}
+# The action keys in the order of an action row (sorted).
+var _keys := []
 var _obs := []
 var _actions := []
 var _rewards := []
@@ -55,6 +57,8 @@ func start(game: String, agents: Array, action_spaces: Array) -> String:
 	_game = game
 	_obs_size = agents[agent_index].get_obs().size()
 	_action_space = action_spaces[agent_index]
+	_keys = _action_space.keys()
+	_keys.sort()
 	var error := _read_existing()
 	if error != "":
 		return error
@@ -128,6 +132,7 @@ func on_step(step: Dictionary, first: bool) -> String:
 		"game": _game,
 		"obs_size": _obs_size,
 		"action_space": _action_space,
+		"action_keys": _action_keys(),
 		"rewards": _rewards,
 		"terminated": not info["TimeLimit.truncated"],
 		"truncated": info["TimeLimit.truncated"],
@@ -146,13 +151,21 @@ func on_action(i: int, action: Dictionary) -> void:
 	if i != agent_index:
 		return
 	var flat := []
-	for key in _action_space:
+	for key in _keys:
 		if _action_space[key]["action_type"] == "discrete":
 			flat.append(int(action[key]))
 		else:
 			for value in action[key]:
 				flat.append(float(value))
 	_actions.append(flat)
+
+
+# An action row's layout: [[key, action_type, size], ...] in the row's order.
+func _action_keys() -> Array:
+	var layout := []
+	for key in _keys:
+		layout.append([key, _action_space[key]["action_type"], int(_action_space[key]["size"])])
+	return layout
 
 
 # The drop key, once per press: the last episode of this run goes, and the file is rewritten.

@@ -22,7 +22,7 @@ LAYERS = [
     {"agent", "recurrent", "rnd", "normalization", "checkpoint", "policy_file", "onnx_policy", "trained_agent",
      "run_folder", "demos", "cloning"},
     {"rollout", "ray_rollouts", "ppo"},  # the algorithm and where its rollouts come from
-    {"train", "playback", "profiling", "export", "game_commands"},  # the commands
+    {"train", "playback", "profiling", "export", "game_commands", "record_command"},  # the commands
     {"cli", "__main__", "__init__"},  # the command line (the package's make_vec_env shortcut is lazy)
 ]
 # Edges the layers allow but the design does not: the algorithm knows no rollout source by name, and neither the

@@ -28,6 +28,7 @@ import torch
 
 from python_trainer.demos import Demos
 from python_trainer.flags import at_least, flag, non_negative, positive
+from python_trainer.optimizer import Adam, clip_grad_norm
 
 SEQ_LEN = 32  # --lstm: the length of the demonstration sequences the LSTM is replayed over
 FIT_SAMPLE = 2048  # demonstration steps the per-update accuracy / log-likelihood are measured on
@@ -115,7 +116,8 @@ def pretrain(agent, normalizer, demos: Demos, args: CloningArgs, seed: int, log=
     the fit to the demonstrations afterwards (DemoBatches.fit, over all of them)."""
     batches = DemoBatches(agent, demos)
     rng = np.random.default_rng(seed)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.bc_learning_rate, eps=1e-5)
+    params = list(agent.parameters())
+    optimizer = Adam(params, lr=args.bc_learning_rate, eps=1e-5)
     per_batch = max(1, args.bc_batch_size // batches.seq)
     for epoch in range(args.bc_epochs):
         order = rng.permutation(batches.units)
@@ -124,7 +126,7 @@ def pretrain(agent, normalizer, demos: Demos, args: CloningArgs, seed: int, log=
             loss = batches.loss(order[start : start + per_batch], normalizer)
             optimizer.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
+            clip_grad_norm(params, 1.0)  # (the critic has no gradient here: it is not cloned)
             optimizer.step()
             losses.append(loss.item())
         if epoch == 0 or (epoch + 1) % max(1, args.bc_epochs // 5) == 0 or epoch + 1 == args.bc_epochs:

@@ -44,8 +44,11 @@ RUNS = {"jumper_clone": ("jumper", ["--demos", str(JUMPER_DEMOS)], 0, 1)}
 for seed in (1, 2, 3):
     RUNS[f"sparse_goal_demos_{seed}"] = ("sparse_goal", ["--demos", str(SPARSE_DEMOS)], 300_000, seed)
     RUNS[f"sparse_goal_ppo_{seed}"] = ("sparse_goal", [], 300_000, seed)
-RUNS["jumper_demos_1"] = ("jumper", ["--demos", str(JUMPER_DEMOS), "--num-instances", "2",
-                                     "--agents-per-instance", "16"], 2_250_000, 1)  # fmt: skip
+JUMPER_FLAGS = ["--num-instances", "2", "--agents-per-instance", "16"]  # the pretrained run's
+RUNS["jumper_demos_1"] = ("jumper", ["--demos", str(JUMPER_DEMOS), *JUMPER_FLAGS], 2_250_000, 1)
+# Plain PPO, the same flags and seed, for as long as the demonstrations' run took to reach 18.4 twice over: if it
+# has not reached it by then, the demonstrations took at most half its steps.
+RUNS["jumper_ppo_1"] = ("jumper", JUMPER_FLAGS, 700_000, 1)
 
 
 def game(*args, timeout=1800) -> subprocess.CompletedProcess:
@@ -122,14 +125,16 @@ def table() -> None:
         print(f"\njumper in the engine, {EVAL_EPISODES} episodes, --env_seed={EVAL_SEED}: random {random_r:.2f}, "
               f"pretrained {pretrained:.2f}, clone {cloned:.2f} (halfway: {halfway:.2f}; "
               f"{'passes' if cloned >= halfway else 'fails'})")  # fmt: skip
-    data = episodes("jumper_demos_1")
-    if data is not None:
+    for name in ("jumper_demos_1", "jumper_ppo_1"):
+        data = episodes(name)
+        if data is None:
+            print(f"{name}: not run")
+            continue
         steps, returns = data
         reached = first_reached(steps, returns, JUMPER_README_RETURN)
-        final = sorted((ROOT / "jumper_demos_1").glob("*/policy.json"))
-        engine = f"; its policy.json in the engine: {engine_eval('jumper', str(final[-1])):.2f}" if list(
-            (ROOT / "jumper_demos_1").glob("*/model.pt")) else " (still running)"
-        print(f"jumper PPO with demos: {len(returns)} episodes up to step {int(steps[-1])}, trailing-100 return "
+        policy = sorted((ROOT / name).glob("*/policy.json"))  # the last checkpoint's (a run stopped early has one)
+        engine = f"; its last policy.json in the engine: {engine_eval('jumper', str(policy[-1])):.2f}" if policy else ""
+        print(f"{name}: {len(returns)} episodes up to step {int(steps[-1])}, trailing-100 return "
               f"{returns[-100:].mean():.2f}, first >= {JUMPER_README_RETURN} at step {reached}{engine}")
 
 

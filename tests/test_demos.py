@@ -235,9 +235,12 @@ def test_policy_driven_recording_trains_a_clone_that_plays_in_the_engine(headles
     assert f"--record_demos={out}: episode 0 is of the game 'jumper', not 'sparse_goal'" in refused.stderr
     unwritable = _game(headless_export, "--env=jumper", "--policy=random", f"--record_demos={tmp_path}/no/such/d.json")
     assert unwritable.returncode == 1 and "cannot be written" in unwritable.stderr
+    benchmark = _game(headless_export, "--env=jumper", "--benchmark_steps=10", f"--record_demos={tmp_path}/b.json")
+    assert benchmark.returncode == 1 and "--record_demos records the keyboard or a --policy" in benchmark.stderr
 
-    root = tmp_path / "runs"
-    assert train.main(["--env-path", str(headless_export), "--env-id", "jumper", "--demos", str(out),
+    theirs = write_demos(tmp_path / "theirs.json", [[obs, actions] for obs, actions, _ in json.loads(out.read_text())])
+    root = tmp_path / "runs"  # ours and godot_rl_agents' shape (no meta: the env_info's key order) in one run
+    assert train.main(["--env-path", str(headless_export), "--env-id", "jumper", "--demos", str(out), str(theirs),
                        "--total-timesteps", "0", "--bc-epochs", "5", "--eval-episodes", "0",
                        "--run-dir-root", str(root)]) == 0  # fmt: skip
     (run_dir,) = _run_dirs(root)
@@ -245,6 +248,14 @@ def test_policy_driven_recording_trains_a_clone_that_plays_in_the_engine(headles
                    "--max_episode_steps=30")  # fmt: skip
     assert played.returncode == 0, played.stderr
     assert json.loads(next(line for line in played.stdout.splitlines() if line.startswith('{"eval"')))["eval"]["episodes"] == 2
+
+
+def test_record_refuses_without_a_display(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    result = subprocess.run([sys.executable, "-m", "python_trainer", "record", "--env-id", "sparse_goal", "--out",
+                             str(tmp_path / "d.json")], env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2 and not (tmp_path / "d.json").exists()
+    assert result.stderr.strip().startswith("godot-ppo record: error: no display ($DISPLAY is not set)")
 
 
 @pytest.mark.skipif(shutil.which("xdotool") is None, reason="needs xdotool (make test installs it)")

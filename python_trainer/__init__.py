@@ -8,6 +8,8 @@ Where each concern lives (scripts/import_graph.py prints every module with its j
     normalization  observation normalisation and reward scaling
     rollout        the rollout buffer, collect_rollout over pipelined groups, the rollouts' interface (local)
     ray_rollouts   the same interface on Ray workers across machines
+    policies       several policies in one game: one learner per policy name, their rollouts routed from one env
+    self_play      --self-play: one team learns against a pool of its past policy's snapshots, with Elo
     train          the `godot-ppo train` command: flags, run folder, resume, checkpoints, signals, evaluation
     trained_agent  the agent a run's flags describe, new or loaded from a checkpoint (for the tools)
     checkpoint     the checkpoint file; run_folder: a run's folder, args.json, episodes.csv, TensorBoard, progress

@@ -86,29 +86,34 @@ def set_rng_state(state):
 
 
 def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, update, observation_space, action_space,
-                    env_info=None, rnd=None, batch_size=None):
+                    env_info=None, rnd=None, batch_size=None, policies=None, rollouts=None):
     """Write atomically: a crash or Ctrl-C during the write leaves the previous file intact.
 
     ``args`` is the training's Args dataclass; agent, optimizer and normalizer anything with a state_dict();
     ``env_info``: a Godot game's (its action keys let a policy file be exported later without running the game);
     ``rnd``: the run's rnd.RND module (--rnd), whose weights and normalisers a resume needs;
     ``batch_size``: the steps of one update (a resume with another number of envs says so).
+    ``policies``: a game with several policies: {name: {"model", "optimizer", "normalizer", "rnd" (state dicts),
+    "observation_space", "action_space" (space_to_dict)}}, with agent/optimizer/normalizer/spaces None (saved as None).
+    ``rollouts``: the state of rollouts that keep one (--self-play's pool, ratings and sides: self_play.py).
     """
     state = {
         "format": CHECKPOINT_FORMAT,
         "env_id": args.env_id,
         "global_step": int(global_step),
         "update": int(update),
-        "model": agent.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "normalizer": normalizer.state_dict(),
-        "observation_space": space_to_dict(observation_space),
-        "action_space": space_to_dict(action_space),
+        "model": None if agent is None else agent.state_dict(),
+        "optimizer": None if optimizer is None else optimizer.state_dict(),
+        "normalizer": None if normalizer is None else normalizer.state_dict(),
+        "observation_space": None if observation_space is None else space_to_dict(observation_space),
+        "action_space": None if action_space is None else space_to_dict(action_space),
         "args": asdict(args),
         "rng": rng_state(),
         "env_info": env_info,
         "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()},
         "batch_size": None if batch_size is None else int(batch_size),
+        **({"policies": policies} if policies is not None else {}),
+        **({"rollouts": rollouts} if rollouts is not None else {}),
     }
     with atomic_output(path, fsync=True) as tmp, open(tmp, "wb") as f:  # a file object: the archive is "archive/"
         torch.save(state, f)

@@ -44,10 +44,14 @@ def envs_main(argv=None) -> int:
         try:
             print(f"{game.env}{' (default)' if game.env == listing.default else ''}")
             print(f"  agents per instance: {env.num_envs} (the game's own choice; --agents may change it)")
-            print(f"  observation space:   {env.single_observation_space}")
-            act = env.env_info["action_space"]
-            print(f"  action space:        {env.single_action_space}  "
-                  f"(godot-rl: {act[0] if isinstance(act, list) else act})")
+            if len(env.policies) == 1:
+                print(f"  observation space:   {env.single_observation_space}")
+                act = env.env_info["action_space"]
+                print(f"  action space:        {env.single_action_space}  "
+                      f"(godot-rl: {act[0] if isinstance(act, list) else act})")
+            for p in env.policies if len(env.policies) > 1 else ():  # one network each when trained
+                print(f"  policy {p.name!r}: {len(p.agents)} agents, observations {p.observation_space}, actions "
+                      f"{p.action_space}")
             print(f"  speaks:              {DIALECT_NAMES[env.dialect]}")
             print(f"  max_episode_steps:   {env.max_episode_steps}")
         finally:

@@ -34,12 +34,13 @@ from python_trainer import __version__
 from python_trainer.errors import one_line
 from python_trainer.files import write_atomic
 from python_trainer.policy_file import FORMAT, VERSION, PolicyFileError, action_rule, f32, obs_normalization
+from python_trainer.policy_file import policy_env_info
 
 OPSET = 17
 INPUTS, OUTPUTS = ["obs", "state_ins"], ["output", "state_outs"]
 PRODUCER = "godot-ppo"
 # The policy file's fields the model's metadata carries (a JSON value each), besides the state's layout.
-METADATA_FIELDS = ("format", "version", "env", "observation_size", "action_keys", "action_rule", "source")
+METADATA_FIELDS = ("format", "version", "env", "policy_name", "observation_size", "action_keys", "action_rule", "source")
 # What the engine's runner knows (policy_network.gd's ACTIVATIONS).
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "linear": nn.Identity}
 
@@ -345,12 +346,15 @@ def game_action_keys(env_info: dict) -> list[dict]:
     return [{"key": str(k), "action_type": str(v["action_type"]), "size": int(v["size"])} for k, v in space.items()]
 
 
-def import_policy(path, env_info: Optional[dict] = None) -> dict:
+def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[str] = None) -> dict:
     """The policy file's content for an ONNX MLP policy: the game's action keys from ``env_info`` (godot-rl's order:
-    SB3's and CleanRL's exports hold no description), else from our own export's metadata."""
+    SB3's and CleanRL's exports hold no description), else from our own export's metadata. ``policy_name``: the
+    agents' policy_name it plays (None: our export's own, else none, and it plays every agent)."""
     from python_trainer.vec_env import spaces_from_env_info  # gymnasium: only with a game to check against
 
     where = str(path)
+    if env_info is not None and policy_name is not None:  # a game of several policies: this one's agents
+        env_info = policy_env_info(env_info, policy_name)
     model = read_onnx(path)
     norm, layers, n_obs, n_out = onnx_to_policy(model, where)
     described = policy_from_metadata(model)
@@ -374,10 +378,14 @@ def import_policy(path, env_info: Optional[dict] = None) -> dict:
     if expected != n_out:
         raise PolicyFileError(f"{where}: the model has {n_out} outputs, but {env}'s action keys "
                               f"{[k['key'] for k in keys]} need {expected}")  # fmt: skip
+    name = policy_name if policy_name is not None else described.get("policy_name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise PolicyFileError(f"{where}: a policy name must be a non-empty string, got {str(name)[:40]!r}")
     return {
         "format": FORMAT,
         "version": VERSION,
         "env": env,
+        **({"policy_name": name} if name is not None else {}),
         "observation_size": n_obs,
         "action_keys": keys,
         "action_rule": action_rule(keys),

@@ -7,6 +7,7 @@ record it, and evaluate it inside the engine.
     godot-ppo play runs/ball_chase__ppo__1__1700000000                    # window, real time, 4 agents
     godot-ppo play exports/policies/ball_chase.json --record ball_chase.gif --record-seconds 10
     godot-ppo play runs/... --python                                      # the PyTorch checkpoint drives the window
+    godot-ppo play runs/pong__ppo__1__1700000000 --opponent human         # you against it, with the keyboard
 
 The policy file's format is described in policy_file.py (and docs/watching.md, "The policy file").
 """
@@ -37,7 +38,8 @@ from python_trainer.game import GameError, GameInstance, GodotGame, game_environ
 from python_trainer.launcher import CappedLog, InstanceCrashedError, InstanceLauncher, InstanceStartError, Xvfb
 from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
 from python_trainer.policy_file import FORMAT, VERSION, policy_json  # noqa: F401  (playback's public names too)
-from python_trainer.policy_file import POLICY_NAME, PolicyFileError, game_policy, policy_source, read_policy, write_policy
+from python_trainer.policy_file import POLICIES_DIR, POLICY_NAME, PolicyFileError, game_policy, is_bundle, policy_entries
+from python_trainer.policy_file import policy_bundle, policy_file_name, policy_source, read_policy, write_policy
 from python_trainer.processes import describe_exit, end_process_tree, run_to_end, spawn
 from python_trainer.protocol import GodotConnectionError
 from python_trainer.signals import signal_policy
@@ -93,7 +95,8 @@ def game_env_info(game: GodotGame) -> dict:
 
 
 def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
-    """The policy file's content for a checkpoint (model.pt / checkpoint.pt).
+    """The policy file's content for a checkpoint (model.pt / checkpoint.pt); a checkpoint of several policies (its
+    "policies": {name: that policy's model, normaliser and spaces}) gives a bundle of them, each named.
 
     ``env_info`` is the game's env_info (where the action keys come from); without it, the one saved in the
     checkpoint, else (older checkpoints) one headless instance of the checkpoint's game is started to ask for it.
@@ -106,10 +109,16 @@ def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
     where = str(checkpoint_path)
     try:
         ckpt = load_checkpoint(checkpoint_path)
-        loaded = agent_from_checkpoint(ckpt)
+        named = ckpt.get("policies")
+        # each policy's entry holds what a checkpoint of one policy holds at its top level: rebuilt as one, each
+        # policy is read like a checkpoint of one
+        common = {key: value for key, value in ckpt.items() if key != "policies"}
+        agents = ({name: agent_from_checkpoint({**common, **state}) for name, state in named.items()} if named
+                  else {None: agent_from_checkpoint(ckpt)})  # fmt: skip
     except Exception as e:  # truncated, not a checkpoint, another format
         raise PlaybackError(f"{where}: cannot read it as a godot-ppo checkpoint ({type(e).__name__}: "
                             f"{one_line(e)[:200]})") from None
+    loaded = next(iter(agents.values()))
     env_info = env_info or ckpt.get("env_info")
     if env_info is None:
         if is_gym_id(loaded.env_id) and loaded.env_path is None:
@@ -125,8 +134,10 @@ def policy_dict(checkpoint_path, env_info: Optional[dict] = None) -> dict:
     source = policy_source(checkpoint_path, global_step=loaded.global_step, update=ckpt.get("update", 0),
                            trained_env=loaded.env_id, seed=args.get("seed"), command=command,
                            env_path=args.get("env_path"))  # fmt: skip
-    return game_policy(loaded.agent, loaded.normalizer, loaded.action_space, env_info, env_id=loaded.env_id,
-                       source=source, where=where)
+    policies = [game_policy(one.agent, one.normalizer, one.action_space, env_info, env_id=one.env_id, source=source,
+                            where=where if name is None else f"{where} (policy {name!r})", policy_name=name)
+                for name, one in agents.items()]  # fmt: skip
+    return policies[0] if not named else policy_bundle(policies, env=policies[0]["env"], source=source)
 
 
 def export_policy(src, out=None, env_info: Optional[dict] = None) -> Path:
@@ -151,12 +162,31 @@ def export_onnx(src, out=None, env_info: Optional[dict] = None) -> Path:
     else:
         policy = policy_dict(resolve_checkpoint(src), env_info)
         default = default_policy_path(src).with_suffix(".onnx")
+    if is_bundle(policy):  # an ONNX model is one network in godot-rl's convention: one policy at a time
+        names = [entry["policy_name"] for entry in policy["policies"]]
+        folder = (src if src.is_dir() else src.parent) / POLICIES_DIR
+        raise PolicyFileError(f"{src} holds {len(names)} policies ({', '.join(names)}) and an ONNX model holds one: "
+                              f"export each policy's own file, e.g. godot-ppo export-policy "
+                              f"{folder / policy_file_name(names[0])} --format onnx")  # fmt: skip
     return write_onnx(Path(out) if out is not None else default, policy)
 
 
-def ensure_policy(src) -> Path:
-    """A policy file for ``src``: the file itself (.json), or the run's/checkpoint's policy file, (re-)exported
-    when it is missing or older than the checkpoint."""
+def policy_files(src) -> list[Path]:
+    """The files of a --policy value: one path, or several separated by commas (each agent plays the network of its
+    policy_name, docs/watching.md "Several policies in one game")."""
+    return [Path(part) for part in str(src).split(",") if part.strip()]
+
+
+def engine_policy_arg(src) -> str:
+    """--policy's value for the game: each file's absolute path, separated by commas."""
+    return ",".join(str(path.resolve()) for path in policy_files(src))
+
+
+def ensure_policy(src):
+    """A policy file for ``src``: the file itself (.json; several separated by commas: each), or the run's/checkpoint's
+    policy file, (re-)exported when it is missing or older than the checkpoint."""
+    if len(policy_files(src)) > 1:
+        return ",".join(str(ensure_policy(part)) for part in policy_files(src))
     src = Path(src)
     if src.suffix == ".json":
         if not src.is_file():
@@ -211,13 +241,15 @@ def export_policy_main(argv=None) -> int:
         print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): ONNX opset 17 in godot-rl's convention, inputs obs and "
               "state_ins, outputs output and state_outs (docs/onnx.md)")  # fmt: skip
         return 0
-    n_params = sum(len(layer["bias"]) * (1 + len(layer["weight"][0])) for layer in policy["layers"])
-    lstm = policy.get("lstm")
-    if lstm:  # a recurrent policy: the LSTM's weights too
-        n_params += 4 * lstm["hidden_size"] * (lstm["input_size"] + lstm["hidden_size"] + 1)
-    actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in policy["action_keys"])
-    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): {policy['env']}, {policy['observation_size']} observations -> "
-          f"{actions}, {n_params} parameters, global step {policy['source']['global_step']}")  # fmt: skip
+    for entry in policy_entries(policy):  # a bundle of several policies: a line for each
+        n_params = sum(len(layer["bias"]) * (1 + len(layer["weight"][0])) for layer in entry["layers"])
+        lstm = entry.get("lstm")
+        if lstm:  # a recurrent policy: the LSTM's weights too
+            n_params += 4 * lstm["hidden_size"] * (lstm["input_size"] + lstm["hidden_size"] + 1)
+        actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in entry["action_keys"])
+        named = f" policy {entry['policy_name']!r}:" if "policy_name" in entry else ""
+        print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): {entry['env']},{named} {entry['observation_size']} "
+              f"observations -> {actions}, {n_params} parameters, global step {entry['source']['global_step']}")  # fmt: skip
     print(f"watch it: godot-ppo play {out}")
     return 0
 
@@ -235,6 +267,9 @@ def import_policy_main(argv=None) -> int:
     parser.add_argument("--env-id", "--env", dest="env_id", default=None, metavar="NAME",
                         help="the game the policy plays: its action keys name the outputs, in godot-rl's order (needed "
                              "for SB3's and CleanRL's models; godot-ppo's own carry them)")
+    parser.add_argument("--policy-name", default=None, metavar="NAME",
+                        help="the agents' policy_name this network plays, in a game of several policies (default: none, "
+                             "it plays every agent that no other --policy file names)")
     args = parser.parse_args(argv)
     try:
         from python_trainer.onnx_policy import import_policy  # torch and onnx: only for this command
@@ -242,7 +277,7 @@ def import_policy_main(argv=None) -> int:
         env_info = None
         if args.env_id is not None or args.env_path is not None:
             env_info = game_env_info(godot_game(args.env_id, args.env_path))
-        policy = import_policy(args.model, env_info)
+        policy = import_policy(args.model, env_info, policy_name=args.policy_name)
         out = write_policy(Path(args.out) if args.out else Path(args.model).with_suffix(".json"), policy)
     except (PlaybackError, InstanceStartError, ValueError) as e:
         print(f"godot-ppo import-policy: error: {e}", file=sys.stderr)
@@ -273,8 +308,9 @@ def open_display(xvfb: "Xvfb", say=print, hint: str = "use --record FILE.gif to 
 def policy_game(policy_path, env_id: Optional[str] = None, env_path=None,
                 timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> GodotGame:
     """The game a policy file plays: ``env_id`` (default: the game it was trained on) in ``env_path`` (default: the
-    export it was trained with, when the file names one, else this repository's); ``timeout``: --connect-timeout."""
-    policy = read_policy(policy_path)
+    export it was trained with, when the file names one, else this repository's); ``timeout``: --connect-timeout.
+    Several files (separated by commas): each is read, the first names the game."""
+    policy = [read_policy(path) for path in policy_files(policy_path)][0]
     env_path = env_path or (policy.get("source") or {}).get("env_path")
     game = godot_game(env_id or policy["env"], env_path, timeout=timeout)
     game.require_addon("in-engine playback (play without --python, --record, in-engine evaluation)")
@@ -308,19 +344,71 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
     """Play ``episodes`` episodes with the policy inside the headless game (no Python in the loop); each agent
     plays its share of them. ``policy_path`` "random": the game's random actions (the baseline; give ``env_id``).
     ``env_id`` / ``env_path``: default, the policy's own game (`policy_game`); ``agents``
-    None: the game's own number. Returns the game's report:
-    {"env", "policy", "seed", "episodes", "returns", "lengths", "mean_return"}.
+    None: the game's own number. ``policy_path`` may be a bundle of several policies, or several files separated by
+    commas (each agent plays the network of its policy_name). Returns the game's report:
+    {"env", "policy", "seed", "episodes", "returns", "lengths", "mean_return"}, and with several policies "by_policy":
+    {name: {"episodes", "returns", "lengths", "mean_return"}}.
     """
     if str(policy_path) == RANDOM_POLICY:  # the game's own random actions: any game's baseline
         game, policy_arg = godot_game(env_id, env_path), RANDOM_POLICY
     else:
-        policy_path = Path(policy_path)
-        game, policy_arg = policy_game(policy_path, env_id, env_path), str(policy_path.resolve())
+        game, policy_arg = policy_game(policy_path, env_id, env_path), engine_policy_arg(policy_path)
     instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps)
     result = _run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}"), timeout)
     report = _json_line(result.stdout, "eval")
     if result.returncode != 0 or report is None:
         raise _game_error(result, f"in-engine evaluation of {policy_path}")
+    return report
+
+
+MATCH_KEYWORDS = ("random", "scripted")  # what --policy and --opponent take besides files (agent_driver.gd)
+HUMAN_OPPONENT = "human"  # --opponent=human: the keyboard, in a window only
+
+
+def match_policy_arg(src, what: str) -> str:
+    """The game's value for --policy / --opponent (``what``) in a match: a keyword as is, else the file(s), each
+    checked (PolicyFileError) and given as an absolute path."""
+    if str(src) in MATCH_KEYWORDS:
+        return str(src)
+    for path in policy_files(src):
+        if path.suffix != ".json" and not path.exists():
+            raise PlaybackError(f"{what} {src}: neither a policy file nor one of {', '.join(MATCH_KEYWORDS)}"
+                                + (f" or {HUMAN_OPPONENT} (in a window: godot-ppo play)" if what == "opponent" else ""))
+        read_policy(path)
+    return engine_policy_arg(src)
+
+
+def play_matches(policy_path, opponent, episodes: int = 100, env_id: Optional[str] = None, env_path=None,
+                 seed: int = 0, agents: Optional[int] = 16, timeout: float = DEFAULT_TIMEOUT_S,
+                 max_episode_steps: Optional[int] = None) -> dict:  # fmt: skip
+    """Play ``episodes`` matches of a two-sided game (agents in teams 0 and 1) in the headless engine: the policy on
+    one team, ``opponent`` on the other, each side for half of the matches (docs/binary.md, "Matches").
+
+    ``policy_path``: a policy file (single or bundle; several separated by commas), or "random" / "scripted" (then
+    give ``env_id``); ``opponent``: a policy file, "random" or "scripted". ``env_id`` / ``env_path``: default, the
+    policy's own game. Returns the game's report, from the policy's side: {"wins", "losses", "draws", "episodes",
+    "win_rate" (wins / decided matches, None when none was decided), "mean_return", "returns", "lengths",
+    "by_team": {"0": {the same counts}, "1": {...}}, "env", "policy", "opponent", "seed"}.
+    Raises PolicyFileError (= PlaybackError) for a bad file, a game without two teams, an opponent that does not fit
+    its agents, or a game that fails or does not finish within ``timeout`` seconds.
+    """
+    if str(opponent) == HUMAN_OPPONENT:
+        raise PlaybackError("opponent human plays with the keyboard in a window: godot-ppo play RUN --opponent human")
+    policy_arg, opponent_arg = match_policy_arg(policy_path, "policy"), match_policy_arg(opponent, "opponent")
+    if policy_arg in MATCH_KEYWORDS:
+        game = godot_game(env_id, env_path)
+    else:
+        game = policy_game(policy_path, env_id, env_path)
+    instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps)
+    result = _run_game(instance.command(f"--policy={policy_arg}", f"--opponent={opponent_arg}",
+                                        f"--eval_episodes={int(episodes)}"), timeout)  # fmt: skip
+    report = _json_line(result.stdout, "eval")
+    if result.returncode != 0 or report is None:
+        errors = [line[len("rl_sync: error: "):] for line in result.stderr.splitlines()
+                  if line.startswith("rl_sync: error: ")]  # fmt: skip
+        if result.returncode == 1 and errors:  # the game's one line: the problem and its fix
+            raise PlaybackError(errors[-1])
+        raise _game_error(result, f"matches of {policy_path} against {opponent}")
     return report
 
 
@@ -421,7 +509,7 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
         except OutputError as e:
             raise OutputError(f"{e} (the recording's frames go to the temp dir: set TMPDIR to a folder with room)")
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say))
-        cmd = instance.command(f"--policy={Path(policy_path).resolve()}", f"--record_dir={tmp}",
+        cmd = instance.command(f"--policy={engine_policy_arg(policy_path)}", f"--record_dir={tmp}",
                                f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync")
         say(f"recording {seconds:g} s of game time ({frames_total // RECORD_EVERY} frames at "
             f"{PLAY_FPS // RECORD_EVERY} fps) -> {out}")  # fmt: skip
@@ -442,7 +530,8 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
 
 
 # ---------------------------------------------------------------------------------------------- watching
-def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seconds: Optional[float], say=print) -> int:
+def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seconds: Optional[float], say=print,
+                     opponent: Optional[str] = None) -> int:  # fmt: skip
     """The windowed game with the policy inside, real time (vsync); ends on Ctrl-C, window closed or --seconds.
 
     --seconds S asks the game to quit after S seconds of wall time (--quit_after_seconds); should it not, it is
@@ -455,11 +544,15 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
         # Real time (no --fixed-fps): the window shows the game at the speed a person plays it.
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say),
                                 fixed_fps=None)  # fmt: skip
-        mode_args = [f"--policy={Path(policy).resolve()}"]
+        mode_args = [f"--policy={engine_policy_arg(policy)}"]
+        if opponent is not None:  # matches: the policy on one team, the opponent (human: the keyboard) on the other
+            mode_args.append(f"--opponent={opponent}")
         if seconds is not None:
             mode_args.append(f"--quit_after_seconds={seconds:g}")
         cmd = instance.command(*mode_args)
-        say(f"playing {policy} in {game.env} with {agents} agents"
+        against = f" against {opponent}" if opponent is not None else ""
+        keys = " (you: the keys of your side, pong: W/S left, arrows right)" if opponent == HUMAN_OPPONENT else ""
+        say(f"playing {policy}{against} in {game.env} with {agents} agents{keys}"
             + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
         proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                      env=instance.environ())  # fmt: skip
@@ -694,20 +787,31 @@ def play_main(argv=None) -> int:
         "(GDScript, no Python in the loop), in real time.",
     )
     parser.add_argument("src", metavar="RUN_DIR_OR_CHECKPOINT_OR_POLICY",
-                        help="a run folder, a model.pt/checkpoint.pt (exported first if needed) or a policy .json")  # fmt: skip
+                        help="a run folder, a model.pt/checkpoint.pt (exported first if needed) or a policy .json "
+                             "(several separated by commas: each agent plays the file of its policy_name)")  # fmt: skip
     parser.add_argument("--env-path", default=None, metavar="PATH",
                         help="the game's export, headless or windowed (default: the one the policy was trained with)")
     parser.add_argument("--env-id", "--env", dest="env_id", default=None, metavar="NAME",
                         help="the game in that export (default: the one the policy was trained on)")
-    parser.add_argument("--agents", type=int, default=4, help="arenas shown (default 4)")
+    parser.add_argument("--agents", type=int, default=None,
+                        help="arenas shown (default 4; 1 with --opponent human: one match, e.g. one pong court)")
     parser.add_argument("--seed", type=int, default=0, help="game seed")
     parser.add_argument("--seconds", type=float, default=None, help="stop after this many seconds (default: until closed)")
     parser.add_argument("--python", action="store_true", help="drive the window from Python with the PyTorch checkpoint")
     parser.add_argument("--record", metavar="OUT.gif|OUT.mp4", default=None,
                         help="record the in-engine policy (game time, 15 fps) to a GIF (or MP4 with ffmpeg) instead of watching")  # fmt: skip
     parser.add_argument("--record-seconds", type=float, default=None, help="length of the recording (default: --seconds, else 10)")
+    parser.add_argument("--opponent", default=None, metavar="human|random|scripted|FILE",
+                        help="a two-sided game (agents in teams 0 and 1, e.g. pong): the policy plays one team and "
+                             "this the other, the sides swapping after each match; human: you, with the keyboard "
+                             "(pong: W/S on the left, the arrows on the right); scripted: the game's scripted "
+                             "opponent; FILE: another policy file or run folder")  # fmt: skip
     add_connect_timeout(parser)
     args = parser.parse_args(argv)
+    if args.opponent is not None and (args.python or args.record):
+        parser.error("--opponent plays in the engine's window: drop --python and --record")
+    if args.agents is None:
+        args.agents = 1 if args.opponent == HUMAN_OPPONENT else 4
     if args.agents < 1 or (args.seconds is not None and args.seconds <= 0):
         parser.error("--agents must be >= 1 and --seconds > 0")
     say = lambda msg: print(msg, flush=True)  # noqa: E731
@@ -733,7 +837,11 @@ def _play(args, say) -> int:
             size = result["out"].stat().st_size
             say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
             return 0
-        return _watch_in_engine(policy, game, args.agents, args.seed, args.seconds, say)
+        opponent = None
+        if args.opponent is not None:
+            opponent = (args.opponent if args.opponent in MATCH_KEYWORDS + (HUMAN_OPPONENT,)
+                        else match_policy_arg(ensure_policy(args.opponent), "opponent"))  # fmt: skip
+        return _watch_in_engine(policy, game, args.agents, args.seed, args.seconds, say, opponent)
     except (PlaybackError, InstanceStartError, GameError, ValueError, OutputError) as e:
         print(f"godot-ppo play: error: {e}", file=sys.stderr)
         return 2

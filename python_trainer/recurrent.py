@@ -154,6 +154,8 @@ class LSTMState:
         return LSTMState(self.h[:, envs], self.c[:, envs])
 
     def __setitem__(self, envs, value: "LSTMState") -> None:
+        if not isinstance(envs, slice):
+            envs = torch.as_tensor(envs, dtype=torch.long)
         self.h[:, envs], self.c[:, envs] = value.h, value.c
 
     def clone(self) -> "LSTMState":

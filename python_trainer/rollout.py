@@ -93,8 +93,55 @@ class RolloutBuffer:
             self.rnd_next_obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
 
 
+@dataclass
+class Route:
+    """One policy's share of a rollout: its agent, normaliser, buffer and bonus, and its envs (indices into the vector
+    env's batch, ascending; None: all of them). A game with several policies is collected as one route per policy
+    (policies.py); a game with one policy is one route of every env."""
+
+    agent: object
+    normalizer: object
+    buf: RolloutBuffer
+    bonus: object = None
+    envs: Optional[np.ndarray] = None
+    name: str = ""
+
+
 def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, pipeline=True, bonus=None) -> None:
-    """Fill ``buf`` with the current policy's next num_steps x num_envs transitions, from buf.next_obs on.
+    """Fill ``buf`` with the current policy's next num_steps x num_envs transitions, from buf.next_obs on (one policy
+    acting in every env: collect_routes with one route)."""
+    collect_routes(envs, [Route(agent, normalizer, buf, bonus)], pipeline)
+
+
+def _group_routes(envs, routes, groups) -> list:
+    """For each group, each route's (rows: its envs' positions in the group's arrays, cols: their positions in the
+    route's buffer); one route of every env keeps slices (views, no copies)."""
+    if len(routes) == 1 and routes[0].envs is None:
+        return [[(slice(None), g)] for g in groups]
+    out = []
+    for g in groups:
+        in_group = np.arange(g.start, g.stop)
+        out.append([(rows, np.searchsorted(r.envs, g.start + rows))
+                    for r in routes for rows in [np.flatnonzero(np.isin(in_group, r.envs))]])  # fmt: skip
+    return out
+
+
+def _take_infos(infos: dict, rows, n: int, obs_dim: int) -> dict:
+    """The step's infos for the envs at ``rows`` of the n envs stepped (arrays of length n are indexed; final_obs
+    loses its padding columns)."""
+    def take(value):
+        if isinstance(value, dict):
+            return {k: take(v) for k, v in value.items()}
+        return value[rows] if isinstance(value, np.ndarray) and value.shape[:1] == (n,) else value
+
+    out = take(infos)
+    if "final_obs" in out:
+        out["final_obs"] = out["final_obs"][:, :obs_dim]
+    return out
+
+
+def collect_routes(envs: GroupedVecEnv, routes: list, pipeline=True) -> None:
+    """Fill each route's buffer with its policy's next num_steps transitions in its envs, from its buf.next_obs on.
 
     The envs come in groups of whole instances (envs.groups: slices of the batch; one group for a gymnasium env or a
     single instance), served in a fixed order at every step: collect the group's results of the previous step, then
@@ -102,14 +149,21 @@ def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, 
     serves the next group; pipeline=False sends all groups' actions together (strict turns). The data, the
     normalisation updates and the RNG draws are the same either way. The agent's memory is kept per env
     (buf.state), so each group carries its own envs' memories. ``bonus``: RND, rating each reached observation.
-    The agent acts through its rollout_policy (its weights on numpy for this rollout: no autograd, no tensors).
+    Each agent acts through its rollout_policy (its weights on numpy for this rollout: no autograd, no tensors).
+    Several routes (policies): each sees only its envs' observations (its own width: a mixed env pads them) and
+    rewards; their actions go back to the env together (a mixed env's as {policy name: actions}).
     """
     act_space = envs.single_action_space
-    num_steps, groups = buf.obs.shape[0], envs.groups
+    groups = envs.groups
+    num_steps = routes[0].buf.obs.shape[0]
     pipeline = pipeline and len(groups) > 1
-    buf.episodes = []
-    buf.initial_state = buf.state.clone()  # the update replays the rollout from here
-    policy = agent.rollout_policy()  # pi_theta_old and V for every step of this rollout
+    several, mixed = len(routes) > 1, getattr(envs, "mixed", False)
+    places = _group_routes(envs, routes, groups)
+    policies = []
+    for r in routes:
+        r.buf.episodes = []
+        r.buf.initial_state = r.buf.state.clone()  # the update replays the rollout from here
+        policies.append(r.agent.rollout_policy())  # pi_theta_old and V for every step of this rollout
     clock, policy_s, env_wait_s = time.perf_counter, 0.0, 0.0
     for step in range(num_steps + 1):  # the extra pass only collects the rollout's last step
         held = []
@@ -126,37 +180,51 @@ def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, 
                     if ended.size and not np.isfinite(np.stack(infos["final_obs"][ended])).all():
                         raise NonFiniteEnvData(t, "final observations (the last of an ended episode)")
                 done = np.logical_or(terminated, truncated)
-                buf.rewards[t, g] = normalizer.scale_reward(reward, done, g)
-                buf.terminated[t, g], buf.truncated[t, g] = terminated, truncated
-                final_values = buf.final_values[t, g]  # a view
-                final_values[:] = 0.0
-                cut = np.flatnonzero(np.logical_and(truncated, np.logical_not(terminated)))
-                if cut.size:  # time-limit truncations: V(s_final), for bootstrap_truncated; the final obs continues
-                    final_obs = normalizer.normalize_obs(np.stack(infos["final_obs"][cut]), update=False)
-                    state = buf.state[np.arange(buf.obs.shape[1])[g][cut]]  # its episode: the env's memory as it is
-                    final_values[cut] = policy.value(final_obs, state, np.zeros(cut.size, np.float32))[:, 0]
-                t2 = clock()
-                if bonus is not None:  # RND rates the observation reached: the final one where an episode ended
-                    bonus.rate(buf, t, g, raw_obs, done, infos)
-                t3 = clock()
-                buf.next_obs[g] = normalizer.normalize_obs(raw_obs)
-                buf.next_done[g] = done
-                if "_episode" in infos or "_final_info" in infos:  # episodic return/length, logged by the caller
-                    buf.episodes.append((t, infos))
-                policy_s, env_wait_s = policy_s + (t2 - t1) + (clock() - t3), env_wait_s + t1 - t0
+                t_bonus = 0.0
+                for r, policy, (rows, cols) in zip(routes, policies, places[group]):
+                    buf, normalizer, r_obs, r_infos = r.buf, r.normalizer, raw_obs, infos
+                    r_done, r_terminated, r_truncated, r_reward = done, terminated, truncated, reward
+                    if several:  # this policy's envs, at its own observation width
+                        r_obs = raw_obs[rows, : buf.obs.shape[-1]]
+                        r_done, r_terminated, r_truncated = done[rows], terminated[rows], truncated[rows]
+                        r_reward = reward[rows]
+                        if len(infos):
+                            r_infos = _take_infos(infos, rows, done.shape[0], buf.obs.shape[-1])
+                    buf.rewards[t, cols] = normalizer.scale_reward(r_reward, r_done, cols)
+                    buf.terminated[t, cols], buf.truncated[t, cols] = r_terminated, r_truncated
+                    final_values = np.zeros(r_done.shape[0], np.float32)
+                    cut = np.flatnonzero(np.logical_and(r_truncated, np.logical_not(r_terminated)))
+                    if cut.size:  # time-limit truncations: V(s_final), for bootstrap_truncated; the final obs continues
+                        final_obs = normalizer.normalize_obs(np.stack(r_infos["final_obs"][cut]), update=False)
+                        state = buf.state[np.arange(buf.obs.shape[1])[cols][cut]]  # its episode: the env's memory now
+                        final_values[cut] = policy.value(final_obs, state, np.zeros(cut.size, np.float32))[:, 0]
+                    buf.final_values[t, cols] = final_values
+                    if r.bonus is not None:  # RND rates the observation reached: the final one where an episode ended
+                        t2 = clock()
+                        r.bonus.rate(buf, t, cols, r_obs, r_done, r_infos)
+                        t_bonus += clock() - t2
+                    buf.next_obs[cols] = normalizer.normalize_obs(r_obs)
+                    buf.next_done[cols] = r_done
+                    if "_episode" in r_infos or "_final_info" in r_infos:  # episodic return/length, logged by the caller
+                        buf.episodes.append((t, r_infos))
+                policy_s, env_wait_s = policy_s + (clock() - t1) - t_bonus, env_wait_s + t1 - t0
             if step == num_steps:
                 continue
-            buf.obs[step, g] = buf.next_obs[g]
-            buf.dones[step, g] = buf.next_done[g]
 
             # a_t ~ pi_theta_old(.|s_t), log pi_theta_old(a_t|s_t), V(s_t); the memory reset where s_t starts an episode
             t0 = clock()
-            action, logprob, value, buf.state[g] = policy(buf.next_obs[g], buf.state[g], buf.next_done[g])
-            actions = env_action(act_space, action)
+            parts = []
+            for r, policy, (rows, cols) in zip(routes, policies, places[group]):
+                buf = r.buf
+                buf.obs[step, cols] = buf.next_obs[cols]
+                buf.dones[step, cols] = buf.next_done[cols]
+                action, logprob, value, buf.state[cols] = policy(buf.next_obs[cols], buf.state[cols], buf.next_done[cols])
+                buf.actions[step, cols] = action
+                buf.logprobs[step, cols] = logprob
+                buf.values[step, cols] = value
+                parts.append((r, rows, action))
+            actions = _env_actions(act_space, parts, g.stop - g.start, mixed)
             policy_s += clock() - t0
-            buf.actions[step, g] = action
-            buf.logprobs[step, g] = logprob
-            buf.values[step, g] = value
             if pipeline:  # the group simulates while the next one is served
                 t0 = clock()
                 envs.step_async(actions, group)
@@ -167,22 +235,51 @@ def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, 
         for group_actions, group in held:  # strict turns: every group's actions, once all are chosen
             envs.step_async(group_actions, group)
         env_wait_s += clock() - t0
-    buf.policy_s, buf.env_wait_s, buf.group_steps = policy_s, env_wait_s, num_steps * len(groups)
+    for r in routes:
+        r.buf.policy_s, r.buf.env_wait_s, r.buf.group_steps = policy_s, env_wait_s, num_steps * len(groups)
 
 
-def evaluate(act: Callable, envs, num_episodes: int, seed: int, max_vector_steps: int = 200_000) -> list[float]:
+def _env_actions(act_space, parts, n: int, mixed: bool):
+    """The actions sent to a group of n envs from each route's (route, rows, agent actions): one route's as they are;
+    a mixed env's as {policy name: that policy's env actions}; policies of one space, merged into one batch."""
+    if len(parts) == 1:
+        return env_action(act_space, parts[0][2])
+    if mixed:
+        return {r.name: env_action(act_space[r.name], action) for r, _, action in parts}
+    return env_action(act_space, merge_actions([(rows, action) for _, rows, action in parts], n))
+
+
+def merge_actions(parts: list, n: int):
+    """One batch of n envs' actions from each policy's (rows, actions) when the policies share one space: arrays row
+    by row, a hybrid space's dicts key by key."""
+    first = parts[0][1]
+    if isinstance(first, dict):
+        return {key: merge_actions([(rows, a[key]) for rows, a in parts], n) for key in first}
+    first = np.asarray(first)
+    merged = np.zeros((n,) + first.shape[1:], first.dtype)
+    for rows, actions in parts:
+        merged[rows] = actions
+    return merged
+
+
+def evaluate(act: Callable, envs, num_episodes: int, seed: int, max_vector_steps: int = 200_000,
+             env_ids=None) -> list[float]:  # fmt: skip
     """Deterministic returns of `num_episodes` fresh episodes (at most ceil(n / num_envs) per env, so short
     episodes are not over-represented). ``act(obs, done=...)``: observations -> env actions (e.g.
-    trained_agent.LoadedAgent.act; done[i] true where obs[i] starts an episode)."""
-    quota = math.ceil(num_episodes / envs.num_envs)
+    trained_agent.LoadedAgent.act; done[i] true where obs[i] starts an episode). ``env_ids``: count only these
+    envs' episodes (one policy's agents in a game of several)."""
+    counted = np.arange(envs.num_envs) if env_ids is None else np.asarray(env_ids)
+    quota = math.ceil(num_episodes / counted.size)
     per_env = [[] for _ in range(envs.num_envs)]
+    counts = np.zeros(envs.num_envs, bool)
+    counts[counted] = True
     obs, _ = envs.reset(seed=seed)
     done = np.ones(envs.num_envs, bool)  # obs[i] starts an episode (a recurrent policy forgets what came before)
     for _ in range(max_vector_steps):
         obs, _, terminated, truncated, infos = envs.step(act(obs, done=done))
         done = np.logical_or(terminated, truncated)
         if "_episode" in infos:
-            for i in np.flatnonzero(infos["_episode"]):
+            for i in np.flatnonzero(infos["_episode"] & counts):
                 if len(per_env[i]) < quota:
                     per_env[i].append(float(infos["episode"]["r"][i]))
             if sum(map(len, per_env)) >= num_episodes:

@@ -183,14 +183,16 @@ def train_command(args: dict, args_class=None) -> str:
 # Episodes, TensorBoard, progress
 # ======================================================================================================================
 def read_episodes(run_dir, up_to_step):
-    """Episodes logged so far (global_step, return, length), dropping those after the checkpoint we resume from."""
+    """Episodes logged so far (global_step, return, length, policy: "" for a game of one policy), dropping those after
+    the checkpoint we resume from."""
     path = Path(run_dir) / EPISODES_CSV
     rows = []
     if path.is_file():
         with open(path) as f:
             for row in csv.DictReader(f):
                 if int(row["global_step"]) <= up_to_step:
-                    rows.append((int(row["global_step"]), float(row["return"]), int(row["length"])))
+                    rows.append((int(row["global_step"]), float(row["return"]), int(row["length"]),
+                                 row.get("policy") or ""))  # fmt: skip
     return rows
 
 
@@ -199,10 +201,11 @@ class RunLog:
     of the last 100 episodes, and progress (a tqdm bar on a terminal, else a status line every 1/20 of the run).
 
     ``global_step``: where the run starts (a resumed run drops the events and episodes logged after it);
-    ``hyperparameters``: the table logged as text at the start of a new run.
+    ``hyperparameters``: the table logged as text at the start of a new run; ``policies``: a game with several
+    policies, whose episodes are logged apart (TensorBoard tags under each name, a "policy" column in episodes.csv).
     """
 
-    def __init__(self, run_dir, global_step, resumed, hyperparameters):
+    def __init__(self, run_dir, global_step, resumed, hyperparameters, policies=None):
         from torch.utils.tensorboard import SummaryWriter
 
         self.run_dir = Path(run_dir)
@@ -217,12 +220,15 @@ class RunLog:
                     "|param|value|\n|-|-|\n%s" % "\n".join(f"|{k}|{v}|" for k, v in hyperparameters.items()),
                 )
             episodes = read_episodes(self.run_dir, global_step)
+            self.policies = list(policies or [])
+            header, keep = ("global_step", "return", "length", "policy"), 4 if self.policies else 3
             # rewritten without rows past the checkpoint, atomically: a full disk keeps the previous file
             with atomic_output(self.run_dir / EPISODES_CSV) as tmp, open(tmp, "w", newline="") as f:
-                csv.writer(f).writerows([("global_step", "return", "length"), *episodes])
+                csv.writer(f).writerows([header[:keep], *(row[:keep] for row in episodes)])
             self.episodes_file = open(self.run_dir / EPISODES_CSV, "a", newline="")
             self.episodes_csv = csv.writer(self.episodes_file)
-            self.recent_returns = deque((r[1] for r in episodes), maxlen=100)
+            self.recent = {name: deque((r[1] for r in episodes if r[3] == name), maxlen=100)
+                           for name in self.policies or [""]}  # fmt: skip
         except BaseException:
             self.close()
             raise
@@ -234,31 +240,38 @@ class RunLog:
         self.status_every = max(1, num_iterations // 20)
         self.num_iterations = num_iterations
 
-    def record_episodes(self, infos, global_step):
+    def record_episodes(self, infos, global_step, tag=""):
         """The episodes that ended at this step (gymnasium's infos["episode"] / infos["_episode"]), and the numeric
-        values of their final infos (a Godot controller's get_info(), e.g. a success flag) as episode_info/<key>."""
+        values of their final infos (a Godot controller's get_info(), e.g. a success flag) as episode_info/<key>.
+        ``tag``: "<policy>/" for one policy's episodes in a game of several ("" otherwise)."""
         if "_final_info" in infos:
             for i in np.flatnonzero(infos["_final_info"]):
                 for key, value in (infos["final_info"][i] or {}).items():
                     if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and math.isfinite(value):
-                        self.writer.add_scalar(f"episode_info/{key}", float(value), global_step)
+                        self.writer.add_scalar(f"{tag}episode_info/{key}", float(value), global_step)
         if "_episode" in infos:
             for i in np.flatnonzero(infos["_episode"]):
                 ep_r, ep_l = float(infos["episode"]["r"][i]), int(infos["episode"]["l"][i])
-                self.writer.add_scalar("charts/episodic_return", ep_r, global_step)
-                self.writer.add_scalar("charts/episodic_length", ep_l, global_step)
-                self.episodes_csv.writerow((global_step, ep_r, ep_l))
-                self.recent_returns.append(ep_r)
+                self.writer.add_scalar(f"{tag}charts/episodic_return", ep_r, global_step)
+                self.writer.add_scalar(f"{tag}charts/episodic_length", ep_l, global_step)
+                policy = tag[:-1]
+                self.episodes_csv.writerow((global_step, ep_r, ep_l, policy) if self.policies else (global_step, ep_r, ep_l))
+                self.recent[policy].append(ep_r)
 
     def flush_episodes(self):
         self.episodes_file.flush()
 
     def progress(self, global_step, iteration, sps):
-        mean_ret = float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
+        means = {name: float(np.mean(r)) if r else float("nan") for name, r in self.recent.items()}
         self.pbar.update(global_step - self.pbar.n)
-        self.pbar.set_postfix(SPS=sps, ret100=f"{mean_ret:.1f}", refresh=False)
+        if not self.policies:
+            self.pbar.set_postfix(SPS=sps, ret100=f"{means['']:.1f}", refresh=False)
+        else:
+            self.pbar.set_postfix(SPS=sps, **{f"ret100_{name}": f"{m:.2f}" for name, m in means.items()}, refresh=False)
         if self.pbar.disable and (iteration % self.status_every == 0 or iteration == self.num_iterations):
-            print(f"global_step={global_step} SPS={sps} mean_return(last 100)={mean_ret:.1f}", flush=True)
+            returns = (f"mean_return(last 100)={means['']:.1f}" if not self.policies else
+                       " ".join(f"mean_return_{name}(last 100)={m:.2f}" for name, m in means.items()))  # fmt: skip
+            print(f"global_step={global_step} SPS={sps} {returns}", flush=True)
 
     def close_progress(self):
         if self.pbar is not None:
@@ -307,11 +320,14 @@ def plot_learning_curve(run_dir, eval_return=None, title=None):
     rows = read_episodes(Path(run_dir), up_to_step=2**62)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     if rows:
-        steps, rets = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
-        ax.plot(steps, rets, ".", alpha=0.25, markersize=3, label="episodic return")
-        window = min(100, len(rets))
-        trailing = np.convolve(rets, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1 :], trailing, "-", label=f"mean of last {window}")
+        for policy in dict.fromkeys(r[3] for r in rows):  # a game with several policies: one curve each
+            mine = [r for r in rows if r[3] == policy]
+            steps, rets = np.array([r[0] for r in mine]), np.array([r[1] for r in mine])
+            name = f"{policy}: " if policy else ""
+            ax.plot(steps, rets, ".", alpha=0.25, markersize=3, label=f"{name}episodic return")
+            window = min(100, len(rets))
+            trailing = np.convolve(rets, np.ones(window) / window, mode="valid")
+            ax.plot(steps[window - 1 :], trailing, "-", label=f"{name}mean of last {window}")
     if eval_return is not None:
         ax.axhline(eval_return, color="k", ls="--", lw=1, label=f"deterministic eval: {eval_return:.1f}")
     ax.set_xlabel("global step")

@@ -48,24 +48,29 @@ from python_trainer.launcher import DEFAULT_MAX_RESTARTS, InstanceCrashedError, 
 from python_trainer.normalization import NormArgs, Normalizer, bool_flag_aliases
 from python_trainer.optimizer import Adam
 from python_trainer.playback import PlaybackError, record, start_policy_watcher
-from python_trainer.policy_file import POLICY_NAME, game_policy, policy_source, write_policy_or_warn
+from python_trainer.policies import Learner, PolicySet, lockstep
+from python_trainer.policy_file import (
+    POLICY_NAME, game_policy, policy_source, write_policies_or_warn, write_policy_or_warn,
+)
 from python_trainer.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
 from python_trainer.ray_rollouts import RayArgs, RayRollouts, WorkerLostError
 from python_trainer.recurrent import LSTMArgs
 from python_trainer.rnd import RND, RNDArgs
 from python_trainer.rollout import LocalRollouts, NonFiniteEnvData, RolloutArgs, RolloutBuffer, eval_seed
+from python_trainer.self_play import SelfPlayArgs, self_play_rollouts
 from python_trainer.run_folder import (
     RunLock, RunLog, TrainError, discard_if_unused, explicit_fields, new_run_dir, prepare_run, train_command,
     write_args_json,
 )
 from python_trainer.signals import hold_signals, signal_policy, signals_deferred, signum_of
 from python_trainer.trained_agent import LoadedAgent, make_agent
-from python_trainer.vec_env import make_vec_env
+from python_trainer.vec_env import agent_policy_names, make_vec_env
 
 VIDEO_DIR = "videos"  # --capture-video's folder in the run folder, as CleanRL's videos/<run_name>
 FINAL_VIDEO_SECONDS = 10.0
 DEFAULT_ENV_ID = "CartPole-v1"  # CleanRL's default, when neither --env-id nor --env-path is given
 RAY_ONLY = ("ray_workers", "ray_cpus_per_worker", "ray_max_restarts")
+SELF_PLAY_ONLY = tuple(f for f in SelfPlayArgs.__dataclass_fields__ if f != "self_play")
 
 
 # ======================================================================================================================
@@ -138,7 +143,8 @@ class EnvArgs:
 
 
 @dataclass
-class Args(cloning.CloningArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args, EnvArgs, ExperimentArgs):
+class Args(cloning.CloningArgs, SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args, EnvArgs,
+           ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 
 
@@ -249,6 +255,16 @@ def _check_args(args, explicit, ckpt):
     if args.ray_address is None and ray_flags:
         raise TrainError(f"--{ray_flags[0].replace('_', '-')} is for Ray rollout workers: add --ray-address local (this "
                          "machine) or --ray-address HOST:PORT (a cluster), or drop it")  # fmt: skip
+    self_play_flags = sorted(set(explicit) & set(SELF_PLAY_ONLY))
+    if not args.self_play and self_play_flags:
+        raise TrainError(f"--{self_play_flags[0].replace('_', '-')} sets up self-play: add --self-play, or drop it")
+    if args.self_play and args.ray_address is not None:
+        raise TrainError("--self-play runs on this machine's games: Ray workers do not play against a pool yet; drop "
+                         "--ray-address")  # fmt: skip
+    saved = (ckpt or {}).get("args") or {}
+    if ckpt and bool(saved.get("self_play")) != args.self_play:
+        raise TrainError(f"--resume {args.resume}: the run was trained {'with' if saved.get('self_play') else 'without'} "
+                         f"--self-play: resume with the run's own setting (drop the flag) or start a new run")  # fmt: skip
 
 
 # ======================================================================================================================
@@ -277,7 +293,138 @@ def make_rollouts(args, game, global_step, run_dir):
     env_kwargs = _env_kwargs(args, game, global_step, run_dir)
     if args.ray_address is not None:
         return RayRollouts(game, args, run_dir, env_kwargs, say)
-    return LocalRollouts(make_vec_env(game, **env_kwargs), args.pipeline)
+    rollouts = LocalRollouts(make_vec_env(game, **env_kwargs), args.pipeline)
+    if not args.self_play:
+        return rollouts
+    try:  # the learning team against snapshots of its past policy (self_play.py)
+        return self_play_rollouts(rollouts, args, run_dir)
+    except BaseException:
+        rollouts.close()
+        raise
+
+
+# ======================================================================================================================
+# Several policies: one learner each (policies.py)
+# ======================================================================================================================
+def _policy_set(rollouts, args) -> Optional[PolicySet]:
+    """A PolicySet for a game whose agents carry several policy names, None for one policy; the sizes of each
+    policy's batch are checked like the run's."""
+    names = list(dict.fromkeys(agent_policy_names(rollouts.env_info))) if rollouts.env_info else []
+    if len(names) < 2:
+        return None
+    if args.ray_address is not None:
+        raise TrainError(f"{args.env_id} has several policies ({', '.join(names)}): training several policies on Ray "
+                         "workers is not supported yet; drop --ray-address to train them on this machine")  # fmt: skip
+    policy_set = PolicySet(rollouts)
+    for view in policy_set.views:
+        try:
+            check_sizes(args, view.num_envs)
+        except TrainError as e:
+            raise TrainError(f"the policy {view.name!r} has {view.num_envs} of the {rollouts.num_envs} agents: {e}") from None
+    return policy_set
+
+
+def _check_policies(views, policy_set, ckpt, args, run_dir) -> None:
+    """Each policy's spaces are ones the agent handles, and a resumed checkpoint holds the same policies."""
+    saved = (ckpt or {}).get("policies")
+    where = f"--resume {run_dir}"
+    if ckpt and (saved is None) != (policy_set is None):
+        had = f"the policies {sorted(saved)}" if saved else "one policy"
+        has = f"the policies {policy_set.names}" if policy_set else "one policy"
+        raise TrainError(f"{where}: the checkpoint holds {had}, and {args.env_id} now has {has}: start a new run")
+    if saved is not None and sorted(saved) != sorted(policy_set.names):
+        raise TrainError(f"{where}: the checkpoint holds the policies {sorted(saved)}, and {args.env_id} now has "
+                         f"{sorted(policy_set.names)}: start a new run (or give the agents their old policy names)")  # fmt: skip
+    for view in views:
+        entry = saved[view.name] if saved is not None else ckpt
+        try:
+            _check_spaces(view.single_observation_space, view.single_action_space, entry, args, run_dir)
+        except TrainError as e:
+            raise TrainError(f"the policy {view.name!r}: {e}" if policy_set is not None else str(e)) from None
+
+
+def _saved_policy(ckpt, view, policy_set) -> Optional[dict]:
+    """The checkpoint's part for ``view``'s policy: the whole checkpoint for a game with one policy."""
+    if not ckpt:
+        return None
+    return ckpt if policy_set is None else ckpt["policies"][view.name]
+
+
+def _make_learner(view, args, saved, policy_set) -> Learner:
+    """The slots of ppo.iterations for one policy: its agent (MLP or --lstm), its bonus (--rnd: RND, whose predictor
+    trains with it), its optimizer and normaliser (from ``saved`` when resuming) and its rollout buffer."""
+    obs_dim = view.single_observation_space.shape[0]
+    agent = make_agent(obs_dim, view.single_action_space, asdict(args))
+    bonus = RND(obs_dim, args.rnd_ext_coef, args.rnd_coef) if args.rnd else None
+    continuous = agent.n_continuous > 0  # the normalisation defaults: CleanRL's continuous-action script
+    norm_obs = continuous if args.norm_obs is None else args.norm_obs
+    norm_reward = continuous if args.norm_reward is None else args.norm_reward
+    # torch's fused Adam kernel (optimizer.py): the same update as torch.optim.Adam(fused=True), without its costs
+    params = list(agent.parameters()) + (list(bonus.predictor.parameters()) if bonus else [])
+    optimizer = Adam(params, lr=args.learning_rate, eps=1e-5)
+    normalizer = Normalizer(obs_dim, view.num_envs, args.gamma, norm_obs, norm_reward)
+    if saved:
+        agent.load_state_dict(saved["model"])
+        if bonus is not None:
+            bonus.load_state_dict(saved["rnd"]["model"])
+            bonus.load_stats_state_dict(saved["rnd"]["stats"])
+        optimizer.load_state_dict(saved["optimizer"])
+        normalizer.load_state_dict(saved["normalizer"])
+    name = getattr(view, "name", None)
+    learner = Learner(name, view, agent, bonus, optimizer, normalizer, tag="" if policy_set is None else f"{name}/")
+    learner.buf = RolloutBuffer(args.num_steps, view.num_envs, obs_dim, agent, bonus)
+    return learner
+
+
+def _policy_state(learner) -> dict:
+    """A learner's part of a checkpoint of several policies (what _saved_policy gives back)."""
+    rnd = learner.bonus
+    return {"model": learner.agent.state_dict(), "optimizer": learner.optimizer.state_dict(),
+            "normalizer": learner.normalizer.state_dict(),
+            "observation_space": space_to_dict(learner.rollouts.single_observation_space),
+            "action_space": space_to_dict(learner.rollouts.single_action_space),
+            "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()}}  # fmt: skip
+
+
+def _policy_table(learners, policy_set) -> dict:
+    """The hyperparameters' rows of a game with several policies: each policy's agents and normalisation."""
+    if policy_set is None:
+        return {}
+    return {f"policy {ln.name}": f"{ln.num_envs} agents, norm_obs={ln.normalizer.norm_obs}, "
+                                 f"norm_reward={ln.normalizer.norm_reward}" for ln in learners}  # fmt: skip
+
+
+def _perf_scalars(its) -> dict:
+    """The update's perf/* tags: the rollout (collected once, by the first policy's iteration) and each policy's
+    update, summed over the policies."""
+    perf = {k: v for k, v in its[0].scalars.items() if k.startswith("perf/")}
+    for it in its[1:]:
+        perf["perf/rollout_s"] += it.scalars["perf/rollout_s"]
+        perf["perf/update_s"] += it.scalars["perf/update_s"]
+    return perf
+
+
+def _evaluate(learners, policy_set, rollouts, args, global_step, writer) -> Optional[float]:
+    """The deterministic policy (argmax / mean action) over --eval-episodes episodes, said and logged; with several
+    policies, every policy plays and each one's episodes are counted apart. Returns the (first) mean return."""
+    acts = {ln.name: LoadedAgent(ln.agent, ln.normalizer, ln.rollouts.single_observation_space,
+                                 ln.rollouts.single_action_space, args.env_id, global_step).act for ln in learners}  # fmt: skip
+    if policy_set is None:
+        results = {None: rollouts.evaluate(acts[None], args.eval_episodes, seed=eval_seed(args.seed))}
+    else:
+        results = policy_set.evaluate(acts, args.eval_episodes, seed=eval_seed(args.seed))
+    first = None
+    for ln in learners:
+        returns = results[ln.name]
+        if not returns:
+            continue
+        mean = float(np.mean(returns))
+        first = mean if first is None else first
+        writer.add_scalar(f"{ln.tag}eval/episodic_return", mean, global_step)
+        who = "deterministic policy" if policy_set is None else f"policy {ln.name!r}, deterministic"
+        print(f"eval: {who}, {len(returns)} episodes: mean return {mean:.2f} +- "
+              f"{np.std(returns):.2f} (min {min(returns):.1f}, max {max(returns):.1f})")  # fmt: skip
+    return first if policy_set is None else None
 
 
 def _record_final_video(run_dir, game, seed, connect_timeout=DEFAULT_CONNECT_TIMEOUT_S) -> None:
@@ -330,12 +477,15 @@ def train(args: Args, explicit=frozenset()) -> int:
         lock = RunLock(run_dir, prefix="--resume " if ckpt else "")  # one training per run folder, until we end
         rollouts = make_rollouts(args, game, global_step, run_dir)
         num_envs = rollouts.num_envs
+        policy_set = _policy_set(rollouts, args)  # a game with several policies: each one's batch must split too
+        if ckpt and args.self_play:  # the pool, the ratings and the sides where the checkpoint left them
+            rollouts.load_state_dict(ckpt.get("rollouts"))
         batch_size, minibatch_size = check_sizes(args, num_envs)
     except BaseException as e:
         if rollouts is not None:
             rollouts.close()
-        if fresh:  # a game's own bug is named in full by its one line: its instance logs go too
-            discard_if_unused(run_dir, logs_too=isinstance(e, GameBugError))
+        if fresh:  # a game's own bug or a setting it cannot take is named in full by its one line: its logs go too
+            discard_if_unused(run_dir, logs_too=isinstance(e, (GameBugError, UserError)))
         if lock is not None:
             lock.release()
         raise
@@ -354,43 +504,36 @@ def train(args: Args, explicit=frozenset()) -> int:
                                         "minibatch_size": minibatch_size, "num_iterations": num_iterations,
                                         **({"game_settings": game_settings} if game_settings else {}),
                                         "command": command})  # fmt: skip
+        # The algorithm's slots, filled once per policy (a game with several policies trains one network each, as
+        # learners whose rollouts policies.PolicySet routes): the agent (MLP or --lstm), the bonus (--rnd), the
+        # optimizer and the normaliser
+        views = policy_set.views if policy_set is not None else [rollouts]
+        _check_policies(views, policy_set, ckpt, args, run_dir)
+        learners = [_make_learner(view, args, _saved_policy(ckpt, view, policy_set), policy_set) for view in views]
+        if policy_set is not None:
+            policy_set.bind(learners)
+        first = learners[0]
         obs_space, act_space = rollouts.single_observation_space, rollouts.single_action_space
-        _check_spaces(obs_space, act_space, ckpt, args, run_dir)
-        obs_dim = obs_space.shape[0]
-
-        # The algorithm's slots: the agent (MLP or --lstm) and the bonus (--rnd: RND, whose predictor trains with us)
-        agent = make_agent(obs_dim, act_space, asdict(args))
-        bonus = RND(obs_dim, args.rnd_ext_coef, args.rnd_coef) if args.rnd else None
-        continuous = agent.n_continuous > 0  # the normalisation defaults: CleanRL's continuous-action script
-        norm_obs = continuous if args.norm_obs is None else args.norm_obs
-        norm_reward = continuous if args.norm_reward is None else args.norm_reward
-
-        # torch's fused Adam kernel (optimizer.py): the same update as torch.optim.Adam(fused=True), without its costs
-        params = list(agent.parameters()) + (list(bonus.predictor.parameters()) if bonus else [])
-        optimizer = Adam(params, lr=args.learning_rate, eps=1e-5)
-        normalizer = Normalizer(obs_dim, num_envs, args.gamma, norm_obs, norm_reward)
         aux, fit = None, {}
         if args.demos:  # behavioural cloning (cloning.py): pre-training (not on --resume), then PPO's auxiliary loss
-            demos = load_demos(args.demos, obs_dim, act_space, _declared_actions(rollouts.env_info), args.env_id)
+            if policy_set is not None:
+                raise TrainError(f"--demos clones one policy; {args.env_id}'s agents play {len(learners)} "
+                                 f"({', '.join(policy_set.names)}): drop --demos")  # fmt: skip
+            demos = load_demos(args.demos, first.agent.obs_dim, act_space, _declared_actions(rollouts.env_info),
+                               args.env_id)  # fmt: skip
             print(f"demonstrations: {demos.summary()}", flush=True)
             if not ckpt:
-                cloning.seed_normalizer(normalizer, demos)
-                fit = cloning.pretrain(agent, normalizer, demos, args, args.seed)
+                cloning.seed_normalizer(first.normalizer, demos)
+                fit = cloning.pretrain(first.agent, first.normalizer, demos, args, args.seed)
                 print("behavioural cloning: " + ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in fit.items()))
-            aux = cloning.CloningLoss(agent, normalizer, demos, args, args.seed) if args.bc_coef > 0 else None
-        if ckpt:
-            agent.load_state_dict(ckpt["model"])
-            if bonus is not None:
-                bonus.load_state_dict(ckpt["rnd"]["model"])
-                bonus.load_stats_state_dict(ckpt["rnd"]["stats"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-            normalizer.load_state_dict(ckpt["normalizer"])
-            norm_obs, norm_reward = normalizer.norm_obs, normalizer.norm_reward
+            if args.bc_coef > 0:
+                aux = cloning.CloningLoss(first.agent, first.normalizer, demos, args, args.seed)
 
         # TensorBoard, episodes.csv, progress (a resumed run drops what was logged after its checkpoint)
         log = RunLog(run_dir, global_step, resumed=bool(ckpt), hyperparameters={**asdict(args), "num_envs": num_envs,
-                     "batch_size": batch_size, "minibatch_size": minibatch_size, "norm_obs": norm_obs,
-                     "norm_reward": norm_reward})  # fmt: skip
+                     "batch_size": batch_size, "minibatch_size": minibatch_size, "norm_obs": first.normalizer.norm_obs,
+                     "norm_reward": first.normalizer.norm_reward, **_policy_table(learners, policy_set)},
+                     policies=None if policy_set is None else policy_set.names)  # fmt: skip
         writer = log.writer
         for tag, value in fit.items():  # the clone's fit to the demonstrations, before PPO
             writer.add_scalar(tag, value, global_step)
@@ -398,20 +541,31 @@ def train(args: Args, explicit=frozenset()) -> int:
 
         def checkpoint(path, step, update):
             with signals_deferred():  # a signal during torch.save is raised after it (torch would garble it)
-                save_checkpoint(path, agent=agent, optimizer=optimizer, normalizer=normalizer, args=args,
-                                global_step=step, update=update, observation_space=obs_space, action_space=act_space,
-                                env_info=env_info, rnd=bonus, batch_size=batch_size)  # fmt: skip
+                if policy_set is None:
+                    save_checkpoint(path, agent=first.agent, optimizer=first.optimizer, normalizer=first.normalizer,
+                                    args=args, global_step=step, update=update, observation_space=obs_space,
+                                    action_space=act_space, env_info=env_info, rnd=first.bonus,
+                                    batch_size=batch_size, rollouts=rollouts.state_dict() if args.self_play else None)  # fmt: skip
+                else:
+                    save_checkpoint(path, agent=None, optimizer=None, normalizer=None, args=args, global_step=step,
+                                    update=update, observation_space=None, action_space=None, env_info=env_info,
+                                    batch_size=batch_size, policies={ln.name: _policy_state(ln) for ln in learners})  # fmt: skip
             if env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
                 write_policy(path, step, update)
 
         def write_policy(path, step, update):
             source = policy_source(path, global_step=step, update=update, trained_env=args.env_id, seed=args.seed,
                                    command=command, env_path=args.env_path)  # fmt: skip
-            write_policy_or_warn(run_dir / POLICY_NAME, lambda: game_policy(
-                agent, normalizer, act_space, env_info, env_id=args.env_id, source=source, where=str(path)))
+            if policy_set is None:
+                write_policy_or_warn(run_dir / POLICY_NAME, lambda: game_policy(
+                    first.agent, first.normalizer, act_space, env_info, env_id=args.env_id, source=source,
+                    where=str(path)))  # fmt: skip
+                return
+            # RUN_DIR/policy.json, the bundle of every policy (play, --watch), and RUN_DIR/policies/<name>.json each
+            write_policies_or_warn(run_dir, lambda: [game_policy(
+                ln.agent, ln.normalizer, ln.rollouts.single_action_space, ln.rollouts.env_info, env_id=args.env_id,
+                source=source, where=f"{path} (policy {ln.name!r})", policy_name=ln.name) for ln in learners])
 
-        # ALGO Logic: Storage setup
-        buf = RolloutBuffer(args.num_steps, num_envs, obs_dim, agent, bonus)
         saved_step = global_step if ckpt else None  # the global step of the newest checkpoint on disk
 
         def checkpoint_note():
@@ -425,9 +579,15 @@ def train(args: Args, explicit=frozenset()) -> int:
                                            action_repeat=args.action_repeat or 1, fps=args.watch_fps, say=say)
         done_step, done_update = global_step, start_update  # the last completed update (what Ctrl-C saves)
         start_time, start_step = time.time(), global_step
-        if bonus is not None and not ckpt:  # RND whitens observations with statistics of random play (the paper's)
-            rollouts.warm_up(bonus, args.rnd_warmup_steps, args.seed + global_step)
-        rollouts.reset(normalizer, buf, seed=args.seed + global_step)  # (Ray workers reset their own games)
+        if args.rnd and not ckpt:  # RND whitens observations with statistics of random play (the paper's)
+            if policy_set is None:
+                rollouts.warm_up(first.bonus, args.rnd_warmup_steps, args.seed + global_step)
+            else:
+                policy_set.warm_up(args.rnd_warmup_steps, args.seed + global_step)
+        if policy_set is None:
+            rollouts.reset(first.normalizer, first.buf, seed=args.seed + global_step)  # (Ray workers reset their own)
+        else:
+            policy_set.reset(seed=args.seed + global_step)
         log.start_progress(total=num_iterations * batch_size, initial=global_step, desc=f"{args.env_id}",
                            num_iterations=num_iterations)  # fmt: skip
         ready = True
@@ -441,28 +601,34 @@ def train(args: Args, explicit=frozenset()) -> int:
                     f"end at global step {global_step + (num_iterations - start_update) * batch_size} of "
                     f"--total-timesteps {args.total_timesteps}")  # fmt: skip
 
-        updates = ppo.iterations(args, agent, optimizer, rollouts, buf, normalizer, bonus, aux,
-                                 num_iterations=num_iterations, start=start_update, global_step=global_step)
+        updates = lockstep([ppo.iterations(args, ln.agent, ln.optimizer, ln.rollouts, ln.buf, ln.normalizer, ln.bonus,
+                                           aux if ln is first else None, num_iterations=num_iterations,
+                                           start=start_update, global_step=global_step)
+                            for ln in learners])  # fmt: skip
         timing, since = TimeShares(), time.perf_counter()
         try:
-            for it in updates:
-                global_step = it.global_step
-                for t, infos in buf.episodes:  # episodic return/length -> TensorBoard and episodes.csv
-                    log.record_episodes(infos, global_step - batch_size + (t + 1) * num_envs)
+            for its in updates:
+                global_step += batch_size
+                for ln in learners:  # episodic return/length -> TensorBoard and episodes.csv
+                    for t, infos in ln.buf.episodes:
+                        log.record_episodes(infos, global_step - batch_size + (t + 1) * num_envs, ln.tag)
                 sps = int((global_step - start_step) / max(time.time() - start_time, 1e-9))
-                since, other_s = time.perf_counter(), timing.add(it.scalars, time.perf_counter() - since, buf)
-                for tag, value in {**it.scalars, "perf/other_s": other_s, "charts/SPS": sps,
-                                   **rollouts.scalars()}.items():  # fmt: skip
+                perf = _perf_scalars(its)
+                since, other_s = time.perf_counter(), timing.add(perf, time.perf_counter() - since, first.buf)
+                tags = {**perf, "perf/other_s": other_s, "charts/SPS": sps, **rollouts.scalars()}
+                for ln, it in zip(learners, its):  # each policy's own numbers, under its name when there are several
+                    tags.update({ln.tag + k: v for k, v in it.scalars.items() if not k.startswith("perf/")})
+                for tag, value in tags.items():
                     writer.add_scalar(tag, value, global_step)
 
                 # ---- CHECKPOINT (episodes.csv flushed first) and progress ------------------------------------------
-                done_step, done_update = global_step, it.iteration
+                done_step, done_update = global_step, its[0].iteration
                 log.flush_episodes()
-                if args.checkpoint_every and it.iteration % args.checkpoint_every == 0:
+                if args.checkpoint_every and done_update % args.checkpoint_every == 0:
                     writer.flush()
-                    checkpoint(run_dir / CHECKPOINT_NAME, global_step, it.iteration)
+                    checkpoint(run_dir / CHECKPOINT_NAME, global_step, done_update)
                     saved_step = global_step
-                log.progress(global_step, it.iteration, sps)
+                log.progress(global_step, done_update, sps)
         except NonFiniteEnvData as e:
             raise TrainError(
                 f"{args.env_id} returned NaN/inf {e.what} at global step "
@@ -478,19 +644,13 @@ def train(args: Args, explicit=frozenset()) -> int:
         # ---- the end: final checkpoint + model, deterministic evaluation, learning curve ----------------------------
         log.close_progress()
         if timing.updates:
-            print(timing.summary(batch_size, num_envs // max(1, buf.group_steps // args.num_steps)), flush=True)
+            print(timing.summary(batch_size, num_envs // max(1, first.buf.group_steps // args.num_steps)), flush=True)
         checkpoint(run_dir / CHECKPOINT_NAME, global_step, done_update)
         saved_step = global_step
         checkpoint(run_dir / MODEL_NAME, global_step, done_update)
         eval_mean = None
         if args.eval_episodes:
-            policy = LoadedAgent(agent, normalizer, obs_space, act_space, args.env_id, global_step)
-            eval_returns = rollouts.evaluate(policy.act, args.eval_episodes, seed=eval_seed(args.seed))
-            if eval_returns:
-                eval_mean = float(np.mean(eval_returns))
-                writer.add_scalar("eval/episodic_return", eval_mean, global_step)
-                print(f"eval: deterministic policy, {len(eval_returns)} episodes: mean return {eval_mean:.2f} "
-                      f"+- {np.std(eval_returns):.2f} (min {min(eval_returns):.1f}, max {max(eval_returns):.1f})")  # fmt: skip
+            eval_mean = _evaluate(learners, policy_set, rollouts, args, global_step, writer)
         log.plot(eval_mean)
         if args.capture_video and isinstance(game, GodotGame):
             _record_final_video(run_dir, game, args.seed, args.connect_timeout)

@@ -55,15 +55,24 @@ class LoadedAgent:
         return env_action(self.action_space, action.numpy())
 
 
-def agent_from_checkpoint(ckpt) -> LoadedAgent:
-    """Rebuild the trained agent from a loaded checkpoint (load_checkpoint's dict), with its frozen normalisation."""
-    observation_space = space_from_dict(ckpt["observation_space"])
-    action_space = space_from_dict(ckpt["action_space"])
+def agent_from_checkpoint(ckpt, policy: Optional[str] = None) -> LoadedAgent:
+    """Rebuild the trained agent from a loaded checkpoint (load_checkpoint's dict), with its frozen normalisation.
+    A checkpoint of a game with several policies holds one agent per policy: ``policy`` names the one wanted."""
+    part = ckpt
+    if ckpt.get("policies"):
+        names = sorted(ckpt["policies"])
+        if policy not in ckpt["policies"]:
+            raise ValueError(f"it holds the policies {names} of a game with several policies, and "
+                             f"{'no policy was named' if policy is None else f'not {policy!r}'}: play them all in the "
+                             "engine (godot-ppo play RUN_DIR, or RUN_DIR/policies/<name>.json for one of them)")  # fmt: skip
+        part = ckpt["policies"][policy]
+    observation_space = space_from_dict(part["observation_space"])
+    action_space = space_from_dict(part["action_space"])
     obs_dim = int(np.prod(observation_space.shape))
     agent = make_agent(obs_dim, action_space, ckpt.get("args") or {})
-    agent.load_state_dict(ckpt["model"])
+    agent.load_state_dict(part["model"])
     agent.eval()
-    return LoadedAgent(agent, Normalizer.frozen(ckpt["normalizer"]), observation_space, action_space, ckpt["env_id"],
+    return LoadedAgent(agent, Normalizer.frozen(part["normalizer"]), observation_space, action_space, ckpt["env_id"],
                        ckpt["global_step"], (ckpt.get("args") or {}).get("env_path"))  # fmt: skip
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import binascii
 import inspect
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import gymnasium as gym
@@ -144,21 +145,80 @@ def _action_layout(action_space: dict):
     return gym.spaces.MultiDiscrete([s for _, s in sizes]), "multidiscrete", sizes
 
 
-def spaces_from_env_info(info: dict):
-    """(single observation space, single action space, obs layout, action kind, action layout) from env_info."""
+DEFAULT_POLICY = "shared_policy"  # the addon's and godot_rl_agents' policy name when a game names none
+
+
+@dataclass(frozen=True)
+class PolicySpaces:
+    """One policy of a game: its name, its agents (their indices within an instance), and the spaces they share."""
+
+    name: str
+    agents: tuple
+    observation_space: gym.spaces.Box
+    action_space: gym.Space
+    obs_layout: list
+    act_kind: str
+    act_layout: list
+
+
+def _per_agent(info: dict, field: str) -> list:
+    spaces = info[field]
+    return [spaces] * info["n_agents"] if isinstance(spaces, dict) else list(spaces)  # older plugins: one for all
+
+
+def agent_policy_names(info: dict) -> list:
+    """Each agent's policy name (godot-rl's ``agent_policy_names``; one "shared_policy" when the game sends none), or
+    a GameBugError naming the first agent whose name is empty or not a string."""
     n = info["n_agents"]
-    obs_spaces, act_spaces = info["observation_space"], info["action_space"]
-    if isinstance(obs_spaces, dict):  # older plugins send one space for all agents
-        obs_spaces = [obs_spaces] * n
-    if isinstance(act_spaces, dict):
-        act_spaces = [act_spaces] * n
+    names = info.get("agent_policy_names")
+    if names is None:
+        return [DEFAULT_POLICY] * n
+    if not isinstance(names, list) or len(names) != n:
+        raise GameBugError(f"env_info's agent_policy_names is {str(names)[:80]!r}: expected a list of {n} names, one "
+                           "per agent")  # fmt: skip
+    for j, name in enumerate(names):
+        if not isinstance(name, str) or not name.strip():
+            raise GameBugError(f"agent {j}'s policy name is {name!r}: every agent needs a non-empty String "
+                               "policy_name (the controller's policy_name; agents with the same name share one "
+                               "network)")  # fmt: skip
+    return names
+
+
+def policies_from_env_info(info: dict) -> list:
+    """The game's policies (`PolicySpaces`), in the order their first agents come; a GameBugError when two agents
+    of one policy declare different spaces (they would share one network)."""
+    names = agent_policy_names(info)
+    obs_spaces, act_spaces = _per_agent(info, "observation_space"), _per_agent(info, "action_space")
+    first: dict = {}
+    for j, name in enumerate(names):
+        f = first.setdefault(name, j)
+        if obs_spaces[j] != obs_spaces[f] or act_spaces[j] != act_spaces[f]:
+            raise GameBugError(
+                f"agents {f} and {j} both use the policy {name!r} but declare different spaces (agent {f}: "
+                f"{str(obs_spaces[f])[:80]} / {str(act_spaces[f])[:80]}; agent {j}: {str(obs_spaces[j])[:80]} / "
+                f"{str(act_spaces[j])[:80]}): agents of one policy share one network, so give agents with other "
+                "observations or actions another policy_name"
+            )
+    policies = []
+    for name, f in first.items():
+        obs_layout = _obs_layout(obs_spaces[f])
+        low, high = _obs_bounds(obs_spaces[f], obs_layout)
+        act_space, kind, act_layout = _action_layout(act_spaces[f])
+        agents = tuple(j for j, n in enumerate(names) if n == name)
+        policies.append(PolicySpaces(name, agents, gym.spaces.Box(low, high, dtype=np.float32), act_space,
+                                     obs_layout, kind, act_layout))  # fmt: skip
+    return policies
+
+
+def spaces_from_env_info(info: dict):
+    """(single observation space, single action space, obs layout, action kind, action layout) from env_info, for a
+    game whose agents all have the same spaces (else a ValueError: see policies_from_env_info)."""
+    obs_spaces, act_spaces = _per_agent(info, "observation_space"), _per_agent(info, "action_space")
     if any(s != obs_spaces[0] for s in obs_spaces) or any(s != act_spaces[0] for s in act_spaces):
-        raise ValueError("agents with different observation/action spaces in one game are not supported")
-    obs_layout = _obs_layout(obs_spaces[0])
-    low, high = _obs_bounds(obs_spaces[0], obs_layout)
-    obs_space = gym.spaces.Box(low, high, dtype=np.float32)
-    act_space, kind, act_layout = _action_layout(act_spaces[0])
-    return obs_space, act_space, obs_layout, kind, act_layout
+        raise ValueError("the game's agents have different observation/action spaces (several policies: "
+                         "policies_from_env_info)")  # fmt: skip
+    (p,) = policies_from_env_info({**info, "agent_policy_names": None})
+    return p.observation_space, p.action_space, p.obs_layout, p.act_kind, p.act_layout
 
 
 def _reward_problem(rewards, label: str) -> str:
@@ -177,6 +237,222 @@ def _as_array(values, what: str) -> np.ndarray:
     except ValueError:
         raise ValueError(f"{what} must be a rectangular array of numbers (one row per env, each of the same size); "
                          "got a ragged list") from None
+
+
+# ---------------------------------------------------------------------------------------------- codecs
+def packed_floats(text, label: str) -> np.ndarray:
+    """The float32 values of a packed observation field ("obs_f32": base64 of little-endian floats)."""
+    try:
+        return np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4")
+    except (binascii.Error, TypeError, ValueError) as e:
+        raise ValueError(f"{label}: malformed packed observations from the game ({e!r})") from None
+
+
+class ObsCodec:
+    """One policy's observations: godot-rl's per-agent obs dicts (or a packed reply) -> (agents, dim) float32, and the
+    one-line GameBugError naming the agent whose observation does not fit what the game declared."""
+
+    def __init__(self, layout: list[tuple[str, int]]):
+        self.layout = layout
+        self.dim = sum(size for _, size in layout)
+        self.single_key = [k for k, _ in layout] == ["obs"] or len(layout) == 1
+
+    def flat(self, obs_list, inst_label="") -> np.ndarray:
+        """(agents, dim) float32 from godot-rl's list of per-agent obs dicts."""
+        try:
+            if self.single_key:
+                key = self.layout[0][0]
+                arr = np.asarray([o[key] for o in obs_list], dtype=np.float32)
+                arr = arr.reshape(len(obs_list), -1)
+            else:
+                arr = np.asarray(
+                    [np.concatenate([np.asarray(o[k], dtype=np.float32).ravel() for k, _ in self.layout])
+                     for o in obs_list],
+                    dtype=np.float32,
+                )
+        except (KeyError, TypeError, ValueError) as e:
+            raise self.problem(obs_list, inst_label) or ValueError(
+                f"{inst_label}: malformed observations from the game ({e!r})") from None
+        if arr.shape[1] != self.dim:
+            raise self.problem(obs_list, inst_label) or GameBugError(
+                f"{inst_label}: observation of size {arr.shape[1]}, expected {self.dim}")
+        return arr
+
+    def problem(self, obs_list, inst_label: str) -> Optional[GameBugError]:
+        """The first agent whose observation does not fit what the game declared, in one line (the error path)."""
+        declared = ", ".join(f"{key!r}: {size}" for key, size in self.layout)
+        for j, o in enumerate(obs_list):
+            for key, size in self.layout:
+                value = o.get(key) if isinstance(o, dict) else None
+                try:
+                    n = np.asarray(value, dtype=np.float32).size if value is not None else None
+                except (TypeError, ValueError):
+                    n = None
+                if n is None:
+                    what = f"is {str(value)[:60]!r}, not a list of numbers" if value is not None else "is missing"
+                elif n != size:
+                    what = f"has {n} values"
+                else:
+                    continue
+                return GameBugError(f"{inst_label}: agent {j}'s observation {key!r} {what}, but the game declared "
+                                    f"{{{declared}}} in its env_info (get_obs_space()); an agent's observation must "
+                                    "keep the size and kind it declared")  # fmt: skip
+        return None
+
+    def from_reply(self, msg: dict, agents: int, inst_label="") -> np.ndarray:
+        """(agents, obs_dim) float32 from a step reply: packed ("obs_f32", asked for in our handshake) or JSON."""
+        if "obs_f32" not in msg:
+            return self.flat(msg["obs"], inst_label)
+        arr = packed_floats(msg["obs_f32"], inst_label)
+        if arr.size != agents * self.dim:
+            raise GameBugError(f"{inst_label}: {arr.size} packed observation values, expected {agents} agents x "
+                               f"{self.dim} as the game declared (get_obs_space()); an agent's observation must "
+                               "keep the size it declared")  # fmt: skip
+        return arr.reshape(agents, self.dim)
+
+    def one(self, obs: dict) -> np.ndarray:
+        return self.flat([obs])[0]
+
+
+class ActionCodec:
+    """One policy's actions: batched actions checked against its space, then godot-rl's per-agent dicts (JSON) or
+    the packed action message (the binary step exchange)."""
+
+    def __init__(self, space: gym.Space, kind: str, layout: list[tuple[str, int]]):
+        self.space, self.kind, self.layout = space, kind, layout
+
+    def checked(self, actions, n: int):
+        """Validate the batched actions of ``n`` envs: (n, dim) float64 clipped to [-1, 1] for
+        continuous ones, (n, keys) int64 for discrete ones, each row's values in sorted key order (the packed
+        actions' layout); for a hybrid space the pair of both, (floats, ints)."""
+        if self.kind == "hybrid":
+            return self._checked_hybrid(actions, n)
+        a = _as_array(actions, "actions")
+        if self.kind == "continuous":
+            dim = self.space.shape[0]
+            if a.shape == (n,) and dim == 1:
+                a = a.reshape(n, 1)
+            if a.shape != (n, dim):
+                raise ValueError(f"actions must have shape ({n}, {dim}) for {self.space}, got {a.shape}")
+            if a.dtype.kind not in "fiu":  # floats or integers (not bools, not objects)
+                raise ValueError(f"continuous actions must be numbers, got dtype {a.dtype}")
+            if not np.isfinite(a).all():
+                bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
+                raise ValueError(f"actions contain NaN or infinite values (sub-envs {bad[:10].tolist()})")
+            # minimum(maximum()) is np.clip without its Python wrapper (a few µs per step); it returns a new array.
+            return np.minimum(np.maximum(a, -1.0, dtype=np.float64), 1.0)
+        # discrete / multidiscrete
+        k = len(self.layout)
+        if self.kind == "discrete":
+            if a.shape == (n, 1):
+                a = a.reshape(n)
+            if a.shape != (n,):
+                raise ValueError(f"actions must have shape ({n},) for {self.space}, got {a.shape}")
+        elif a.shape != (n, k):
+            raise ValueError(f"actions must have shape ({n}, {k}) for {self.space}, got {a.shape}")
+        if a.dtype.kind == "f":
+            if not np.isfinite(a).all():
+                raise ValueError("discrete actions contain NaN or infinite values")
+            if not (a == np.round(a)).all():
+                raise ValueError("discrete actions must be whole numbers")
+        elif a.dtype.kind not in "iu":
+            raise ValueError(f"discrete actions must be integers, got dtype {a.dtype}")
+        a = a.astype(np.int64)
+        nvec = np.array([s for _, s in self.layout])
+        a = a.reshape(n, -1)
+        if (a < 0).any() or (a >= nvec).any():
+            raise ValueError(f"discrete actions out of range for {self.space}")
+        return a
+
+    def _checked_hybrid(self, actions, n: int):
+        """(floats (n, continuous values) float64 clipped to [-1, 1], ints (n, discrete keys) int64), each row in
+        sorted key order, from {key: batched values}; a ValueError naming the key for anything else."""
+        space = self.space
+        keys = [key for key, _ in self.layout]
+        if not isinstance(actions, dict):
+            raise ValueError(f"actions for the hybrid space {space} must be a dict {{key: batched values}} with the "
+                             f"keys {keys}, got {type(actions).__name__}")  # fmt: skip
+        try:
+            given = sorted(actions)
+        except TypeError:  # keys that do not compare: a str key beside an int one
+            given = None
+        if given != keys:
+            odd = [k for k in actions if not isinstance(k, str)]
+            raise ValueError(f"actions have the keys [{', '.join(sorted(map(repr, actions)))}]; {space} needs {keys}"
+                             + (f" (the key {odd[0]!r} is not a string)" if odd else ""))
+        floats, ints = [], []
+        for key, size in self.layout:
+            a = _as_array(actions[key], f"actions[{key!r}]")
+            if isinstance(space[key], gym.spaces.Discrete):
+                if a.shape == (n, 1):
+                    a = a.reshape(n)
+                if a.shape != (n,):
+                    raise ValueError(f"actions[{key!r}] must have shape ({n},) (one index per env), got {a.shape}")
+                if a.dtype.kind == "f":
+                    if not np.isfinite(a).all():
+                        raise ValueError(f"actions[{key!r}] contains NaN or infinite values")
+                    if not (a == np.round(a)).all():
+                        raise ValueError(f"actions[{key!r}] must be whole numbers (discrete choices)")
+                elif a.dtype.kind not in "iu":
+                    raise ValueError(f"actions[{key!r}] must be integers, got dtype {a.dtype}")
+                if (a < 0).any() or (a >= size).any():
+                    bad = np.flatnonzero((a < 0) | (a >= size))
+                    raise ValueError(f"actions[{key!r}] out of range: must be in [0, {size}), got {a[bad[0]]} "
+                                     f"(sub-envs {bad[:10].tolist()})")  # fmt: skip
+                ints.append(a.astype(np.int64))
+                continue
+            if a.shape == (n,) and size == 1:
+                a = a.reshape(n, 1)
+            if a.shape != (n, size):
+                raise ValueError(f"actions[{key!r}] must have shape ({n}, {size}), got {a.shape}")
+            if a.dtype.kind not in "fiu":
+                raise ValueError(f"actions[{key!r}] must be numbers, got dtype {a.dtype}")
+            if not np.isfinite(a).all():
+                bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
+                raise ValueError(f"actions[{key!r}] contains NaN or infinite values (sub-envs {bad[:10].tolist()})")
+            floats.append(np.minimum(np.maximum(a, -1.0, dtype=np.float64), 1.0))
+        return np.concatenate(floats, axis=1), np.stack(ints, axis=1)
+
+    def packed(self, a: np.ndarray, s: slice) -> bytes:
+        """The framed packed action message (binary step exchange) for the agents in ``s``."""
+        if self.kind == "continuous":
+            return pack_actions(floats=a[s])
+        if self.kind == "hybrid":
+            return pack_actions(floats=a[0][s], ints=a[1][s])
+        return pack_actions(ints=a[s])
+
+    def json(self, a: np.ndarray) -> list:
+        """godot-rl's list of per-agent action dicts from `checked`'s array."""
+        if self.kind == "hybrid":
+            floats, ints = a
+            columns, f, d = [], 0, 0  # each key's column(s) in the floats or ints array
+            for key, size in self.layout:
+                if isinstance(self.space[key], gym.spaces.Discrete):
+                    columns.append((key, ints[:, d].tolist()))
+                    d += 1
+                else:
+                    columns.append((key, np.round(floats[:, f:f + size], 7).tolist()))
+                    f += size
+            return [{key: values[i] for key, values in columns} for i in range(len(ints))]
+        if self.kind == "continuous":
+            # Rounded to 7 decimals (float32 precision): short JSON numbers are quicker to write and to parse.
+            rows = np.round(a, 7).tolist()
+            if len(self.layout) == 1:
+                key = self.layout[0][0]
+                return [{key: r} for r in rows]
+            out, offsets = [], []
+            start = 0
+            for key, size in self.layout:
+                offsets.append((key, start, start + size))
+                start += size
+            for r in rows:
+                out.append({key: r[s:e] for key, s, e in offsets})
+            return out
+        if self.kind == "discrete":
+            key = self.layout[0][0]
+            return [{key: v} for v in a[:, 0].tolist()]
+        keys = [key for key, _ in self.layout]
+        return [dict(zip(keys, row)) for row in a.tolist()]
 
 
 # ---------------------------------------------------------------------------------------------- the env
@@ -231,8 +507,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             # The launcher told the dialect from the game's first messages (protocol.dialect); a game made with
             # godot_rl_agents' plugin (GODOT_RL) speaks JSON, has no "info" and reports done = terminated.
             self.dialect = self.launcher.instances[0].dialect
-            (self.single_observation_space, self.single_action_space, self._obs_layout, self._act_kind,
-             self._act_layout) = spaces_from_env_info(info)
+            self.policies = policies_from_env_info(info)
             for inst in self.launcher.instances[1:]:
                 self._check_same_spaces(inst)
         except BaseException:
@@ -244,12 +519,9 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self.num_envs = int(self._offsets[-1])
         self.agents_per_instance = self.agent_counts[0] if len(set(self.agent_counts)) == 1 else None
         self.max_episode_steps = info.get("max_episode_steps")
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._set_spaces()
         self.metadata = dict(self.metadata)
-        self.obs_dim = self.single_observation_space.shape[0]
         self._obs = np.zeros((self.num_envs, self.obs_dim), dtype=np.float32)
-        self._single_obs_key = [k for k, _ in self._obs_layout] == ["obs"] or len(self._obs_layout) == 1
         self._seed = seed
         self._needs_reset = True
         self.episode_stats = EpisodeStatistics(self.num_envs)
@@ -282,15 +554,114 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
                 line += f" (its log: {applied!r}: physics ticks/s, time scale, speedup taken)"
         return line
 
+    # ---------------------------------------------------------------- several policies
+    # A game whose agents carry several policy names (agent_policy_names) reports them in ``policies``, and each
+    # env's policy (an index into it) in ``env_policy``. When the policies' spaces are the same, the env works as for
+    # one policy. When they differ (``mixed``), an observation is padded with zeros to the widest policy's size
+    # (``single_observation_space``), actions are a dict {policy name: that policy's batched actions, its envs in
+    # batch order} (``single_action_space`` is the Dict of each policy's space), and steps go as JSON.
+    def _set_spaces(self) -> None:
+        first = self.policies[0]
+        self.mixed = any((p.observation_space, p.action_space) != (first.observation_space, first.action_space)
+                         for p in self.policies)  # fmt: skip
+        names = [p.name for p in self.policies]
+        self.env_policy = np.concatenate([
+            [names.index(name) for name in agent_policy_names(inst.env_info)] for inst in self.launcher.instances
+        ]).astype(np.int64)  # fmt: skip
+        self._obs_codecs = [ObsCodec(p.obs_layout) for p in self.policies]
+        self._act_codecs = [ActionCodec(p.action_space, p.act_kind, p.act_layout) for p in self.policies]
+        self._rows_cache: dict = {}
+        if not self.mixed:
+            self.single_observation_space, self.single_action_space = first.observation_space, first.action_space
+            self.obs_dim = first.observation_space.shape[0]
+            self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+            self.action_space = batch_space(self.single_action_space, self.num_envs)
+            return
+        self.obs_dim = max(p.observation_space.shape[0] for p in self.policies)
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.obs_dim,), np.float32)
+        self.single_action_space = gym.spaces.Dict({p.name: p.action_space for p in self.policies})
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = gym.spaces.Dict({
+            p.name: batch_space(p.action_space, int((self.env_policy == k).sum())) for k, p in enumerate(self.policies)
+        })  # fmt: skip
+
+    def _rows(self, part: slice) -> list:
+        """[(policy index, its envs' positions within ``part``)] for the envs of ``part``."""
+        key = (part.start, part.stop)
+        if key not in self._rows_cache:
+            mine = self.env_policy[part]
+            self._rows_cache[key] = [(k, np.flatnonzero(mine == k)) for k in range(len(self.policies))]
+        return self._rows_cache[key]
+
+    def _checked(self, actions, part: slice):
+        """The actions of ``part``'s envs, checked (ActionCodec.checked); mixed: {policy index: its checked rows}."""
+        n = part.stop - part.start
+        if not self.mixed:
+            return self._act_codecs[0].checked(actions, n)
+        names = [p.name for p in self.policies]
+        if not isinstance(actions, dict) or sorted(actions) != sorted(names):
+            got = sorted(map(str, actions)) if isinstance(actions, dict) else type(actions).__name__
+            raise ValueError(f"{self.env_id}'s policies have different spaces: actions must be a dict {{policy name: "
+                             f"that policy's batched actions}} with the keys {names}, got {got}")  # fmt: skip
+        return {k: self._act_codecs[k].checked(actions[names[k]], rows.size) for k, rows in self._rows(part)}
+
+    def _mixed_json(self, a: dict, part: slice) -> list:
+        """godot-rl's per-agent action dicts for ``part``'s envs from `_checked`'s dict."""
+        per_agent = [None] * (part.stop - part.start)
+        for k, rows in self._rows(part):
+            for row, action in zip(rows.tolist(), self._act_codecs[k].json(a[k])):
+                per_agent[row] = action
+        return per_agent
+
+    def _reply_obs(self, msg: dict, i: int, label: str) -> np.ndarray:
+        """Instance i's observations in a step or reset reply: (agents, obs_dim) float32 (mixed: zero-padded)."""
+        agents = self.agent_counts[i]
+        if not self.mixed:
+            return self._obs_codecs[0].from_reply(msg, agents, label)
+        out = np.zeros((agents, self.obs_dim), np.float32)
+        rows = self._rows(self._slice(i))
+        dims = np.zeros(agents, np.int64)
+        for k, r in rows:
+            dims[r] = self._obs_codecs[k].dim
+        if "obs_f32" in msg:
+            flat = packed_floats(msg["obs_f32"], label)
+            if flat.size != dims.sum():
+                raise GameBugError(f"{label}: {flat.size} packed observation values, expected {int(dims.sum())} (the "
+                                   "sizes its agents declared, get_obs_space()); an agent's observation must keep the "
+                                   "size it declared")  # fmt: skip
+            ends = np.cumsum(dims)
+            for j in range(agents):
+                out[j, : dims[j]] = flat[ends[j] - dims[j] : ends[j]]
+            return out
+        obs_list = msg["obs"]
+        if not isinstance(obs_list, list) or len(obs_list) != agents:
+            raise GameBugError(f"{label}: observations for {len(obs_list) if isinstance(obs_list, list) else '?'} "
+                               f"agents, expected {agents}")  # fmt: skip
+        for k, r in rows:
+            out[r, : dims[r[0]] if r.size else 0] = self._obs_codecs[k].flat([obs_list[j] for j in r.tolist()], label)
+        return out
+
+    def _one_obs(self, obs: dict, i: int, j: int) -> np.ndarray:
+        """Agent j of instance i's observation dict (a terminal observation) as a row of obs_dim (mixed: padded)."""
+        if not self.mixed:
+            return self._obs_codecs[0].one(obs)
+        k = int(self.env_policy[self._offsets[i] + j])
+        row = np.zeros(self.obs_dim, np.float32)
+        row[: self._obs_codecs[k].dim] = self._obs_codecs[k].one(obs)
+        return row
+
     # ---------------------------------------------------------------- helpers
     def _check_same_spaces(self, inst) -> None:
-        spaces = spaces_from_env_info(inst.env_info)
-        if spaces[0] != self.single_observation_space or spaces[1] != self.single_action_space:
+        theirs = [(p.name, p.observation_space, p.action_space) for p in policies_from_env_info(inst.env_info)]
+        ours = [(p.name, p.observation_space, p.action_space) for p in self.policies]
+        if theirs != ours:
+            def say(ps):
+                return "; ".join(f"{name}: {o} / {a}" for name, o, a in ps)
+
             raise GameError(
-                f"{inst.label()} reports the spaces {spaces[0]} / {spaces[1]}, unlike instance 0's "
-                f"{self.single_observation_space} / {self.single_action_space}: every instance of a game must have "
-                "the same observation and action spaces (does the game build them from a random or per-instance "
-                "setting?)"
+                f"{inst.label()} reports the policies and spaces {say(theirs)}, unlike instance 0's {say(ours)}: every "
+                "instance of a game must have the same policies, observation and action spaces (does the game build "
+                "them from a random or per-instance setting?)"
             )
         if inst.dialect != self.dialect:
             raise GameError(f"{inst.label()} speaks {DIALECT_NAMES[inst.dialect]}, unlike instance 0 "
@@ -304,203 +675,6 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
 
     def _slice(self, i: int) -> slice:
         return slice(self._offsets[i], self._offsets[i + 1])
-
-    def _flat_obs(self, obs_list, inst_label="") -> np.ndarray:
-        """(agents, obs_dim) float32 from godot-rl's list of per-agent obs dicts."""
-        try:
-            if self._single_obs_key:
-                key = self._obs_layout[0][0]
-                arr = np.asarray([o[key] for o in obs_list], dtype=np.float32)
-                arr = arr.reshape(len(obs_list), -1)
-            else:
-                arr = np.asarray(
-                    [np.concatenate([np.asarray(o[k], dtype=np.float32).ravel() for k, _ in self._obs_layout])
-                     for o in obs_list],
-                    dtype=np.float32,
-                )
-        except (KeyError, TypeError, ValueError) as e:
-            raise self._obs_problem(obs_list, inst_label) or ValueError(
-                f"{inst_label}: malformed observations from the game ({e!r})") from None
-        if arr.shape[1] != self.obs_dim:
-            raise self._obs_problem(obs_list, inst_label) or GameBugError(
-                f"{inst_label}: observation of size {arr.shape[1]}, expected {self.obs_dim}")
-        return arr
-
-    def _obs_problem(self, obs_list, inst_label: str) -> Optional[GameBugError]:
-        """The first agent whose observation does not fit what the game declared, in one line (the error path)."""
-        declared = ", ".join(f"{key!r}: {size}" for key, size in self._obs_layout)
-        for j, o in enumerate(obs_list):
-            for key, size in self._obs_layout:
-                value = o.get(key) if isinstance(o, dict) else None
-                try:
-                    n = np.asarray(value, dtype=np.float32).size if value is not None else None
-                except (TypeError, ValueError):
-                    n = None
-                if n is None:
-                    what = f"is {str(value)[:60]!r}, not a list of numbers" if value is not None else "is missing"
-                elif n != size:
-                    what = f"has {n} values"
-                else:
-                    continue
-                return GameBugError(f"{inst_label}: agent {j}'s observation {key!r} {what}, but the game declared "
-                                    f"{{{declared}}} in its env_info (get_obs_space()); an agent's observation must "
-                                    "keep the size and kind it declared")  # fmt: skip
-        return None
-
-    def _step_obs(self, msg: dict, agents: int, inst_label="") -> np.ndarray:
-        """(agents, obs_dim) float32 from a step reply: packed ("obs_f32", asked for in our handshake) or JSON."""
-        if "obs_f32" not in msg:
-            return self._flat_obs(msg["obs"], inst_label)
-        try:
-            arr = np.frombuffer(base64.b64decode(msg["obs_f32"], validate=True), dtype="<f4")
-        except (binascii.Error, TypeError, ValueError) as e:
-            raise ValueError(f"{inst_label}: malformed packed observations from the game ({e!r})") from None
-        if arr.size != agents * self.obs_dim:
-            raise GameBugError(f"{inst_label}: {arr.size} packed observation values, expected {agents} agents x "
-                               f"{self.obs_dim} as the game declared (get_obs_space()); an agent's observation must "
-                               "keep the size it declared")  # fmt: skip
-        return arr.reshape(agents, self.obs_dim)
-
-    def _flat_one(self, obs: dict) -> np.ndarray:
-        return self._flat_obs([obs])[0]
-
-    def _checked_actions(self, actions, n: Optional[int] = None):
-        """Validate the batched actions of ``n`` envs (default: all): (n, dim) float64 clipped to [-1, 1] for
-        continuous ones, (n, keys) int64 for discrete ones, each row's values in sorted key order (the packed
-        actions' layout); for a hybrid space the pair of both, (floats, ints)."""
-        n = self.num_envs if n is None else n
-        if self._act_kind == "hybrid":
-            return self._checked_hybrid(actions, n)
-        a = _as_array(actions, "actions")
-        if self._act_kind == "continuous":
-            dim = self.single_action_space.shape[0]
-            if a.shape == (n,) and dim == 1:
-                a = a.reshape(n, 1)
-            if a.shape != (n, dim):
-                raise ValueError(f"actions must have shape ({n}, {dim}) for {self.single_action_space}, got {a.shape}")
-            if a.dtype.kind not in "fiu":  # floats or integers (not bools, not objects)
-                raise ValueError(f"continuous actions must be numbers, got dtype {a.dtype}")
-            if not np.isfinite(a).all():
-                bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
-                raise ValueError(f"actions contain NaN or infinite values (sub-envs {bad[:10].tolist()})")
-            # minimum(maximum()) is np.clip without its Python wrapper (a few µs per step); it returns a new array.
-            return np.minimum(np.maximum(a, -1.0, dtype=np.float64), 1.0)
-        # discrete / multidiscrete
-        k = len(self._act_layout)
-        if self._act_kind == "discrete":
-            if a.shape == (n, 1):
-                a = a.reshape(n)
-            if a.shape != (n,):
-                raise ValueError(f"actions must have shape ({n},) for {self.single_action_space}, got {a.shape}")
-        elif a.shape != (n, k):
-            raise ValueError(f"actions must have shape ({n}, {k}) for {self.single_action_space}, got {a.shape}")
-        if a.dtype.kind == "f":
-            if not np.isfinite(a).all():
-                raise ValueError("discrete actions contain NaN or infinite values")
-            if not (a == np.round(a)).all():
-                raise ValueError("discrete actions must be whole numbers")
-        elif a.dtype.kind not in "iu":
-            raise ValueError(f"discrete actions must be integers, got dtype {a.dtype}")
-        a = a.astype(np.int64)
-        nvec = np.array([s for _, s in self._act_layout])
-        a = a.reshape(n, -1)
-        if (a < 0).any() or (a >= nvec).any():
-            raise ValueError(f"discrete actions out of range for {self.single_action_space}")
-        return a
-
-    def _checked_hybrid(self, actions, n: int):
-        """(floats (n, continuous values) float64 clipped to [-1, 1], ints (n, discrete keys) int64), each row in
-        sorted key order, from {key: batched values}; a ValueError naming the key for anything else."""
-        space = self.single_action_space
-        keys = [key for key, _ in self._act_layout]
-        if not isinstance(actions, dict):
-            raise ValueError(f"actions for the hybrid space {space} must be a dict {{key: batched values}} with the "
-                             f"keys {keys}, got {type(actions).__name__}")  # fmt: skip
-        try:
-            given = sorted(actions)
-        except TypeError:  # keys that do not compare: a str key beside an int one
-            given = None
-        if given != keys:
-            odd = [k for k in actions if not isinstance(k, str)]
-            raise ValueError(f"actions have the keys [{', '.join(sorted(map(repr, actions)))}]; {space} needs {keys}"
-                             + (f" (the key {odd[0]!r} is not a string)" if odd else ""))
-        floats, ints = [], []
-        for key, size in self._act_layout:
-            a = _as_array(actions[key], f"actions[{key!r}]")
-            if isinstance(space[key], gym.spaces.Discrete):
-                if a.shape == (n, 1):
-                    a = a.reshape(n)
-                if a.shape != (n,):
-                    raise ValueError(f"actions[{key!r}] must have shape ({n},) (one index per env), got {a.shape}")
-                if a.dtype.kind == "f":
-                    if not np.isfinite(a).all():
-                        raise ValueError(f"actions[{key!r}] contains NaN or infinite values")
-                    if not (a == np.round(a)).all():
-                        raise ValueError(f"actions[{key!r}] must be whole numbers (discrete choices)")
-                elif a.dtype.kind not in "iu":
-                    raise ValueError(f"actions[{key!r}] must be integers, got dtype {a.dtype}")
-                if (a < 0).any() or (a >= size).any():
-                    bad = np.flatnonzero((a < 0) | (a >= size))
-                    raise ValueError(f"actions[{key!r}] out of range: must be in [0, {size}), got {a[bad[0]]} "
-                                     f"(sub-envs {bad[:10].tolist()})")  # fmt: skip
-                ints.append(a.astype(np.int64))
-                continue
-            if a.shape == (n,) and size == 1:
-                a = a.reshape(n, 1)
-            if a.shape != (n, size):
-                raise ValueError(f"actions[{key!r}] must have shape ({n}, {size}), got {a.shape}")
-            if a.dtype.kind not in "fiu":
-                raise ValueError(f"actions[{key!r}] must be numbers, got dtype {a.dtype}")
-            if not np.isfinite(a).all():
-                bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
-                raise ValueError(f"actions[{key!r}] contains NaN or infinite values (sub-envs {bad[:10].tolist()})")
-            floats.append(np.minimum(np.maximum(a, -1.0, dtype=np.float64), 1.0))
-        return np.concatenate(floats, axis=1), np.stack(ints, axis=1)
-
-    def _encode_actions(self, actions) -> list:
-        """Validate the batched actions and turn them into godot-rl's list of per-agent dicts."""
-        return self._json_actions(self._checked_actions(actions))
-
-    def _packed_actions(self, a: np.ndarray, s: slice) -> bytes:
-        """The framed packed action message (binary step exchange) for the agents in ``s``."""
-        if self._act_kind == "continuous":
-            return pack_actions(floats=a[s])
-        if self._act_kind == "hybrid":
-            return pack_actions(floats=a[0][s], ints=a[1][s])
-        return pack_actions(ints=a[s])
-
-    def _json_actions(self, a: np.ndarray) -> list:
-        """godot-rl's list of per-agent action dicts from `_checked_actions`' array."""
-        if self._act_kind == "hybrid":
-            floats, ints = a
-            columns, f, d = [], 0, 0  # each key's column(s) in the floats or ints array
-            for key, size in self._act_layout:
-                if isinstance(self.single_action_space[key], gym.spaces.Discrete):
-                    columns.append((key, ints[:, d].tolist()))
-                    d += 1
-                else:
-                    columns.append((key, np.round(floats[:, f:f + size], 7).tolist()))
-                    f += size
-            return [{key: values[i] for key, values in columns} for i in range(len(ints))]
-        if self._act_kind == "continuous":
-            # Rounded to 7 decimals (float32 precision): short JSON numbers are quicker to write and to parse.
-            rows = np.round(a, 7).tolist()
-            if len(self._act_layout) == 1:
-                key = self._act_layout[0][0]
-                return [{key: r} for r in rows]
-            out, offsets = [], []
-            start = 0
-            for key, size in self._act_layout:
-                offsets.append((key, start, start + size))
-                start += size
-            for r in rows:
-                out.append({key: r[s:e] for key, s, e in offsets})
-            return out
-        if self._act_kind == "discrete":
-            key = self._act_layout[0][0]
-            return [{key: v} for v in a[:, 0].tolist()]
-        keys = [key for key, _ in self._act_layout]
-        return [dict(zip(keys, row)) for row in a.tolist()]
 
     def _restart(self, i: int, error: BaseException) -> np.ndarray:
         """Restart instance i (raises past the budget), reset it and return its agents' first observations."""
@@ -517,7 +691,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         """Instance i's reply to "reset": its agents' first observations, packed when the handshake asked for it
         (float32-exact, where JSON keeps 6 digits) or JSON."""
         inst = self.launcher.instances[i]
-        return self._step_obs(inst.conn.recv(expect="reset"), self.agent_counts[i], inst.label())
+        return self._reply_obs(inst.conn.recv(expect="reset"), i, inst.label())
 
     # ---------------------------------------------------------------- gymnasium API
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
@@ -559,7 +733,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             raise RuntimeError(f"group(s) {sorted(self._pending)} were sent actions with step_async: step_wait for "
                                "them before step()")  # fmt: skip
         everyone = range(self.num_instances)
-        failed = self._send(self._checked_actions(actions, self.num_envs), everyone)
+        failed = self._send(self._checked(actions, slice(0, self.num_envs)), everyone)
         return self._receive(everyone, failed)
 
     # ---------------------------------------------------------------- groups: pipelined rollouts
@@ -575,7 +749,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         if group in self._pending:
             raise RuntimeError(f"group {group} already has actions in flight: step_wait({group}) first")
         s = self.groups[group]
-        a = self._checked_actions(actions, s.stop - s.start)
+        a = self._checked(actions, s)
         self._pending[group] = self._send(a, self._group_instances[group])
 
     def step_wait(self, group: int):
@@ -604,11 +778,12 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)
             try:
                 # binary step exchange when the instance's env_info says so (godot-rl's plugin never does)
-                if inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING:
-                    inst.conn.send_bytes(self._packed_actions(a, s))
+                if not self.mixed and inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING:
+                    inst.conn.send_bytes(self._act_codecs[0].packed(a, s))
                 else:
                     if per_agent is None:
-                        per_agent = self._json_actions(a)
+                        part = slice(base, self._offsets[insts.stop])
+                        per_agent = self._mixed_json(a, part) if self.mixed else self._act_codecs[0].json(a)
                     inst.conn.step_send(per_agent[s])
             except GodotConnectionError as e:
                 failed[i] = e
@@ -630,7 +805,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             inst = self.launcher.instances[i]
             s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)
             agents = s.stop - s.start
-            if inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING:
+            if not self.mixed and inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING:
                 try:
                     obs, rew, status, term_obs, infos = inst.conn.step_recv_packed(agents, self.obs_dim)
                 except GodotConnectionError as e:
@@ -656,7 +831,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
                 failed[i] = e
                 continue
             label = inst.label()
-            new_obs[s] = self._step_obs(msg, agents, label)
+            new_obs[s] = self._reply_obs(msg, i, label)
             try:
                 rewards[s] = np.asarray(msg["reward"], dtype=np.float64)
             except (TypeError, ValueError):
@@ -677,7 +852,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
                     truncated[s.start + j] = trunc
                     terminated[s.start + j] = not trunc
                     term_obs = agent_info.pop("terminal_observation", None)
-                    final_obs[s.start + j] = self._flat_one(term_obs) if term_obs is not None else new_obs[s.start + j]
+                    final_obs[s.start + j] = self._one_obs(term_obs, i, j) if term_obs is not None else new_obs[s.start + j]
                     final_info[s.start + j] = agent_info  # the game's get_info() of the ended episode
         for i, e in failed.items():
             s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)

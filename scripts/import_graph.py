@@ -21,15 +21,15 @@ LAYERS = [
     {"grouped_env", "gym_env", "vec_env"},  # the vector envs
     {"agent", "recurrent", "rnd", "normalization", "checkpoint", "policy_file", "onnx_policy", "trained_agent",
      "run_folder", "demos", "cloning"},
-    {"rollout", "ray_rollouts", "ppo"},  # the algorithm and where its rollouts come from
+    {"rollout", "ray_rollouts", "policies", "self_play", "ppo"},  # the algorithm and where its rollouts come from
     {"train", "playback", "profiling", "export", "game_commands", "record_command"},  # the commands
     {"cli", "__main__", "__init__"},  # the command line (the package's make_vec_env shortcut is lazy)
 ]
 # Edges the layers allow but the design does not: the algorithm knows no rollout source by name, and neither the
 # rollouts on Ray nor the tools know the algorithm or the train command.
 FORBIDDEN = {
-    ("ppo", "ray_rollouts"), ("ppo", "rollout"),
-    ("ray_rollouts", "ppo"), ("rollout", "ppo"),
+    ("ppo", "ray_rollouts"), ("ppo", "rollout"), ("ppo", "policies"), ("ppo", "self_play"),
+    ("ray_rollouts", "ppo"), ("rollout", "ppo"), ("policies", "ppo"), ("self_play", "ppo"),
     *((tool, m) for tool in ("playback", "profiling", "export", "game_commands") for m in ("ppo", "train")),
 }
 __doc__ += "\n".join(f"    {i}: {', '.join(sorted(layer))}" for i, layer in enumerate(LAYERS)) + "\n"

@@ -20,6 +20,8 @@ plus test-only ones:
   --fake_mode=human_fallback        (with that dialect) connect to nothing and run on, as that plugin does when its
                                     one connection attempt fails (crash_after=N works in that dialect too)
   --fake_env_info=KEY,...           (with that dialect) leave these keys out of env_info
+  --fake_policy_names=A,B           (with that dialect) send agent_policy_names, the agents' names in turn (the
+                                    plugin's Godot 4 branch sends them; its Godot 3 branch does not)
   --fake_first=TYPE                 (with that dialect) answer the handshake with a message of this type instead
   --fake_bug=WHAT:N                 (with that dialect) a game's deterministic bug from step N on, in agent 1:
                                     obs_size (6 values, not 4), obs_empty, obs_string ("abc"), reward_string ("ten");
@@ -316,6 +318,9 @@ def plain_game(args):
         sys.exit(1)
     info = {"type": "env_info", "observation_space": {"obs": {"size": [4], "space": "box"}},
             "action_space": {"move": {"size": 2, "action_type": "continuous"}}, "n_agents": n}
+    if "fake_policy_names" in args:  # as the plugin's Godot 4 branch sends them: one name per agent, in turn
+        names = args["fake_policy_names"].split(",")
+        info["agent_policy_names"] = [names[j % len(names)] for j in range(n)]
     for key in filter(None, args.get("fake_env_info", "").split(",")):
         info.pop(key, None)
     if "fake_first" in args:

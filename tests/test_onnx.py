@@ -187,7 +187,7 @@ def test_imported_operators_play_with_the_same_numbers(headless_export, tmp_path
     _export(_Normalised(), tmp_path / "m.onnx")
     policy = onnx_policy.import_policy(tmp_path / "m.onnx", GAME)
     assert [layer["activation"] for layer in policy["layers"]] == ["relu", "sigmoid", "linear"]
-    assert policy["obs_normalization"]["clip"] == 5.0 and policy["version"] == 2
+    assert policy["obs_normalization"]["clip"] == 5.0 and policy["version"] == 3
     write_policy(tmp_path / "m.json", policy)
     obs = _observations(6, seed=3)
     output, _ = _session(tmp_path / "m.onnx").run(None, {"obs": obs, "state_ins": np.zeros(N, np.float32)})

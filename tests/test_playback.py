@@ -85,7 +85,7 @@ def test_gdscript_forward_matches_pytorch(headless_export, tmp_path, kind, space
     policy_path = playback.export_policy(checkpoint, env_info=env_info(godot_actions))
     assert policy_path == tmp_path / "model.policy.json"
     policy = json.loads(policy_path.read_text())
-    assert policy["format"] == "godot-ppo-policy" and policy["version"] == 2
+    assert policy["format"] == "godot-ppo-policy" and policy["version"] == 3
     assert policy["action_rule"] == {"discrete": "argmax", "continuous": "clipped_mean", "hybrid": "per_key"}[kind]
     if kind == "hybrid":
         assert [k["key"] for k in policy["action_keys"]] == ["aim", "move", "jump", "mode"]
@@ -335,7 +335,7 @@ def _bad_files(tmp: Path) -> dict:
         "layer_sizes": (write("layer_sizes", layers), "layer 1 expects 64 inputs"),
         "nan_weight": (write("nan_weight", text[:i] + "NaN" + text[j:]), "NaN"),
         "inf_bias": (write("inf_bias", text[:bi] + "-1e999" + text[bj:]), "not a finite number"),
-        "version": (write("version", dict(good, version=3)), "unknown policy file version 3"),
+        "version": (write("version", dict(good, version=4)), "unknown policy file version 4"),
     }
 
 

@@ -1,16 +1,19 @@
 extends "res://tests/test_case.gd"
 # --policy_reload (policy_reloader.gd): a new file replaces the policy; a half-written, damaged or
 # mismatched one keeps the previous policy and is tried again at its next change; a missing file is
-# waited for. The clock is the test's own (poll's now_msec), so no test waits for real time.
+# waited for; a bundle reloads all its policies. The clock is the test's own (poll's now_msec), so no
+# test waits for real time.
 
 const PolicyReloader = preload("res://addons/rl_sync/policy_reloader.gd")
-const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
+const PolicySet = preload("res://addons/rl_sync/policy_set.gd")
 const TestPolicyRunner = preload("res://tests/test_policy_runner.gd")
 
 const ACTION_SPACE := {"move": {"size": 2, "action_type": "continuous"}}
 
 var _path := ""
 var _clock := 0
+# The policies the reloader hands new versions to: one agent of 4 observations.
+var _policies: PolicySet = null
 
 
 func _policy_text(global_step: int, bias: float, env: String = "ball_chase") -> String:
@@ -31,17 +34,23 @@ func _write(text: String) -> void:
 	file.close()
 
 
-func _reloader() -> PolicyReloader:
+func _reloader(text: String = _policy_text(100, 0.1), agents: Array = [["shared_policy", 4]]) -> PolicyReloader:
 	_path = "%s/rl_sync_reload_test_%d.json" % [OS.get_environment("TMPDIR") if OS.get_environment("TMPDIR") != "" else "/tmp", OS.get_process_id()]
-	var text := _policy_text(100, 0.1)
 	_write(text)
-	return PolicyReloader.new(_path, "ball_chase", 4, ACTION_SPACE, text)
+	var specs := []
+	for agent in agents:
+		specs.append({"label": "agent %d" % specs.size(), "policy": agent[0], "obs_size": agent[1],
+				"action_space": ACTION_SPACE})
+	_policies = PolicySet.new("ball_chase", specs)
+	check_eq(_policies.load_files([_path], {_path: text}), "", "the first file loads")
+	return PolicyReloader.new(_path, _policies, text)
 
 
-# The next poll is due: the reloader checks a few times a second, not every call.
+# The next poll is due: the reloader checks a few times a second, not every call. Returns the runner
+# of agent 0 when the file was reloaded, else null.
 func _poll(reloader: PolicyReloader):
 	_clock += PolicyReloader.CHECK_EVERY_MSEC
-	return reloader.poll(_clock)
+	return _policies._runner_of[0] if reloader.poll(_clock) else null
 
 
 func cleanup() -> void:
@@ -72,7 +81,7 @@ func test_checks_are_spaced_out() -> void:
 	var reloader := _reloader()
 	_poll(reloader)
 	_write(_policy_text(200, 0.3))
-	check(reloader.poll(_clock + 1) == null, "no check 1 ms after the last one")
+	check(not reloader.poll(_clock + 1), "no check 1 ms after the last one")
 	check(_poll(reloader) != null, "the next check finds the file")
 
 
@@ -128,3 +137,29 @@ func test_missing_file_is_waited_for() -> void:
 
 func reloads_of(reloader: PolicyReloader) -> int:
 	return reloader.reloads
+
+
+# A bundle (two policies of one game) reloads both at once, and only when both still fit.
+func test_a_bundle_reloads_all_its_policies() -> void:
+	var reloader := _reloader(_bundle_text(100, 0.1), [["a", 4], ["b", 4]])
+	_write(_bundle_text(200, 0.3))
+	check(_poll(reloader) != null, "the new bundle is loaded")
+	check_near(_policies.act([0, 0, 0, 0], 0)["move"][0], 0.3, 1e-6, "policy a's new network acts")
+	check_near(_policies.act([0, 0, 0, 0], 1)["move"][0], -0.3, 1e-6, "policy b's new network acts")
+	var one_only: Dictionary = parse_json(_bundle_text(300, 0.5))
+	one_only["policies"].pop_back()
+	_write(to_json(one_only))
+	check(_poll(reloader) == null, "a bundle without b's policy is refused")
+	check_near(_policies.act([0, 0, 0, 0], 1)["move"][0], -0.3, 1e-6, "b keeps its network")
+
+
+# Policy a's network adds `bias` to its first output, b's subtracts it.
+func _bundle_text(global_step: int, bias: float) -> String:
+	var entries := []
+	for entry in [["a", bias], ["b", -bias]]:
+		var policy: Dictionary = parse_json(_policy_text(global_step, entry[1]))
+		policy["version"] = 3
+		policy["policy_name"] = entry[0]
+		entries.append(policy)
+	return to_json({"format": "godot-ppo-policy", "version": 3, "env": "ball_chase", "policies": entries,
+			"source": {"global_step": global_step}})

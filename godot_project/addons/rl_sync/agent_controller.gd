@@ -69,6 +69,12 @@ func get_heuristic_action() -> Dictionary:
 	return zero_action()
 
 
+# Optional, and deliberately not defined here (RLSync asks has_method()): a game of two teams may give
+# a hand-written opponent, played by --opponent=scripted (or --policy=scripted) in matches:
+#     func get_scripted_action() -> Dictionary
+# returns an action like get_heuristic_action()'s (see games/pong/pong_agent.gd).
+
+
 # --- Provided ----------------------------------------------------------------------------------
 
 func get_obs_space() -> Dictionary:

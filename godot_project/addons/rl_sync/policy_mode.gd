@@ -1,27 +1,37 @@
 extends Reference
-# --policy: a trained network (a policy file, see policy_runner.gd) drives every agent, without a
-# trainer. With --eval_episodes it plays that many episodes and prints {"eval": {...}}; with
-# --policy_forward it prints the network's outputs for given observations (parity checks); with
-# --policy_reload it picks up each new version of the file (`godot-ppo train --watch`).
+# --policy=FILE[,FILE...]: trained networks (policy files, see policy_runner.gd) drive the agents,
+# without a trainer; each agent plays the network of its policy_name (policy_set.gd: a file without
+# one plays every agent, a bundle gives several). With --eval_episodes it plays that many episodes and
+# prints {"eval": {...}}; with --policy_forward it prints one network's outputs for given observations
+# (parity checks); with --policy_reload it picks up each new version of the files (`train --watch`).
 # --policy=random: uniformly random actions (seeded by --env_seed) instead of a file, in any game: the
 # baseline of an evaluation (--policy=random --eval_episodes=N).
+# With --opponent=FILE|random|scripted|human, a game of two teams plays matches instead: the policy
+# on one side, the opponent on the other (match_mode.gd).
 #
 # RLSync (sync.gd) holds one in policy mode. Nothing here quits: errors come back as a String and
 # step() says when the evaluation is over, for RLSync to stop the run.
 
 const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
 const PolicyReloader = preload("res://addons/rl_sync/policy_reloader.gd")
+const PolicySet = preload("res://addons/rl_sync/policy_set.gd")
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
+const MatchMode = preload("res://addons/rl_sync/match_mode.gd")
 
 # --policy=RANDOM: random actions instead of a policy file.
 const RANDOM := "random"
 # What start() returns once --policy_forward has printed the outputs: the run is over.
 const PRINTED := "(printed the outputs)"
 
+# The networks that play the agents (null with --policy=random or --policy_forward).
+var policies: PolicySet = null
+# --policy_forward: the one network it runs.
 var runner: PolicyRunner = null
-# With --policy_reload: watches the file and hands over each new version (null otherwise).
-var reloader: PolicyReloader = null
+# With --policy_reload: one per file, each hands its new versions to `policies`.
+var reloaders := []
+# With --opponent: the matches, which then drive every agent.
+var matches: MatchMode = null
 
 # The RLSync node: its env_name and decision_step(). A Node, so holding it makes no reference cycle.
 var _sync: Node
@@ -33,6 +43,8 @@ var _random: RandomNumberGenerator = null
 var _eval_quota := []
 var _eval_returns := []
 var _eval_lengths := []
+# Which agent played each evaluated episode (the report's by_policy).
+var _eval_agents := []
 
 
 # `seed_value` (--env_seed) goes into the evaluation report and seeds --policy=random.
@@ -46,6 +58,9 @@ func _init(sync_node: Node, seed_value: int) -> void:
 # splits the episodes among the agents; or, with --policy_forward, prints the network's outputs and
 # returns PRINTED. Returns "" to go on, PRINTED, or what is wrong.
 func start(eval_episodes: int) -> String:
+	if RlArgs.has("opponent"):
+		matches = MatchMode.new(_sync, _seed)
+		return matches.start(RlArgs.get_string("policy", ""), RlArgs.get_string("opponent", ""), eval_episodes)
 	# --policy_forward checks the network alone (any policy file), so it skips the agent check.
 	var forward_only := RlArgs.has("policy_forward")
 	var error := load_policy(RlArgs.get_string("policy", ""), not forward_only)
@@ -57,38 +72,55 @@ func start(eval_episodes: int) -> String:
 	return error
 
 
-# Returns "" or what is wrong with the file. `check_agents`: the file must fit the game's first
-# agent (--policy_forward checks the network alone, so it skips this). With --policy_reload the file
-# is then watched, and a new version replaces the policy (policy_reloader.gd).
-func load_policy(file_path: String, check_agents: bool) -> String:
-	if file_path == RANDOM:
+# Returns "" or what is wrong with the files (`policy_arg`: --policy's value, files separated by
+# commas). `check_agents`: every agent must have a network that fits it (--policy_forward runs one
+# network alone, so it skips this). With --policy_reload each file is then watched, and a new
+# version replaces its networks (policy_reloader.gd).
+func load_policy(policy_arg: String, check_agents: bool) -> String:
+	if policy_arg == RANDOM:
 		if not check_agents:
 			return "--policy_forward needs a policy file; --policy=random has no network"
 		_random = RandomNumberGenerator.new()
 		_random.seed = _seed
 		return ""
-	runner = PolicyRunner.new()
-	var reload := check_agents and RlArgs.has("policy_reload")
-	# Reloading compares the file's text with what was loaded: read it once, for both.
-	var text := PolicyReloader.read_text(file_path) if reload else ""
-	var error := ""
-	if text != "":
-		runner.path = file_path
-		error = runner.load_text(text)
-	else:
-		error = runner.load_file(file_path)
-	if error == "" and check_agents:
-		runner.set_agent_count(_agents.size())  # a recurrent policy: one memory per agent
-		var obs_size: int = _agents[0].get_obs().size()
-		error = runner.check_agent(_sync.env_name, obs_size, _sync.action_spaces[0])
-		if error == "" and reload:
-			reloader = PolicyReloader.new(file_path, _sync.env_name, obs_size, _sync.action_spaces[0], text)
+	if policy_arg == "scripted":
+		return "--policy=scripted plays a game's scripted opponent in matches: add --opponent=FILE, random or scripted"
+	var paths := []
+	for path in policy_arg.split(",", false):
+		if path.strip_edges() != "":
+			paths.append(path.strip_edges())
+	if paths.empty():
+		return "--policy=%s names no file: give --policy=FILE[,FILE...] or --policy=random" % policy_arg
+	if not check_agents:
+		if paths.size() != 1:
+			return "--policy_forward runs one network: give one policy file, not %d" % paths.size()
+		runner = PolicyRunner.new()
+		return runner.load_file(paths[0])
+	var reload := RlArgs.has("policy_reload")
+	# Reloading compares each file's text with what was loaded: read it once, for both.
+	var texts := {}
+	for path in paths:
+		var text := PolicyReloader.read_text(path) if reload else ""
+		if text != "":
+			texts[path] = text
+	policies = PolicySet.new(_sync.env_name, PolicySet.agent_specs(_agents, _sync.action_spaces, _sync.get_parent()))
+	var error := policies.load_files(paths, texts)
+	if error == "" and reload:
+		for path in paths:
+			reloaders.append(PolicyReloader.new(path, policies, texts.get(path, "")))
 	return error
 
 
-# What drives the agents: "random", or the policy file's path.
-func policy_name() -> String:
-	return RANDOM if _random != null else runner.path
+# What drives the agents: "random", or --policy's files (separated by commas).
+func policy_arg() -> String:
+	return RANDOM if _random != null else PoolStringArray(policies.paths).join(",")
+
+
+# The overlay's words for it: "random", or the files' names.
+func file_names() -> String:
+	if matches != null:
+		return matches.label()
+	return RANDOM if _random != null else policies.file_names()
 
 
 # Splits N evaluation episodes among the agents (0: play until stopped).
@@ -101,11 +133,10 @@ func set_eval_episodes(episodes: int) -> void:
 # One decision step: every agent acts on its observation. Returns true once the evaluation's
 # episodes are all played and the report is printed.
 func step() -> bool:
-	if reloader != null:
-		var fresh = reloader.poll(OS.get_ticks_msec())
-		if fresh != null:
-			runner = fresh
-			runner.set_agent_count(_agents.size())
+	if matches != null:
+		return matches.step()
+	for reloader in reloaders:
+		reloader.poll(OS.get_ticks_msec())
 	var results: Dictionary = _sync.decision_step()
 	var evaluating := not _eval_quota.empty()
 	for i in range(_agents.size()):
@@ -113,27 +144,50 @@ func step() -> bool:
 			_eval_quota[i] -= 1
 			_eval_returns.append(_agents[i].last_episode_return)
 			_eval_lengths.append(_agents[i].last_episode_length)
+			_eval_agents.append(i)
 		if _random != null:
 			_sync.act(i, BenchmarkMode.sample_action(_sync.action_spaces[i], _random))
 			continue
 		if results["done"][i]:  # the observation starts a new episode: a recurrent policy forgets the last
-			runner.reset(i)
-		_sync.act(i, runner.act(results["obs"][i]["obs"], i))
+			policies.reset(i)
+		_sync.act(i, policies.act(results["obs"][i]["obs"], i))
 	if not evaluating or _eval_quota.max() != 0:
 		return false
-	var total := 0.0
-	for r in _eval_returns:
-		total += r
-	print(to_json({"eval": {
+	var report := {
 		"env": _sync.env_name,
-		"policy": policy_name(),
+		"policy": policy_arg(),
 		"seed": _seed,
 		"episodes": _eval_returns.size(),
 		"returns": _eval_returns,
 		"lengths": _eval_lengths,
-		"mean_return": total / _eval_returns.size(),
-	}}))
+		"mean_return": _mean(_eval_returns),
+	}
+	# Several policies: the sides' returns apart as well (a chaser's +1 is a runner's -1).
+	if _random == null and policies.policy_names().size() > 1:
+		report["by_policy"] = _by_policy()
+	print(to_json({"eval": report}))
 	return true
+
+
+func _by_policy() -> Dictionary:
+	var sides := {}
+	for k in range(_eval_returns.size()):
+		var name: String = policies.policy_of(_eval_agents[k])
+		if not sides.has(name):
+			sides[name] = {"returns": [], "lengths": []}
+		sides[name]["returns"].append(_eval_returns[k])
+		sides[name]["lengths"].append(_eval_lengths[k])
+	for name in sides:
+		sides[name]["episodes"] = sides[name]["returns"].size()
+		sides[name]["mean_return"] = _mean(sides[name]["returns"])
+	return sides
+
+
+static func _mean(values: Array) -> float:
+	var total := 0.0
+	for v in values:
+		total += v
+	return total / max(values.size(), 1)
 
 
 # Parity check with the trainer: reads {"observations": [[...], ...]} and prints the raw network

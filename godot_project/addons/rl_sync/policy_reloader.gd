@@ -5,11 +5,10 @@ extends Reference
 # poll() is cheap enough to call every decision step: a few times a second (CHECK_EVERY_MSEC) it asks for
 # the file's modification time. File.get_modified_time has a resolution of one second, so while the time is
 # that of the last second or two the file's text is read and compared as well: a second write in the same
-# second is not missed. A changed text is loaded into a fresh PolicyRunner and checked against the agent;
-# only a file that loads and fits replaces the policy. A half-written, damaged or mismatched file keeps the
-# previous policy (one warning line) and is tried again when it changes next: never an error, never a quit.
-
-const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
+# second is not missed. A changed text goes to the policy set (policy_set.gd: a bundle reloads all its
+# policies), which loads it and checks it against the agents; only a file that loads and fits replaces
+# its networks. A half-written, damaged or mismatched file keeps the previous policy (one warning line)
+# and is tried again when it changes next: never an error, never a quit.
 
 const CHECK_EVERY_MSEC := 250
 # While the file's time is within this many seconds of now, its text is compared too (see above).
@@ -20,9 +19,8 @@ var path := ""
 var reloads := 0
 var refused := 0
 
-var _game := ""
-var _obs_size := 0
-var _action_space := {}
+# The PolicySet the file's networks belong to: reload_text(path, text) and source_of(path).
+var _policies: Reference
 var _file := File.new()
 var _mtime := -1
 var _text := ""
@@ -30,47 +28,41 @@ var _next_check_msec := 0
 
 
 # `text`: the content the current policy was loaded from (the next poll compares against it).
-func _init(file_path: String, game: String, obs_size: int, action_space: Dictionary, text: String) -> void:
+func _init(file_path: String, policies: Reference, text: String) -> void:
 	path = file_path
-	_game = game
-	_obs_size = obs_size
-	_action_space = action_space
+	_policies = policies
 	_text = text
 	_mtime = _modified_time()
 
 
-# Returns a new PolicyRunner when the file changed to a valid policy that fits the agent, else null.
+# True when the file changed to valid policies that fit the agents (they play from now on).
 # `now_msec`: OS.get_ticks_msec() (tests pass their own clock).
-func poll(now_msec: int):
+func poll(now_msec: int) -> bool:
 	if now_msec < _next_check_msec:
-		return null
+		return false
 	_next_check_msec = now_msec + CHECK_EVERY_MSEC
 	var mtime := _modified_time()
 	if mtime < 0:
-		return null  # the file is gone for now (moved away, being replaced): keep playing
+		return false  # the file is gone for now (moved away, being replaced): keep playing
 	if mtime == _mtime and OS.get_unix_time() > mtime + RECENT_S:
-		return null
+		return false
 	_mtime = mtime
 	var text := _read()
 	if text == _text:
-		return null
+		return false
 	_text = text
-	var runner := PolicyRunner.new()
-	runner.path = path
-	var error := runner.load_text(text)
-	if error == "":
-		error = runner.check_agent(_game, _obs_size, _action_space)
+	var error: String = _policies.reload_text(path, text)
 	if error != "":
 		refused += 1
 		printerr("rl_sync: warning: policy not reloaded, the previous one keeps playing: " + error)
-		return null
+		return false
 	reloads += 1
-	var step = runner.source.get("global_step")
+	var step = _policies.source_of(path).get("global_step")
 	# With the window's frame rate, so a log shows how the watched game kept up. On stderr: stdout is
 	# block-buffered when it is a pipe or a file (Godot 3.2 cannot flush it), so the line would come late.
 	printerr("rl_sync: policy reloaded (global step %s, %d fps)" % [
 			str(int(step)) if typeof(step) in [TYPE_INT, TYPE_REAL] else "?", int(Engine.get_frames_per_second())])
-	return runner
+	return true
 
 
 # The file's text, "" when it cannot be read.

@@ -2,9 +2,10 @@ extends Reference
 # Runs a trained policy inside the engine: loads a policy file written by `godot-ppo export-policy`,
 # checks it against an agent, normalises observations and runs the MLP forward pass in GDScript.
 #
-# The file is JSON (format "godot-ppo-policy", version 2; version 1 files, which know only tanh and
-# linear layers, read the same way):
+# The file is JSON (format "godot-ppo-policy", version 3; version 1 files, which know only tanh and
+# linear layers, and version 2 files, without policy_name, read the same way):
 #   env                 the game it was trained on
+#   policy_name         optional (version 3): the agents' policy_name it plays; without it, every agent
 #   observation_size    length of an agent's flat observation
 #   action_keys         [{"key", "action_type", "size"}] in the order the network's outputs are laid out
 #   action_rule         "clipped_mean" (continuous: the Gaussian mean clipped to [-1, 1]),
@@ -19,9 +20,10 @@ extends Reference
 # The work is shared out: obs_normalization.gd normalises, policy_network.gd checks the layers and
 # runs them (compiled to fast GDScript by block_compiler.gd), policy_actions.gd turns the outputs
 # into actions. This file reads the file, checks it fits an agent, and runs the three in turn.
+# A bundle of several policies ({"policies": [...]}) is policy_set.gd's to split: each entry is one of these.
 
 const FORMAT := "godot-ppo-policy"
-const VERSION := 2
+const VERSION := 3
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const ObsNormalization = preload("res://addons/rl_sync/obs_normalization.gd")
 const PolicyActions = preload("res://addons/rl_sync/policy_actions.gd")
@@ -29,6 +31,8 @@ const PolicyNetwork = preload("res://addons/rl_sync/policy_network.gd")
 
 var path := ""
 var env := ""
+# The agents' policy_name this network plays; "" for a file without one, which plays every agent.
+var policy_name := ""
 var observation_size := 0
 var action_keys := []
 var action_rule := ""
@@ -47,9 +51,9 @@ func load_file(file_path: String) -> String:
 	path = file_path
 	var file := File.new()
 	if not file.file_exists(file_path):
-		return _error("the file does not exist")
+		return error_text("the file does not exist")
 	if file.open(file_path, File.READ) != OK:
-		return _error("the file cannot be read")
+		return error_text("the file cannot be read")
 	var text := file.get_as_text()
 	file.close()
 	return load_text(text)
@@ -57,37 +61,58 @@ func load_file(file_path: String) -> String:
 
 # Loads a policy file's content (`path` names it in errors); returns "" or what is wrong.
 func load_text(text: String) -> String:
+	var parsed := parse_text(text)
+	return parsed["error"] if parsed.has("error") else load_dict(parsed["data"])
+
+
+# A file's text as JSON: {"data": value}, or {"error": what is wrong} (a String is a valid JSON value).
+func parse_text(text: String) -> Dictionary:
 	if text.strip_edges() == "":
-		return _error("the file is empty")
+		return {"error": error_text("the file is empty")}
 	var parsed := JSON.parse(text)
 	if parsed.error != OK:
-		return _error(("not valid JSON (line %d: %s): the file is truncated or damaged, or holds NaN or Infinity, "
-				+ "which JSON cannot represent") % [parsed.error_line, parsed.error_string])
-	var given = parsed.result.get("source") if typeof(parsed.result) == TYPE_DICTIONARY else null
-	source = given if typeof(given) == TYPE_DICTIONARY else {}
-	return load_dict(parsed.result)
+		return {"error": error_text(("not valid JSON (line %d: %s): the file is truncated or damaged, or holds NaN or "
+				+ "Infinity, which JSON cannot represent") % [parsed.error_line, parsed.error_string])}
+	return {"data": parsed.result}
+
+
+# Checks the format and version of a file or bundle; returns "" or what is wrong.
+func check_format(data) -> String:
+	if typeof(data) != TYPE_DICTIONARY or data.get("format") != FORMAT:
+		return error_text("not a godot-ppo policy file (expected \"format\": \"%s\")" % FORMAT)
+	var version = data.get("version")
+	if not BlockCompiler.is_finite_number(version) or not float(version) in [1.0, 2.0, 3.0]:
+		return error_text("unknown policy file version %s; this game reads versions 1 to %d (re-export it with this godot-ppo)"
+				% [str(version), VERSION])
+	return ""
 
 
 func load_dict(data) -> String:
-	if typeof(data) != TYPE_DICTIONARY or data.get("format") != FORMAT:
-		return _error("not a godot-ppo policy file (expected \"format\": \"%s\")" % FORMAT)
-	var version = data.get("version")
-	if not BlockCompiler.is_finite_number(version) or not float(version) in [1.0, float(VERSION)]:
-		return _error("unknown policy file version %s; this game reads versions 1 to %d (re-export it with this godot-ppo)"
-				% [str(version), VERSION])
+	var error := check_format(data)
+	if error != "":
+		return error
+	if data.has("policies"):
+		return error_text("it holds several policies (a bundle); give one policy's file here (RUN_DIR/policies/NAME.json)")
+	var given = data.get("source")
+	if typeof(given) == TYPE_DICTIONARY:
+		source = given
+	var name = data.get("policy_name", policy_name if policy_name != "" else null)
+	if name != null and (typeof(name) != TYPE_STRING or name.strip_edges() == ""):
+		return error_text("policy_name must be a non-empty string, got %s" % str(name).substr(0, 40))
+	policy_name = name if name != null else ""
 	for key in ["env", "observation_size", "action_keys", "action_rule", "layers"]:
 		if not data.has(key):
-			return _error("the key \"%s\" is missing" % key)
+			return error_text("the key \"%s\" is missing" % key)
 	env = str(data["env"])
 	if not BlockCompiler.is_size(data["observation_size"]):
-		return _error("observation_size must be a whole number from 1 to %d, got %s"
+		return error_text("observation_size must be a whole number from 1 to %d, got %s"
 				% [BlockCompiler.MAX_SIZE, str(data["observation_size"]).substr(0, 40)])
 	observation_size = int(data["observation_size"])
 	action_keys = data["action_keys"]
 	action_rule = str(data["action_rule"])
 	if not action_rule in ["clipped_mean", "argmax", "per_key"]:
-		return _error("unknown action_rule \"%s\" (expected clipped_mean, argmax or per_key)" % action_rule)
-	var error := PolicyActions.check_keys(action_keys)
+		return error_text("unknown action_rule \"%s\" (expected clipped_mean, argmax or per_key)" % action_rule)
+	error = PolicyActions.check_keys(action_keys)
 	if error == "":
 		error = _load_normalization(data.get("obs_normalization"))
 	if error == "":
@@ -96,7 +121,7 @@ func load_dict(data) -> String:
 		error = network.build(data["layers"], data.get("lstm"), observation_size, _n_outputs)
 		_network = network
 		lstm = network.lstm
-	return _error(error) if error != "" else ""
+	return error_text(error) if error != "" else ""
 
 
 func _load_normalization(norm) -> String:
@@ -124,11 +149,11 @@ func reset(agent: int) -> void:
 # lists of action keys, when they differ).
 func check_agent(game: String, obs_size: int, action_space: Dictionary) -> String:
 	if env != game:
-		return _error("it was trained on \"%s\", not \"%s\"" % [env, game])
+		return error_text("it was trained on \"%s\", not \"%s\"" % [env, game])
 	if obs_size != observation_size:
-		return _error("it expects %d observations, the agent gives %d" % [observation_size, obs_size])
+		return error_text("it expects %d observations, the agent gives %d" % [observation_size, obs_size])
 	var mismatch := PolicyActions.mismatch(action_keys, action_space)
-	return _error(mismatch) if mismatch != "" else ""
+	return error_text(mismatch) if mismatch != "" else ""
 
 
 # Raw network outputs (Gaussian means or logits) for one flat observation of agent `agent` (a
@@ -147,5 +172,7 @@ func outputs_to_action(outputs: Array) -> Dictionary:
 	return PolicyActions.to_action(action_keys, outputs)
 
 
-func _error(message: String) -> String:
-	return "policy file %s: %s" % [path if path != "" else "(in memory)", message]
+# "policy file PATH (policy "NAME"): message": every error names the file, and the policy of a named one.
+func error_text(message: String) -> String:
+	var named := " (policy \"%s\")" % policy_name if policy_name != "" else ""
+	return "policy file %s%s: %s" % [path if path != "" else "(in memory)", named, message]

@@ -4,9 +4,11 @@ extends Node
 # Add one RLSync node to a game scene. When that scene is the first of a run, the node also answers
 # --list_envs and --env (see game_registry.gd). Its mode comes from the command line:
 #   --port=P               train: connect to a trainer on 127.0.0.1:P and speak godot-rl's protocol
-#   --policy=FILE          every agent is driven by a trained policy run in the engine (no trainer);
+#   --policy=FILE[,FILE]   every agent is driven by a trained policy run in the engine (no trainer),
+#                          the network of its policy_name (policy_set.gd);
 #                          with --eval_episodes=N it plays N episodes, prints their returns as JSON, quits;
-#                          --policy=random: random actions (any game's baseline)
+#                          --policy=random: random actions (any game's baseline);
+#                          with --opponent, matches of team 0 against team 1 (match_mode.gd)
 #   --benchmark_steps=N    random actions inside the engine for N decision steps, print the rate, quit
 #   (none of these)        human play: every agent takes the keyboard action of its controller
 # This node owns the run: it starts it in its mode, drives each physics frame and stops it. Its
@@ -141,6 +143,9 @@ func _start_mode(flags: RunFlags) -> bool:
 		if error != "":
 			_fail(error)
 			return false
+	elif RlArgs.has("opponent"):
+		_fail("--opponent=%s plays against a policy: add --policy=FILE, random or scripted" % RlArgs.get_string("opponent"))
+		return false
 	elif flags.benchmark_steps > 0:
 		mode = Mode.BENCHMARK
 		_benchmark = BenchmarkMode.new(self, flags.benchmark_steps, flags.env_seed)
@@ -261,7 +266,7 @@ func _driver_text() -> String:
 		Mode.TRAIN:
 			return "training (%s)" % env_name
 		Mode.POLICY:
-			return "policy: %s" % _policy_mode.policy_name().get_file()
+			return "policy: %s" % _policy_mode.file_names()
 		Mode.BENCHMARK:
 			return "benchmark: random actions"
 	return "human play: arrow keys or WASD"

@@ -7,8 +7,23 @@ extends "res://addons/rl_sync/agent_controller.gd"
 # its own goal line and height, and the ball's velocity (towards the opponent positive).
 # Action: "move", discrete: 0 up, 1 stay, 2 down.
 # Reward: +1 for a point won, -1 for a point lost (the match ends either way); a draw at the time limit.
+#
+# The scripted opponent (get_scripted_action(), --opponent=scripted): it follows the ball's height as
+# it was SCRIPTED_DELAY decision steps ago, at most SCRIPTED_SPEED px/s, and stays when that height is
+# within SCRIPTED_DEAD_ZONE px of its paddle's centre.
+
+# A reaction time of 0.1 s at 60 decision steps per second.
+const SCRIPTED_DELAY := 6
+# 80% of a paddle's full speed (court.gd's PADDLE_SPEED, 300 px/s).
+const SCRIPTED_SPEED := 240.0
+const SCRIPTED_DEAD_ZONE := 8.0
 
 var move := 0.0  # -1 up, 0 stay, +1 down: read by the court every physics frame
+
+# The scripted opponent's memory: the ball's heights it saw this match (the last SCRIPTED_DELAY + 1),
+# and its speed budget (a full-speed move costs 1; it earns SCRIPTED_SPEED / PADDLE_SPEED per step).
+var _seen_ball_y := []
+var _budget := 0.0
 
 onready var court = get_parent()
 
@@ -43,6 +58,8 @@ func set_action(action: Dictionary) -> void:
 func reset_episode() -> void:
 	move = 0.0
 	court.reset_match()
+	_seen_ball_y.clear()
+	_budget = 1.0  # a paddle that waited can move at once
 
 
 # Keyboard play for either side: the left paddle with W / S, the right one with the up / down arrows.
@@ -55,3 +72,21 @@ func get_heuristic_action() -> Dictionary:
 	elif Input.is_key_pressed(down):
 		choice = 2
 	return {"move": choice}
+
+
+# The scripted opponent's action: towards where the ball was SCRIPTED_DELAY steps ago (before that,
+# in a new match, it stays), no faster on average than SCRIPTED_SPEED. Deterministic: it draws from
+# no generator, so it changes nothing in the court's matches but its own paddle.
+func get_scripted_action() -> Dictionary:
+	_seen_ball_y.append(court.ball.y)
+	if _seen_ball_y.size() <= SCRIPTED_DELAY:
+		return {"move": 1}
+	var target: float = _seen_ball_y.pop_front()
+	# What an idle paddle saves is capped, so that its speed over any few steps stays near the limit.
+	var rate: float = SCRIPTED_SPEED / court.PADDLE_SPEED
+	_budget = min(_budget + rate, 1.0 + rate)
+	var gap: float = target - court.paddle_y[team]
+	if abs(gap) <= SCRIPTED_DEAD_ZONE or _budget < 1.0:
+		return {"move": 1}
+	_budget -= 1.0
+	return {"move": 0 if gap < 0.0 else 2}

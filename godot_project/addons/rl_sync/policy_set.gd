@@ -1,0 +1,216 @@
+extends Reference
+# The networks that drive the agents with --policy=FILE[,FILE...]: each agent plays the network whose
+# policy_name is the agent's policy_name; a file without a policy_name (versions 1 and 2, or a game
+# trained with one policy) plays every agent that no named network claims. A bundle
+# ({"policies": [...]}, the RUN_DIR/policy.json of a game of several policies) gives each of its
+# entries as one named network.
+#
+# Everything is checked before the first step and reported in one line: an agent no network plays
+# (naming the files, the policies they hold, and the fix), two networks of one name, a named network
+# that no agent plays, a network that does not fit one of its agents. A recurrent network keeps one
+# state per agent of the game; it steps only its own agents'.
+
+const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
+
+# The files, as given.
+var paths := []
+
+# Per agent, what the checks need: {"label", "policy", "obs_size", "action_space"} (agent_specs()).
+var _agents := []
+var _game := ""
+# path -> the runners its text made (one, or a bundle's entries).
+var _by_file := {}
+# Per agent, the runner that plays it.
+var _runner_of := []
+
+
+# `specs`: agent_specs() of the game's agents.
+func _init(game: String, specs: Array) -> void:
+	_game = game
+	_agents = specs
+
+
+# What the checks need of each agent, asked once. `root` names agents in errors by their path from it.
+static func agent_specs(agents: Array, action_spaces: Array, root: Node) -> Array:
+	var specs := []
+	for i in range(agents.size()):
+		specs.append({
+			"label": "agent %d (%s)" % [i, str(root.get_path_to(agents[i]))],
+			"policy": str(agents[i].policy_name),
+			"obs_size": agents[i].get_obs().size(),
+			"action_space": action_spaces[i],
+		})
+	return specs
+
+
+# Loads the files and checks them against the agents; `texts`: path -> the text already read (the
+# reloader compares later versions with it). Returns "" or what is wrong.
+func load_files(file_paths: Array, texts: Dictionary = {}) -> String:
+	paths = file_paths
+	var by_file := {}
+	for path in paths:
+		var runners = read_file(path) if not texts.has(path) else read_runners(path, texts[path])
+		if typeof(runners) == TYPE_STRING:
+			return runners
+		by_file[path] = runners
+	return _assign(by_file)
+
+
+# A new version of one of the files (--policy_reload): it replaces that file's networks only if the
+# whole set still fits the agents. Returns "" or what is wrong (then nothing changed).
+func reload_text(path: String, text: String) -> String:
+	var runners = read_runners(path, text)
+	if typeof(runners) == TYPE_STRING:
+		return runners
+	var by_file := _by_file.duplicate()
+	by_file[path] = runners
+	return _assign(by_file)
+
+
+# The runners of one file (an Array), or a String saying what is wrong with it.
+static func read_file(path: String):
+	var probe := PolicyRunner.new()
+	probe.path = path
+	var file := File.new()
+	if not file.file_exists(path):
+		return probe.error_text("the file does not exist")
+	if file.open(path, File.READ) != OK:
+		return probe.error_text("the file cannot be read")
+	var text := file.get_as_text()
+	file.close()
+	return read_runners(path, text)
+
+
+# The runners of a file's text: one for a single policy, one per entry for a bundle; or a String
+# saying what is wrong (an entry's error names its policy).
+static func read_runners(path: String, text: String):
+	var probe := PolicyRunner.new()
+	probe.path = path
+	var parsed := probe.parse_text(text)
+	if parsed.has("error"):
+		return parsed["error"]
+	var data = parsed["data"]
+	if typeof(data) != TYPE_DICTIONARY or not data.has("policies"):
+		var single_error := probe.load_dict(data)
+		return [probe] if single_error == "" else single_error
+	var error := probe.check_format(data)
+	if error == "" and float(data["version"]) < 3.0:
+		error = probe.error_text("a bundle of policies (\"policies\") needs version 3")
+	var entries = data["policies"]
+	if error == "" and (typeof(entries) != TYPE_ARRAY or entries.empty()):
+		error = probe.error_text("\"policies\" must be a non-empty list of policies")
+	if error != "":
+		return error
+	var runners := []
+	var names := {}
+	for i in range(entries.size()):
+		var name = entries[i].get("policy_name") if typeof(entries[i]) == TYPE_DICTIONARY else null
+		if typeof(name) != TYPE_STRING or name.strip_edges() == "":
+			return probe.error_text("the bundle's entry %d has no \"policy_name\" (each entry names its policy)" % i)
+		if names.has(name):
+			return probe.error_text("two entries of the bundle are named \"%s\"; each policy comes once" % name)
+		names[name] = true
+		var runner := PolicyRunner.new()
+		runner.path = path
+		runner.policy_name = name
+		# An entry without a source of its own shows the bundle's (the reloader prints its global step).
+		runner.source = data["source"] if typeof(data.get("source")) == TYPE_DICTIONARY else {}
+		error = runner.load_dict(entries[i])
+		if error != "":
+			return error
+		runners.append(runner)
+	return runners
+
+
+# Routes each agent to its runner and checks the pair; only a set that fits replaces the current one.
+func _assign(by_file: Dictionary) -> String:
+	var named := {}
+	var nameless = null
+	for path in paths:
+		for runner in by_file[path]:
+			if runner.policy_name == "" and nameless != null:
+				return ("two policy files have no policy_name, %s and %s: only one may play every agent (give "
+						+ "each policy's own file, RUN_DIR/policies/NAME.json)") % [nameless.path, runner.path]
+			if named.has(runner.policy_name):
+				return "two policy files give the policy \"%s\", %s and %s: give each policy once" % [
+						runner.policy_name, named[runner.policy_name].path, runner.path]
+			if runner.policy_name == "":
+				nameless = runner
+			else:
+				named[runner.policy_name] = runner
+	var runner_of := []
+	var played := {}
+	for spec in _agents:
+		var runner = named.get(spec["policy"], nameless)
+		if runner == null:
+			return _missing(spec, by_file)
+		var error: String = runner.check_agent(_game, spec["obs_size"], spec["action_space"])
+		if error != "":
+			return "%s (%s plays the policy \"%s\")" % [error, spec["label"], spec["policy"]]
+		played[runner.policy_name] = true
+		runner_of.append(runner)
+	for name in named:
+		if not played.has(name):
+			return "policy file %s gives the policy \"%s\", which no agent of \"%s\" plays (its agents play %s)" % [
+					named[name].path, name, _game, PoolStringArray(policy_names()).join(", ")]
+	_by_file = by_file
+	_runner_of = runner_of
+	set_agent_count(_agents.size())
+	return ""
+
+
+func _missing(spec: Dictionary, by_file: Dictionary) -> String:
+	var held := PoolStringArray()
+	for path in paths:
+		var names := PoolStringArray()
+		for runner in by_file[path]:
+			names.append("\"%s\"" % runner.policy_name if runner.policy_name != "" else "no policy_name")
+		held.append("%s gives %s" % [path, names.join(", ")])
+	# A run of several policies writes each in RUN_DIR/policies/NAME.json: the missing one is likely
+	# beside the last file given.
+	var beside: String = paths[-1].get_base_dir().plus_file(spec["policy"] + ".json")
+	return ("%s plays the policy \"%s\", but no policy file gives it (%s): add its file, e.g. --policy=%s,%s "
+			+ "(a run of several policies writes RUN_DIR/policies/NAME.json)") % [spec["label"], spec["policy"],
+			held.join("; "), PoolStringArray(paths).join(","), beside]
+
+
+# The agents' policy names, each once, in the agents' order.
+func policy_names() -> Array:
+	var names := []
+	for spec in _agents:
+		if not spec["policy"] in names:
+			names.append(spec["policy"])
+	return names
+
+
+func policy_of(agent: int) -> String:
+	return _agents[agent]["policy"]
+
+
+# The file's "source" (informational), the first network's for a bundle.
+func source_of(path: String) -> Dictionary:
+	return _by_file[path][0].source if _by_file.has(path) else {}
+
+
+# The files' names, for the window's overlay.
+func file_names() -> String:
+	var names := PoolStringArray()
+	for path in paths:
+		names.append(path.get_file())
+	return names.join(", ")
+
+
+# One recurrent state per agent of the game in each recurrent network.
+func set_agent_count(n: int) -> void:
+	for path in _by_file:
+		for runner in _by_file[path]:
+			runner.set_agent_count(n)
+
+
+# Forgets what agent `agent` saw: call it on the first observation of each of its episodes.
+func reset(agent: int) -> void:
+	_runner_of[agent].reset(agent)
+
+
+func act(obs: Array, agent: int) -> Dictionary:
+	return _runner_of[agent].act(obs, agent)

@@ -1,0 +1,161 @@
+"""Several policies in one game (python_trainer/policies.py): agents named by policy train as one network per name.
+
+tag (godot_project/games/tag) has two: a chaser (6 observations, a continuous move) and a runner (8 observations, a
+discrete move). Its vector env pads observations to 8 and takes {policy name: actions}; the train command trains one
+learner per policy, each with its own checkpoint entry, TensorBoard tags, episodes and policy file; godot-rl's own
+PettingZoo wrapper steps the same export and sees the names; a game made with godot_rl_agents' plugin whose agents
+carry two names trains two networks. How much each policy learns is scripts/bench_policies.py's.
+"""
+
+import json
+import socket
+
+import numpy as np
+import pytest
+import torch
+
+from python_trainer import train
+from python_trainer.game import GameBugError
+from python_trainer.playback import evaluate_in_engine
+from python_trainer.policy_file import policy_env_info
+from python_trainer.vec_env import make_vec_env, policies_from_env_info
+from test_godot_rl_plugin import plain_export
+
+OBS = {"obs": {"size": [3], "space": "box"}}
+MOVE = {"move": {"size": 2, "action_type": "continuous"}}
+TURN = {"turn": {"size": 3, "action_type": "discrete"}}
+
+
+def info(names, obs, act):
+    return {"n_agents": len(names), "agent_policy_names": names, "observation_space": obs, "action_space": act}
+
+
+def test_policies_come_from_the_names_and_each_keeps_its_own_spaces():
+    game = info(["a", "b", "a"], [OBS, {"obs": {"size": [5], "space": "box"}}, OBS], [MOVE, TURN, MOVE])
+    a, b = policies_from_env_info(game)
+    assert (a.name, a.agents, a.observation_space.shape, b.name, b.agents, b.observation_space.shape) == (
+        "a", (0, 2), (3,), "b", (1,), (5,))
+    assert policy_env_info(game, "b")["action_space"] == [TURN] and policy_env_info(game, "b")["n_agents"] == 1
+    (shared,) = policies_from_env_info({"n_agents": 2, "observation_space": OBS, "action_space": MOVE})
+    assert shared.name == "shared_policy" and shared.agents == (0, 1)  # a game that names none: one policy
+
+
+@pytest.mark.parametrize("names, obs, said", [
+    (["a", "a"], [OBS, {"obs": {"size": [4], "space": "box"}}], "agents 0 and 1 both use the policy 'a' but declare "
+                                                              "different spaces"),
+    (["a", ""], [OBS, OBS], "agent 1's policy name is '': every agent needs a non-empty String policy_name"),
+    (["a", 3], [OBS, OBS], "agent 1's policy name is 3"),
+    (["a"], [OBS, OBS], "expected a list of 2 names"),
+])  # fmt: skip
+def test_bad_policy_names_are_the_games_bug_in_one_line(names, obs, said):
+    with pytest.raises(GameBugError, match=said) as e:
+        policies_from_env_info({"n_agents": 2, "agent_policy_names": names, "observation_space": obs,
+                                "action_space": [MOVE, MOVE]})  # fmt: skip
+    assert "\n" not in str(e.value)
+
+
+def test_tag_steps_each_policy_with_its_own_spaces(headless_export):
+    env = make_vec_env("tag", num_instances=2, agents_per_instance=4)
+    try:
+        assert [p.name for p in env.policies] == ["chaser", "runner"] and env.mixed
+        assert env.env_policy.tolist() == [0, 1] * 4
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (8, 8) and (obs[env.env_policy == 0, 6:] == 0).all()  # the chaser's 6, padded
+        assert np.abs(obs[env.env_policy == 1, 6:]).sum() > 0  # the runner's 8 (its wall distances)
+        before = obs.copy()
+        obs, reward, *_ = env.step({"chaser": np.ones((4, 2)), "runner": np.full(4, 4)})  # right, at full speed
+        # each moved as told: the chaser's x and the runner's x (both over the field) grew
+        assert (obs[env.env_policy == 0, 0] > before[env.env_policy == 0, 0]).all()
+        assert (obs[env.env_policy == 1, 0] > before[env.env_policy == 1, 0]).all()
+        assert np.allclose(reward[0::2], -reward[1::2])  # what one gains the other loses
+        with pytest.raises(ValueError, match=r"actions must be a dict \{policy name: that policy's batched actions\} "
+                                             r"with the keys \['chaser', 'runner'\]"):  # fmt: skip
+            env.step(np.zeros((8, 2)))
+        with pytest.raises(ValueError, match=r"shape \(4,\)"):
+            env.step({"chaser": np.zeros((4, 2)), "runner": np.zeros((3,), np.int64)})
+    finally:
+        env.close()
+
+
+def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headless_export, tmp_path, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    root = tmp_path / "runs"
+    flags = ["--env-id", "tag", "--num-instances", "2", "--agents-per-instance", "8", "--num-steps", "32",
+             "--checkpoint-every", "1", "--eval-episodes", "2", "--run-dir-root", str(root)]  # fmt: skip
+    assert train.main([*flags, "--total-timesteps", "1024"]) == 0
+    out = capsys.readouterr().out
+    assert "eval: policy 'chaser', deterministic, 2 episodes" in out and "eval: policy 'runner'" in out
+    (run_dir,) = root.iterdir()
+    files = {name: json.loads((run_dir / "policies" / f"{name}.json").read_text()) for name in ("chaser", "runner")}
+    bundle = json.loads((run_dir / "policy.json").read_text())
+    assert [p["policy_name"] for p in bundle["policies"]] == ["chaser", "runner"] == [
+        files[name]["policy_name"] for name in ("chaser", "runner")]
+    report = evaluate_in_engine(str(run_dir / "policy.json"), episodes=4, agents=4, max_episode_steps=50)
+    assert sorted(report["by_policy"]) == ["chaser", "runner"]  # the engine plays the trained run, each side its own
+    assert files["chaser"]["observation_size"] == 6 and files["runner"]["observation_size"] == 8
+    assert [k["action_type"] for k in files["chaser"]["action_keys"]] == ["continuous"]
+    assert [k["action_type"] for k in files["runner"]["action_keys"]] == ["discrete"]
+    ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    assert sorted(ckpt["policies"]) == ["chaser", "runner"] and ckpt["model"] is None
+    assert ckpt["policies"]["runner"]["action_space"]["type"] == "Discrete"
+    tags = EventAccumulator(str(run_dir)).Reload().Tags()["scalars"]
+    for name in ("chaser", "runner"):
+        assert {f"{name}/losses/value_loss", f"{name}/charts/learning_rate", f"{name}/eval/episodic_return"} <= set(tags)
+    assert "losses/value_loss" not in tags and "charts/SPS" in tags  # the run's speed stays the run's
+    assert "policy" in (run_dir / "episodes.csv").read_text().splitlines()[0]
+
+    assert train.main(["--resume", str(run_dir), "--total-timesteps", "2048"]) == 0  # each policy resumes its own
+    assert "global_step=2048" in capsys.readouterr().out
+    resumed = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    assert resumed["global_step"] == 2048
+    assert not torch.equal(resumed["policies"]["chaser"]["model"]["critic.0.weight"],
+                           ckpt["policies"]["chaser"]["model"]["critic.0.weight"])  # fmt: skip
+
+    # a checkpoint of one policy on a game of two: refused in one line, before anything runs
+    single = root / "single"
+    single.mkdir()
+    torch.save({**ckpt, "policies": None, "model": {}}, single / "checkpoint.pt")
+    (single / "args.json").write_text((run_dir / "args.json").read_text())
+    assert train.main(["--resume", str(single)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "the checkpoint holds one policy, and tag now has the policies ['chaser', 'runner']: start a new run" in err
+
+
+def test_several_policies_are_refused_on_ray_in_one_line(headless_export, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    assert train.main(["--env-id", "tag", "--ray-address", "local", "--ray-workers", "1", "--total-timesteps", "512",
+                       "--run-dir-root", str(tmp_path)]) == 2  # fmt: skip
+    assert "training several policies on Ray workers is not supported yet" in capsys.readouterr().err
+
+
+def test_a_plugin_game_with_two_policy_names_trains_two_networks(tmp_path, capsys):
+    export = plain_export(tmp_path, "duel", "--fake_policy_names=left,right", "--fake_fixed_agents=4")
+    root = tmp_path / "runs"
+    assert train.main(["--env-path", str(export), "--num-steps", "16", "--total-timesteps", "128",
+                       "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
+    (run_dir,) = root.iterdir()
+    ckpt = torch.load(run_dir / "model.pt", weights_only=True)
+    assert sorted(ckpt["policies"]) == ["left", "right"]
+    assert "mean_return_left" in capsys.readouterr().out
+
+
+def test_godot_rls_pettingzoo_wrapper_steps_tag_and_sees_the_names(headless_export):
+    from godot_rl.wrappers.petting_zoo_wrapper import GDRLPettingZooEnv
+
+    with socket.socket() as s:  # a free port for GodotEnv to listen on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = GDRLPettingZooEnv(port=port, show_window=False, seed=0, config={
+        "env_path": str(headless_export), "action_repeat": 1, "speedup": 1, "env": "tag", "agents": 4})
+    try:
+        assert env.agent_policy_names == ["chaser", "runner"] * 2
+        assert env.observation_space(0)["obs"].shape == (6,) and env.observation_space(1)["obs"].shape == (8,)
+        obs, _ = env.reset()
+        assert len(obs[0]["obs"]) == 6 and len(obs[1]["obs"]) == 8
+        for _ in range(3):
+            obs, rewards, terminations, truncations, infos = env.step(
+                {agent: env.action_space(agent).sample() for agent in env.agents})
+        assert sorted(rewards) == [0, 1, 2, 3] and abs(rewards[0] + rewards[1]) < 1e-6
+    finally:
+        env.close()

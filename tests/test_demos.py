@@ -244,6 +244,10 @@ def test_policy_driven_recording_trains_a_clone_that_plays_in_the_engine(headles
                        "--total-timesteps", "0", "--bc-epochs", "5", "--eval-episodes", "0",
                        "--run-dir-root", str(root)]) == 0  # fmt: skip
     (run_dir,) = _run_dirs(root)
+    several = subprocess.run([sys.executable, "-m", "python_trainer", "train", "--env-path", str(headless_export),
+                              "--env-id", "tag", "--demos", str(out), "--total-timesteps", "0", "--run-dir-root",
+                              str(tmp_path / "tag")], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert several.returncode == 2 and "--demos clones one policy; tag's agents play 2" in several.stderr, several.stderr
     played = _game(headless_export, "--env=jumper", f"--policy={run_dir / 'policy.json'}", "--eval_episodes=2",
                    "--max_episode_steps=30")  # fmt: skip
     assert played.returncode == 0, played.stderr

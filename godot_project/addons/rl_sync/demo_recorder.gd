@@ -54,15 +54,20 @@ func start(game: String, agents: Array, action_spaces: Array) -> String:
 	if not wanted.is_valid_integer() or int(wanted) < 0:
 		return "--record_episodes=%s is not valid: give an integer >= 0 (0: until the window closes)" % wanted
 	episodes_wanted = int(wanted)
-	_game = game
-	_obs_size = agents[agent_index].get_obs().size()
-	_action_space = action_spaces[agent_index]
-	_keys = _action_space.keys()
-	_keys.sort()
+	configure(game, agents[agent_index].get_obs().size(), action_spaces[agent_index])
 	var error := _read_existing()
 	if error != "":
 		return error
 	return _check_writable()
+
+
+# The game and the recorded agent's spaces (start() reads them from the scene; tests set them).
+func configure(game: String, obs_size: int, action_space: Dictionary) -> void:
+	_game = game
+	_obs_size = obs_size
+	_action_space = action_space
+	_keys = _action_space.keys()
+	_keys.sort()
 
 
 func _read_existing() -> String:
@@ -137,12 +142,26 @@ func on_step(step: Dictionary, first: bool) -> String:
 		"terminated": not info["TimeLimit.truncated"],
 		"truncated": info["TimeLimit.truncated"],
 	}
+	var bad := _non_finite(_obs)
+	if bad != "":
+		# JSON has no NaN: writing it would spoil the whole file, so the file stays as it was.
+		return "--record_demos=%s: episode %d holds %s; the file keeps the %d episodes before it: fix the game's get_obs()" % [
+				path, episodes.size(), bad, episodes.size()]
 	episodes.append([_obs, _actions, meta])
 	recorded_here += 1
 	_obs = [obs]
 	_actions = []
 	_rewards = []
 	return _write()
+
+
+# "" or which observation of the episode holds NaN or an infinity.
+func _non_finite(observations: Array) -> String:
+	for t in range(observations.size()):
+		for value in observations[t]:
+			if is_nan(value) or is_inf(value):
+				return "%s in observation %d" % [str(value), t]
+	return ""
 
 
 # The action the agent was given for the last observation, flattened: the keys in their declared

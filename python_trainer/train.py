@@ -31,9 +31,8 @@ import numpy as np
 import torch
 import tyro
 
-from python_trainer import ppo
+from python_trainer import cloning, ppo
 from python_trainer.agent import action_heads
-from python_trainer import cloning
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state, space_to_dict
 from python_trainer.demos import DemoError, load_demos, read_episodes
 from python_trainer.errors import UserError, one_line, say

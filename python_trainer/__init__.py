@@ -22,6 +22,8 @@ Where each concern lives (scripts/import_graph.py prints every module with its j
     launcher       ports, tokens, logs, Xvfb, restarts of game instances
     protocol       godot-rl's wire protocol: framing, messages, timeouts
     game           which game: --env-path / --env-id, Godot versus gymnasium, one instance's command line
+    env_params     a game's environment parameters: what it declares, --env-param's values and their checks
+    curriculum     --curriculum files (lessons, completion criteria) and the schedule train.py asks for the values
     export         exporting any Godot 3 project (headless and windowed binaries, presets when missing)
     processes, paths, errors, files, flags, signals, running_stats: small pieces below everything
 """

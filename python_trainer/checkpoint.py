@@ -86,7 +86,7 @@ def set_rng_state(state):
 
 
 def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, update, observation_space, action_space,
-                    env_info=None, rnd=None, batch_size=None, policies=None, rollouts=None):
+                    env_info=None, rnd=None, batch_size=None, policies=None, rollouts=None, curriculum=None):
     """Write atomically: a crash or Ctrl-C during the write leaves the previous file intact.
 
     ``args`` is the training's Args dataclass; agent, optimizer and normalizer anything with a state_dict();
@@ -96,6 +96,7 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
     ``policies``: a game with several policies: {name: {"model", "optimizer", "normalizer", "rnd" (state dicts),
     "observation_space", "action_space" (space_to_dict)}}, with agent/optimizer/normalizer/spaces None (saved as None).
     ``rollouts``: the state of rollouts that keep one (--self-play's pool, ratings and sides: self_play.py).
+    ``curriculum``: the environment parameters' lessons (curriculum.Schedule.state_dict), which a resume continues.
     """
     state = {
         "format": CHECKPOINT_FORMAT,
@@ -114,6 +115,7 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
         "batch_size": None if batch_size is None else int(batch_size),
         **({"policies": policies} if policies is not None else {}),
         **({"rollouts": rollouts} if rollouts is not None else {}),
+        "curriculum": curriculum,
     }
     with atomic_output(path, fsync=True) as tmp, open(tmp, "wb") as f:  # a file object: the archive is "archive/"
         torch.save(state, f)

@@ -146,6 +146,8 @@ class GameList:
     envs: tuple
     default: str
     rl_sync: bool = True  # the export has our addon (False: a game made with godot_rl_agents' plugin)
+    # game -> its environment parameters (name -> {"default", "min", "max"}), for the games that declare some
+    env_params: dict = dataclasses.field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=32)
@@ -169,7 +171,7 @@ def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
         if line.startswith('{"envs"'):
             try:
                 listing = json.loads(line)
-                return GameList(tuple(listing["envs"]), str(listing["default"]))
+                return GameList(tuple(listing["envs"]), str(listing["default"]), env_params=listing.get("env_params", {}))
             except (ValueError, KeyError, TypeError):
                 break
     if PLUGIN_CONNECT_LINE in out:

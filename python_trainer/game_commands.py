@@ -13,6 +13,7 @@ import time
 
 from python_trainer import paths
 from python_trainer.game import GameError, GameExport, add_game_arguments, godot_game, list_games
+from python_trainer.env_params import describe
 from python_trainer.flags import add_connect_timeout
 from python_trainer.protocol import DIALECT_NAMES
 from python_trainer.vec_env import GodotVecEnv
@@ -54,6 +55,11 @@ def envs_main(argv=None) -> int:
                       f"{p.action_space}")
             print(f"  speaks:              {DIALECT_NAMES[env.dialect]}")
             print(f"  max_episode_steps:   {env.max_episode_steps}")
+            declared = env.env_info.get("env_params") or {}
+            if declared:  # our addon's extension: --env-param / --curriculum set them (docs/env_params.md)
+                print("  environment parameters:")
+                for line in describe(declared):
+                    print(f"    {line}")
         finally:
             env.close()
     return status

@@ -31,6 +31,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from python_trainer.env_params import CONSTANT, check_params, parse_flag
 from python_trainer.errors import one_line
 from python_trainer.files import OutputError, atomic_output, check_output, scratch_dir, write_error
 from python_trainer.flags import DEFAULT_CONNECT_TIMEOUT_S, add_connect_timeout
@@ -340,21 +341,23 @@ def _game_error(result: subprocess.CompletedProcess, what: str) -> PlaybackError
 
 def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None, episodes: int = 32, seed: int = 0,
                        agents: Optional[int] = 16, timeout: float = DEFAULT_TIMEOUT_S,
-                       max_episode_steps: Optional[int] = None) -> dict:  # fmt: skip
+                       max_episode_steps: Optional[int] = None, env_params: Optional[dict] = None) -> dict:  # fmt: skip
     """Play ``episodes`` episodes with the policy inside the headless game (no Python in the loop); each agent
     plays its share of them. ``policy_path`` "random": the game's random actions (the baseline; give ``env_id``).
     ``env_id`` / ``env_path``: default, the policy's own game (`policy_game`); ``agents``
-    None: the game's own number. ``policy_path`` may be a bundle of several policies, or several files separated by
-    commas (each agent plays the network of its policy_name). Returns the game's report:
-    {"env", "policy", "seed", "episodes", "returns", "lengths", "mean_return"}, and with several policies "by_policy":
-    {name: {"episodes", "returns", "lengths", "mean_return"}}.
+    None: the game's own number; ``env_params``: name -> number, the game's environment parameters (--env_param).
+    ``policy_path`` may be a bundle of several policies, or several files separated by commas (each agent plays the
+    network of its policy_name). Returns the game's report: {"env", "policy", "seed", "episodes", "returns",
+    "lengths", "mean_return", "info_means" (each numeric get_info() key's mean), "env_params"}, and with several
+    policies "by_policy": {name: {"episodes", "returns", "lengths", "mean_return"}}.
     """
     if str(policy_path) == RANDOM_POLICY:  # the game's own random actions: any game's baseline
         game, policy_arg = godot_game(env_id, env_path), RANDOM_POLICY
     else:
         game, policy_arg = policy_game(policy_path, env_id, env_path), engine_policy_arg(policy_path)
     instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps)
-    result = _run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}"), timeout)
+    params = [f"--env_param={name}={value:g}" for name, value in (env_params or {}).items()]
+    result = _run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}", *params), timeout)
     report = _json_line(result.stdout, "eval")
     if result.returncode != 0 or report is None:
         raise _game_error(result, f"in-engine evaluation of {policy_path}")
@@ -486,9 +489,11 @@ def assemble_mp4(frame_dir: Path, out: Path, fps: float = PLAY_FPS / RECORD_EVER
 
 
 def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, seconds: float = 10.0, say=print,
-           timeout: Optional[float] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> dict:  # fmt: skip
+           timeout: Optional[float] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+           extra_args=()) -> dict:  # fmt: skip
     """Record ``seconds`` of game time of the policy in the windowed game (under Xvfb without $DISPLAY) into a GIF
-    (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}.
+    (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}. ``extra_args``: more of the
+    game's flags (e.g. --env_param=NAME=VALUE).
 
     Before the game starts, ``out`` and the temporary frames' folder are checked (OutputError: a path under a file,
     a read-only place, no room for a rough size); the clip is written beside ``out`` and renamed, so a failure
@@ -508,7 +513,8 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
             check_output(tmp / "frame_00000.png", n_frames * ROUGH_FRAME_BYTES[".png"])
         except OutputError as e:
             raise OutputError(f"{e} (the recording's frames go to the temp dir: set TMPDIR to a folder with room)")
-        instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say))
+        instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say),
+                                extra_args=tuple(extra_args))  # fmt: skip
         cmd = instance.command(f"--policy={engine_policy_arg(policy_path)}", f"--record_dir={tmp}",
                                f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync")
         say(f"recording {seconds:g} s of game time ({frames_total // RECORD_EVERY} frames at "
@@ -531,7 +537,7 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
 
 # ---------------------------------------------------------------------------------------------- watching
 def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seconds: Optional[float], say=print,
-                     opponent: Optional[str] = None) -> int:  # fmt: skip
+                     opponent: Optional[str] = None, extra_args=()) -> int:  # fmt: skip
     """The windowed game with the policy inside, real time (vsync); ends on Ctrl-C, window closed or --seconds.
 
     --seconds S asks the game to quit after S seconds of wall time (--quit_after_seconds); should it not, it is
@@ -543,7 +549,7 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
     with _xvfb() as xvfb, contextlib.closing(CappedLog(log_path)) as log:
         # Real time (no --fixed-fps): the window shows the game at the speed a person plays it.
         instance = GameInstance(game, agents=agents, seed=seed, headless=False, display=open_display(xvfb, say),
-                                fixed_fps=None)  # fmt: skip
+                                fixed_fps=None, extra_args=tuple(extra_args))  # fmt: skip
         mode_args = [f"--policy={engine_policy_arg(policy)}"]
         if opponent is not None:  # matches: the policy on one team, the opponent (human: the keyboard) on the other
             mode_args.append(f"--opponent={opponent}")
@@ -806,6 +812,8 @@ def play_main(argv=None) -> int:
                              "this the other, the sides swapping after each match; human: you, with the keyboard "
                              "(pong: W/S on the left, the arrows on the right); scripted: the game's scripted "
                              "opponent; FILE: another policy file or run folder")  # fmt: skip
+    parser.add_argument("--env-param", action="append", default=[], metavar="NAME=NUMBER",
+                        help="one of the game's environment parameters (repeatable; docs/env_params.md)")
     add_connect_timeout(parser)
     args = parser.parse_args(argv)
     if args.opponent is not None and (args.python or args.record):
@@ -821,19 +829,34 @@ def play_main(argv=None) -> int:
         return _play(args, say)
 
 
+def _env_param_flags(game: GodotGame, flags) -> list:
+    """--env-param NAME=NUMBER flags checked against what the game declares, as the binary's --env_param flags."""
+    values, where = {}, {}
+    for text in flags:
+        name, value = parse_flag(text)
+        if value.kind != CONSTANT:
+            raise PlaybackError(f"--env-param {text}: the game takes a number here (samplers are for training)")
+        values[name], where[name] = [value], f"--env-param {text}"
+    check_params(game, values, where)
+    return [f"--env_param={name}={given[0].args[0]!r}" for name, given in values.items()]
+
+
 def _play(args, say) -> int:
     try:
         if args.python:
             if args.record:
                 raise PlaybackError("--record records the in-engine policy; drop --python")
+            if args.env_param:
+                raise PlaybackError("--env-param plays the policy inside the engine; drop --python")
             return _watch_python(args.src, args.env_id, args.env_path, args.agents, args.seed, args.seconds, say,
                                  args.connect_timeout)  # fmt: skip
         policy = ensure_policy(args.src)
         game = policy_game(policy, args.env_id, args.env_path, timeout=args.connect_timeout)
+        extra = _env_param_flags(game, args.env_param)
         if args.record:
             seconds = args.record_seconds or args.seconds or 10.0
             result = record(policy, args.record, game, agents=args.agents, seed=args.seed, seconds=seconds, say=say,
-                            connect_timeout=args.connect_timeout)  # fmt: skip
+                            connect_timeout=args.connect_timeout, extra_args=extra)  # fmt: skip
             size = result["out"].stat().st_size
             say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
             return 0
@@ -841,7 +864,7 @@ def _play(args, say) -> int:
         if args.opponent is not None:
             opponent = (args.opponent if args.opponent in MATCH_KEYWORDS + (HUMAN_OPPONENT,)
                         else match_policy_arg(ensure_policy(args.opponent), "opponent"))  # fmt: skip
-        return _watch_in_engine(policy, game, args.agents, args.seed, args.seconds, say, opponent)
+        return _watch_in_engine(policy, game, args.agents, args.seed, args.seconds, say, opponent, extra)
     except (PlaybackError, InstanceStartError, GameError, ValueError, OutputError) as e:
         print(f"godot-ppo play: error: {e}", file=sys.stderr)
         return 2

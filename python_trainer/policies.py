@@ -142,6 +142,9 @@ class PolicyRollouts(Rollouts):
     def evaluate(self, act: Callable, num_episodes: int, seed: int) -> list:
         raise NotImplementedError("PolicySet.evaluate plays every policy at once")
 
+    def set_env_params(self, values: dict) -> None:
+        self.set.rollouts.set_env_params(values)
+
     def close(self) -> None:
         pass
 

@@ -155,6 +155,7 @@ class RolloutWorker:
         ctx = ray.get_runtime_context()
         self.node_id, self.node_ip = ctx.get_node_id(), ray.util.get_node_ip_address()
         self.envs = self.agent = self.normalizer = self.bonus = self.buf = None
+        self.env_params = {}  # the environment parameters its games were given (a restarted actor gives them again)
 
     def where(self) -> dict:
         pids = self.envs.launcher.pids() if getattr(self.envs, "launcher", None) is not None else []
@@ -221,6 +222,9 @@ class RolloutWorker:
         self.start()
         self._load(params)
         envs, norm, buf = self.envs, self.normalizer, self.buf
+        if params.get("env_params", {}) != self.env_params:  # the learner's curriculum moved on (or it is our first)
+            envs.set_env_params(params["env_params"])
+            self.env_params = dict(params["env_params"])
         before = [(r.mean.copy(), r.var.copy(), r.count) for r in (norm.obs_rms, norm.return_rms)]
         if self._reset:
             raw_obs, _ = envs.reset(seed=self.env_seed)
@@ -393,6 +397,7 @@ class RayRollouts(Rollouts):
         self.workers, self.failures = [], [0] * self.num_workers
         self.learner_s = None
         self._last_end = None
+        self.env_params = {}
         # a local Ray gets CPUs for every worker: the same oversubscription as --num-instances on one machine
         self.reaper = connect(self.address, num_cpus=max(os.cpu_count() or 1, cpus * self.num_workers))
         try:
@@ -531,7 +536,7 @@ class RayRollouts(Rollouts):
         t0 = time.perf_counter()
         if self._last_end is not None:
             self.learner_s = t0 - self._last_end  # GAE, the PPO update and logging since the last collect
-        params = {"model": _numpy_state(agent), "normalizer": normalizer.state_dict(),
+        params = {"model": _numpy_state(agent), "normalizer": normalizer.state_dict(), "env_params": self.env_params,
                   "rnd": None if bonus is None else {"model": _numpy_state(bonus), "stats": bonus.stats_state_dict()}}
         ref = ray.put(params)
         self.broadcast_s = time.perf_counter() - t0
@@ -562,6 +567,10 @@ class RayRollouts(Rollouts):
                             for i, f in enumerate(fragments)]  # fmt: skip
         self.collect_s = time.perf_counter() - t0
         self._last_end = time.perf_counter()
+
+    def set_env_params(self, values: dict) -> None:
+        """Every worker's games get ``values`` with the next collect's weights (GodotVecEnv.set_env_params)."""
+        self.env_params = {**self.env_params, **values}
 
     def scalars(self) -> dict:
         """Per-worker steps/s and this update's costs, for TensorBoard."""

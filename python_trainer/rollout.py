@@ -324,6 +324,10 @@ class Rollouts(Protocol):
         """The returns of ``num_episodes`` deterministic episodes (`evaluate`)."""
         ...
 
+    def set_env_params(self, values: dict) -> None:
+        """The games' environment parameters from each agent's next episode (GodotVecEnv.set_env_params)."""
+        ...
+
     def close(self) -> None:
         ...
 
@@ -361,6 +365,9 @@ class LocalRollouts(Rollouts):
 
     def evaluate(self, act: Callable, num_episodes: int, seed: int) -> list[float]:
         return evaluate(act, self.envs, num_episodes, seed)
+
+    def set_env_params(self, values: dict) -> None:
+        self.envs.set_env_params(values)
 
     def close(self) -> None:
         self.envs.close()

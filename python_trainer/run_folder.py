@@ -14,6 +14,7 @@ import fcntl
 import json
 import math
 import os
+import shlex
 import shutil
 import time
 from collections import deque
@@ -174,6 +175,9 @@ def train_command(args: dict, args_class=None) -> str:
         flag = _flag(name)
         if isinstance(value, bool):
             parts.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, (list, tuple)):  # a repeatable flag (--env-param), once per value
+            for item in value:
+                parts += [flag, shlex.quote(str(item))]
         elif value is not None:
             parts += [flag, str(value)]
     return " ".join(parts)
@@ -196,16 +200,28 @@ def read_episodes(run_dir, up_to_step):
     return rows
 
 
+def _rows(path, up_to_step, header):
+    """episodes.csv's rows up to ``up_to_step`` with the columns of ``header`` (empty where a row has none)."""
+    rows = []
+    if path.is_file():
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                if int(row["global_step"]) <= up_to_step:
+                    rows.append([row.get(name) or "" for name in header])
+    return rows
+
+
 class RunLog:
     """What a run records besides its checkpoints: TensorBoard events (``writer``), episodes.csv, the mean return
     of the last 100 episodes, and progress (a tqdm bar on a terminal, else a status line every 1/20 of the run).
 
     ``global_step``: where the run starts (a resumed run drops the events and episodes logged after it);
     ``hyperparameters``: the table logged as text at the start of a new run; ``policies``: a game with several
-    policies, whose episodes are logged apart (TensorBoard tags under each name, a "policy" column in episodes.csv).
+    policies, whose episodes are logged apart (TensorBoard tags under each name, a "policy" column in episodes.csv);
+    ``columns``: episodes.csv's columns after those (e.g. the curriculum's lesson and parameter values).
     """
 
-    def __init__(self, run_dir, global_step, resumed, hyperparameters, policies=None):
+    def __init__(self, run_dir, global_step, resumed, hyperparameters, policies=None, columns=()):
         from torch.utils.tensorboard import SummaryWriter
 
         self.run_dir = Path(run_dir)
@@ -221,10 +237,11 @@ class RunLog:
                 )
             episodes = read_episodes(self.run_dir, global_step)
             self.policies = list(policies or [])
-            header, keep = ("global_step", "return", "length", "policy"), 4 if self.policies else 3
+            header = ("global_step", "return", "length", *(("policy",) if self.policies else ()), *columns)
+            kept = _rows(self.run_dir / EPISODES_CSV, global_step, header)
             # rewritten without rows past the checkpoint, atomically: a full disk keeps the previous file
             with atomic_output(self.run_dir / EPISODES_CSV) as tmp, open(tmp, "w", newline="") as f:
-                csv.writer(f).writerows([header[:keep], *(row[:keep] for row in episodes)])
+                csv.writer(f).writerows([header, *kept])
             self.episodes_file = open(self.run_dir / EPISODES_CSV, "a", newline="")
             self.episodes_csv = csv.writer(self.episodes_file)
             self.recent = {name: deque((r[1] for r in episodes if r[3] == name), maxlen=100)
@@ -240,10 +257,11 @@ class RunLog:
         self.status_every = max(1, num_iterations // 20)
         self.num_iterations = num_iterations
 
-    def record_episodes(self, infos, global_step, tag=""):
+    def record_episodes(self, infos, global_step, tag="", extra=None):
         """The episodes that ended at this step (gymnasium's infos["episode"] / infos["_episode"]), and the numeric
         values of their final infos (a Godot controller's get_info(), e.g. a success flag) as episode_info/<key>.
-        ``tag``: "<policy>/" for one policy's episodes in a game of several ("" otherwise)."""
+        ``tag``: "<policy>/" for one policy's episodes in a game of several ("" otherwise); ``extra``: each episode's
+        values of the extra columns, in the order of its ended episodes."""
         if "_final_info" in infos:
             for i in np.flatnonzero(infos["_final_info"]):
                 for key, value in (infos["final_info"][i] or {}).items():
@@ -255,7 +273,8 @@ class RunLog:
                 self.writer.add_scalar(f"{tag}charts/episodic_return", ep_r, global_step)
                 self.writer.add_scalar(f"{tag}charts/episodic_length", ep_l, global_step)
                 policy = tag[:-1]
-                self.episodes_csv.writerow((global_step, ep_r, ep_l, policy) if self.policies else (global_step, ep_r, ep_l))
+                self.episodes_csv.writerow((global_step, ep_r, ep_l, *((policy,) if self.policies else ()),
+                                            *(extra.pop(0) if extra else ())))  # fmt: skip
                 self.recent[policy].append(ep_r)
 
     def flush_episodes(self):

@@ -283,6 +283,9 @@ class SelfPlayRollouts(Rollouts):
         for entry in self.pool:  # every snapshot is there, and of this game
             self._read_snapshot(self.pool_dir / entry["file"])
 
+    def set_env_params(self, values: dict) -> None:
+        self.base.set_env_params(values)  # both teams play the same course
+
     def close(self) -> None:
         self.base.close()
 

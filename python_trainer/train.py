@@ -31,10 +31,12 @@ import numpy as np
 import torch
 import tyro
 
-from python_trainer import cloning, ppo
+from python_trainer import cloning, curriculum, ppo
 from python_trainer.agent import action_heads
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state, space_to_dict
+from python_trainer.curriculum import CurriculumArgs, Schedule
 from python_trainer.demos import DemoError, load_demos, read_episodes
+from python_trainer.env_params import check_params
 from python_trainer.errors import UserError, one_line, say
 from python_trainer.files import OutputError, is_disk_full, write_atomic, write_error
 from python_trainer.flags import (
@@ -142,8 +144,8 @@ class EnvArgs:
 
 
 @dataclass
-class Args(cloning.CloningArgs, SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args, EnvArgs,
-           ExperimentArgs):
+class Args(cloning.CloningArgs, SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args,
+           CurriculumArgs, EnvArgs, ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 
 
@@ -445,7 +447,11 @@ def _record_final_video(run_dir, game, seed, connect_timeout=DEFAULT_CONNECT_TIM
 def train(args: Args, explicit=frozenset()) -> int:
     args, run_dir, ckpt = prepare_run(args, set(explicit))  # --resume: flags not given come from its args.json
     _check_args(args, explicit, ckpt)  # every flag that can be checked without a game: before any game starts
+    if args.curriculum is not None:  # absolute in args.json: a resume from another folder finds it
+        args = replace(args, curriculum=str(Path(args.curriculum).resolve()))
+    params, params_where = curriculum.read(args.env_param, args.curriculum)  # a bad flag or file: before any game
     game = _resolve_env(args)  # an unknown id or a bad --env-path: the clear error, before any folder exists
+    check_params(game, {n: [lesson.value for lesson in ls] for n, ls in params.items()}, params_where)
     if isinstance(game, GodotGame):
         # The game's name as the binary reports it, and its export's absolute path (a resume or `play` from another
         # folder finds it).
@@ -480,6 +486,11 @@ def train(args: Args, explicit=frozenset()) -> int:
         if ckpt and args.self_play:  # the pool, the ratings and the sides where the checkpoint left them
             rollouts.load_state_dict(ckpt.get("rollouts"))
         batch_size, minibatch_size = check_sizes(args, num_envs)
+        schedule = Schedule(params, num_envs, args.total_timesteps, say) if params else None
+        if schedule is not None:  # the lesson in force (a resumed run's own), from each agent's next episode
+            if ckpt and ckpt.get("curriculum"):
+                schedule.load_state_dict(ckpt["curriculum"], f"--resume {run_dir}")
+            rollouts.set_env_params(schedule.message())
     except BaseException as e:
         if rollouts is not None:
             rollouts.close()
@@ -532,7 +543,8 @@ def train(args: Args, explicit=frozenset()) -> int:
         log = RunLog(run_dir, global_step, resumed=bool(ckpt), hyperparameters={**asdict(args), "num_envs": num_envs,
                      "batch_size": batch_size, "minibatch_size": minibatch_size, "norm_obs": first.normalizer.norm_obs,
                      "norm_reward": first.normalizer.norm_reward, **_policy_table(learners, policy_set)},
-                     policies=None if policy_set is None else policy_set.names)  # fmt: skip
+                     policies=None if policy_set is None else policy_set.names,
+                     columns=schedule.columns() if schedule else ())  # fmt: skip
         writer = log.writer
         for tag, value in fit.items():  # the clone's fit to the demonstrations, before PPO
             writer.add_scalar(tag, value, global_step)
@@ -540,15 +552,18 @@ def train(args: Args, explicit=frozenset()) -> int:
 
         def checkpoint(path, step, update):
             with signals_deferred():  # a signal during torch.save is raised after it (torch would garble it)
+                curriculum_state = schedule.state_dict() if schedule else None
                 if policy_set is None:
                     save_checkpoint(path, agent=first.agent, optimizer=first.optimizer, normalizer=first.normalizer,
                                     args=args, global_step=step, update=update, observation_space=obs_space,
                                     action_space=act_space, env_info=env_info, rnd=first.bonus,
-                                    batch_size=batch_size, rollouts=rollouts.state_dict() if args.self_play else None)  # fmt: skip
+                                    batch_size=batch_size, rollouts=rollouts.state_dict() if args.self_play else None,
+                                    curriculum=curriculum_state)  # fmt: skip
                 else:
                     save_checkpoint(path, agent=None, optimizer=None, normalizer=None, args=args, global_step=step,
                                     update=update, observation_space=None, action_space=None, env_info=env_info,
-                                    batch_size=batch_size, policies={ln.name: _policy_state(ln) for ln in learners})  # fmt: skip
+                                    batch_size=batch_size, policies={ln.name: _policy_state(ln) for ln in learners},
+                                    curriculum=curriculum_state)  # fmt: skip
             if env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
                 write_policy(path, step, update)
 
@@ -610,11 +625,19 @@ def train(args: Args, explicit=frozenset()) -> int:
                 global_step += batch_size
                 for ln in learners:  # episodic return/length -> TensorBoard and episodes.csv
                     for t, infos in ln.buf.episodes:
-                        log.record_episodes(infos, global_step - batch_size + (t + 1) * num_envs, ln.tag)
+                        log.record_episodes(infos, global_step - batch_size + (t + 1) * num_envs, ln.tag,
+                                            schedule.episodes(infos) if schedule else None)  # fmt: skip
+                if schedule is not None:  # the curriculum: a lesson whose criterion is met moves on
+                    changes = schedule.advance(global_step)
+                    for line in changes:
+                        print(line, flush=True)
+                    if changes:
+                        rollouts.set_env_params(schedule.message())
                 sps = int((global_step - start_step) / max(time.time() - start_time, 1e-9))
                 perf = _perf_scalars(its)
                 since, other_s = time.perf_counter(), timing.add(perf, time.perf_counter() - since, first.buf)
-                tags = {**perf, "perf/other_s": other_s, "charts/SPS": sps, **rollouts.scalars()}
+                tags = {**perf, "perf/other_s": other_s, "charts/SPS": sps, **rollouts.scalars(),
+                        **(schedule.scalars() if schedule else {})}  # fmt: skip
                 for ln, it in zip(learners, its):  # each policy's own numbers, under its name when there are several
                     tags.update({ln.tag + k: v for k, v in it.scalars.items() if not k.startswith("perf/")})
                 for tag, value in tags.items():

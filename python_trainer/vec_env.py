@@ -525,6 +525,8 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self._seed = seed
         self._needs_reset = True
         self.episode_stats = EpisodeStatistics(self.num_envs)
+        # each agent's environment parameters as set_env_params left them (a restarted instance gets them again)
+        self.agent_env_params: list = [{} for _ in range(self.num_envs)]
         # Pipelined rollouts: two groups of whole instances (the first half and the rest), one with one instance.
         half = (self.num_instances + 1) // 2
         self._group_instances = [range(0, half), range(half, self.num_instances)][: 2 if self.num_instances > 1 else 1]
@@ -682,6 +684,9 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             inst = self.launcher.restart(i, error)
             try:
                 self._check_same_spaces(inst)
+                settings = self.agent_env_params[self._slice(i)]
+                if any(settings):  # a new process starts with the game's defaults
+                    inst.conn.request("env_params", agent_values=settings)
                 inst.conn.reset_send()
                 return self._reset_obs(i)
             except GodotConnectionError as e:
@@ -896,6 +901,28 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             per_agent = None if agent_args is None else agent_args[self._slice(i)]
             out.extend(inst.conn.call(method, args=args or None, agent_args=per_agent) or [])
         return out
+
+    def set_env_params(self, values: Optional[dict] = None, agent_values: Optional[Sequence[dict]] = None) -> None:
+        """Our "env_params" message to every instance, from each agent's next episode (docs/env_params.md): ``values``
+        (name -> a number, or {"uniform": [lo, hi]} / {"gaussian": [mean, std]}) for every agent, then
+        ``agent_values``, one such dict per env (agent) of the batch. Between steps only (no actions in flight); the
+        values must fit what the game declares (env_info's "env_params")."""
+        if self._pending:
+            raise RuntimeError(f"set_env_params: group(s) {sorted(self._pending)} have actions in flight: step_wait first")
+        if agent_values is not None and len(agent_values) != self.num_envs:
+            raise ValueError(f"set_env_params: agent_values needs one dict per env ({self.num_envs}), got "
+                             f"{len(agent_values)}")
+        if (values or agent_values) and self.dialect == GODOT_RL:
+            raise GameError(f"{self.env_id} is a game made with godot_rl_agents' plugin, which has no environment "
+                            "parameters")
+        for j, settings in enumerate(self.agent_env_params):
+            settings.update(values or {})
+            settings.update(agent_values[j] if agent_values is not None else {})
+        for i, inst in enumerate(self.launcher.instances):
+            message = {"values": dict(values or {})}
+            if agent_values is not None:
+                message["agent_values"] = [dict(v) for v in agent_values[self._slice(i)]]
+            inst.conn.request("env_params", **message)
 
     def close_extras(self, **kwargs) -> None:
         self.launcher.close()

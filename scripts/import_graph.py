@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "python_trainer"
 
 LAYERS = [
     {"paths", "processes", "errors", "files", "signals", "running_stats", "flags", "optimizer"},  # below everything
-    {"protocol", "game"},  # the wire protocol; which game, one instance's command line
+    {"protocol", "game", "env_params", "curriculum"},  # the wire protocol; which game, one instance's command line; its parameters
     {"launcher"},  # ports, tokens, logs, Xvfb, restarts
     {"grouped_env", "gym_env", "vec_env"},  # the vector envs
     {"agent", "recurrent", "rnd", "normalization", "checkpoint", "policy_file", "onnx_policy", "trained_agent",

@@ -323,3 +323,25 @@ def test_merged_moments_equal_the_moments_of_all_the_data():
     everything = np.concatenate(data)
     np.testing.assert_allclose(learner.mean, everything.mean(0), rtol=1e-5)
     np.testing.assert_allclose(learner.var, everything.var(0), rtol=1e-4)
+
+
+def test_a_ray_worker_gives_its_games_the_runs_environment_parameters(cluster, tmp_path, headless_export):
+    """jumper with its gaps widened by --env-param: one Ray worker's episodes are the local run's, and not those of a
+    run without the parameters (one update, so no merged statistics differ)."""
+    episodes = {}
+    for name, extra in (("local", []), ("ray", ["--ray-address", cluster.address, "--ray-workers", "1"]),
+                        ("default", None)):  # fmt: skip
+        argv = ["--env-id", "jumper", "--agents-per-instance", "4", "--num-steps", "256", "--total-timesteps", "1024",
+                "--num-minibatches", "4", "--eval-episodes", "0", "--run-dir-root", str(tmp_path / name),
+                *(["--env-param", "gap_min=3.5", "--env-param", "gap_max=4.0"] if extra is not None else []),
+                *(extra or [])]  # fmt: skip
+        if extra:  # the learner joins Ray from its own process, as `godot-ppo train` does
+            out = subprocess.run([sys.executable, "-m", "python_trainer", "train", *argv], cwd=REPO,
+                                 capture_output=True, text=True, timeout=180)  # fmt: skip
+            assert out.returncode == 0, out.stderr[-3000:]
+        else:
+            assert train.main(argv) == 0
+        (run_dir,) = _run_dirs(tmp_path / name)
+        episodes[name] = [line.split(",")[:3] for line in (run_dir / "episodes.csv").read_text().splitlines()[1:]]
+    assert len(episodes["local"]) >= 4 and episodes["ray"] == episodes["local"]
+    assert episodes["default"] != episodes["local"]

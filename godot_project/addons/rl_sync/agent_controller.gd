@@ -32,6 +32,12 @@ var n_steps := 0
 var episode_return := 0.0
 var last_episode_return := 0.0
 var last_episode_length := 0
+# The environment parameters in force for this episode (name -> float; see env_params.gd), set by the
+# sync node just before reset_episode(); read them with env_param().
+var env_values := {}
+# The sync node's parameters and this agent's index among its agents (null without a sync node).
+var _env_params = null
+var _agent_index := 0
 
 
 func _enter_tree() -> void:
@@ -69,6 +75,12 @@ func get_heuristic_action() -> Dictionary:
 	return zero_action()
 
 
+# The game's environment parameters, when it has any (this node's, or its scene root's, see
+# env_params.gd): name -> {"default": D, "min": LO, "max": HI}, the same constant Dictionary every time.
+func get_env_params() -> Dictionary:
+	return {}
+
+
 # Optional, and deliberately not defined here (RLSync asks has_method()): a game of two teams may give
 # a hand-written opponent, played by --opponent=scripted (or --policy=scripted) in matches:
 #     func get_scripted_action() -> Dictionary
@@ -102,8 +114,28 @@ func zero_action() -> Dictionary:
 	return action
 
 
+# The value of an environment parameter for this episode: a trainer's or --env_param's, else its
+# default. Read it in reset_episode(); reading draws nothing from any random generator.
+func env_param(name: String) -> float:
+	if env_values.has(name):
+		return env_values[name]
+	var declared := get_env_params()  # no sync node (a test): this controller's own declaration
+	if declared.has(name):
+		return float(declared[name]["default"])
+	push_error("%s: env_param('%s'): the game declares no such parameter (get_env_params())" % [get_path(), name])
+	return 0.0
+
+
+# Called by the sync node (never by the game): the parameters this agent's episodes read.
+func use_env_params(params, agent_index: int) -> void:
+	_env_params = params
+	_agent_index = agent_index
+
+
 # Called by the sync node (never by the game): starts a fresh episode.
 func begin_episode() -> void:
+	if _env_params != null:
+		env_values = _env_params.for_agent(_agent_index)
 	reset_episode()
 	reward = 0.0
 	done = false

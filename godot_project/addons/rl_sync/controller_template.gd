@@ -56,3 +56,11 @@ func get_info() -> Dictionary:
 # Optional: the observation space; the default is a box of get_obs().size() values.
 func get_obs_space() -> Dictionary:
 	return {"obs": {"size": [get_obs().size()], "space": "box"}}
+
+
+# Optional: the game's environment parameters, numbers a trainer sets per episode (a difficulty, a
+# size), each with a default and a range, e.g. {"gap_max": {"default": 2.2, "min": 0.2, "max": 4.0}};
+# return the same constant Dictionary every time. Read a value in reset_episode() with
+# env_param("gap_max"). See docs/env_params.md.
+func get_env_params() -> Dictionary:
+	return {}

@@ -13,6 +13,7 @@ extends Reference
 # claim_run(), which answers --list_envs and --env and starts the chosen game.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+const EnvParams = preload("res://addons/rl_sync/env_params.gd")
 
 const GAMES_SETTING := "rl_sync/games"
 const DEFAULT_SETTING := "rl_sync/default_game"
@@ -93,11 +94,35 @@ static func names_text(all_games: Dictionary) -> String:
 
 # The one stdout line of --list_envs, keys in this order (to_json would sort them):
 #   {"envs": ["a", "b"], "default": "a"}
-static func list_line(all_games: Dictionary, default_name: String) -> String:
+# and, when games declare environment parameters (our extension, see env_params_of()), after them:
+#   , "env_params": {"a": {"gap": {"default": 1.0, "max": 2.0, "min": 0.5}}}
+static func list_line(all_games: Dictionary, default_name: String, params: Dictionary = {}) -> String:
 	var quoted := PoolStringArray()
 	for name in sorted_names(all_games):
 		quoted.append(to_json(name))
-	return "{\"envs\": [%s], \"default\": %s}" % [quoted.join(", "), to_json(default_name)]
+	var line := "{\"envs\": [%s], \"default\": %s" % [quoted.join(", "), to_json(default_name)]
+	return line + (", \"env_params\": %s}" % to_json(params) if not params.empty() else "}")
+
+
+# Each game's environment parameters (env_params.gd), read from its scene instanced but never run:
+# game -> declared, for the games that declare some; a String when a declaration is wrong.
+static func env_params_of(all_games: Dictionary):
+	var found := {}
+	for name in sorted_names(all_games):
+		var scene = all_games[name]
+		if not ResourceLoader.exists(scene):
+			continue
+		var packed = load(scene)
+		if not packed is PackedScene:
+			continue
+		var root: Node = packed.instance()
+		var declared = EnvParams.declared_in(root)
+		root.free()
+		if typeof(declared) == TYPE_STRING:
+			return "game '%s': %s" % [name, declared]
+		if not declared.empty():
+			found[name] = declared
+	return found
 
 
 # A scene's game name: the env_name of its RLSync node, else the scene file's base name.
@@ -147,7 +172,10 @@ static func _is_sync_script(script) -> bool:
 # `unattended` is true for headless runs; so are --port (a trainer), --benchmark_steps and --policy.
 static func decide(args: Dictionary, unattended: bool, all_games: Dictionary, default_name: String) -> Dictionary:
 	if args.has("list_envs"):
-		return {"print": list_line(all_games, default_name), "exit": 0}
+		var params = env_params_of(all_games)
+		if typeof(params) == TYPE_STRING:
+			return {"error": params}
+		return {"print": list_line(all_games, default_name, params), "exit": 0}
 	var env: String = args.get("env", "")
 	# A bare --env reads as "true"; it names no game.
 	if env != "" and env != "true":

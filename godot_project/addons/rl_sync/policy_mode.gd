@@ -2,7 +2,8 @@ extends Reference
 # --policy=FILE[,FILE...]: trained networks (policy files, see policy_runner.gd) drive the agents,
 # without a trainer; each agent plays the network of its policy_name (policy_set.gd: a file without
 # one plays every agent, a bundle gives several). With --eval_episodes it plays that many episodes and
-# prints {"eval": {...}}; with --policy_forward it prints one network's outputs for given observations
+# prints {"eval": {...}} (returns, lengths, the mean of each numeric get_info() key, the --env_param
+# values in force); with --policy_forward it prints one network's outputs for given observations
 # (parity checks); with --policy_reload it picks up each new version of the files (`train --watch`).
 # --policy=random: uniformly random actions (seeded by --env_seed) instead of a file, in any game: the
 # baseline of an evaluation (--policy=random --eval_episodes=N).
@@ -45,6 +46,8 @@ var _eval_returns := []
 var _eval_lengths := []
 # Which agent played each evaluated episode (the report's by_policy).
 var _eval_agents := []
+# Each numeric get_info() key of the evaluated episodes: [sum, count] (their means go in the report).
+var _eval_info := {}
 
 
 # `seed_value` (--env_seed) goes into the evaluation report and seeds --policy=random.
@@ -145,6 +148,7 @@ func step() -> bool:
 			_eval_returns.append(_agents[i].last_episode_return)
 			_eval_lengths.append(_agents[i].last_episode_length)
 			_eval_agents.append(i)
+			_add_info(results["info"][i])
 		if _random != null:
 			_sync.act(i, BenchmarkMode.sample_action(_sync.action_spaces[i], _random))
 			continue
@@ -161,6 +165,8 @@ func step() -> bool:
 		"returns": _eval_returns,
 		"lengths": _eval_lengths,
 		"mean_return": _mean(_eval_returns),
+		"info_means": _info_means(),
+		"env_params": _sync.env_params.settings(0),
 	}
 	# Several policies: the sides' returns apart as well (a chaser's +1 is a runner's -1).
 	if _random == null and policies.policy_names().size() > 1:
@@ -188,6 +194,22 @@ static func _mean(values: Array) -> float:
 	for v in values:
 		total += v
 	return total / max(values.size(), 1)
+
+
+# An ended episode's get_info() (the sync node's own keys are not numbers, and are skipped).
+func _add_info(info: Dictionary) -> void:
+	for key in info:
+		if typeof(info[key]) in [TYPE_INT, TYPE_REAL]:
+			var sums: Array = _eval_info.get(key, [0.0, 0])
+			_eval_info[key] = [sums[0] + info[key], sums[1] + 1]
+
+
+# The mean of each numeric get_info() key over the episodes that reported it, e.g. a success rate.
+func _info_means() -> Dictionary:
+	var means := {}
+	for key in _eval_info:
+		means[key] = _eval_info[key][0] / _eval_info[key][1]
+	return means
 
 
 # Parity check with the trainer: reads {"observations": [[...], ...]} and prints the raw network

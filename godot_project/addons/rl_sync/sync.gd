@@ -29,6 +29,7 @@ const RunFlags = preload("res://addons/rl_sync/run_flags.gd")
 const RunClock = preload("res://addons/rl_sync/run_clock.gd")
 const WindowHelpers = preload("res://addons/rl_sync/window_helpers.gd")
 const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
+const EnvParams = preload("res://addons/rl_sync/env_params.gd")
 
 const BASE_PHYSICS_FPS := 60
 
@@ -43,6 +44,9 @@ var agents := []
 var action_spaces := []
 var action_repeat := 1
 var stopping := false
+# The game's environment parameters (env_params.gd): declared, set by --env_param or the trainer.
+# Until the run starts (or in a test that sets `agents` itself): no parameters, no agents.
+var env_params: EnvParams = EnvParams.new({}, 0, 0)
 
 var _frame := 0
 # Local modes (policy, benchmark, human) choose their first actions on the first physics frame, before
@@ -104,6 +108,10 @@ func _start() -> void:
 	if agents.empty():
 		RlArgs.fail(get_tree(), "no agent controllers found: add nodes extending agent_controller.gd to the scene")
 		return
+	var params_error := _start_env_params(flags.env_seed)
+	if params_error != "":
+		RlArgs.fail(get_tree(), params_error)
+		return
 	for agent in agents:
 		if flags.max_episode_steps > 0:
 			agent.max_episode_steps = flags.max_episode_steps
@@ -119,6 +127,19 @@ func _start() -> void:
 	_before_first_step = mode != Mode.TRAIN
 	set_physics_process(true)
 	set_process(_clock.is_limited())
+
+
+# Collects the parameters the game declares, hands them to every agent (before its first episode) and
+# applies --env_param; "" or what is wrong.
+func _start_env_params(seed_value: int) -> String:
+	var root: Node = get_tree().current_scene if _in_current_scene() else get_parent()
+	var declared = EnvParams.declared_in(root)
+	if typeof(declared) == TYPE_STRING:
+		return declared
+	env_params = EnvParams.new(declared, agents.size(), seed_value)
+	for i in range(agents.size()):
+		agents[i].use_env_params(env_params, i)
+	return env_params.apply_flags()
 
 
 # Picks the mode from the flags and starts its helper; false when that ended the run (an error, no

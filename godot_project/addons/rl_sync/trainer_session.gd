@@ -148,8 +148,14 @@ func _answer(message: Dictionary) -> String:
 		"stats":
 			if _send(_stats.reply()) != OK:
 				return Wire.DISCONNECTED
+		"env_params":  # our extension: values for each agent's next episode (env_params.gd)
+			var error: String = _sync.env_params.apply_message(message)
+			if error != "":
+				return error
+			if _send({"type": "env_params"}) != OK:
+				return Wire.DISCONNECTED
 		_:
-			return "unknown message type '%s' (expected handshake, env_info, reset, action, call, stats or close)" \
+			return "unknown message type '%s' (expected handshake, env_info, reset, action, call, stats, env_params or close)" \
 					% str(message["type"])
 	return ""
 
@@ -194,6 +200,7 @@ func _env_info() -> Dictionary:
 		"extension_version": TrainerHandshake.EXTENSION_VERSION,
 		"obs_encoding": handshake.obs_encoding,
 		"step_encoding": handshake.step_encoding,
+		"env_params": _sync.env_params.declared,  # our extension: name -> {"default", "min", "max"}
 	}
 
 

@@ -21,6 +21,16 @@ const GAP_MIN := 0.6
 const GAP_MAX := 2.2
 const RISE_MIN := -0.6
 const RISE_MAX := 0.5
+# The course as environment parameters (env_params.gd), defaulting to the constants above; the agent
+# sets them from its episode's values (jumper_agent.gd). docs/env_params.md has the hard setting.
+const COURSE_PARAMS := {
+	"gap_min": {"default": GAP_MIN, "min": 0.2, "max": 4.0},
+	"gap_max": {"default": GAP_MAX, "min": 0.2, "max": 4.0},
+	"rise_min": {"default": RISE_MIN, "min": -1.0, "max": 1.0},
+	"rise_max": {"default": RISE_MAX, "min": -1.0, "max": 1.0},
+	"size_min": {"default": SIZE_MIN, "min": 1.5, "max": 5.0},
+	"size_max": {"default": SIZE_MAX, "min": 1.5, "max": 5.0},
+}
 const TOP_LIMIT := 2.0
 # Turn of the course's heading from one platform to the next, in radians.
 const TURN_MAX := 0.5
@@ -43,6 +53,8 @@ var _top := {}
 var _heading := {}
 var _half := {}
 var fall_y := -FALL_DEPTH
+# The course's parameters in force (COURSE_PARAMS' names -> values), for this episode's courses.
+var course := {}
 
 onready var player: KinematicBody = $Player
 onready var controller = $Player/AgentController
@@ -53,6 +65,8 @@ var _materials := {}
 func _ready() -> void:
 	# Each arena has its own generator, so an arena's episodes depend only on the seed and its index.
 	rng.seed = ArenaGrid.arena_seed(seed_value, index)
+	for name in COURSE_PARAMS:
+		course[name] = COURSE_PARAMS[name]["default"]
 	var shows := not RlArgs.is_headless()
 	for color in [PLATFORM_COLOR, GOAL_COLOR]:
 		var material := SpatialMaterial.new()
@@ -80,7 +94,7 @@ func goal() -> StaticBody:
 
 # A new course from the origin, with a random heading (a new episode).
 func new_course() -> void:
-	_place(platforms[0], Vector3.ZERO, 0.0, rng.randf_range(-PI, PI), rng.randf_range(SIZE_MIN, SIZE_MAX) / 2.0)
+	_place(platforms[0], Vector3.ZERO, 0.0, rng.randf_range(-PI, PI), rng.randf_range(course["size_min"], course["size_max"]) / 2.0)
 	_extend()
 
 
@@ -104,11 +118,11 @@ func _extend() -> void:
 		var previous: StaticBody = platforms[k - 1]
 		heading += rng.randf_range(-TURN_MAX, TURN_MAX)
 		var turn := heading - float(_heading[previous])
-		var half := rng.randf_range(SIZE_MIN, SIZE_MAX) / 2.0
+		var half := rng.randf_range(course["size_min"], course["size_max"]) / 2.0
 		# The previous square's extent along the new heading, so the gap is measured edge to edge.
 		var reach: float = _half[previous] * (abs(cos(turn)) + abs(sin(turn)))
-		var distance: float = reach + rng.randf_range(GAP_MIN, GAP_MAX) + half
-		var top: float = clamp(_top[previous] + rng.randf_range(RISE_MIN, RISE_MAX), -TOP_LIMIT, TOP_LIMIT)
+		var distance: float = reach + rng.randf_range(course["gap_min"], course["gap_max"]) + half
+		var top: float = clamp(_top[previous] + rng.randf_range(course["rise_min"], course["rise_max"]), -TOP_LIMIT, TOP_LIMIT)
 		var previous_centre := Vector3(previous.translation.x, 0.0, previous.translation.z)
 		_place(platforms[k], previous_centre + direction(heading) * distance, top, heading, half)
 		lowest = min(lowest, top)

@@ -11,6 +11,7 @@ const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const Arena = preload("res://games/jumper/arena.tscn")
 # The 2D arena grid's reading of --agents (the layout here is 3D, so it is not the scene's script).
 const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
+const ArenaScript = preload("res://games/jumper/arena.gd")
 
 # Courses stay within about 40 m of their arena's origin and rays reach 8 m.
 const ARENA_PITCH := 100.0
@@ -50,6 +51,12 @@ func _ready() -> void:
 	if not RlArgs.is_headless():
 		camera.current = true
 		_frame_grid(columns)
+
+
+# The course's environment parameters (its arenas' controllers, built in _ready, declare the same): so
+# --list_envs, which instances this scene without running it, finds them.
+func get_env_params() -> Dictionary:
+	return ArenaScript.COURSE_PARAMS
 
 
 # Several arenas: a view from above and behind that holds the whole grid.

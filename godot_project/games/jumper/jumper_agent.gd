@@ -12,6 +12,8 @@ extends "res://addons/rl_sync/agent_controller.gd"
 # end of the episode for falling off, plus potential-based shaping that pays for getting closer to
 # the goal (it sums to the change in distance, so it cannot be farmed by moving back and forth).
 
+const ArenaScript = preload("res://games/jumper/arena.gd")
+
 const MAX_SPEED := 6.0
 const BACKWARD_FRACTION := 0.5
 const TURN_SPEED := 3.0
@@ -64,7 +66,13 @@ func set_action(action: Dictionary) -> void:
 	jump = action["jump"] == 1
 
 
+func get_env_params() -> Dictionary:
+	return ArenaScript.COURSE_PARAMS
+
+
 func reset_episode() -> void:
+	for name in ArenaScript.COURSE_PARAMS:
+		arena.course[name] = env_param(name)
 	arena.new_course()
 	body.transform = Transform(Basis(Vector3.UP, arena.rng.randf_range(-PI, PI)), arena.top_centre(0))
 	velocity = Vector3.ZERO

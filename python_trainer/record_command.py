@@ -15,6 +15,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from python_trainer.demos import DemoError, read_episodes
@@ -63,10 +64,14 @@ def record(args) -> int:
     proc = spawn(instance.command(*mode), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                  stderr=subprocess.STDOUT, env=instance.environ())  # fmt: skip
     failed = []
+    log_path = Path(tempfile.gettempdir()) / f"godot-ppo-record-{os.getpid()}.log"  # all of the game's output
     try:
-        for raw in proc.stdout:  # the game's own lines: the recorder's and errors are shown
-            line = raw.decode(errors="replace").rstrip()
-            if line.startswith("rl_sync") or "SCRIPT ERROR" in line:
+        with open(log_path, "wb") as log:
+            for raw in proc.stdout:  # the game's own lines: the recorder's and errors are shown
+                log.write(raw)
+                line = raw.decode(errors="replace").rstrip()
+                if not (line.startswith("rl_sync") or "SCRIPT ERROR" in line):
+                    continue
                 print(line, flush=True)
                 if line.startswith("rl_sync: error"):
                     failed.append(line)
@@ -81,8 +86,9 @@ def record(args) -> int:
     if failed or code not in (0, None):
         say(f"godot-ppo record: error: the game ended with code {code}"
             + (f" ({failed[0].removeprefix('rl_sync: error: ')})" if failed else "")
-            + (f"; {out} holds {_summary(after)}" if after else ""))  # fmt: skip
+            + (f"; {out} holds {_summary(after)}" if after else "") + f"; its output is in {log_path}")  # fmt: skip
         return 1
+    log_path.unlink(missing_ok=True)
     added = after[len(before):] if len(after) >= len(before) else []
     print(f"recorded {_summary(added)} in this session; {out} holds {_summary(after)}", flush=True)
     if after:

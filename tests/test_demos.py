@@ -290,7 +290,12 @@ def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
             value = until()
             if value:
                 return value
-            assert proc.poll() is None, f"record ended early while waiting for {what}: {lines}"
+            if proc.poll() is not None:
+                reader.join(10)
+                log = next((line.rsplit("its output is in ", 1)[1].strip() for line in lines
+                            if "its output is in " in line), None)  # fmt: skip
+                raise AssertionError(f"record ended early while waiting for {what}: {lines}; the game's output: "
+                                     f"{Path(log).read_text()[-3000:] if log and Path(log).exists() else None}")
             time.sleep(0.02)
         raise AssertionError(f"no {what} within {timeout} s: {lines}")
 

@@ -5,7 +5,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := godot3-server godot3-runner xvfb xauth imagemagick
+APT_PACKAGES := godot3-server godot3-runner xvfb xauth imagemagick xdotool
 
 .PHONY: demo test play play-jumper export deps system-deps clean
 

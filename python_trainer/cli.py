@@ -18,6 +18,7 @@ COMMANDS = {
     "export-policy": ("python_trainer.playback", "export_policy_main", "write a trained actor for in-engine play"),
     "import-policy": ("python_trainer.playback", "import_policy_main", "turn an ONNX policy (SB3, CleanRL) into one"),
     "play": ("python_trainer.playback", "play_main", "watch a trained policy in the Godot window"),
+    "record": ("python_trainer.record_command", "main", "play the game and record demonstrations for --demos"),
     "profile": ("python_trainer.profiling", "main", "profile headless against windowed instances"),
 }
 

@@ -19,7 +19,8 @@ to log. The equations (Schulman et al. 2017, 2016):
 
 What fills its slots lives next door: the agent (agent.py: an MLP with one actor head per action key, so a game may
 mix continuous and discrete keys; recurrent.py: --lstm, CleanRL's ppo_atari_lstm.py), the bonus (rnd.py: --rnd,
-CleanRL's ppo_rnd_envpool.py, whose lines are the `if bonus` blocks below), the rollouts (rollout.py: this
+CleanRL's ppo_rnd_envpool.py, whose lines are the `if bonus` blocks below), an auxiliary loss (cloning.py: --demos'
+behavioural cloning, added to each minibatch's loss), the rollouts (rollout.py: this
 machine's games, pipelined; ray_rollouts.py: Ray workers), the normaliser (normalization.py). The command around
 the loop (flags, run folder, resume, checkpoints, signals, TensorBoard, evaluation) is train.py.
 Differences from CleanRL, all on purpose: one actor head per action key; a truncated episode (time limit) is
@@ -43,7 +44,7 @@ from python_trainer.optimizer import Adam, clip_grad_norm
 
 @dataclass
 class Args:
-    total_timesteps: int = flag(500000, at_least(1, "an integer >= 1", "500000"))
+    total_timesteps: int = flag(500000, at_least(0, "an integer >= 1 (0 only with --demos: the clone alone)", "500000"))
     """total timesteps of the experiments"""
     learning_rate: float = flag(2.5e-4, positive("2.5e-4"))
     """the learning rate of the optimizer"""
@@ -145,10 +146,12 @@ class Iteration:
 
 
 def iterations(args: Args, agent: nn.Module, optimizer: Adam, rollouts, buf, normalizer,
-               bonus=None, *, num_iterations: int, start: int = 0, global_step: int = 0) -> Iterator[Iteration]:
+               bonus=None, aux=None, *, num_iterations: int, start: int = 0, global_step: int = 0) -> Iterator[Iteration]:
     """PPO's loop from update ``start + 1`` to ``num_iterations``, yielding after each update (its rollout's ended
     episodes are in buf.episodes). ``rollouts``: rollout.Rollouts; ``buf``: its rollout.RolloutBuffer, with the
-    first observations in buf.next_obs; ``bonus``: rnd.RND or None. Raises rollout.NonFiniteEnvData for NaN/inf
+    first observations in buf.next_obs; ``bonus``: rnd.RND or None; ``aux``: an auxiliary loss or None, whose
+    ``loss(agent, global_step)`` is added to each minibatch's loss and ``scalars(agent, global_step)`` to the update's
+    (cloning.CloningLoss). Raises rollout.NonFiniteEnvData for NaN/inf
     from the env and NonFiniteLoss for a NaN/inf loss."""
     num_envs = rollouts.num_envs
     batch_size = args.num_steps * num_envs
@@ -253,6 +256,8 @@ def iterations(args: Args, agent: nn.Module, optimizer: Adam, rollouts, buf, nor
                     rnd_loss = bonus.predictor_loss(b_rnd_inputs.index_select(0, mb_inds),
                                                     b_rnd_targets.index_select(0, mb_inds))
                     loss = loss + int_v_loss * args.vf_coef + rnd_loss
+                if aux is not None:  # e.g. + c_bc(t) * L^BC on demonstrations (cloning.py)
+                    loss = loss + aux.loss(agent, global_step)
                 if not torch.isfinite(loss):
                     raise NonFiniteLoss(pg_loss.item(), v_loss.item())
 
@@ -292,4 +297,6 @@ def iterations(args: Args, agent: nn.Module, optimizer: Adam, rollouts, buf, nor
                 "losses/intrinsic_value_loss": int_v_loss.item(),
                 "losses/rnd_loss": rnd_loss.item(),
             })  # fmt: skip
+        if aux is not None:
+            scalars.update(aux.scalars(agent, global_step))
         yield Iteration(iteration, global_step, scalars)

@@ -31,10 +31,11 @@ import numpy as np
 import torch
 import tyro
 
-from python_trainer import curriculum, ppo
+from python_trainer import cloning, curriculum, ppo
 from python_trainer.agent import action_heads
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state, space_to_dict
 from python_trainer.curriculum import CurriculumArgs, Schedule
+from python_trainer.demos import DemoError, load_demos, read_episodes
 from python_trainer.env_params import check_params
 from python_trainer.errors import UserError, one_line, say
 from python_trainer.files import OutputError, is_disk_full, write_atomic, write_error
@@ -143,8 +144,8 @@ class EnvArgs:
 
 
 @dataclass
-class Args(SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args, CurriculumArgs, EnvArgs,
-           ExperimentArgs):
+class Args(cloning.CloningArgs, SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args,
+           CurriculumArgs, EnvArgs, ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 
 
@@ -168,7 +169,7 @@ def check_sizes(args, num_envs):
             f"--lstm minibatches hold whole envs: {num_envs} envs do not split into --num-minibatches "
             f"{args.num_minibatches}; use a --num-minibatches that divides {num_envs}"
         )
-    if args.total_timesteps < batch_size:
+    if args.total_timesteps < batch_size and not (args.total_timesteps == 0 and args.demos):
         raise TrainError(
             f"--total-timesteps {args.total_timesteps} is less than one batch ({num_envs} envs x {args.num_steps} "
             f"steps = {batch_size}): raise --total-timesteps or lower --num-steps"
@@ -226,6 +227,12 @@ def _check_resumed_model(args, ckpt):
                          "resume with the run's own setting (drop the flag) or start a new run")  # fmt: skip
 
 
+def _declared_actions(env_info):
+    """A Godot game's action space as its agents declare it (their key order is the demonstrations'), else None."""
+    spaces = (env_info or {}).get("action_space")
+    return spaces[0] if isinstance(spaces, list) and spaces else spaces
+
+
 def _resolve_env(args):
     """A gymnasium id, or the `GodotGame` that --env-path / --env-id name (game.resolve_env decides which)."""
     env_id = args.env_id if args.env_id is not None or args.env_path is not None else DEFAULT_ENV_ID
@@ -236,6 +243,15 @@ def _check_args(args, explicit, ckpt):
     """Every check that needs no game: each flag's own rule, then the rules between flags."""
     check_flags(args)
     _check_resumed_model(args, ckpt)
+    if args.total_timesteps == 0 and not args.demos:
+        raise TrainError("--total-timesteps 0 trains nothing: give --demos FILE [FILE...] (the cloned policy alone) or "
+                         "a budget >= 1, e.g. --total-timesteps 500000")
+    for path in args.demos or ():  # a missing, empty or damaged file: said before any game starts
+        read_episodes(path)
+    bc_flags = sorted(f for f in explicit if f.startswith("bc_"))
+    if bc_flags and not args.demos:
+        raise TrainError(f"--{bc_flags[0].replace('_', '-')} is for behavioural cloning: add --demos FILE [FILE...] "
+                         "or drop it")
     ray_flags = sorted(set(explicit) & set(RAY_ONLY))
     if args.ray_address is None and ray_flags:
         raise TrainError(f"--{ray_flags[0].replace('_', '-')} is for Ray rollout workers: add --ray-address local (this "
@@ -508,6 +524,20 @@ def train(args: Args, explicit=frozenset()) -> int:
             policy_set.bind(learners)
         first = learners[0]
         obs_space, act_space = rollouts.single_observation_space, rollouts.single_action_space
+        aux, fit = None, {}
+        if args.demos:  # behavioural cloning (cloning.py): pre-training (not on --resume), then PPO's auxiliary loss
+            if policy_set is not None:
+                raise TrainError(f"--demos clones one policy; {args.env_id}'s agents play {len(learners)} "
+                                 f"({', '.join(policy_set.names)}): drop --demos")  # fmt: skip
+            demos = load_demos(args.demos, first.agent.obs_dim, act_space, _declared_actions(rollouts.env_info),
+                               args.env_id)  # fmt: skip
+            print(f"demonstrations: {demos.summary()}", flush=True)
+            if not ckpt:
+                cloning.seed_normalizer(first.normalizer, demos)
+                fit = cloning.pretrain(first.agent, first.normalizer, demos, args, args.seed)
+                print("behavioural cloning: " + ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in fit.items()))
+            if args.bc_coef > 0:
+                aux = cloning.CloningLoss(first.agent, first.normalizer, demos, args, args.seed)
 
         # TensorBoard, episodes.csv, progress (a resumed run drops what was logged after its checkpoint)
         log = RunLog(run_dir, global_step, resumed=bool(ckpt), hyperparameters={**asdict(args), "num_envs": num_envs,
@@ -516,6 +546,8 @@ def train(args: Args, explicit=frozenset()) -> int:
                      policies=None if policy_set is None else policy_set.names,
                      columns=schedule.columns() if schedule else ())  # fmt: skip
         writer = log.writer
+        for tag, value in fit.items():  # the clone's fit to the demonstrations, before PPO
+            writer.add_scalar(tag, value, global_step)
         env_info = rollouts.env_info  # Godot games: the in-engine player's policy.json goes with each checkpoint
 
         def checkpoint(path, step, update):
@@ -584,7 +616,8 @@ def train(args: Args, explicit=frozenset()) -> int:
                     f"--total-timesteps {args.total_timesteps}")  # fmt: skip
 
         updates = lockstep([ppo.iterations(args, ln.agent, ln.optimizer, ln.rollouts, ln.buf, ln.normalizer, ln.bonus,
-                                           num_iterations=num_iterations, start=start_update, global_step=global_step)
+                                           aux if ln is first else None, num_iterations=num_iterations,
+                                           start=start_update, global_step=global_step)
                             for ln in learners])  # fmt: skip
         timing, since = TimeShares(), time.perf_counter()
         try:
@@ -645,7 +678,7 @@ def train(args: Args, explicit=frozenset()) -> int:
             _record_final_video(run_dir, game, args.seed, args.connect_timeout)
         print(f"run folder: {run_dir}  (model: {run_dir / MODEL_NAME}; tensorboard --logdir {run_dir.parent})")
         return 0
-    except TrainError:
+    except (TrainError, DemoError):
         raise  # NaN observations or loss: its message names the last checkpoint (the model may be diverging)
     except (KeyboardInterrupt, Exception) as e:
         # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), an instance out of restarts, a closed stdout (`| head`), a

@@ -20,9 +20,9 @@ LAYERS = [
     {"launcher"},  # ports, tokens, logs, Xvfb, restarts
     {"grouped_env", "gym_env", "vec_env"},  # the vector envs
     {"agent", "recurrent", "rnd", "normalization", "checkpoint", "policy_file", "onnx_policy", "trained_agent",
-     "run_folder"},
+     "run_folder", "demos", "cloning"},
     {"rollout", "ray_rollouts", "policies", "self_play", "ppo"},  # the algorithm and where its rollouts come from
-    {"train", "playback", "profiling", "export", "game_commands"},  # the commands
+    {"train", "playback", "profiling", "export", "game_commands", "record_command"},  # the commands
     {"cli", "__main__", "__init__"},  # the command line (the package's make_vec_env shortcut is lazy)
 ]
 # Edges the layers allow but the design does not: the algorithm knows no rollout source by name, and neither the

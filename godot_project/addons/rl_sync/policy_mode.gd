@@ -150,11 +150,11 @@ func step() -> bool:
 			_eval_agents.append(i)
 			_add_info(results["info"][i])
 		if _random != null:
-			_agents[i].set_action(BenchmarkMode.sample_action(_sync.action_spaces[i], _random))
+			_sync.act(i, BenchmarkMode.sample_action(_sync.action_spaces[i], _random))
 			continue
 		if results["done"][i]:  # the observation starts a new episode: a recurrent policy forgets the last
 			policies.reset(i)
-		_agents[i].set_action(policies.act(results["obs"][i]["obs"], i))
+		_sync.act(i, policies.act(results["obs"][i]["obs"], i))
 	if not evaluating or _eval_quota.max() != 0:
 		return false
 	var report := {

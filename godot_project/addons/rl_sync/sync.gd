@@ -28,6 +28,7 @@ const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
 const RunFlags = preload("res://addons/rl_sync/run_flags.gd")
 const RunClock = preload("res://addons/rl_sync/run_clock.gd")
 const WindowHelpers = preload("res://addons/rl_sync/window_helpers.gd")
+const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
 const EnvParams = preload("res://addons/rl_sync/env_params.gd")
 
 const BASE_PHYSICS_FPS := 60
@@ -58,6 +59,8 @@ var _policy_mode: PolicyMode = null
 var _benchmark: BenchmarkMode = null
 var _overlay = null
 var _clock: RunClock = null
+# --record_demos: records one agent's episodes, whatever drives it (null otherwise).
+var _demos: DemoRecorder = null
 
 
 func _ready() -> void:
@@ -116,6 +119,8 @@ func _start() -> void:
 		agent.begin_episode()
 	if not _start_mode(flags):
 		return
+	if RlArgs.has("record_demos") and not _start_recording():
+		return
 	if not RlArgs.is_headless():
 		_overlay = WindowHelpers.add_to(self, flags.record_every)
 	_clock = RunClock.new(flags.quit_after_frames, flags.quit_after_seconds)
@@ -168,6 +173,21 @@ func _start_mode(flags: RunFlags) -> bool:
 	return true
 
 
+# --record_demos: only a local driver (the keyboard, --policy) makes demonstrations; false when it failed.
+func _start_recording() -> bool:
+	if mode == Mode.TRAIN or mode == Mode.BENCHMARK:
+		_fail("--record_demos records the keyboard or a --policy: drop --port / --benchmark_steps")
+		return false
+	_demos = DemoRecorder.new()
+	var error := _demos.start(env_name, agents, action_spaces)
+	if error != "":
+		_demos = null
+		_fail(error)
+		return false
+	print("rl_sync: " + _demos.summary() + " in " + _demos.path)
+	return true
+
+
 # Ends a run of --quit_after_frames frames or --quit_after_seconds with a report of the rates it held.
 func _process(_delta: float) -> void:
 	if stopping or not _clock.is_over():
@@ -204,8 +224,26 @@ func _physics_process(_delta: float) -> void:
 				_stop(0)
 		Mode.HUMAN:
 			decision_step()
-			for agent in agents:
-				agent.set_action(agent.get_heuristic_action())
+			for i in range(agents.size()):
+				act(i, agents[i].get_heuristic_action())
+	if _demos != null and not stopping:
+		_record_demos_after_step()
+
+
+# Gives agent i its action (every local driver goes through here, so --record_demos sees it).
+func act(i: int, action: Dictionary) -> void:
+	agents[i].set_action(action)
+	if _demos != null:
+		_demos.on_action(i, action)
+
+
+func _record_demos_after_step() -> void:
+	var error := _demos.poll_drop_key()
+	if error != "":
+		_fail(error)
+	elif _demos.is_done():
+		print("rl_sync: recorded %d episodes in %s" % [_demos.recorded_here, _demos.path])
+		_stop(0)
 
 
 # One decision step for every agent (decision_step.gd): collect the reward earned since the last one,
@@ -214,8 +252,15 @@ func _physics_process(_delta: float) -> void:
 func decision_step() -> Dictionary:
 	if _before_first_step:
 		_before_first_step = false
-		return DecisionStep.first(agents)
+		var first := DecisionStep.first(agents)
+		if _demos != null:
+			_demos.on_step(first, true)
+		return first
 	var step := DecisionStep.json(agents)
+	if _demos != null:
+		var error := _demos.on_step(step, false)
+		if error != "":
+			_fail(error)
 	if _overlay != null:
 		_overlay.show_agents(_mode_text(), agents)
 	return step
@@ -232,6 +277,12 @@ func decision_step_packed(declared: PoolIntArray = PoolIntArray(), declared_tota
 
 
 func _mode_text() -> String:
+	if _demos != null:
+		return _driver_text() + "\n" + _demos.summary()
+	return _driver_text()
+
+
+func _driver_text() -> String:
 	match mode:
 		Mode.TRAIN:
 			return "training (%s)" % env_name

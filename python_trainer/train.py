@@ -407,25 +407,25 @@ def _perf_scalars(its) -> dict:
 
 def _evaluate(learners, policy_set, rollouts, args, global_step, writer) -> Optional[float]:
     """The deterministic policy (argmax / mean action) over --eval-episodes episodes, said and logged; with several
-    policies, every policy plays and each one's episodes are counted apart. Returns the (first) mean return."""
+    policies, every policy plays and each one's episodes are counted apart. Returns the mean return of a game of one
+    policy."""
     acts = {ln.name: LoadedAgent(ln.agent, ln.normalizer, ln.rollouts.single_observation_space,
                                  ln.rollouts.single_action_space, args.env_id, global_step).act for ln in learners}  # fmt: skip
     if policy_set is None:
         results = {None: rollouts.evaluate(acts[None], args.eval_episodes, seed=eval_seed(args.seed))}
     else:
         results = policy_set.evaluate(acts, args.eval_episodes, seed=eval_seed(args.seed))
-    first = None
+    means = {}
     for ln in learners:
         returns = results[ln.name]
         if not returns:
             continue
-        mean = float(np.mean(returns))
-        first = mean if first is None else first
+        mean = means[ln.name] = float(np.mean(returns))
         writer.add_scalar(f"{ln.tag}eval/episodic_return", mean, global_step)
         who = "deterministic policy" if policy_set is None else f"policy {ln.name!r}, deterministic"
         print(f"eval: {who}, {len(returns)} episodes: mean return {mean:.2f} +- "
               f"{np.std(returns):.2f} (min {min(returns):.1f}, max {max(returns):.1f})")  # fmt: skip
-    return first if policy_set is None else None
+    return means.get(None)  # the learning curve's line: a game of one policy only
 
 
 def _record_final_video(run_dir, game, seed, connect_timeout=DEFAULT_CONNECT_TIMEOUT_S) -> None:

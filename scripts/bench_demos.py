@@ -21,15 +21,14 @@ Runs go to runs/bench_i25/<name>/ (a run with a model.pt is not run again).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import os
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+import bench_runs  # scripts/: the run and its episodes, shared by the benchmarks
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / "runs" / "bench_i25"
@@ -76,26 +75,12 @@ def engine_eval(env: str, policy: str) -> float:
 
 def run(name):
     env, flags, steps, seed = RUNS[name]
-    root = ROOT / name
-    if list(root.glob("*/model.pt")):
-        return name, 0
-    root.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", env, *flags, "--total-timesteps", str(steps),
-           "--seed", str(seed), "--run-dir-root", str(root), "--eval-episodes", "0"]  # fmt: skip
-    with open(root / "train.log", "w") as log:
-        code = subprocess.call(["nice", *cmd], stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
-    return name, code
+    return name, bench_runs.train(ROOT / name, env, flags, steps, seed)
 
 
 def episodes(name):
     """(global steps, returns) of a run's episodes.csv, or None before it exists."""
-    files = sorted((ROOT / name).glob("*/episodes.csv"))
-    if not files:
-        return None
-    with open(files[-1]) as f:
-        rows = list(csv.DictReader(f))
-    return np.array([float(r["global_step"]) for r in rows]), np.array([float(r["return"]) for r in rows])
+    return bench_runs.episodes(ROOT / name)
 
 
 def first_reached(steps, values, threshold, window=100):

@@ -16,14 +16,12 @@ trailing-100 mean return over global steps.
 from __future__ import annotations
 
 import argparse
-import csv
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+import bench_runs  # scripts/: the run and its episodes, shared by the benchmarks
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / "runs" / "bench_i14"
@@ -45,26 +43,12 @@ for seed in (1, 2, 3):
 
 def run(name):
     env, flags, steps, seed = RUNS[name]
-    root = ROOT / name
-    if list(root.glob("*/model.pt")):
-        return name, 0
-    root.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", env, *flags, "--total-timesteps", str(steps),
-           "--seed", str(seed), "--run-dir-root", str(root), "--eval-episodes", "0"]  # fmt: skip
-    with open(root / "train.log", "w") as log:
-        code = subprocess.call(["nice", *cmd], stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                               env={**os.environ, "PYTHONPATH": str(REPO),
-                                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})  # fmt: skip  (Ray on loopback)
-    return name, code
+    return name, bench_runs.train(ROOT / name, env, flags, steps, seed)
 
 
 def episodes(name):
-    files = sorted((ROOT / name).glob("*/episodes.csv"))
-    if not files:
-        return None
-    with open(files[-1]) as f:
-        rows = [(int(r["global_step"]), float(r["return"])) for r in csv.DictReader(f)]
-    return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+    """(global steps, returns) of a run's episodes.csv, or None before it exists."""
+    return bench_runs.episodes(ROOT / name)
 
 
 def trailing(rets, window=100):

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import REPO, wait_gone
 from python_trainer import launcher, playback, train
+from python_trainer.files import write_atomic
 from python_trainer.game import GodotGame, Program, godot_game
 
 COMMITTED_POLICY = REPO / "exports" / "policies" / "ball_chase.json"
@@ -122,12 +123,14 @@ def test_watcher_keeps_playing_through_a_half_written_policy(tmp_path, windowed_
     watcher = playback.start_policy_watcher(path, godot_game("ball_chase"), log_dir=tmp_path / "logs", say=said.append)
     assert watcher is not None, said
     try:
-        # Until the game has started, a new file is simply its first policy: rewrite until one is reloaded.
+        # Until the game has started, a new file is simply its first policy: rewrite until one is reloaded. These
+        # versions are written whole (atomically, as the trainer writes them): a game that starts while a half file
+        # is on disk rightly refuses it as its first policy, and only the half file below is the test's.
         step, deadline = 1, time.monotonic() + 60
         while not _reloads(watcher.log_path):
             assert watcher.proc.poll() is None and time.monotonic() < deadline, watcher.log_path.read_text()[-3000:]
             step += 1
-            path.write_text(_policy_text(step))
+            write_atomic(path, _policy_text(step))
             time.sleep(0.5)
         full = _policy_text(10**6)
         path.write_text(full[: len(full) // 2])  # not atomically, as a user's editor or copy might

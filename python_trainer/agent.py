@@ -34,6 +34,37 @@ CONTINUOUS, DISCRETE = "continuous", "discrete"
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
+class _NumpyTanh(torch.autograd.Function):
+    """y = tanh(x) by numpy's ufunc, dy/dx = 1 - y^2 (torch's own tanh_backward)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.empty_like(x)  # torch's allocation (a fresh numpy one costs page faults at this size)
+        np.tanh(x.detach().numpy(), out=y.numpy())
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return torch.ops.aten.tanh_backward(grad, y)
+
+
+class Tanh(nn.Tanh):
+    """nn.Tanh whose forward runs numpy's tanh on a large float32 CPU batch: torch 2.13's CPU tanh takes about 7x as long
+    (240 against 33 us for a 1024 x 64 minibatch on this 2-core machine), a quarter of an update's time, and the
+    numbers differ in the last bit only. A small batch (acting, CartPole's 128-row minibatches) keeps torch's, whose
+    call costs less than the autograd Function's. Still an nn.Tanh, so the policy file and the numpy acting path
+    read it as one; it has no parameters, so checkpoints keep their keys."""
+
+    NUMPY_FROM = 16384  # elements: 256 rows of a 64-wide layer
+
+    def forward(self, x):
+        if x.numel() >= self.NUMPY_FROM and x.dtype == torch.float32 and x.device.type == "cpu":
+            return _NumpyTanh.apply(x)
+        return torch.tanh(x)
+
+
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
@@ -116,16 +147,16 @@ class Agent(nn.Module):
         """The networks (their creation order is the order of the random initialisation and of the parameters)."""
         self.critic = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 64)),
-            nn.Tanh(),
+            Tanh(),
             layer_init(nn.Linear(64, 64)),
-            nn.Tanh(),
+            Tanh(),
             layer_init(nn.Linear(64, self.n_values), std=1.0),
         )
         self.actor = nn.Sequential(  # continuous means, then each discrete head's logits
             layer_init(nn.Linear(obs_dim, 64)),
-            nn.Tanh(),
+            Tanh(),
             layer_init(nn.Linear(64, 64)),
-            nn.Tanh(),
+            Tanh(),
             layer_init(nn.Linear(64, n_out), std=0.01),
         )
 

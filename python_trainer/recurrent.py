@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from python_trainer.agent import Agent, RolloutPolicy, _numpy_layers, _transposed, forward, layer_init
+from python_trainer.agent import Agent, RolloutPolicy, Tanh, _numpy_layers, _transposed, forward, layer_init
 from python_trainer.flags import at_least, flag
 
 DEFAULT_HIDDEN_SIZE = 64
@@ -176,9 +176,9 @@ class RecurrentAgent(Agent):
     def build(self, obs_dim: int, n_out: int) -> None:
         self.encoder = nn.Sequential(  # 64 -> 32: the LSTM's input, small so the in-engine step stays cheap
             layer_init(nn.Linear(obs_dim, 64)),
-            nn.Tanh(),
+            Tanh(),
             layer_init(nn.Linear(64, ENCODER_OUT)),
-            nn.Tanh(),
+            Tanh(),
         )
         self.lstm = LSTMCore(ENCODER_OUT, self.hidden_size)
         self.critic = nn.Sequential(layer_init(nn.Linear(self.hidden_size, self.n_values), std=1.0))

@@ -7,7 +7,9 @@ and keeps, under tests/fixtures/same_seed/<name>/, the run's args.json, episodes
 checkpoint.pt has the same bytes), for the same-seed comparison and the resume-and-play test of an old checkpoint.
 `capability.json` records torch's CPU capability: a machine with another one may round differently, and the test
 skips there.
-Rerun it only when a change of the numbers is on purpose, and say why in the commit.
+Rerun it only when a change of the numbers is on purpose, and say why in the commit (and in test_same_seed.py's
+docstring). On an AVX-512 machine, record with the AVX2 kernels, as the test repeats the runs: run it with the
+environment of test_same_seed.AVX2_ON_AVX512 set.
 """
 
 from __future__ import annotations

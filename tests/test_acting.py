@@ -68,3 +68,21 @@ def test_the_fast_path_acts_as_get_action_and_value(name, recurrent):
         if recurrent:
             np.testing.assert_allclose(fast_state.h.numpy(), slow_state.h.numpy(), **close)
             np.testing.assert_allclose(fast_state.c.numpy(), slow_state.c.numpy(), **close)
+
+
+@pytest.mark.parametrize("rows", [128, 1024], ids=["torch_path", "numpy_path"])
+def test_the_updates_tanh_is_torchs_tanh(rows):
+    """agent.Tanh (numpy's tanh from 256 rows of 64 on, for the update's speed) gives torch.tanh's values and
+    gradients within float32 rounding, and stays an nn.Tanh (the policy file and the acting path read it as one)."""
+    from python_trainer.agent import Tanh
+
+    torch.manual_seed(0)
+    x = (torch.randn(rows, 64) * 3).requires_grad_()
+    ours = Tanh()(x)
+    (ours * torch.linspace(-1.0, 1.0, 64)).sum().backward()
+    ours_grad, x.grad = x.grad, None
+    theirs = torch.tanh(x)
+    (theirs * torch.linspace(-1.0, 1.0, 64)).sum().backward()
+    assert isinstance(Tanh(), torch.nn.Tanh) and ours.shape == x.shape and ours.requires_grad
+    assert torch.allclose(ours, theirs, rtol=0, atol=2e-7)
+    assert torch.allclose(ours_grad, x.grad, rtol=1e-5, atol=1e-6)

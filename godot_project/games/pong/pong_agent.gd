@@ -82,7 +82,7 @@ func get_heuristic_action() -> Dictionary:
 # in a new match, it stays), no faster on average than SCRIPTED_SPEED. Deterministic: it draws from
 # no generator, so it changes nothing in the court's matches but its own paddle.
 func get_scripted_action() -> Dictionary:
-	var now := Engine.get_physics_frames()
+	var now: int = court.frames
 	_seen_ball_y.append(court.ball.y)
 	_seen_frames.append(now)
 	if now - _seen_frames[0] < SCRIPTED_DELAY:

@@ -212,7 +212,8 @@ def test_refusals_before_training_and_envs_lists_parameters(headless_export, tmp
 
 
 # The default runs recorded with the export of d385ddb, the commit before environment parameters (refresh with
-# `python -c "import test_env_params as t; t.record_default_runs(BINARY)"` from tests/, BINARY an export of it).
+# `python -c "import test_env_params as t; t.record_default_runs(BINARY)"` from tests/, BINARY an export of it);
+# pong's run was recorded again when pong came to decide every 3 physics frames (issue 24, docs/games.md).
 DEFAULT_RUNS = REPO / "tests" / "fixtures" / "env_params_default_runs.json"
 
 

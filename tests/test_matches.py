@@ -56,6 +56,16 @@ def test_scripted_opponent_beats_random(headless_export):
     assert playback.play_matches("random", "scripted", episodes=40, env_id="pong", agents=8)["win_rate"] <= 0.05
 
 
+@pytest.mark.parametrize("flag, frames", [(None, 3), ("--action_repeat=2", 6)])
+def test_pong_decides_every_3_frames_whoever_drives_it(headless_export, flag, frames):
+    # its RLSync node's frames_per_decision (docs/games.md): no flag needed, and --action_repeat multiplies it
+    result = subprocess.run([str(headless_export), "--env=pong", "--agents=2", "--benchmark_steps=10",
+                             *([flag] if flag else []), "--fixed-fps", "60"],
+                            capture_output=True, text=True, timeout=30)  # fmt: skip
+    report = next(json.loads(line)["benchmark"] for line in result.stdout.splitlines() if line.startswith('{"bench'))
+    assert report["action_repeat"] == frames and report["decision_steps"] == 10, report
+
+
 def test_a_policy_file_plays_a_policy_file_or_a_bundle(headless_export, tmp_path):
     policy = tmp_path / "pong.json"
     policy.write_text(policy_json(pong_policy(seed=1)))

@@ -38,6 +38,10 @@ enum Mode { HUMAN, TRAIN, BENCHMARK, POLICY }
 # The game's name, sent to the trainer and checked against policy files. Empty: the scene file's
 # base name. A game picked through the project's registry (rl_sync/games) takes its name there.
 export var env_name := ""
+# Physics frames per decision step that this game is made for, in every run of it (a trainer's, a
+# policy's in the engine, a person's): --action_repeat multiplies it. A game whose agents would decide
+# too often for their credit to reach far enough sets it in its scene (pong: 3, 20 decisions a second).
+export var frames_per_decision := 1
 
 var mode: int = Mode.HUMAN
 var agents := []
@@ -98,7 +102,7 @@ func _start() -> void:
 	var flags := RunFlags.new()
 	if not flags.read(get_tree()):
 		return
-	action_repeat = flags.action_repeat
+	action_repeat = flags.action_repeat * frames_per_decision
 	Engine.target_fps = flags.max_fps  # --max_fps: a frame cap (0: none), e.g. a window watched during training
 	# Game time per physics step stays 1/60 s whatever the speedup, so physics is the same at any
 	# speed; with the engine's --fixed-fps flag, frames also stop waiting for the wall clock.

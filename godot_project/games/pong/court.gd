@@ -32,6 +32,9 @@ var ball_velocity := Vector2.ZERO
 # Each paddle's centre height, by team.
 var paddle_y := [HEIGHT / 2.0, HEIGHT / 2.0]
 var hits := 0
+# Physics frames this court has run: the clock of the scripted opponent's reaction delay (a test that
+# holds the court still advances it by hand).
+var frames := 0
 
 var _point_over := false
 var _reset_frame := -1
@@ -62,6 +65,7 @@ func reset_match() -> void:
 
 
 func _physics_process(delta: float) -> void:
+	frames += 1
 	if _redraw:
 		update()
 	if _point_over:

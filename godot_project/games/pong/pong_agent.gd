@@ -9,10 +9,11 @@ extends "res://addons/rl_sync/agent_controller.gd"
 # Reward: +1 for a point won, -1 for a point lost (the match ends either way); a draw at the time limit.
 #
 # The scripted opponent (get_scripted_action(), --opponent=scripted): it follows the ball's height as
-# it was SCRIPTED_DELAY decision steps ago, at most SCRIPTED_SPEED px/s, and stays when that height is
-# within SCRIPTED_DEAD_ZONE px of its paddle's centre.
+# it was SCRIPTED_DELAY physics frames ago, at most SCRIPTED_SPEED px/s, and stays when that height is
+# within SCRIPTED_DEAD_ZONE px of its paddle's centre. Its delay counts frames, not decision steps,
+# so it is the same opponent whatever the decision rate.
 
-# A reaction time of 0.1 s at 60 decision steps per second.
+# A reaction time of 0.1 s (physics runs at 60 frames per second).
 const SCRIPTED_DELAY := 6
 # 80% of a paddle's full speed (court.gd's PADDLE_SPEED, 300 px/s).
 const SCRIPTED_SPEED := 240.0
@@ -20,9 +21,11 @@ const SCRIPTED_DEAD_ZONE := 8.0
 
 var move := 0.0  # -1 up, 0 stay, +1 down: read by the court every physics frame
 
-# The scripted opponent's memory: the ball's heights it saw this match (the last SCRIPTED_DELAY + 1),
-# and its speed budget (a full-speed move costs 1; it earns SCRIPTED_SPEED / PADDLE_SPEED per step).
+# The scripted opponent's memory: the ball's heights it saw this match and the physics frames it saw
+# them in (back to the newest one at least SCRIPTED_DELAY frames old), and its speed budget (a move
+# costs 1 decision step; it earns SCRIPTED_SPEED / PADDLE_SPEED per step).
 var _seen_ball_y := []
+var _seen_frames := []
 var _budget := 0.0
 
 onready var court = get_parent()
@@ -59,6 +62,7 @@ func reset_episode() -> void:
 	move = 0.0
 	court.reset_match()
 	_seen_ball_y.clear()
+	_seen_frames.clear()
 	_budget = 1.0  # a paddle that waited can move at once
 
 
@@ -74,14 +78,19 @@ func get_heuristic_action() -> Dictionary:
 	return {"move": choice}
 
 
-# The scripted opponent's action: towards where the ball was SCRIPTED_DELAY steps ago (before that,
+# The scripted opponent's action: towards where the ball was SCRIPTED_DELAY frames ago (before that,
 # in a new match, it stays), no faster on average than SCRIPTED_SPEED. Deterministic: it draws from
 # no generator, so it changes nothing in the court's matches but its own paddle.
 func get_scripted_action() -> Dictionary:
+	var now: int = court.frames
 	_seen_ball_y.append(court.ball.y)
-	if _seen_ball_y.size() <= SCRIPTED_DELAY:
+	_seen_frames.append(now)
+	if now - _seen_frames[0] < SCRIPTED_DELAY:
 		return {"move": 1}
-	var target: float = _seen_ball_y.pop_front()
+	while now - _seen_frames[1] >= SCRIPTED_DELAY:
+		_seen_ball_y.pop_front()
+		_seen_frames.pop_front()
+	var target: float = _seen_ball_y[0]
 	# What an idle paddle saves is capped, so that its speed over any few steps stays near the limit.
 	var rate: float = SCRIPTED_SPEED / court.PADDLE_SPEED
 	_budget = min(_budget + rate, 1.0 + rate)

@@ -39,7 +39,7 @@ class _NumpyTanh(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x):
-        y = torch.empty_like(x)  # torch's allocation (a fresh numpy one costs page faults at this size)
+        y = torch.empty_like(x)  # the result in torch's own allocation (its alignment), as torch.tanh gives it
         np.tanh(x.detach().numpy(), out=y.numpy())
         ctx.save_for_backward(y)
         return y

@@ -1,15 +1,16 @@
 """Record the same-seed fixtures that tests/test_same_seed.py compares every later trainer against.
 
-    .venv/bin/python scripts/make_same_seed_fixtures.py [--code DIR]     # DIR: the checkout whose trainer to record
+    .venv/bin/python scripts/make_same_seed_fixtures.py [--code DIR] [--set NAME] [--only RUN ...]
 
-For each run of tests/fixtures/same_seed/runs.json it trains once with `python -m python_trainer train` (from DIR)
-and keeps, under tests/fixtures/same_seed/<name>/, the run's args.json, episodes.csv and model.pt (the run's final
-checkpoint.pt has the same bytes), for the same-seed comparison and the resume-and-play test of an old checkpoint.
-`capability.json` records torch's CPU capability: a machine with another one may round differently, and the test
-skips there.
+DIR: the checkout whose trainer to record (default: this one). The runs are kept in sets, one per kind of float
+kernels (tests/same_seed_kernels.py: Intel's and AMD's CPUs round the same run differently): NAME is the set to
+(re)record, a folder under tests/fixtures/same_seed/ (default: the set whose fingerprint is this machine's). For
+each run of tests/fixtures/same_seed/runs.json it trains once with `python -m python_trainer train` (from DIR), held
+to the recorded kernels as the test holds it (an AVX-512 machine to AVX2), and keeps under NAME/<run>/ the run's
+args.json, episodes.csv and model.pt (the run's final checkpoint.pt has the same bytes); kernels.json gets the set's
+fingerprint and the CPU it was recorded on.
 Rerun it only when a change of the numbers is on purpose, and say why in the commit (and in test_same_seed.py's
-docstring). On an AVX-512 machine, record with the AVX2 kernels, as the test repeats the runs: run it with the
-environment of test_same_seed.AVX2_ON_AVX512 set.
+docstring), or to add a set for a new kind of machine (recorded with the trainer of the fixtures' last commit).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "same_seed"
+sys.path.insert(0, str(REPO / "tests"))
+from same_seed_kernels import fingerprint, kernels_env  # noqa: E402
 
 # name -> the train flags, and the flags of every run (--seed 1, no evaluation, one checkpoint at the end)
 _TABLE = json.loads((FIXTURES / "runs.json").read_text())
@@ -35,29 +38,43 @@ def train_command(name: str, run_root: Path) -> list[str]:
     return ["-m", "python_trainer", "train", *RUNS[name], *COMMON, "--run-dir-root", str(run_root)]
 
 
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--code", default=str(REPO), help="the checkout whose trainer records the fixtures")
+    parser.add_argument("--set", dest="kernel_set", default=None,
+                        help="the fixture set (default: the one recorded with this machine's kernels)")
     parser.add_argument("--only", nargs="*", default=None, help="record only these runs")
     args = parser.parse_args()
-    import torch
-
-    FIXTURES.mkdir(parents=True, exist_ok=True)
-    (FIXTURES / "capability.json").write_text(json.dumps({
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__}, indent=2) + "\n")
-    env = dict(os.environ, PYTHONPATH=args.code)
-    for name in args.only or RUNS:
+    kernels = json.loads((FIXTURES / "kernels.json").read_text())
+    env = kernels_env(kernels["cpu_capability"])
+    if isinstance(env, str):
+        raise SystemExit(f"cannot record here: {env}")
+    here = fingerprint(env)
+    name = args.kernel_set or next((n for n, s in kernels["sets"].items() if s["fingerprint"] == here), None)
+    if name is None:
+        raise SystemExit(f"no fixture set holds this machine's kernels (fingerprint {here}); name a new one: --set NAME")
+    kernels["sets"][name] = {"fingerprint": here, "recorded_on": f"{cpu_model()}" + (", held to AVX2" if env else "")}
+    (FIXTURES / "kernels.json").write_text(json.dumps(kernels, indent=2) + "\n")
+    env = dict(os.environ, PYTHONPATH=args.code, **env)
+    for run in args.only or RUNS:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
-            subprocess.run([sys.executable, *train_command(name, root)], cwd=args.code, env=env, check=True,
+            subprocess.run([sys.executable, *train_command(run, root)], cwd=args.code, env=env, check=True,
                            timeout=900)
             (run_dir,) = root.iterdir()
-            out = FIXTURES / name
+            out = FIXTURES / name / run
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir(parents=True)
             for f in ("args.json", "model.pt", "episodes.csv"):  # checkpoint.pt: the same bytes as model.pt
                 shutil.copy2(run_dir / f, out / f)
-            print(f"{name}: {out}")
+            print(f"{run}: {out}")
     return 0
 
 

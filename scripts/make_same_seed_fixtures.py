@@ -59,8 +59,8 @@ def main() -> int:
     here = fingerprint(env)
     name = args.kernel_set or next((n for n, s in kernels["sets"].items() if s["fingerprint"] == here), None)
     if name is None:
-        raise SystemExit(f"no fixture set holds this machine's kernels (fingerprint {here}); name a new one: --set NAME")
-    kernels["sets"][name] = {"fingerprint": here, "recorded_on": f"{cpu_model()}" + (", held to AVX2" if env else "")}
+        raise SystemExit(f"no fixture set holds this machine's kernels (fingerprint {here}): name one, --set NAME")
+    kernels["sets"][name] = {"fingerprint": here, "recorded_on": cpu_model() + (", held to AVX2" if env else "")}
     (FIXTURES / "kernels.json").write_text(json.dumps(kernels, indent=2) + "\n")
     env = dict(os.environ, PYTHONPATH=args.code, **env)
     for run in args.only or RUNS:

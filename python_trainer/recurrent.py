@@ -176,9 +176,9 @@ class RecurrentAgent(Agent):
     def build(self, obs_dim: int, n_out: int) -> None:
         self.encoder = nn.Sequential(  # 64 -> 32: the LSTM's input, small so the in-engine step stays cheap
             layer_init(nn.Linear(obs_dim, 64)),
-            Tanh(),
+            Tanh(inplace=True),
             layer_init(nn.Linear(64, ENCODER_OUT)),
-            Tanh(),
+            Tanh(inplace=True),
         )
         self.lstm = LSTMCore(ENCODER_OUT, self.hidden_size)
         self.critic = nn.Sequential(layer_init(nn.Linear(self.hidden_size, self.n_values), std=1.0))

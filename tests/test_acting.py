@@ -70,19 +70,26 @@ def test_the_fast_path_acts_as_get_action_and_value(name, recurrent):
             np.testing.assert_allclose(fast_state.c.numpy(), slow_state.c.numpy(), **close)
 
 
+@pytest.mark.parametrize("inplace", [False, True], ids=["new_buffer", "in_place"])
 @pytest.mark.parametrize("rows", [128, 1024], ids=["torch_path", "numpy_path"])
-def test_the_updates_tanh_is_torchs_tanh(rows):
-    """agent.Tanh (numpy's tanh from 256 rows of 64 on, for the update's speed) gives torch.tanh's values and
-    gradients within float32 rounding, and stays an nn.Tanh (the policy file and the acting path read it as one)."""
+def test_the_updates_tanh_is_torchs_tanh(rows, inplace):
+    """agent.Tanh (numpy's tanh from 256 rows of 64 on, for the update's speed; with inplace=True written over a
+    layer's output and its gradient over the saved output) gives torch.tanh's values and gradients within float32
+    rounding, and stays an nn.Tanh (the policy file and the acting path read it as one)."""
     from python_trainer.agent import Tanh
 
     torch.manual_seed(0)
-    x = (torch.randn(rows, 64) * 3).requires_grad_()
-    ours = Tanh()(x)
-    (ours * torch.linspace(-1.0, 1.0, 64)).sum().backward()
+    x = torch.randn(rows, 64).requires_grad_()
+    ours = Tanh(inplace=inplace)(x * 3)  # x * 3: a fresh result, as a Linear layer's output is
+    loss = (ours * torch.linspace(-1.0, 1.0, 64)).sum()
+    ours_values = ours.detach().clone()  # (in place, the backward writes the gradient over them)
+    loss.backward(retain_graph=True)
     ours_grad, x.grad = x.grad, None
-    theirs = torch.tanh(x)
+    theirs = torch.tanh(x * 3)
     (theirs * torch.linspace(-1.0, 1.0, 64)).sum().backward()
     assert isinstance(Tanh(), torch.nn.Tanh) and ours.shape == x.shape and ours.requires_grad
-    assert torch.allclose(ours, theirs, rtol=0, atol=2e-7)
+    assert torch.allclose(ours_values, theirs, rtol=0, atol=2e-7)
     assert torch.allclose(ours_grad, x.grad, rtol=1e-5, atol=1e-6)
+    if inplace and rows == 1024:  # the saved output was overwritten by the gradient: a second backward is refused
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()

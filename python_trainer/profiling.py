@@ -171,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
 # ======================================================================================================================
 # The machine, the engine-only reference rate
 # ======================================================================================================================
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), for reports and recorded fixtures."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -194,7 +195,7 @@ def describe_machine() -> dict:
     return {
         "cores_logical": psutil.cpu_count(logical=True),
         "cores_physical": psutil.cpu_count(logical=False),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "memory_total_mb": round(vm.total / 2**20),
         "memory_available_mb_at_start": round(vm.available / 2**20),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],

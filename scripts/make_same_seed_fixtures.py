@@ -27,7 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "same_seed"
 sys.path.insert(0, str(REPO / "tests"))
-from same_seed_kernels import fingerprint, kernels_env  # noqa: E402
+sys.path.insert(0, str(REPO))
+from python_trainer.profiling import cpu_model  # noqa: E402
+from same_seed_kernels import SETS_FILE, fingerprint, kernels_env, read_sets, set_of  # noqa: E402
 
 # name -> the train flags, and the flags of every run (--seed 1, no evaluation, one checkpoint at the end)
 _TABLE = json.loads((FIXTURES / "runs.json").read_text())
@@ -38,13 +40,6 @@ def train_command(name: str, run_root: Path) -> list[str]:
     return ["-m", "python_trainer", "train", *RUNS[name], *COMMON, "--run-dir-root", str(run_root)]
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--code", default=str(REPO), help="the checkout whose trainer records the fixtures")
@@ -52,16 +47,16 @@ def main() -> int:
                         help="the fixture set (default: the one recorded with this machine's kernels)")
     parser.add_argument("--only", nargs="*", default=None, help="record only these runs")
     args = parser.parse_args()
-    kernels = json.loads((FIXTURES / "kernels.json").read_text())
+    kernels = read_sets()
     env = kernels_env(kernels["cpu_capability"])
     if isinstance(env, str):
         raise SystemExit(f"cannot record here: {env}")
     here = fingerprint(env)
-    name = args.kernel_set or next((n for n, s in kernels["sets"].items() if s["fingerprint"] == here), None)
+    name = args.kernel_set or set_of(kernels, here)
     if name is None:
         raise SystemExit(f"no fixture set holds this machine's kernels (fingerprint {here}): name one, --set NAME")
     kernels["sets"][name] = {"fingerprint": here, "recorded_on": cpu_model() + (", held to AVX2" if env else "")}
-    (FIXTURES / "kernels.json").write_text(json.dumps(kernels, indent=2) + "\n")
+    SETS_FILE.write_text(json.dumps(kernels, indent=2) + "\n")
     env = dict(os.environ, PYTHONPATH=args.code, **env)
     for run in args.only or RUNS:
         with tempfile.TemporaryDirectory() as tmp:

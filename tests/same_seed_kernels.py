@@ -12,10 +12,16 @@ by their results: a digest of a few products and functions of fixed inputs, as t
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from typing import Union
+from pathlib import Path
+from typing import Optional, Union
+
+# The fixture sets: {"cpu_capability", "torch", "sets": {folder: {"fingerprint", "recorded_on"}}}, one folder each
+# under this file's directory.
+SETS_FILE = Path(__file__).resolve().parent / "fixtures" / "same_seed" / "kernels.json"
 
 # An AVX-512 CPU running the AVX2 kernels: what each library reads (before it loads) to pick its kernels.
 AVX2_ON_AVX512 = {
@@ -70,3 +76,12 @@ def fingerprint(env: dict) -> str:
     if result.returncode != 0:
         raise RuntimeError(f"the kernel fingerprint failed:\n{result.stderr[-2000:]}")
     return result.stdout.strip().splitlines()[-1]
+
+
+def read_sets() -> dict:
+    return json.loads(SETS_FILE.read_text())
+
+
+def set_of(kernels: dict, here: str) -> Optional[str]:
+    """The folder of the set recorded with the kernels of fingerprint ``here``, or None."""
+    return next((name for name, s in kernels["sets"].items() if s["fingerprint"] == here), None)

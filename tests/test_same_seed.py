@@ -36,12 +36,12 @@ import torch
 
 from conftest import REPO
 from python_trainer import train
-from same_seed_kernels import fingerprint, kernels_env
+from same_seed_kernels import fingerprint, kernels_env, read_sets, set_of
 
 FIXTURES = REPO / "tests" / "fixtures" / "same_seed"
 OLD_RUNS = REPO / "tests" / "fixtures" / "main_7743056"
 TABLE = json.loads((FIXTURES / "runs.json").read_text())
-KERNELS = json.loads((FIXTURES / "kernels.json").read_text())
+KERNELS = read_sets()
 PATH_FIELDS = {"run_dir_root", "resume"}  # where the run was written: differs from run to run
 
 
@@ -103,9 +103,9 @@ def test_the_same_seed_gives_the_recorded_run(tmp_path, name, headless_export):
     env, here = _kernels()
     _train(tmp_path, *TABLE["runs"][name], *TABLE["common"], env=env)
     (run_dir,) = tmp_path.iterdir()
-    ours = [set_name for set_name, s in KERNELS["sets"].items() if s["fingerprint"] == here]
-    if ours:  # this machine's kernels recorded these runs: the same numbers, exactly
-        _same_run(run_dir, FIXTURES / ours[0] / name)
+    ours = set_of(KERNELS, here)
+    if ours is not None:  # this machine's kernels recorded these runs: the same numbers, exactly
+        _same_run(run_dir, FIXTURES / ours / name)
         return
     differences = {}
     for set_name in KERNELS["sets"]:

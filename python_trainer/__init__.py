@@ -35,6 +35,6 @@ def make_vec_env(env_id=None, **kwargs):
     """A gymnasium VectorEnv for a Godot game (``env_path=`` an export of any project with the rl_sync addon, and
     optionally ``env_id`` a game in it; ``ball_chase`` alone: this repository's export) or a gymnasium id
     (``CartPole-v1``)."""
-    from python_trainer.vec_env import make_vec_env as _make_vec_env
+    from python_trainer.envs.vec_env import make_vec_env as _make_vec_env
 
     return _make_vec_env(env_id, **kwargs)

@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 # The file names in a run folder; defined once, in paths (which playback and profiling import them from).
-from python_trainer.errors import one_line
-from python_trainer.files import atomic_output
-from python_trainer.paths import CHECKPOINT_NAME, MODEL_NAME
+from python_trainer.base.errors import one_line
+from python_trainer.base.files import atomic_output
+from python_trainer.base.paths import CHECKPOINT_NAME, MODEL_NAME
 
 __all__ = [
     "CHECKPOINT_FORMAT", "CheckpointError", "CHECKPOINT_NAME", "MODEL_NAME", "space_to_dict", "space_from_dict", "rng_state",

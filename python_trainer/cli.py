@@ -6,20 +6,20 @@ Every command runs under one signal policy (signals.py): SIGINT, SIGTERM and SIG
 import importlib
 import sys
 
-from python_trainer.signals import interrupted_status, signal_policy, signum_of
+from python_trainer.base.signals import interrupted_status, signal_policy, signum_of
 
 # subcommand -> (module, function, one-line help); modules are imported only when used so
 # `godot-ppo export` does not pay for importing torch.
 COMMANDS = {
-    "export": ("python_trainer.export", "main", "export the Godot project (headless and windowed binaries)"),
-    "envs": ("python_trainer.game_commands", "envs_main", "list the games with their observation/action spaces"),
-    "launch": ("python_trainer.game_commands", "launch_main", "start instances and step them with random actions"),
-    "train": ("python_trainer.train", "main", "train with PPO (CleanRL's flags)"),
-    "export-policy": ("python_trainer.playback", "export_policy_main", "write a trained actor for in-engine play"),
-    "import-policy": ("python_trainer.playback", "import_policy_main", "turn an ONNX policy (SB3, CleanRL) into one"),
-    "play": ("python_trainer.playback", "play_main", "watch a trained policy in the Godot window"),
-    "record": ("python_trainer.record_command", "main", "play the game and record demonstrations for --demos"),
-    "profile": ("python_trainer.profiling", "main", "profile headless against windowed instances"),
+    "export": ("python_trainer.tools.export", "main", "export the Godot project (headless and windowed binaries)"),
+    "envs": ("python_trainer.tools.game_commands", "envs_main", "list the games with their observation/action spaces"),
+    "launch": ("python_trainer.tools.game_commands", "launch_main", "start instances and step them with random actions"),
+    "train": ("python_trainer.run.train", "main", "train with PPO (CleanRL's flags)"),
+    "export-policy": ("python_trainer.tools.playback", "export_policy_main", "write a trained actor for in-engine play"),
+    "import-policy": ("python_trainer.tools.playback", "import_policy_main", "turn an ONNX policy (SB3, CleanRL) into one"),
+    "play": ("python_trainer.tools.playback", "play_main", "watch a trained policy in the Godot window"),
+    "record": ("python_trainer.tools.record_command", "main", "play the game and record demonstrations for --demos"),
+    "profile": ("python_trainer.tools.profiling", "main", "profile headless against windowed instances"),
 }
 
 # ======================================================================================================================

@@ -30,8 +30,8 @@ import gymnasium as gym
 import numpy as np
 
 from python_trainer.agent import CONTINUOUS, action_heads
-from python_trainer.errors import UserError
-from python_trainer.files import write_atomic
+from python_trainer.base.errors import UserError
+from python_trainer.base.files import write_atomic
 
 FORMAT = "rl_sync_demo/1"
 

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import numpy as np
 import tyro
 
-from python_trainer.running_stats import RunningMeanStd
+from python_trainer.base.running_stats import RunningMeanStd
 
 _AUTO = tyro.conf.arg(help_behavior_hint="(default: auto = on for continuous actions, off for discrete)")
 

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from python_trainer.flags import Rule, at_least, flag, in_range, non_negative, positive
+from python_trainer.base.flags import Rule, at_least, flag, in_range, non_negative, positive
 from python_trainer.optimizer import Adam, clip_grad_norm
 
 

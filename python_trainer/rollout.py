@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from python_trainer.agent import env_action
-from python_trainer.grouped_env import GroupedVecEnv
+from python_trainer.envs.grouped_env import GroupedVecEnv
 
 EVAL_SEED_OFFSET = 10**6  # the final evaluation's games are seeded away from the training's
 

@@ -35,7 +35,7 @@ SOLVED = 475.0
 
 def is_gym_id(env_id):
     sys.path.insert(0, str(REPO))
-    from python_trainer.game import is_gym_id as registered
+    from python_trainer.envs.game import is_gym_id as registered
 
     return registered(env_id)
 

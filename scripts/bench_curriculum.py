@@ -28,7 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from python_trainer import curriculum, playback  # noqa: E402
+from python_trainer.run import curriculum  # noqa: E402
+from python_trainer.tools import playback
 
 CURRICULUM = REPO / "docs" / "jumper_hard_curriculum.toml"
 

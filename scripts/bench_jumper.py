@@ -23,8 +23,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from python_trainer import make_vec_env, paths, playback  # noqa: E402
-from python_trainer.trained_agent import load_agent  # noqa: E402
+from python_trainer import make_vec_env  # noqa: E402
+from python_trainer.base import paths
+from python_trainer.tools import playback
+from python_trainer.variants.trained_agent import load_agent  # noqa: E402
 
 
 def goal_share(act, episodes: int, seed: int) -> dict:

@@ -22,8 +22,8 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from python_trainer import paths  # noqa: E402
-from python_trainer.recurrent import LSTMCore  # noqa: E402
+from python_trainer.base import paths  # noqa: E402
+from python_trainer.variants.recurrent import LSTMCore  # noqa: E402
 
 
 def bench(input_size: int, hidden_size: int, agents: int, frames: int) -> float:

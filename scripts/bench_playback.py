@@ -28,9 +28,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from python_trainer import paths, playback  # noqa: E402
-from python_trainer.game import game_environ  # noqa: E402
-from python_trainer.launcher import Xvfb  # noqa: E402
+from python_trainer.base import paths  # noqa: E402
+from python_trainer.tools import playback
+from python_trainer.envs.game import game_environ  # noqa: E402
+from python_trainer.envs.launcher import Xvfb  # noqa: E402
 
 
 def run(binary: Path, args: list[str], env=None, timeout: float = 120.0) -> dict:

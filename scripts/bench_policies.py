@@ -50,8 +50,8 @@ def play(run_dir: Path, trained: dict, episodes: int, seed: int) -> dict:
     """{policy: (mean return, catch share)} of ``episodes`` episodes per side; ``trained[policy]``: play the run's
     policy (else random actions)."""
     from python_trainer.checkpoint import load_checkpoint
-    from python_trainer.trained_agent import agent_from_checkpoint
-    from python_trainer.vec_env import make_vec_env
+    from python_trainer.variants.trained_agent import agent_from_checkpoint
+    from python_trainer.envs.vec_env import make_vec_env
 
     ckpt = load_checkpoint(run_dir / "model.pt")
     env = make_vec_env("tag", num_instances=2, agents_per_instance=16, seed=seed)

@@ -59,7 +59,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=2_000_000)
     parser.add_argument("--matches", type=int, default=400)
     args = parser.parse_args()
-    from python_trainer.playback import play_matches
+    from python_trainer.tools.playback import play_matches
 
     curves = {}
     print(f"{'seed':>4} {'wall s':>7} {'steps/s':>8} {'Elo first':>9} {'Elo last':>9} | {'opponent':>9} {'W':>5} "

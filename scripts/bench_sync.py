@@ -6,7 +6,7 @@
 For each instance count, side by side:
 engine-only  that many exported games at once with --benchmark_steps: random actions chosen inside the engine,
              no trainer; the same scene, sensors and physics, so it is the limit of the sync loop.
-synced       the same games driven by python_trainer.vec_env.GodotVecEnv with random actions in strict turns
+synced       the same games driven by python_trainer.envs.vec_env.GodotVecEnv with random actions in strict turns
              (binary step exchange; every game waits while Python decodes and chooses).
 ratio        synced / engine-only (the goal: at least 70%, 80% the aim).
 pipelined    the same, pipelined as training runs 2 or more instances: one half of the instances simulates while
@@ -32,9 +32,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from python_trainer.game import add_game_arguments, godot_game  # noqa: E402
-from python_trainer.profiling import engine_benchmark, run_window  # noqa: E402
-from python_trainer.vec_env import make_vec_env  # noqa: E402
+from python_trainer.envs.game import add_game_arguments, godot_game  # noqa: E402
+from python_trainer.tools.profiling import engine_benchmark, run_window  # noqa: E402
+from python_trainer.envs.vec_env import make_vec_env  # noqa: E402
 
 
 def engine_only(game, instances, agents, steps):

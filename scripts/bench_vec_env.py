@@ -1,4 +1,4 @@
-"""Agent-steps/s of the Godot vector env: ours (python_trainer.vec_env.GodotVecEnv) vs godot-rl 0.8.2's own
+"""Agent-steps/s of the Godot vector env: ours (python_trainer.envs.vec_env.GodotVecEnv) vs godot-rl 0.8.2's own
 client (godot_rl.wrappers.clean_rl_wrapper.CleanRLGodotEnv over GodotEnv, which also sends to every instance
 first and reads after), on the same exported headless binary, same flags (--fixed-fps 60, 16 agents), in the
 same run, with the same pre-drawn random actions.
@@ -39,8 +39,8 @@ def snapshot_export() -> str:
 
 _SNAPSHOT = snapshot_export()
 
-from python_trainer.paths import export_binary  # noqa: E402
-from python_trainer.vec_env import GodotVecEnv  # noqa: E402
+from python_trainer.base.paths import export_binary  # noqa: E402
+from python_trainer.envs.vec_env import GodotVecEnv  # noqa: E402
 
 
 def free_consecutive_ports(n: int, start: int = 20000) -> int:

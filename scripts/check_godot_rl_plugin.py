@@ -179,7 +179,7 @@ def godot_ppo(*args: str, capture: bool = True) -> str:
 def random_return(export: Path, episodes: int = 400) -> float:
     """A uniformly random policy's mean episode return on the export (the same --action_repeat 1 as training)."""
     sys.path.insert(0, str(REPO))
-    from python_trainer.vec_env import make_vec_env
+    from python_trainer.envs.vec_env import make_vec_env
 
     env = make_vec_env(env_path=export, num_instances=1, seed=123)
     returns: list[float] = []

@@ -26,7 +26,7 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 @pytest.fixture(scope="session")
 def headless_export():
     """Path of exports/headless/rl_games.x86_64; skips the test when the export is missing."""
-    from python_trainer import paths
+    from python_trainer.base import paths
 
     try:
         return paths.export_binary(headless=True)
@@ -36,7 +36,7 @@ def headless_export():
 
 @pytest.fixture(scope="session")
 def windowed_export():
-    from python_trainer import paths
+    from python_trainer.base import paths
 
     try:
         return paths.export_binary(headless=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from python_trainer.vec_env import GodotVecEnv  # noqa: E402
+from python_trainer.envs.vec_env import GodotVecEnv  # noqa: E402
 
 
 def main():

@@ -14,7 +14,7 @@ plus test-only ones:
   --fake_step_encoding=json         ignore a handshake's "step_encoding" (as a game without our binary exchange)
   --fake_info                       an ended episode's info also holds {"fake_length": its length}
   --fake_dialect=godot_rl           speak exactly as a game made with godot_rl_agents' plugin (Godot 3 branch, see
-                                    python_trainer/protocol.py): no --list_envs answer, no hello, one space each in
+                                    python_trainer/envs/protocol.py): no --list_envs answer, no hello, one space each in
                                     env_info, no info, done = terminated or time limit; --action_repeat defaults to 8
                                     and each decision reports it in the observation's last value
   --fake_mode=human_fallback        (with that dialect) connect to nothing and run on, as that plugin does when its

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from python_trainer.agent import Agent
-from python_trainer.recurrent import RecurrentAgent
+from python_trainer.variants.recurrent import RecurrentAgent
 
 SPACES = {
     "discrete": gym.spaces.Discrete(5),

@@ -1,7 +1,7 @@
 """The binary step exchange ("step_encoding": "binary" in the handshake): packed actions in, one packed block of
 observations, rewards and statuses out (see docs/protocol.md, "Binary step exchange").
 
-Unit tests of the bytes (python_trainer.protocol), the vector env against the fake game in both encodings, and the
+Unit tests of the bytes (python_trainer.envs.protocol), the vector env against the fake game in both encodings, and the
 real export: the binary exchange gives the same trajectories as the JSON one, and bad packed input gets clear
 errors. Tests marked real use the headless export; every wait is bounded and every process ended by the test.
 """
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import FAKE_GAME, wait_gone
-from python_trainer.protocol import (
+from python_trainer.envs.protocol import (
     BINARY_STEP_ENCODING,
     GodotConnection,
     GodotConnectionError,
@@ -24,7 +24,7 @@ from python_trainer.protocol import (
     pack_actions,
     unpack_step,
 )
-from python_trainer.vec_env import GodotVecEnv, make_vec_env
+from python_trainer.envs.vec_env import GodotVecEnv, make_vec_env
 
 FAKE = [sys.executable, str(FAKE_GAME)]
 TIMEOUT = 20

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from python_trainer import playback
-from python_trainer.vec_env import make_vec_env, spaces_from_env_info
+from python_trainer.tools import playback
+from python_trainer.envs.vec_env import make_vec_env, spaces_from_env_info
 
 TOLERANCE = 1e-9
 X_THRESHOLD = 2.4
@@ -172,7 +172,7 @@ def test_observation_bounds_from_env_info():
 
 def test_capture_video_of_a_godot_game_records_the_final_policy_in_the_window(headless_export, windowed_export, tmp_path,
                                                                               monkeypatch):
-    from python_trainer import train
+    from python_trainer.run import train
     from python_trainer.cli import main
 
     monkeypatch.setattr(train, "FINAL_VIDEO_SECONDS", 2.0)  # 10 s in a real run; the llvmpipe window is slow

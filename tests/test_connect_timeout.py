@@ -10,9 +10,10 @@ import time
 import pytest
 
 from conftest import FAKE_GAME, REPO
-from python_trainer import game_commands, playback, profiling, train
-from python_trainer.game import GameInstance, godot_game
-from python_trainer.launcher import InstanceLauncher, InstanceStartError
+from python_trainer.tools import game_commands, playback, profiling
+from python_trainer.run import train
+from python_trainer.envs.game import GameInstance, godot_game
+from python_trainer.envs.launcher import InstanceLauncher, InstanceStartError
 
 
 def _wait_for(predicate, timeout, what):

@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 import torch
 
-from python_trainer import cloning, train
+from python_trainer.variants import cloning
+from python_trainer.run import train
 from python_trainer.agent import Agent
 from python_trainer.demos import DemoError, episode, load_demos, write_demos
 from python_trainer.normalization import Normalizer
-from python_trainer.recurrent import RecurrentAgent
+from python_trainer.variants.recurrent import RecurrentAgent
 from tests.conftest import wait_gone
 from tests.test_ppo import _run_dirs, _scalars
 
@@ -266,7 +267,7 @@ def test_record_refuses_without_a_display(tmp_path):
 def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
     """`godot-ppo record` in the windowed export under Xvfb, played by xdotool: Right held makes an episode of
     action 4 (sparse_goal's right); Backspace drops the last episode; the run ends after --episodes."""
-    from python_trainer.launcher import Xvfb
+    from python_trainer.envs.launcher import Xvfb
 
     xvfb = Xvfb(tmp_path / "xvfb.log")
     display = xvfb.start()

@@ -15,10 +15,12 @@ import pytest
 import torch
 
 from conftest import REPO
-from python_trainer import curriculum, game_commands, make_vec_env, playback, train
-from python_trainer.env_params import EnvParamError, Value, check_params, parse_flag
-from python_trainer.game import GameExport, GodotGame
-from python_trainer.protocol import GodotConnectionError
+from python_trainer.run import curriculum, train
+from python_trainer.tools import game_commands, playback
+from python_trainer import make_vec_env
+from python_trainer.envs.env_params import EnvParamError, Value, check_params, parse_flag
+from python_trainer.envs.game import GameExport, GodotGame
+from python_trainer.envs.protocol import GodotConnectionError
 from test_ppo import _run_dirs, _scalars
 
 JUMPER_POLICY = REPO / "exports" / "policies" / "jumper.json"

@@ -7,7 +7,7 @@ under `godot3-server -s` can hang instead of exiting, hence the timeout.
 import re
 import subprocess
 
-from python_trainer.paths import GODOT_PROJECT, godot_server
+from python_trainer.base.paths import GODOT_PROJECT, godot_server
 
 
 def test_gdscript_suite_passes():

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from conftest import FAKE_GAME, wait_gone
-from python_trainer import train
-from python_trainer.game import GameInstance, godot_game, resolve_env
-from python_trainer.launcher import InstanceLauncher, InstanceStartError
-from python_trainer.protocol import GODOT_RL
-from python_trainer.game_commands import envs_main
-from python_trainer.vec_env import GodotVecEnv
+from python_trainer.run import train
+from python_trainer.envs.game import GameInstance, godot_game, resolve_env
+from python_trainer.envs.launcher import InstanceLauncher, InstanceStartError
+from python_trainer.envs.protocol import GODOT_RL
+from python_trainer.tools.game_commands import envs_main
+from python_trainer.envs.vec_env import GodotVecEnv
 
 PLAIN = ("--fake_dialect=godot_rl",)
 
@@ -129,7 +129,7 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     assert train.main(["--resume", str(run_dir), "--total-timesteps", "512"]) == 0
     assert "global_step=512" in capsys.readouterr().out
 
-    from python_trainer.playback import play_main
+    from python_trainer.tools.playback import play_main
 
     assert play_main([str(run_dir)]) == 2  # in-engine playback needs our addon: one line says so
     err = capsys.readouterr().err.strip()
@@ -143,7 +143,7 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
 
 
 def test_profile_measures_a_plain_game_from_outside(tmp_path, capsys):
-    from python_trainer import profiling
+    from python_trainer.tools import profiling
 
     out = tmp_path / "profile"
     code = profiling.main(["--env-path", str(plain_export(tmp_path)), "--modes", "headless", "--instances", "1,2",

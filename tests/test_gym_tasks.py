@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from conftest import REPO
-from python_trainer import train as train_command
+from python_trainer.run import train as train_command
 
 
 def train(tmp_path, *flags, preamble="", timeout=240):

@@ -9,7 +9,10 @@ import gymnasium as gym
 import numpy as np
 
 from conftest import REPO
-from python_trainer import make_vec_env, playback, train, trained_agent
+from python_trainer import make_vec_env
+from python_trainer.tools import playback
+from python_trainer.run import train
+from python_trainer.variants import trained_agent
 from test_ppo import _run_dirs
 
 JUMPER_ACTIONS = gym.spaces.Dict({"jump": gym.spaces.Discrete(2), "move": gym.spaces.Box(-1, 1, (2,), np.float32)})

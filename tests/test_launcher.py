@@ -13,15 +13,15 @@ import psutil
 import pytest
 
 from conftest import FAKE_GAME, REPO, TESTS, alive, read_json_line, read_line, wait_gone
-from python_trainer import paths
-from python_trainer.game import GameError, GameInstance, godot_game
-from python_trainer.launcher import (
+from python_trainer.base import paths
+from python_trainer.envs.game import GameError, GameInstance, godot_game
+from python_trainer.envs.launcher import (
     InstanceCrashedError,
     InstanceLauncher,
     InstanceStartError,
     launch_instances,
 )
-from python_trainer.protocol import GodotConnectionError
+from python_trainer.envs.protocol import GodotConnectionError
 
 
 @pytest.fixture(params=["fake", "real"])
@@ -151,7 +151,7 @@ class StrayLauncher(InstanceLauncher):
 
 
 def test_stray_clients_are_refused_and_the_run_goes_on(binary, tmp_path, monkeypatch):
-    import python_trainer.vec_env as ve
+    import python_trainer.envs.vec_env as ve
 
     events = []
     monkeypatch.setattr(ve, "InstanceLauncher", StrayLauncher)  # the vec env starts its instances with it
@@ -208,7 +208,7 @@ def test_holding_many_ports_does_not_matter(binary, tmp_path):
 
 
 def test_windowed_without_display_or_xvfb_says_install_it(fake_binary, tmp_path, monkeypatch):
-    import python_trainer.launcher as launcher_mod
+    import python_trainer.envs.launcher as launcher_mod
 
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.setattr(launcher_mod, "_which", lambda name: None)
@@ -239,7 +239,7 @@ def launcher_which(name):
 
 
 def test_windowed_real_instance_under_xvfb(windowed_export, tmp_path, monkeypatch):
-    from python_trainer.vec_env import GodotVecEnv
+    from python_trainer.envs.vec_env import GodotVecEnv
 
     monkeypatch.delenv("DISPLAY", raising=False)
     env = GodotVecEnv("ball_chase", num_instances=1, agents_per_instance=2, headless=False, run_dir=tmp_path,
@@ -256,7 +256,7 @@ def test_windowed_real_instance_under_xvfb(windowed_export, tmp_path, monkeypatc
 
 # ---------------------------------------------------------------------------------------------- restarts
 def test_crash_mid_run_is_reported_and_restarted(fake_binary, tmp_path):
-    from python_trainer.vec_env import GodotVecEnv
+    from python_trainer.envs.vec_env import GodotVecEnv
 
     events = []
     env = GodotVecEnv("ball_chase", num_instances=2, agents_per_instance=3, run_dir=tmp_path, binary=fake_binary,
@@ -293,7 +293,7 @@ def test_crash_mid_run_is_reported_and_restarted(fake_binary, tmp_path):
 
 
 def test_silent_instance_times_out_and_is_restarted(fake_binary, tmp_path):
-    from python_trainer.vec_env import GodotVecEnv
+    from python_trainer.envs.vec_env import GodotVecEnv
 
     events = []
     env = GodotVecEnv("ball_chase", num_instances=1, agents_per_instance=2, run_dir=tmp_path, binary=fake_binary,
@@ -314,7 +314,7 @@ def test_silent_instance_times_out_and_is_restarted(fake_binary, tmp_path):
 
 
 def test_sigkill_of_a_real_instance_is_recovered(headless_export, tmp_path):
-    from python_trainer.vec_env import GodotVecEnv
+    from python_trainer.envs.vec_env import GodotVecEnv
 
     events = []
     env = GodotVecEnv("ball_chase", num_instances=2, agents_per_instance=4, run_dir=tmp_path,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from python_trainer import paths
-from python_trainer.recurrent import LSTMCore
+from python_trainer.base import paths
+from python_trainer.variants.recurrent import LSTMCore
 
 GODOT = "godot3-server"
 

@@ -10,9 +10,12 @@ import torch
 
 from conftest import REPO
 from python_trainer import agent as agent_mod
-from python_trainer import normalization, playback, recurrent, rollout, train, trained_agent
+from python_trainer import normalization, rollout
+from python_trainer.tools import playback
+from python_trainer.variants import recurrent, trained_agent
+from python_trainer.run import train
 from python_trainer.rollout import evaluate
-from python_trainer.vec_env import make_vec_env
+from python_trainer.envs.vec_env import make_vec_env
 from test_ppo import _run_dirs, _scalars
 
 SHORT = ["--num-steps", "64", "--total-timesteps", "2048", "--eval-episodes", "2", "--checkpoint-every", "1"]

@@ -15,10 +15,10 @@ import torch.nn as nn
 
 from conftest import REPO, wait_gone
 from test_playback import _xvfb_pid
-from python_trainer import playback
-from python_trainer.launcher import Xvfb
-from python_trainer.policy_file import policy_bundle, policy_dict, policy_json
-from python_trainer.processes import end_process_tree
+from python_trainer.tools import playback
+from python_trainer.envs.launcher import Xvfb
+from python_trainer.engine.policy_file import policy_bundle, policy_dict, policy_json
+from python_trainer.base.processes import end_process_tree
 
 PONG_KEYS = [{"key": "move", "action_type": "discrete", "size": 3}]
 SOURCE = {"global_step": 1000}

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from python_trainer.vec_env import make_vec_env
+from python_trainer.envs.vec_env import make_vec_env
 
 # memory's layout (games/memory/memory_agent.gd): observation [cue left, cue right, progress, at junction]
 CUE_STEPS, CORRIDOR_CELLS, MEMORY_LIMIT = 2, 21, 64

@@ -17,8 +17,9 @@ import torch
 import torch.nn as nn
 
 from conftest import REPO
-from python_trainer import onnx_policy, playback
-from python_trainer.policy_file import PolicyFileError, write_policy
+from python_trainer.engine import onnx_policy
+from python_trainer.tools import playback
+from python_trainer.engine.policy_file import PolicyFileError, write_policy
 
 ort = pytest.importorskip("onnxruntime")
 # The models here are exported as godot-rl exports them: with torch's TorchScript exporter, which says it is legacy.

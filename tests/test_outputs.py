@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from python_trainer import checkpoint, files, playback, train
+from python_trainer import checkpoint
+from python_trainer.base import files
+from python_trainer.tools import playback
+from python_trainer.run import train
 from python_trainer.checkpoint import load_checkpoint
-from python_trainer.files import OutputError, check_output, remove_stale_scratch, scratch_dir
+from python_trainer.base.files import OutputError, check_output, remove_stale_scratch, scratch_dir
 
 CARTPOLE = ["--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--eval-episodes", "0"]
 
@@ -180,7 +183,7 @@ def test_the_frames_folder_of_a_killed_recording_is_removed_by_the_next(tmp_path
 # Profiles
 # ======================================================================================================================
 def test_profile_out_under_a_file_is_refused_before_any_instance(tmp_path, capsys, headless_export):
-    from python_trainer import profiling
+    from python_trainer.tools import profiling
 
     (tmp_path / "a_file").write_text("x")
     out = tmp_path / "a_file" / "profile"
@@ -191,7 +194,7 @@ def test_profile_out_under_a_file_is_refused_before_any_instance(tmp_path, capsy
 
 
 def test_a_profile_report_on_a_full_disk_keeps_the_previous_files(tmp_path, monkeypatch):
-    from python_trainer import profiling
+    from python_trainer.tools import profiling
 
     (tmp_path / "profile.csv").write_text("the previous report\n")
 
@@ -256,7 +259,7 @@ def test_a_disk_that_fills_up_during_training_costs_one_line_and_leaves_no_empty
 def test_a_game_log_on_a_full_disk_drops_output_without_blocking_the_game_or_a_traceback(tmp_path, monkeypatch):
     """The launcher's log reader thread: a write the disk refuses drops the output and keeps draining the pipe (a
     game whose pipe fills up would block), with no thread's traceback."""
-    from python_trainer import launcher
+    from python_trainer.envs import launcher
 
     unhandled = []
     monkeypatch.setattr(threading, "excepthook", lambda args: unhandled.append(args))

@@ -23,9 +23,9 @@ import psutil
 import pytest
 
 from conftest import FAKE_GAME, REPO
-from python_trainer.export import ExportError, export
-from python_trainer.game import GameError, GameInstance, resolve_env
-from python_trainer.launcher import InstanceLauncher, InstanceStartError
+from python_trainer.tools.export import ExportError, export
+from python_trainer.envs.game import GameError, GameInstance, resolve_env
+from python_trainer.envs.launcher import InstanceLauncher, InstanceStartError
 
 BEST_RETURN = 1.0  # every walker reaches its goal (it always can within the time limit)
 
@@ -183,7 +183,7 @@ def test_unknown_env_id_names_the_games_of_the_binary(headless_export):
 
 
 def test_spaces_that_differ_between_instances_are_refused(tmp_path):
-    from python_trainer.vec_env import GodotVecEnv
+    from python_trainer.envs.vec_env import GodotVecEnv
 
     with pytest.raises(GameError, match="every instance of a game must have the same policies, observation and action spaces"):
         GodotVecEnv("ball_chase", num_instances=2, agents_per_instance=2, binary=[sys.executable, str(FAKE_GAME)],
@@ -191,7 +191,7 @@ def test_spaces_that_differ_between_instances_are_refused(tmp_path):
 
 
 def test_a_game_that_ignores_agents_sets_num_envs(tmp_path):
-    from python_trainer.vec_env import make_vec_env
+    from python_trainer.envs.vec_env import make_vec_env
 
     fake = [sys.executable, str(FAKE_GAME)]
     env = make_vec_env("ball_chase", num_instances=2, agents_per_instance=3, binary=fake,
@@ -229,7 +229,7 @@ def test_export_failure_shows_godots_error_and_user_presets_are_left_alone(tmp_p
         export(project, tmp_path / "out", quiet=True)
     assert (project / "export_presets.cfg").read_text() == theirs
     # Presets whose template is missing: Godot's own error is shown.
-    from python_trainer.export import presets_cfg
+    from python_trainer.tools.export import presets_cfg
 
     (project / "export_presets.cfg").write_text(presets_cfg().replace("/usr/bin/godot3-server", "/nowhere/godot3-server"))
     with pytest.raises(ExportError, match=r"failed, exit code \d+; Godot said:\n.*") as ei:
@@ -238,7 +238,7 @@ def test_export_failure_shows_godots_error_and_user_presets_are_left_alone(tmp_p
 
 
 def test_our_presets_file_is_the_one_export_writes():
-    from python_trainer.export import presets_cfg
+    from python_trainer.tools.export import presets_cfg
 
     assert (REPO / "godot_project" / "export_presets.cfg").read_text() == presets_cfg("tests/*")
 

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from conftest import FAKE_GAME
-from python_trainer import train
-from python_trainer.game import godot_game
-from python_trainer.gym_env import GymVecEnv
-from python_trainer.vec_env import GodotVecEnv
+from python_trainer.run import train
+from python_trainer.envs.game import godot_game
+from python_trainer.envs.gym_env import GymVecEnv
+from python_trainer.envs.vec_env import GodotVecEnv
 
 FAKE = [sys.executable, str(FAKE_GAME)]
 

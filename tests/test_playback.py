@@ -15,12 +15,13 @@ import pytest
 import torch
 
 from conftest import REPO, wait_gone
-from python_trainer import playback, train
+from python_trainer.tools import playback
+from python_trainer.run import train
 from python_trainer.agent import Agent
 from python_trainer.checkpoint import save_checkpoint
 from python_trainer.normalization import Normalizer
-from python_trainer.train import Args
-from python_trainer.trained_agent import load_agent
+from python_trainer.run.train import Args
+from python_trainer.variants.trained_agent import load_agent
 
 POLICIES = REPO / "exports" / "policies"
 COMMITTED_POLICY = POLICIES / "ball_chase.json"

@@ -1,4 +1,4 @@
-"""Several policies in one game (python_trainer/policies.py): agents named by policy train as one network per name.
+"""Several policies in one game (python_trainer/variants/policies.py): agents named by policy train as one network per name.
 
 tag (godot_project/games/tag) has two: a chaser (6 observations, a continuous move) and a runner (8 observations, a
 discrete move). Its vector env pads observations to 8 and takes {policy name: actions}; the train command trains one
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from python_trainer import train
-from python_trainer.game import GameBugError
-from python_trainer.playback import evaluate_in_engine
-from python_trainer.policy_file import policy_env_info
-from python_trainer.vec_env import make_vec_env, policies_from_env_info
+from python_trainer.run import train
+from python_trainer.envs.game import GameBugError
+from python_trainer.tools.playback import evaluate_in_engine
+from python_trainer.engine.policy_file import policy_env_info
+from python_trainer.envs.vec_env import make_vec_env, policies_from_env_info
 from test_godot_rl_plugin import plain_export
 
 OBS = {"obs": {"size": [3], "space": "box"}}

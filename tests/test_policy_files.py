@@ -14,11 +14,11 @@ import torch.nn as nn
 
 from conftest import REPO, wait_gone
 from test_playback import COMMITTED_POLICY, _xvfb_pid
-from python_trainer import playback
-from python_trainer.policy_file import (POLICIES_DIR, PolicyFileError, game_policy, policy_bundle, policy_dict,
+from python_trainer.tools import playback
+from python_trainer.engine.policy_file import (POLICIES_DIR, PolicyFileError, game_policy, policy_bundle, policy_dict,
                                         policy_file_name, policy_json, read_policy, write_policies,
                                         write_policies_or_warn)  # fmt: skip
-from python_trainer.recurrent import RecurrentAgent
+from python_trainer.variants.recurrent import RecurrentAgent
 
 CHASER_KEYS = [{"key": "move", "action_type": "continuous", "size": 2}]
 RUNNER_KEYS = [{"key": "move", "action_type": "discrete", "size": 5}]
@@ -215,7 +215,7 @@ TAG_INFO = {"env": "tag", "n_agents": 2, "agent_policy_names": ["chaser", "runne
 
 
 def test_onnx_round_trip_keeps_the_policy_name(run_dir, tmp_path):
-    from python_trainer.onnx_policy import import_policy
+    from python_trainer.engine.onnx_policy import import_policy
 
     model = playback.export_onnx(run_dir / "policies/chaser.json", tmp_path / "chaser.onnx")
     assert import_policy(model)["policy_name"] == "chaser"  # from our export's metadata
@@ -296,7 +296,7 @@ def test_a_checkpoint_of_several_policies_exports_as_a_bundle(tmp_path):
     from python_trainer.agent import Agent
     from python_trainer.checkpoint import save_checkpoint
     from python_trainer.normalization import Normalizer
-    from python_trainer.train import Args
+    from python_trainer.run.train import Args
 
     spaces = {"chaser": (6, gym.spaces.Box(-1.0, 1.0, (2,))), "runner": (8, gym.spaces.Discrete(5))}
     parts, expected = {}, {}

@@ -11,12 +11,15 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from python_trainer import ppo, run_folder
+from python_trainer import ppo
+from python_trainer.run import run_folder
 from python_trainer.checkpoint import load_checkpoint
-from python_trainer import normalization, train, trained_agent
+from python_trainer import normalization
+from python_trainer.run import train
+from python_trainer.variants import trained_agent
 from python_trainer import agent as agent_mod
 from python_trainer.agent import Agent
-from python_trainer.gym_env import EpisodeStatistics, GymVecEnv
+from python_trainer.envs.gym_env import EpisodeStatistics, GymVecEnv
 
 CLEANRL_TAGS = [
     "charts/episodic_return", "charts/episodic_length", "charts/learning_rate", "charts/SPS",

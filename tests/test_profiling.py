@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from conftest import REPO, descendants, wait_gone
-from python_trainer import profiling
+from python_trainer.tools import profiling
 
 pytestmark = pytest.mark.timeout(120)
 

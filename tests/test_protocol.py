@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from python_trainer.protocol import (
+from python_trainer.envs.protocol import (
     MAX_MESSAGE_BYTES,
     GodotConnection,
     GodotConnectionError,

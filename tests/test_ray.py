@@ -15,9 +15,11 @@ import psutil
 import pytest
 
 from conftest import REPO, alive, descendants, wait_gone
-from python_trainer import running_stats, train, trained_agent
+from python_trainer.base import running_stats
+from python_trainer.run import train
+from python_trainer.variants import trained_agent
 from python_trainer.checkpoint import load_checkpoint
-from python_trainer.ray_rollouts import LOOPBACK, WORKERS_JSON, RolloutWorker, _added_moments, export_digest
+from python_trainer.variants.ray_rollouts import LOOPBACK, WORKERS_JSON, RolloutWorker, _added_moments, export_digest
 from test_ppo import _run_dirs, _scalars
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -274,8 +276,8 @@ def test_one_ray_worker_trains_the_model_the_local_path_trains(cluster, tmp_path
 
 def test_a_node_without_the_binary_is_refused_at_start_naming_it(cluster, tmp_path, monkeypatch, headless_export):
     """The learner says the game is at a path where no node has it: every worker refuses before any game starts."""
-    from python_trainer import ray_rollouts
-    from python_trainer.game import resolve_env
+    from python_trainer.variants import ray_rollouts
+    from python_trainer.envs.game import resolve_env
 
     missing = tmp_path / "elsewhere" / "rl_games.x86_64"
     monkeypatch.setattr(ray_rollouts, "export_digest", lambda paths: {str(missing): "0" * 64})  # the learner only

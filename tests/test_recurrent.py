@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from python_trainer.recurrent import LSTMCore, clone_state, env_minibatches, select_envs
+from python_trainer.variants.recurrent import LSTMCore, clone_state, env_minibatches, select_envs
 
 
 def _run_alone(core, x_env, state=None):

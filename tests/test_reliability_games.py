@@ -19,13 +19,13 @@ import pytest
 
 from conftest import FAKE_GAME, REPO
 from test_ppo import _NanAfterThree
-from python_trainer import train
-from python_trainer.game import GameBugError, GameExport, list_games
-from python_trainer.launcher import SCRIPT_ERRORS_TO_STOP
-from python_trainer.paths import godot_server
-from python_trainer.policy_file import MAX_SIZE, PolicyFileError, policy_dict, read_policy
-from python_trainer.recurrent import RecurrentAgent
-from python_trainer.vec_env import GodotVecEnv, make_vec_env
+from python_trainer.run import train
+from python_trainer.envs.game import GameBugError, GameExport, list_games
+from python_trainer.envs.launcher import SCRIPT_ERRORS_TO_STOP
+from python_trainer.base.paths import godot_server
+from python_trainer.engine.policy_file import MAX_SIZE, PolicyFileError, policy_dict, read_policy
+from python_trainer.variants.recurrent import RecurrentAgent
+from python_trainer.envs.vec_env import GodotVecEnv, make_vec_env
 
 OBS = 6
 KEYS = [{"key": "move", "action_type": "continuous", "size": 2}]

@@ -17,9 +17,9 @@ import psutil
 import pytest
 
 from conftest import FAKE_GAME, REPO, alive, descendants, read_json_line, read_line, wait_gone
-from python_trainer.game import GameInstance, godot_game
-from python_trainer.launcher import CappedLog, InstanceLauncher, launch_instances
-from python_trainer.processes import end_process_tree, read_log_tail
+from python_trainer.envs.game import GameInstance, godot_game
+from python_trainer.envs.launcher import CappedLog, InstanceLauncher, launch_instances
+from python_trainer.base.processes import end_process_tree, read_log_tail
 
 POLICY = REPO / "exports" / "policies" / "ball_chase.json"
 
@@ -97,7 +97,7 @@ def test_launch_window_children_die_with_launch(windowed_export, tmp_path, sig):
 RUN_TO_END_CHILD = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])
-    from python_trainer.processes import run_to_end
+    from python_trainer.base.processes import run_to_end
     print("running", flush=True)
     run_to_end(["sleep", "300"], timeout=600)
 """)
@@ -135,7 +135,7 @@ def test_instances_started_on_a_worker_thread_outlive_the_thread(fake_binary, tm
 IGNORING_CHILD = textwrap.dedent("""
     import json, select, sys
     sys.path.insert(0, sys.argv[1])
-    from python_trainer.vec_env import GodotVecEnv
+    from python_trainer.envs.vec_env import GodotVecEnv
     env = GodotVecEnv("ball_chase", num_instances=2, agents_per_instance=2, binary=[sys.executable, sys.argv[2]],
                       run_dir=sys.argv[3], report=lambda msg: print(msg, file=sys.stderr, flush=True))
     env.reset()

@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from conftest import REPO, descendants, read_line, wait_gone
-from python_trainer import run_folder, train
+from python_trainer.run import run_folder, train
 from python_trainer.checkpoint import load_checkpoint
-from python_trainer.policy_file import PolicyFileError, read_policy
+from python_trainer.engine.policy_file import PolicyFileError, read_policy
 
 TRAIN = [sys.executable, "-m", "python_trainer", "train"]
 # ball_chase, 4 agents x 32 steps = 128 steps an update, 400 updates: a status line every 20 updates (2560 steps),
@@ -118,7 +118,8 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_still_checkpoints(tmp_path)
 # A driver for the two racy moments: a signal in the middle of a checkpoint's write, or in the middle of an update.
 _DRIVER = r"""
 import os, signal, sys, torch
-from python_trainer import ppo, train
+from python_trainer import ppo
+from python_trainer.run import train
 where, argv = sys.argv[1], sys.argv[2:]
 calls = {"save": 0, "clip": 0}
 real_save, real_clip = torch.save, ppo.clip_grad_norm
@@ -297,7 +298,7 @@ def test_an_unexpected_error_keeps_the_model_and_its_traceback(tmp_path, monkeyp
 
 
 def test_max_restarts_and_step_timeout_reach_the_env(tmp_path, monkeypatch, capsys, headless_export):
-    from python_trainer import vec_env
+    from python_trainer.envs import vec_env
 
     seen = {}
 
@@ -317,7 +318,7 @@ def test_max_restarts_and_step_timeout_reach_the_env(tmp_path, monkeypatch, caps
 @pytest.fixture
 def no_game(monkeypatch):
     """Fails the test if anything tries to start an environment."""
-    from python_trainer import vec_env
+    from python_trainer.envs import vec_env
 
     def refuse(*a, **k):
         raise AssertionError("an environment was started for a setting that could be checked first")
@@ -339,7 +340,7 @@ def test_bad_values_are_refused_before_any_game_starts(tmp_path, capsys, no_game
 
 
 def test_the_env_refuses_unbounded_instances_before_starting_any(monkeypatch):
-    from python_trainer import vec_env
+    from python_trainer.envs import vec_env
 
     monkeypatch.setattr(vec_env, "InstanceLauncher", lambda *a, **k: pytest.fail("instances were started"))
     for kw, word in [({"num_instances": 1000}, "num_instances"), ({"agents_per_instance": 100000}, "agents"),
@@ -375,7 +376,7 @@ def test_a_deeply_nested_policy_file_is_a_clean_error(tmp_path):
 def test_a_peer_sending_invalid_utf8_or_deep_json_gets_a_clear_connection_error():
     import socket
 
-    from python_trainer.protocol import GodotConnection, GodotConnectionError, decode_body
+    from python_trainer.envs.protocol import GodotConnection, GodotConnectionError, decode_body
 
     with pytest.raises(ValueError, match="not UTF-8 text \\(byte 0xff at offset 1\\)"):
         decode_body(b"{\xff}")
@@ -394,7 +395,7 @@ def test_a_peer_sending_invalid_utf8_or_deep_json_gets_a_clear_connection_error(
 def test_a_sigterm_that_ray_turns_into_a_plain_keyboard_interrupt_is_still_named_sigterm():
     """Ray's blocking calls (ray.get, ray.wait) run our handler from C and raise a plain KeyboardInterrupt in place
     of its Interrupted(SIGTERM): the signal that arrived is still the one named (issue 22)."""
-    from python_trainer import signals
+    from python_trainer.base import signals
 
     with signals.signal_policy():
         try:
@@ -413,7 +414,7 @@ def test_a_sigterm_that_ray_turns_into_a_plain_keyboard_interrupt_is_still_named
 def test_a_signal_while_a_checkpoint_is_written_is_raised_once_it_is_whole():
     """torch.save's C++ writer turns an exception raised inside it into its own RuntimeError ("unexpected pos"), so a
     SIGTERM there ended a Ray run with exit 1 and a torch error: it is now raised after the write, as SIGTERM."""
-    from python_trainer import signals
+    from python_trainer.base import signals
 
     written = []
     with signals.signal_policy():

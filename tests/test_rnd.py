@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from python_trainer.rnd import RND, RunningDiscountedReturn, combine_advantages
+from python_trainer.variants.rnd import RND, RunningDiscountedReturn, combine_advantages
 
 
 def _cluster(rng, centre, n=256, dim=6):

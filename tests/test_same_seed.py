@@ -35,7 +35,7 @@ import pytest
 import torch
 
 from conftest import REPO
-from python_trainer import train
+from python_trainer.run import train
 from same_seed_kernels import fingerprint, kernels_env, read_sets, set_of
 
 FIXTURES = REPO / "tests" / "fixtures" / "same_seed"
@@ -123,7 +123,7 @@ def test_the_same_seed_gives_the_recorded_run(tmp_path, name, headless_export):
 def test_an_old_checkpoint_resumes_and_plays(tmp_path, name, more_steps, headless_export):
     """A run folder written by main 7743056 (an --lstm --rnd agent, and an MLP one) resumes for more updates, and
     its policy exports and plays in the engine."""
-    from python_trainer import playback
+    from python_trainer.tools import playback
 
     run_dir = tmp_path / f"{name}_old"
     shutil.copytree(OLD_RUNS / name, run_dir)

@@ -1,4 +1,4 @@
-"""--self-play (python_trainer/self_play.py): pong's learning team against a pool of its own snapshots, with Elo.
+"""--self-play (python_trainer/variants/self_play.py): pong's learning team against a pool of its own snapshots, with Elo.
 
 A few updates of pong with small save / swap / team-change counts check the pool (files in the run folder, the window
 kept), the ratings (self_play/elo in TensorBoard, each match moving the learner's and the opponent's ratings by the same
@@ -12,8 +12,8 @@ import re
 import pytest
 import torch
 
-from python_trainer import train
-from python_trainer.self_play import SelfPlayError, elo_update, expected_score, teams_of
+from python_trainer.run import train
+from python_trainer.variants.self_play import SelfPlayError, elo_update, expected_score, teams_of
 
 OBS = {"obs": {"size": [3], "space": "box"}}
 

@@ -7,7 +7,8 @@ import sys
 import time
 
 from conftest import REPO, descendants, wait_gone
-from python_trainer import train, trained_agent
+from python_trainer.run import train
+from python_trainer.variants import trained_agent
 from python_trainer.checkpoint import load_checkpoint
 from test_ppo import CLEANRL_TAGS, _run_dirs, _scalars
 

@@ -15,9 +15,11 @@ import psutil
 import pytest
 
 from conftest import REPO, wait_gone
-from python_trainer import launcher, playback, train
-from python_trainer.files import write_atomic
-from python_trainer.game import GodotGame, Program, godot_game
+from python_trainer.envs import launcher
+from python_trainer.tools import playback
+from python_trainer.run import train
+from python_trainer.base.files import write_atomic
+from python_trainer.envs.game import GodotGame, Program, godot_game
 
 COMMITTED_POLICY = REPO / "exports" / "policies" / "ball_chase.json"
 

@@ -1,0 +1,163 @@
+"""Flag rules: which values a setting accepts, stated once next to the setting, and one function that checks them.
+
+A field of an arguments dataclass carries its rule as metadata:
+
+    learning_rate: float = flag(2.5e-4, POSITIVE)
+    \"\"\"the learning rate of the optimizer\"\"\"
+
+and `check_flags(args)` checks every field that has one, before any game starts, in one line each:
+``--learning-rate 0 is not valid: give a number > 0, e.g. --learning-rate 2.5e-4``. The same rule says the same
+thing to a Python caller (`Rule.check_keyword`: ``num_instances=0: give 1 to 64 ...``), so the bounds that
+`godot-ppo train`, `godot-ppo launch` and `make_vec_env` share (the instance options below) live here, below the
+vector env, and are stated once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from python_trainer.base.errors import UserError
+
+RULE = "rule"  # the metadata key
+
+
+class FlagError(UserError, ValueError):
+    """A setting with a value it does not accept; the message names the setting, what it accepts and an example."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``ok(value)`` says whether a value is accepted; ``what`` says what is (\"a number > 0\"); ``example`` is one."""
+
+    ok: Callable[[Any], bool]
+    what: str
+    example: str
+
+    def check_flag(self, name: str, value) -> None:
+        """FlagError naming the command-line flag of field ``name`` when ``value`` (not None) breaks the rule."""
+        if value is not None and not self.ok(value):
+            flag = "--" + name.replace("_", "-")
+            shown = f"{value:g}" if isinstance(value, float) else value
+            raise FlagError(f"{flag} {shown} is not valid: give {self.what}, e.g. {flag} {self.example}")
+
+    def check_keyword(self, name: str, value) -> None:
+        """The same, naming a Python keyword argument."""
+        if value is not None and not self.ok(value):
+            raise FlagError(f"{name}={value}: give {self.what}, e.g. {name}={self.example}")
+
+    def argparse_type(self, convert: Callable[[str], Any] = float) -> Callable[[str], Any]:
+        """The rule as an argparse ``type=`` (for the commands that parse with argparse): argparse's own error line
+        then says what the flag accepts."""
+        def parse(text: str):
+            try:
+                value = convert(text)
+            except ValueError:
+                value = None
+            if value is None or not self.ok(value):
+                raise argparse.ArgumentTypeError(f"{text} is not valid: give {self.what}, e.g. {self.example}")
+            return value
+
+        return parse
+
+
+def flag(default, rule: Optional[Rule] = None, **field_kwargs):
+    """A dataclass field with ``default`` and, when given, its rule."""
+    metadata = {RULE: rule} if rule is not None else {}
+    return dataclasses.field(default=default, metadata=metadata, **field_kwargs)
+
+
+def check_flags(args) -> None:
+    """Check every field of the dataclass ``args`` that carries a rule (None, a default decided later, passes)."""
+    for f in dataclasses.fields(args):
+        rule = f.metadata.get(RULE)
+        if rule is not None:
+            rule.check_flag(f.name, getattr(args, f.name))
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def at_least(low, what: str, example: str) -> Rule:
+    """An integer (or number) >= ``low``; ``what`` is said in full (e.g. "an integer >= 1 (frames per second)")."""
+    return Rule(lambda v: _finite(v) and v >= low, what, example)
+
+
+def in_range(low, high, what: str, example: str) -> Rule:
+    return Rule(lambda v: _finite(v) and low <= v <= high, what, example)
+
+
+def positive(example: str, what: str = "a number > 0") -> Rule:
+    return Rule(lambda v: _finite(v) and v > 0, what, example)
+
+
+def non_negative(example: str, what: str = "a number >= 0") -> Rule:
+    return Rule(lambda v: _finite(v) and v >= 0, what, example)
+
+
+# ======================================================================================================================
+# The instance options: `train`'s flags, `launch`'s, and make_vec_env's / GodotVecEnv's keyword arguments
+# ======================================================================================================================
+# Each instance is a Godot process of its own (about 60 MB headless, 300 MB windowed, up to a CPU core): past 64 on one
+# machine they only contend with each other.
+MAX_INSTANCES = 64
+# An instance builds its agents' nodes before it connects and simulates them all on one core: ball_chase starts 2048
+# agents in 0.7 s and steps them in 0.12 s, while 4096 overflow Godot's message queue during set-up and never
+# connect (100000 spent minutes). More agents belong in more instances.
+MAX_AGENTS_PER_INSTANCE = 2048
+
+NUM_INSTANCES = in_range(1, MAX_INSTANCES, f"1 to {MAX_INSTANCES} (one Godot process each; more on one machine only "
+                         "contend for its cores and memory)", "2")  # fmt: skip
+AGENTS_PER_INSTANCE = in_range(1, MAX_AGENTS_PER_INSTANCE, f"1 to {MAX_AGENTS_PER_INSTANCE} (an instance sets its "
+                               "agents up before it connects: spread more over more instances)", "16")  # fmt: skip
+SPEEDUP = positive("8", "a number > 0 (the engine's time scale)")
+ACTION_REPEAT = Rule(lambda v: _finite(v) and v == int(v) and v >= 1,
+                     "an integer >= 1 (physics frames per decision step)", "8")  # fmt: skip
+
+
+# How long a game may take to start: to list its games (--list_envs) and to connect to the trainer. A game whose
+# scenes load for long (big assets, a slow disk, a busy machine) needs more: --connect-timeout, on every command that
+# starts games (train, launch, envs, profile, play), says so once here.
+DEFAULT_CONNECT_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT = positive("120", "a number of seconds > 0 (how long a game may take to load and connect)")
+CONNECT_TIMEOUT_HELP = (f"seconds a game may take to load, list its games and connect (default {DEFAULT_CONNECT_TIMEOUT_S:g}); "
+                        "raise it for a game that loads slowly")  # fmt: skip
+SLOW_GAME_HINT = "a game that takes longer to load can be given more time with --connect-timeout SECONDS"
+
+
+def add_connect_timeout(parser: argparse.ArgumentParser, *aliases: str) -> None:
+    """--connect-timeout (and ``aliases``) on an argparse command, with its rule."""
+    parser.add_argument("--connect-timeout", *aliases, dest="connect_timeout", metavar="SECONDS",
+                        type=CONNECT_TIMEOUT.argparse_type(float), default=DEFAULT_CONNECT_TIMEOUT_S,
+                        help=CONNECT_TIMEOUT_HELP)  # fmt: skip
+
+
+def agents_for(num_envs, num_instances, agents_per_instance=None, as_flags=False):
+    """The agents each instance is asked for, from num_envs = num_instances x agents_per_instance: the one given, or
+    num_envs / num_instances, or None (the game chooses) when neither num_envs nor agents_per_instance is given.
+    FlagError when they do not fit together; ``as_flags`` names the command-line flags, else the keywords."""
+    name = (lambda n: "--" + n.replace("_", "-")) if as_flags else (lambda n: n)
+    given = (lambda n, v: f"{name(n)} {v}") if as_flags else (lambda n, v: f"{n}={v}")
+    if num_envs is None:
+        return agents_per_instance
+    if agents_per_instance is None and num_envs % num_instances:
+        raise FlagError(f"{given('num_envs', num_envs)} is not a multiple of {given('num_instances', num_instances)}: "
+                        f"num_envs = num_instances x agents_per_instance (give {name('agents_per_instance')} instead)")
+    per = agents_per_instance or num_envs // num_instances
+    if num_envs != num_instances * per:
+        raise FlagError(f"{given('num_envs', num_envs)} must equal {name('num_instances')} x "
+                        f"{name('agents_per_instance')} = {num_instances} x {per} = {num_instances * per}: drop "
+                        f"{name('num_envs')} or make them agree")
+    return per
+
+
+def check_instance_options(num_instances, agents_per_instance=None, speedup=1, action_repeat=1) -> None:
+    """FlagError (a ValueError, one line with the reason) for settings no game should be started with."""
+    NUM_INSTANCES.check_keyword("num_instances", num_instances)
+    AGENTS_PER_INSTANCE.check_keyword("agents_per_instance", agents_per_instance)
+    SPEEDUP.check_keyword("speedup", speedup)
+    ACTION_REPEAT.check_keyword("action_repeat", action_repeat)

@@ -1,0 +1,397 @@
+"""Policies as ONNX models in godot-rl's convention, both ways: a policy file as an ONNX model (for godot_rl_agents'
+plugin and any ONNX runtime), and an ONNX MLP policy (SB3's, CleanRL's, ours) as a policy file the engine plays.
+
+    godot-ppo export-policy runs/ball_chase__ppo__1__1700000000 --format onnx -o policy.onnx
+    godot-ppo import-policy model.onnx --env-id ball_chase -o policy.json
+
+The model is built from the policy file's content (policy_file.py), the very numbers the engine plays, so the two
+agree to float rounding. godot-rl's convention (its `export_model_as_onnx`): opset 17, the batch axis dynamic,
+    inputs   obs        float32 [batch, observation_size]   the game's raw observations (the normalisation is folded in)
+             state_ins  float32 [batch] (MLP) | [batch, 2H] (--lstm)
+    outputs  output     float32 [batch, n_out]   the actor's raw outputs, as the engine's --policy_forward prints
+                                                 them: the continuous keys' unclipped Gaussian means, then each
+                                                 discrete key's logits, in the policy file's action_keys order
+             state_outs float32, state_ins' shape
+An MLP's state_ins is echoed as state_outs. An --lstm policy's state is its LSTM's h then c (H values each) after
+the previous step: feed zeros where an episode starts, then each step's state_outs (godot_rl_agents' plugin always
+sends a [batch] zero state, so it cannot run these). The metadata (metadata_props) names the game, the spaces, the
+action layout, the state and this package's version; `policy_from_metadata` reads the policy's description back.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from python_trainer import __version__
+from python_trainer.base.errors import one_line
+from python_trainer.base.files import write_atomic
+from python_trainer.engine.policy_file import FORMAT, VERSION, PolicyFileError, action_rule, f32, obs_normalization
+from python_trainer.engine.policy_file import policy_env_info
+
+OPSET = 17
+INPUTS, OUTPUTS = ["obs", "state_ins"], ["output", "state_outs"]
+PRODUCER = "godot-ppo"
+# The policy file's fields the model's metadata carries (a JSON value each), besides the state's layout.
+METADATA_FIELDS = ("format", "version", "env", "policy_name", "observation_size", "action_keys", "action_rule", "source")
+# What the engine's runner knows (policy_network.gd's ACTIVATIONS).
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "linear": nn.Identity}
+
+
+class PolicyNetwork(nn.Module):
+    """The engine's forward pass (policy_runner.gd) in torch, from a policy file's content: the normalisation,
+    the layers, and for a recurrent policy the LSTM after layer ``after_layer``."""
+
+    def __init__(self, policy: dict):
+        super().__init__()
+        norm = policy.get("obs_normalization")
+        self.normalize = norm is not None
+        if self.normalize:  # x = clip((obs - mean) * scale, -clip, clip), scale = 1 / sqrt(var + epsilon)
+            var = np.asarray(norm["var"], np.float64)
+            self.register_buffer("mean", torch.tensor(np.asarray(norm["mean"], np.float64), dtype=torch.float32))
+            self.register_buffer("scale", torch.tensor(1.0 / np.sqrt(var + float(norm.get("epsilon", 1e-8))),
+                                                       dtype=torch.float32))  # fmt: skip
+            self.clip = float(norm.get("clip", 10.0))
+        lstm = policy.get("lstm")
+        split = lstm["after_layer"] if lstm else 0
+        self.encoder = _sequential(policy["layers"][:split])
+        self.head = _sequential(policy["layers"][split:])
+        self.lstm = None
+        if lstm:
+            self.hidden = int(lstm["hidden_size"])
+            self.lstm = nn.LSTM(int(lstm["input_size"]), self.hidden)
+            with torch.no_grad():
+                self.lstm.weight_ih_l0.copy_(_tensor(lstm["weight_ih"]))
+                self.lstm.weight_hh_l0.copy_(_tensor(lstm["weight_hh"]))
+                self.lstm.bias_ih_l0.copy_(_tensor(lstm["bias"]))  # the file holds bias_ih + bias_hh
+                self.lstm.bias_hh_l0.zero_()
+
+    def forward(self, obs: torch.Tensor, state_ins: torch.Tensor):
+        x = obs
+        if self.normalize:
+            x = torch.clamp((obs - self.mean) * self.scale, -self.clip, self.clip)
+        if self.lstm is None:
+            return self.head(x), state_ins
+        h, c = state_ins[:, : self.hidden].unsqueeze(0), state_ins[:, self.hidden :].unsqueeze(0)
+        out, (h, c) = self.lstm(self.encoder(x).unsqueeze(0), (h, c))  # one step of every agent
+        return self.head(out[0]), torch.cat([h[0], c[0]], dim=1)
+
+    def state_size(self) -> int:
+        """state_ins' width: 0 for [batch] (an MLP), 2H for an LSTM."""
+        return 0 if self.lstm is None else 2 * self.hidden
+
+
+def _tensor(values) -> torch.Tensor:
+    return torch.tensor(np.asarray(values, np.float32))
+
+
+def _sequential(layers: list) -> nn.Sequential:
+    modules = []
+    for i, layer in enumerate(layers):
+        weight = np.asarray(layer["weight"], np.float32)
+        linear = nn.Linear(weight.shape[1], weight.shape[0])
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(weight))
+            linear.bias.copy_(_tensor(layer["bias"]))
+        activation = str(layer.get("activation", "linear"))
+        if activation not in ACTIVATIONS:
+            raise PolicyFileError(f"layer {i} has the activation {activation!r}, which ONNX export does not know")
+        modules += [linear, ACTIVATIONS[activation]()]
+    return nn.Sequential(*modules)
+
+
+def state_layout(policy: dict) -> str:
+    lstm = policy.get("lstm")
+    if not lstm:
+        return "echo: state_ins float32 [batch], returned as state_outs"
+    h = int(lstm["hidden_size"])
+    return (f"lstm: state_ins float32 [batch, {2 * h}] = the LSTM's h ({h}) then c ({h}) after the previous step, "
+            "zeros where an episode starts; state_outs the same after this step")  # fmt: skip
+
+
+def policy_to_onnx(policy: dict) -> bytes:
+    """The ONNX model (bytes) of a policy file's content, with its description in the metadata."""
+    import onnx
+
+    net = PolicyNetwork(policy).eval()
+    n = int(policy["observation_size"])
+    state = torch.zeros((1, net.state_size()) if net.state_size() else (1,))
+    buffer = io.BytesIO()
+    batch = {name: {0: "batch_size"} for name in INPUTS + OUTPUTS}
+    with torch.no_grad(), warnings.catch_warnings():
+        # the legacy exporter's deprecation notice, and its LSTM batch-size caution (h0/c0 are inputs here)
+        warnings.simplefilter("ignore", (DeprecationWarning, UserWarning))
+        # dynamo=False: torch 2.13's default exporter needs onnxscript, which is not installed (godot-rl's own
+        # export_model_as_onnx is called the same way)
+        torch.onnx.export(net, (torch.zeros(1, n), state), buffer, dynamo=False, opset_version=OPSET,
+                          input_names=INPUTS, output_names=OUTPUTS, dynamic_axes=batch)  # fmt: skip
+    model = onnx.load_from_string(buffer.getvalue())
+    model.producer_name = PRODUCER
+    meta = {f"godot_ppo.{k}": json.dumps(policy.get(k)) for k in METADATA_FIELDS}
+    meta["godot_ppo.state"] = state_layout(policy)
+    meta["godot_ppo.package_version"] = __version__
+    onnx.helper.set_model_props(model, meta)
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def write_onnx(path, policy: dict) -> Path:
+    """Write ``policy`` (a policy file's content) as an ONNX model, atomically: a failure leaves no partial file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, policy_to_onnx(policy))
+
+
+def policy_from_metadata(model) -> dict:
+    """The policy's description (METADATA_FIELDS) that `policy_to_onnx` stored in an ONNX model's metadata."""
+    props = {p.key: p.value for p in model.metadata_props}
+    return {k: json.loads(props[f"godot_ppo.{k}"]) for k in METADATA_FIELDS if f"godot_ppo.{k}" in props}
+
+
+# ======================================================================================================================
+# Importing: an ONNX MLP policy (ours, or godot-rl's export of SB3's and CleanRL's PPO) as a policy file
+# ======================================================================================================================
+# The activations an imported layer may end with, as the policy file names them.
+IMPORTED_ACTIVATIONS = {"Tanh": "tanh", "Relu": "relu", "Sigmoid": "sigmoid"}
+PASS_THROUGH = {"Identity", "Flatten", "Reshape", "Cast", "Concat"}  # no change to a [batch, n] float row
+OUTPUT_ONLY = {"Softmax", "LogSoftmax"}  # at the output: dropped, the engine's argmax of the logits picks the same
+
+
+class _Chain:
+    """The value of a graph node as a function of the observations: ``layers`` [(W, b, activation)] applied in turn,
+    then the pending affine map x -> W x + b (float64, folded from Gemm/MatMul/Add/Sub/Mul/Div/Slice); ``norm``: the
+    observation normaliser (mean, scale, clip) when a Clip closed a first diagonal map."""
+
+    def __init__(self, n: int):
+        self.layers, self.norm = [], None
+        self.w, self.b = np.eye(n), np.zeros(n)
+
+    def copy(self) -> "_Chain":
+        c = _Chain(0)
+        c.layers, c.norm, c.w, c.b = list(self.layers), self.norm, self.w.copy(), self.b.copy()
+        return c
+
+    def pending_is_identity(self) -> bool:
+        return self.w.shape[0] == self.w.shape[1] and np.array_equal(self.w, np.eye(len(self.b))) and not self.b.any()
+
+
+def _node_name(node) -> str:
+    return f"{node.op_type} node {node.name or node.output[0]!r}"
+
+
+def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
+    """(the policy file's "obs_normalization", "layers" entries, observation size, output size) of an ONNX MLP
+    policy whose `output` is a chain of affine maps and activations of its one observation input."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = model.graph
+    consts = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            consts[node.output[0]] = numpy_helper.to_array(onnx.helper.get_attribute_value(node.attribute[0]))
+    inputs = [i for i in graph.input if i.name not in consts]
+    observed = [i for i in inputs if i.name != "state_ins"]
+    if len(observed) != 1:
+        raise PolicyFileError(f"{where}: {len(observed)} inputs besides state_ins ({', '.join(i.name for i in observed)}); "
+                              "import-policy maps one observation input (godot-rl's `obs`)")  # fmt: skip
+    dims = observed[0].type.tensor_type.shape.dim
+    if len(dims) != 2 or not dims[1].dim_value:
+        raise PolicyFileError(f"{where}: the input {observed[0].name!r} is not a [batch, n] row of observations")
+    n_obs = int(dims[1].dim_value)
+    if "output" not in {o.name for o in graph.output}:
+        raise PolicyFileError(f"{where}: no output named 'output' (godot-rl's convention: output, state_outs)")
+    producers = {out: node for node in graph.node for out in node.output}
+    needed, todo = set(), ["output"]  # only the nodes `output` depends on (the value head may be there too)
+    while todo:
+        node = producers.get(todo.pop())
+        if node is not None and id(node) not in needed:
+            needed.add(id(node))
+            todo += list(node.input)
+    values = {observed[0].name: _Chain(n_obs)}
+    for node in graph.node:
+        if id(node) in needed and node.op_type != "Constant":
+            values[node.output[0]] = _apply(node, values, consts, where)
+    chain = values.get("output")
+    if not isinstance(chain, _Chain):
+        raise PolicyFileError(f"{where}: `output` does not depend on the observations")
+    layers = list(chain.layers)
+    if not chain.pending_is_identity() or not layers:
+        layers.append((chain.w, chain.b, "linear"))
+    norm = None
+    if chain.norm is not None:
+        mean, scale, clip = chain.norm
+        # the engine computes (obs - mean) / sqrt(var + epsilon): var = 1 / scale^2 with epsilon 0 gives the scale
+        norm = obs_normalization({"mean": mean, "var": 1.0 / scale**2, "epsilon": 0.0, "clip": clip}, where)
+    entries = []
+    for w, b, activation in layers:
+        w32, b32 = w.astype(np.float32), b.astype(np.float32)
+        if not (np.isfinite(w32).all() and np.isfinite(b32).all()):
+            raise PolicyFileError(f"{where}: a layer holds NaN/inf weights; it cannot be played")
+        entries.append({"weight": [[f32(x) for x in row] for row in w32], "bias": [f32(x) for x in b32],
+                        "activation": activation})  # fmt: skip
+    return norm, entries, n_obs, len(layers[-1][1])
+
+
+def _apply(node, values: dict, consts: dict, where: str):
+    """The value of one node's first output: a _Chain (it depends on the observations) or a constant array."""
+    from onnx import helper
+
+    op = node.op_type
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    args = [values.get(name, consts.get(name)) if name else None for name in node.input]
+    chains = [a for a in args if isinstance(a, _Chain)]
+    if any(a is None for a, name in zip(args, node.input) if name):
+        missing = [name for a, name in zip(args, node.input) if name and a is None]
+        raise PolicyFileError(f"{where}: {_node_name(node)} reads {missing[0]!r}, which is neither the observations "
+                              "nor a constant (a recurrent or multi-input model?)")  # fmt: skip
+    if not chains and op in ("Identity", "Cast") and len(args) == 1:  # e.g. a weight passed on by an Identity
+        return args[0]
+    if not chains:  # constant folding is beyond this importer: only the path from the observations is mapped
+        raise PolicyFileError(f"{where}: {_node_name(node)} computes on constants only; cannot map it")
+    if len(chains) > 1:
+        raise PolicyFileError(f"{where}: {_node_name(node)} combines the observations with themselves; only a chain of "
+                              "layers can be imported")  # fmt: skip
+    x = chains[0].copy()
+    if op in PASS_THROUGH:
+        shape = np.asarray(args[1]).reshape(-1) if op == "Reshape" else None
+        if (op == "Concat" and len(args) != 1) or (op == "Flatten" and attrs.get("axis", 1) != 1) or \
+                (shape is not None and (len(shape) != 2 or shape[1] not in (-1, len(x.b)))):
+            raise PolicyFileError(f"{where}: {_node_name(node)} changes the shape of a [batch, n] row; cannot map it")
+        return x
+    if op in IMPORTED_ACTIVATIONS:
+        x.layers.append((x.w, x.b, IMPORTED_ACTIVATIONS[op]))
+        x.w, x.b = np.eye(len(x.b)), np.zeros(len(x.b))
+        return x
+    if op in OUTPUT_ONLY and node.output[0] == "output":
+        return x
+    const = next((np.asarray(a, np.float64) for a in args if a is not None and not isinstance(a, _Chain)), None)
+    if op == "Gemm":
+        if attrs.get("transA", 0) or not isinstance(args[0], _Chain):
+            raise PolicyFileError(f"{where}: {_node_name(node)} multiplies in an order this importer does not map")
+        b_mat = np.asarray(args[1], np.float64)
+        b_mat = b_mat.T if attrs.get("transB", 0) else b_mat  # (in, out)
+        alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+        bias = np.asarray(args[2], np.float64) * beta if len(args) > 2 and args[2] is not None else 0.0
+        x.w, x.b = alpha * b_mat.T @ x.w, alpha * b_mat.T @ x.b + bias
+        return x
+    if op == "MatMul" and isinstance(args[0], _Chain):
+        x.w, x.b = const.T @ x.w, const.T @ x.b
+        return x
+    if op in ("Add", "Sub", "Mul", "Div") and const is not None and const.size in (1, len(x.b)):
+        c = np.broadcast_to(const.reshape(-1), x.b.shape)
+        first = isinstance(args[0], _Chain)
+        if op == "Add":
+            x.b = x.b + c
+        elif op == "Sub":
+            x.w, x.b = (x.w, x.b - c) if first else (-x.w, c - x.b)
+        elif op == "Mul":
+            x.w, x.b = x.w * c[:, None], x.b * c
+        elif first:  # Div by a constant (a constant divided by the observations is not affine)
+            x.w, x.b = x.w / c[:, None], x.b / c
+        else:
+            raise PolicyFileError(f"{where}: {_node_name(node)} divides by the observations; cannot map it")
+        return x
+    if op == "Slice":
+        starts, ends = (np.asarray(a).reshape(-1) for a in args[1:3])
+        axes = np.asarray(args[3]).reshape(-1) if len(args) > 3 and args[3] is not None else np.arange(len(starts))
+        steps = np.asarray(args[4]).reshape(-1) if len(args) > 4 and args[4] is not None else np.ones(len(starts), int)
+        rows = np.arange(len(x.b))
+        for start, end, axis, step in zip(starts, ends, axes, steps):
+            if axis in (1, -1):
+                rows = rows[int(start) : int(min(end, len(rows))) : int(step)]
+            elif not (axis == 0 and start == 0 and end >= 2**31 - 1):
+                raise PolicyFileError(f"{where}: {_node_name(node)} slices the batch axis; cannot map it")
+        x.w, x.b = x.w[rows], x.b[rows]
+        return x
+    if op == "Clip" and not x.layers and x.norm is None and np.count_nonzero(x.w - np.diag(np.diag(x.w))) == 0:
+        low, high = (float(np.asarray(a)) if a is not None else None for a in (args + [None, None])[1:3])
+        low, high = attrs.get("min", low), attrs.get("max", high)
+        scale = np.diag(x.w).copy()
+        if low is None or high is None or low != -high or high <= 0 or (scale <= 0).any():
+            raise PolicyFileError(f"{where}: {_node_name(node)} clips in a way the engine's normaliser cannot "
+                                  "(it clips (obs - mean) / std to [-c, c])")  # fmt: skip
+        x.norm = (-x.b / scale, scale, high)
+        x.w, x.b = np.eye(len(x.b)), np.zeros(len(x.b))
+        return x
+    raise PolicyFileError(f"{where}: {_node_name(node)} ({op}) is not supported; import-policy maps Gemm, MatMul, Add, "
+                          "Sub, Mul, Div, Clip (the normaliser), Tanh, Relu, Sigmoid, Slice, Concat, Flatten, Reshape, "
+                          "Identity, Cast and a final Softmax")  # fmt: skip
+
+
+def read_onnx(path):
+    """The ONNX model in a file, or a one-line PolicyFileError."""
+    import onnx
+
+    path = Path(path)
+    if not path.is_file():
+        raise PolicyFileError(f"{path}: no such file (give an .onnx model)")
+    try:
+        return onnx.load(str(path))
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise PolicyFileError(f"{path}: not an ONNX model ({type(e).__name__}: {one_line(e)[:200]})") from None
+
+
+def game_action_keys(env_info: dict) -> list[dict]:
+    """The game's action keys in godot-rl's output order (env_info's order), as the policy file lists them."""
+    space = env_info["action_space"]
+    space = space[0] if isinstance(space, list) else space
+    return [{"key": str(k), "action_type": str(v["action_type"]), "size": int(v["size"])} for k, v in space.items()]
+
+
+def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[str] = None) -> dict:
+    """The policy file's content for an ONNX MLP policy: the game's action keys from ``env_info`` (godot-rl's order:
+    SB3's and CleanRL's exports hold no description), else from our own export's metadata. ``policy_name``: the
+    agents' policy_name it plays (None: our export's own, else none, and it plays every agent)."""
+    from python_trainer.envs.vec_env import spaces_from_env_info  # gymnasium: only with a game to check against
+
+    where = str(path)
+    if env_info is not None and policy_name is not None:  # a game of several policies: this one's agents
+        env_info = policy_env_info(env_info, policy_name)
+    model = read_onnx(path)
+    norm, layers, n_obs, n_out = onnx_to_policy(model, where)
+    described = policy_from_metadata(model)
+    if env_info is not None:
+        keys, env = game_action_keys(env_info), str(env_info.get("env") or described.get("env") or "?")
+        game_obs = int(spaces_from_env_info(env_info)[0].shape[0])
+        if game_obs != n_obs:
+            raise PolicyFileError(f"{where}: the model takes {n_obs} observations, but {env} gives {game_obs}: "
+                                  "it was trained on another game")  # fmt: skip
+    elif described.get("action_keys"):
+        keys, env = described["action_keys"], str(described.get("env"))
+    else:
+        raise PolicyFileError(f"{where}: the model does not say which game it plays (no godot-ppo metadata): name the "
+                              "game with --env-id (and --env-path for your own export)")  # fmt: skip
+    kinds = {k["action_type"] for k in keys}
+    if len(kinds) > 1:
+        raise PolicyFileError(f"{where}: {env} mixes continuous and discrete action keys; godot-rl's exporters write "
+                              "those as one Box (a discrete key as one value), which the engine's policy file does "
+                              "not play: train it with godot-ppo (one head per key) instead")  # fmt: skip
+    expected = sum(k["size"] for k in keys)
+    if expected != n_out:
+        raise PolicyFileError(f"{where}: the model has {n_out} outputs, but {env}'s action keys "
+                              f"{[k['key'] for k in keys]} need {expected}")  # fmt: skip
+    name = policy_name if policy_name is not None else described.get("policy_name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise PolicyFileError(f"{where}: a policy name must be a non-empty string, got {str(name)[:40]!r}")
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "env": env,
+        **({"policy_name": name} if name is not None else {}),
+        "observation_size": n_obs,
+        "action_keys": keys,
+        "action_rule": action_rule(keys),
+        "obs_normalization": norm,
+        "layers": layers,
+        "lstm": None,
+        "source": {"imported_from": Path(path).name, "producer": model.producer_name or None,
+                   "described": described.get("source")},  # fmt: skip
+    }

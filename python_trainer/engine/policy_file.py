@@ -1,0 +1,469 @@
+"""The policy file: a trained actor as JSON that the game runs by itself in plain GDScript
+(godot_project/addons/rl_sync/policy_runner.gd reads it).
+
+    {"format": "godot-ppo-policy", "version": 3, "env": "ball_chase",
+     "policy_name": "chaser",                                   # optional (version 3): the agents' policy_name it plays
+     "observation_size": 12,
+     "action_keys": [{"key": "move", "action_type": "continuous", "size": 2}],   # network-output order
+     "action_rule": "clipped_mean" | "argmax" | "per_key",
+     "obs_normalization": null | {"mean": [...], "var": [...], "epsilon": 1e-8, "clip": 10.0},
+     "layers": [{"weight": [[...] x in] x out, "bias": [...], "activation": "tanh" | "relu" | "sigmoid" | "linear"}],
+     "lstm": null | {"after_layer": k, "input_size": I, "hidden_size": H,     # a recurrent policy (--lstm): layers
+                     "weight_ih": 4H x I, "weight_hh": 4H x H, "bias": 4H},  # [0, k) encode, the LSTM (one state
+                                                                              # per agent), then layers [k, ...)
+     "source": {...}}                                                            # informational only
+
+A bundle (version 3) holds the policies of a game with several (one network per agents' policy_name):
+
+    {"format": "godot-ppo-policy", "version": 3, "env": "tag",
+     "policies": [{...a single policy as above, with its "policy_name"...}, ...],   # distinct names, the same env
+     "source": {...}}
+
+A single policy without "policy_name" (versions 1 and 2, a game trained with one policy) drives every agent; a named
+one drives the agents whose policy_name is its name. The trainer writes RUN_DIR/policy.json (one policy, or the bundle)
+and, for several policies, RUN_DIR/policies/<name>.json as well (write_policies_or_warn).
+
+Weights are float32 in PyTorch; they are written with the shortest decimal that reads back as the same float32
+(numpy's float32 repr), so the file is small and the GDScript forward pass matches PyTorch to ~1e-6.
+Normalisation statistics are float64 and written with Python's repr (exact).
+
+Built from what is in memory (`game_policy`: a trained agent's networks, its normaliser's statistics, the game's
+action keys): the train command writes it at every checkpoint, playback exports it from a checkpoint file.
+Imports neither.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from python_trainer.base.files import write_atomic
+
+# torch and gymnasium are imported where they are used: playback imports this module to read policy files and
+# should not pay for them.
+
+FORMAT = "godot-ppo-policy"
+# 2: layers may end in relu or sigmoid too (ONNX imports); 3: "policy_name", and bundles of several policies.
+# Files of every readable version play the same way.
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+POLICY_NAME = "policy.json"
+# RUN_DIR/policies/<name>.json: a game with several policies also gets each policy as a file of its own.
+POLICIES_DIR = "policies"
+# The largest size a policy file may declare (observations, a layer, the LSTM, an action key): far above any network
+# the engine runs at speed, far below what would exhaust memory. The game's bound is the same (block_compiler.gd).
+MAX_SIZE = 65536
+
+
+class PolicyFileError(Exception):
+    """A policy file that cannot be built or read (playback.PlaybackError is this class)."""
+
+
+def f32(x) -> float:
+    """The shortest decimal that reads back as the same float32, as a Python float (json writes it short)."""
+    return float(str(np.float32(x)))
+
+
+def _key_list(keys) -> str:
+    """[(key, kind, size)] as "[jump (discrete, 2), move (continuous, 2)]" for error messages."""
+    return "[" + ", ".join(f"{key} ({kind}, {size})" for key, kind, size in keys) + "]"
+
+
+def action_keys(game_spaces, obs_dim: int, action_space, where: str, game: str = "?") -> list[dict]:
+    """[{key, action_type, size}] in the order of the network's outputs, checked against the actor's spaces.
+
+    ``game_spaces`` is ``vec_env.spaces_from_env_info(env_info)`` of the game that will run the policy:
+    (observation space, action space, observation layout, action kind, action layout [(key, size)]).
+    The network's outputs (agent.action_heads): the continuous keys' means, then the discrete keys' logits, each kind in
+    sorted key order (the game's layout is sorted, so a space of one kind keeps it).
+    """
+    import gymnasium as gym
+
+    obs_space, act_space, _obs_layout, kind, act_layout = game_spaces
+    if int(obs_space.shape[0]) != obs_dim:
+        raise PolicyFileError(f"{where}: the actor takes {obs_dim} observations, but {game} gives {obs_space.shape[0]}")
+    if kind == "hybrid":
+        game_keys = [(key, "discrete" if isinstance(act_space[key], gym.spaces.Discrete) else "continuous", size)
+                     for key, size in act_layout]  # fmt: skip
+    else:
+        game_keys = [(key, "discrete" if kind != "continuous" else "continuous", size) for key, size in act_layout]
+    if isinstance(action_space, gym.spaces.Discrete) and int(action_space.start) != 0:
+        raise PolicyFileError(f"{where}: Discrete actions starting at {action_space.start} cannot be played in the engine")
+    if isinstance(action_space, gym.spaces.Box) and not (np.all(action_space.low == -1.0) and np.all(action_space.high == 1.0)):
+        raise PolicyFileError(f"{where}: in-engine playback clips actions to [-1, 1]; this action space is {action_space}")
+    if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.Dict)):
+        raise PolicyFileError(f"{where}: action space {action_space} cannot be played in the engine")
+    if action_space != act_space:
+        raise PolicyFileError(f"{where}: the actor's action space is {action_space}, but {game}'s action keys "
+                              f"{_key_list(game_keys)} make {act_space}")  # fmt: skip
+    ordered = sorted(game_keys, key=lambda k: k[1] != "continuous")  # stable: sorted by key within each kind
+    return [{"key": key, "action_type": kind, "size": int(size)} for key, kind, size in ordered]
+
+
+def action_rule(keys: list[dict]) -> str:
+    """"clipped_mean" (every key continuous), "argmax" (every key discrete) or "per_key" (both kinds: the clipped mean
+    for each continuous key, the argmax for each discrete one)."""
+    kinds = {k["action_type"] for k in keys}
+    return "per_key" if len(kinds) > 1 else ("argmax" if kinds == {"discrete"} else "clipped_mean")
+
+
+def actor_layers(actor, where: str) -> list[dict]:
+    """The actor's Linear layers with their activations (Tanh folded into the Linear before it)."""
+    import torch
+    import torch.nn as nn
+
+    layers = []
+    with torch.no_grad():
+        for module in actor:
+            if isinstance(module, nn.Linear):
+                w = module.weight.detach().cpu().numpy().astype(np.float32)
+                b = module.bias.detach().cpu().numpy().astype(np.float32)
+                i = len(layers)
+                if not np.isfinite(w).all():
+                    raise PolicyFileError(
+                        f"{where}: the actor's layer {i} holds {int((~np.isfinite(w)).sum())} NaN/inf weights; this model "
+                        "cannot be played (training diverged: use an earlier checkpoint or retrain with a lower learning rate)"
+                    )
+                if not np.isfinite(b).all():
+                    raise PolicyFileError(f"{where}: the actor's layer {i} holds NaN/inf biases; this model cannot be played")
+                layers.append({
+                    "weight": [[f32(x) for x in row] for row in w.tolist()],
+                    "bias": [f32(x) for x in b.tolist()],
+                    "activation": "linear",
+                })  # fmt: skip
+            elif isinstance(module, nn.Tanh):
+                if not layers or layers[-1]["activation"] != "linear":
+                    raise PolicyFileError(f"{where}: Tanh without a Linear layer before it; cannot export {actor}")
+                layers[-1]["activation"] = "tanh"
+            else:
+                raise PolicyFileError(f"{where}: the actor holds {type(module).__name__}; only Linear and Tanh layers can be exported")
+    if not layers:
+        raise PolicyFileError(f"{where}: the actor has no Linear layer")
+    return layers
+
+
+def obs_normalization(stats: Optional[dict], where: str) -> Optional[dict]:
+    """``{"mean", "var", "epsilon", "clip"}`` (arrays or lists; None: observations are not normalised) as JSON values."""
+    if stats is None:
+        return None
+    mean = np.asarray(stats["mean"], np.float64)
+    var = np.asarray(stats["var"], np.float64)
+    if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var >= 0).all()):
+        raise PolicyFileError(f"{where}: the observation normalisation statistics hold NaN/inf; this model cannot be played")
+    return {"mean": mean.tolist(), "var": var.tolist(), "epsilon": float(stats["epsilon"]), "clip": float(stats["clip"])}
+
+
+def policy_source(checkpoint_path, *, global_step, update, trained_env, seed, command, env_path=None) -> dict:
+    """The file's informational "source": which run/checkpoint, how far it trained, how to train it again."""
+    checkpoint_path = Path(checkpoint_path)
+    return {
+        "run": checkpoint_path.resolve().parent.name,
+        "checkpoint": checkpoint_path.name,
+        "global_step": int(global_step),
+        "update": int(update),
+        "trained_env": trained_env,
+        "seed": seed,
+        "command": command,
+        "env_path": env_path,  # the export it was trained with (None: this repository's); `play` runs it there
+        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+    }
+
+
+def lstm_weights(weights: dict, after_layer: int, where: str) -> dict:
+    """recurrent.LSTMCore.export_weights()'s dict as the file's "lstm" entry (float32 values, checked finite)."""
+    out = {"after_layer": int(after_layer), "input_size": int(weights["input_size"]),
+           "hidden_size": int(weights["hidden_size"])}  # fmt: skip
+    for name in ("weight_ih", "weight_hh", "bias"):
+        values = np.asarray(weights[name], np.float32)
+        if not np.isfinite(values).all():
+            raise PolicyFileError(f"{where}: the LSTM's {name} holds NaN/inf values; this model cannot be played")
+        out[name] = [[f32(x) for x in row] for row in values.tolist()] if values.ndim == 2 else [f32(x) for x in values]
+    return out
+
+
+def policy_dict(actor, obs_stats: Optional[dict], keys: list[dict], *, env: str, source: dict, where: str,
+                encoder=None, lstm: Optional[dict] = None, policy_name: Optional[str] = None) -> dict:  # fmt: skip
+    """The policy file's content for an in-memory actor.
+
+    ``obs_stats``: see obs_normalization; ``keys``: see action_keys; ``where`` names the model in error messages.
+    A recurrent policy: ``encoder`` (Linear/Tanh layers before the LSTM), ``lstm`` (LSTMCore.export_weights()).
+    ``policy_name``: the agents' policy_name this network plays (None: it plays every agent, as one policy does).
+    """
+    name = {} if policy_name is None else {"policy_name": _checked_name(policy_name, where)}
+    norm = obs_normalization(obs_stats, where)
+    encoder_layers = actor_layers(encoder, where) if encoder is not None else []
+    layers = encoder_layers + actor_layers(actor, where)
+    obs_dim = len(layers[0]["weight"][0])  # the first Linear layer's in_features
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "env": env,
+        **name,
+        "observation_size": int(obs_dim),
+        "action_keys": keys,
+        "action_rule": action_rule(keys),
+        "obs_normalization": norm,
+        "layers": layers,
+        "lstm": None if lstm is None else lstm_weights(lstm, len(encoder_layers), where),
+        "source": source,
+    }
+
+
+def _checked_name(name, where: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise PolicyFileError(f"{where}: a policy name must be a non-empty string, got {str(name)[:40]!r}")
+    return name
+
+
+def is_bundle(policy: dict) -> bool:
+    """A file of several policies ("policies": [...]) rather than one network."""
+    return isinstance(policy, dict) and "policies" in policy
+
+
+def policy_entries(policy: dict) -> list[dict]:
+    """The single policies a file holds: a bundle's entries, or the file itself."""
+    return list(policy["policies"]) if is_bundle(policy) else [policy]
+
+
+def policy_bundle(policies: list[dict], *, env: str, source: dict) -> dict:
+    """One file holding several policies (each ``policy_dict``'s content with its ``policy_name``): the engine plays
+    each agent with the entry named by the agent's policy_name. PolicyFileError when an entry has no name, two share
+    one, or an entry was made for another game."""
+    if not isinstance(policies, list) or not policies:
+        raise PolicyFileError("a policy bundle needs a non-empty list of policies")
+    seen = set()
+    for i, entry in enumerate(policies):
+        if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+            raise PolicyFileError(f"policy bundle entry {i}: not a policy (policy_dict's content)")
+        name = _checked_name(entry.get("policy_name"), f"policy bundle entry {i}")
+        if name in seen:
+            raise PolicyFileError(f"policy bundle: two entries are named {name!r}; each policy name comes once")
+        seen.add(name)
+        if entry.get("env") != env:
+            raise PolicyFileError(f"policy bundle: the policy {name!r} was made for {entry.get('env')!r}, not {env!r}")
+    return {"format": FORMAT, "version": VERSION, "env": env, "policies": policies, "source": source}
+
+
+def _compact(value) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def _policy_lines(policy: dict, indent: str) -> str:
+    """A single policy as JSON: one key per line, one line per layer."""
+    lines = [f"{indent}  {json.dumps(k)}: {_compact(v)}" for k, v in policy.items() if k != "layers"]
+    layer_lines = [f"{indent}    {_compact(layer)}" for layer in policy["layers"]]
+    lines.append(f'{indent}  "layers": [\n' + ",\n".join(layer_lines) + f"\n{indent}  ]")
+    return f"{indent}{{\n" + ",\n".join(lines) + f"\n{indent}}}"
+
+
+def policy_json(policy: dict) -> str:
+    """One key per line, one line per layer (a bundle: each entry so, indented); number lists compact. Floats keep
+    repr precision (json writes Python's repr)."""
+    if not is_bundle(policy):
+        return _policy_lines(policy, "") + "\n"
+    lines = [f"  {json.dumps(k)}: {_compact(v)}" for k, v in policy.items() if k != "policies"]
+    entries = ",\n".join(_policy_lines(entry, "    ") for entry in policy["policies"])
+    lines.append('  "policies": [\n' + entries + "\n  ]")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def policy_env_info(env_info: dict, policy_name: str) -> dict:
+    """``env_info`` narrowed to the agents whose ``agent_policy_names`` entry is ``policy_name`` (their spaces, their
+    count), for what checks one policy against its agents (game_policy, import-policy). PolicyFileError, naming the
+    game's policies, when no agent plays it."""
+    n = int(env_info.get("n_agents", 1))
+    names = env_info.get("agent_policy_names") or ["shared_policy"] * n
+    mine = [i for i, name in enumerate(names) if name == policy_name]
+    if not mine:
+        raise PolicyFileError(f"no agent of {env_info.get('env', '?')} plays the policy {policy_name!r}; its agents play "
+                              f"{', '.join(dict.fromkeys(map(str, names)))}")  # fmt: skip
+    narrowed = dict(env_info, n_agents=len(mine), agent_policy_names=[policy_name] * len(mine))
+    for key in ("observation_space", "action_space", "agent_teams"):
+        if isinstance(env_info.get(key), list):
+            narrowed[key] = [env_info[key][i] for i in mine]
+    return narrowed
+
+
+def game_policy(agent, normalizer, action_space, env_info: dict, *, env_id: str, source: dict, where: str,
+                policy_name: Optional[str] = None) -> dict:  # fmt: skip
+    """The policy file's content for a trained agent in memory (agent.Agent or recurrent.RecurrentAgent) and its
+    normaliser, to be played in the Godot game whose ``env_info`` is given (its action keys name the outputs).
+    ``policy_name``: see policy_dict; given, the agent is checked against that policy's agents only (policy_env_info).
+    Raises PolicyFileError when the agent cannot be played in the engine (e.g. NaN weights)."""
+    from python_trainer.envs.vec_env import spaces_from_env_info  # here, so that reading a policy file needs no gymnasium
+
+    if policy_name is not None:
+        env_info = policy_env_info(env_info, policy_name)
+
+    keys = action_keys(spaces_from_env_info(env_info), agent.obs_dim, action_space, where, env_info.get("env", "?"))
+    parts = agent.policy_parts()
+    return policy_dict(parts.pop("actor"), normalizer.obs_statistics(), keys, env=str(env_info.get("env") or env_id),
+                       source=source, where=where, policy_name=policy_name, **parts)  # fmt: skip
+
+
+def write_policy(path, policy: dict) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, policy_json(policy))
+
+
+def write_policy_or_warn(path, make_policy: Callable[[], dict]) -> Optional[Path]:
+    """For training: write ``make_policy()`` to ``path``. Never raises (training must not stop over playback):
+    on a problem (e.g. NaN weights) it prints a warning and returns None."""
+    path = Path(path)
+    try:
+        return write_policy(path, make_policy())
+    except Exception as e:
+        print(f"godot-ppo: warning: could not write the policy file {path}: {e}", file=sys.stderr, flush=True)
+        return None
+
+
+def policy_file_name(name: str) -> str:
+    """RUN_DIR/policies/<this>: the policy name with anything but letters, digits, '-', '_' and '.' as '_' (a name
+    is the game's string; it must not reach outside the folder), and ".json"."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name).lstrip(".")
+    return (safe or "_") + ".json"
+
+
+def write_policies(run_dir, policies: list[dict]) -> Path:
+    """A game of several policies: RUN_DIR/policies/<name>.json for each (a single-policy file with its
+    "policy_name"), then RUN_DIR/policy.json, the bundle of them all (last: `train --watch` reloads it). Each file is
+    written atomically. The bundle's env and source are its first policy's (one checkpoint writes them all)."""
+    run_dir = Path(run_dir)
+    bundle = policy_bundle(policies, env=policies[0]["env"] if policies else "?",
+                           source=(policies[0].get("source") if policies else None) or {})  # fmt: skip
+    names = {policy_file_name(p["policy_name"]): p["policy_name"] for p in policies}
+    if len(names) != len(policies):
+        raise PolicyFileError(f"the policy names {[p['policy_name'] for p in policies]} do not make distinct file names")
+    for policy in policies:
+        write_policy(run_dir / POLICIES_DIR / policy_file_name(policy["policy_name"]), policy)
+    return write_policy(run_dir / POLICY_NAME, bundle)
+
+
+def write_policies_or_warn(run_dir, make_policies: Callable[[], list[dict]]) -> Optional[Path]:
+    """For training a game of several policies: ``write_policies(run_dir, make_policies())``, returning the bundle's
+    path (RUN_DIR/policy.json). Never raises, like write_policy_or_warn: a problem is one warning, and None."""
+    try:
+        return write_policies(run_dir, make_policies())
+    except Exception as e:
+        print(f"godot-ppo: warning: could not write the policy files in {run_dir}: {e}", file=sys.stderr, flush=True)
+        return None
+
+
+def read_policy(path) -> dict:
+    """Load and lightly check a policy file, single or bundle (the game does the full validation)."""
+    path = Path(path)
+    try:
+        policy = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PolicyFileError(f"policy file {path}: the file does not exist") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise PolicyFileError(f"policy file {path}: not valid JSON ({e}); is it truncated?") from None
+    except RecursionError:  # json's decoder recurses once per nesting level
+        raise PolicyFileError(
+            f"policy file {path}: JSON nested too deeply to read (thousands of levels); a policy file is a few levels "
+            "deep: this is not one"
+        ) from None
+    problem = format_problem(policy) or size_problem(policy)
+    if problem:
+        raise PolicyFileError(f"policy file {path}: {problem}")
+    return policy
+
+
+def _size(value, name: str) -> int:
+    """``value`` as a declared size: a whole number from 1 to MAX_SIZE, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= MAX_SIZE or value != int(value):
+        raise ValueError(f"{name} must be a whole number from 1 to {MAX_SIZE}, got {str(value)[:40]}")
+    return int(value)
+
+
+def _matrix(rows, name: str, n_rows: int, n_columns: int) -> None:
+    if not isinstance(rows, list) or len(rows) != n_rows:
+        raise ValueError(f"{name} must have {n_rows} rows, got {len(rows) if isinstance(rows, list) else 'no list'}")
+    if any(not isinstance(row, list) or len(row) != n_columns for row in rows):
+        raise ValueError(f"every row of {name} must hold {n_columns} numbers")
+
+
+def format_problem(policy) -> Optional[str]:
+    """What is wrong with a file's format, version and (a bundle) entries' names and games, or None."""
+    if not isinstance(policy, dict) or policy.get("format") != FORMAT:
+        return f'not a godot-ppo policy file (expected "format": "{FORMAT}")'
+    version = policy.get("version")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        return f"unknown version {version!r}; this godot-ppo reads versions {READABLE_VERSIONS[0]} to {VERSION}"
+    if "policy_name" in policy and (not isinstance(policy["policy_name"], str) or not policy["policy_name"].strip()):
+        return f'"policy_name" must be a non-empty string, got {str(policy["policy_name"])[:40]!r}'
+    if not is_bundle(policy):
+        return None
+    entries = policy["policies"]
+    if version < 3:
+        return f"a bundle of policies (\"policies\") needs version 3, this file says {version!r}"
+    if not isinstance(entries, list) or not entries:
+        return '"policies" must be a non-empty list of policies'
+    names = []
+    for i, entry in enumerate(entries):
+        name = entry.get("policy_name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name.strip():
+            return f"the bundle's entry {i} has no \"policy_name\" (each entry names the policy it plays)"
+        if name in names:
+            return f"two entries of the bundle are named {name!r}; each policy comes once"
+        names.append(name)
+        problem = format_problem(entry) if not is_bundle(entry) else "a bundle inside a bundle"
+        if problem is None and entry.get("env") != policy.get("env"):
+            problem = f"it was made for {entry.get('env')!r}, the bundle for {policy.get('env')!r}"
+        if problem:
+            return f"policy {name!r}: {problem}"
+    return None
+
+
+def size_problem(policy: dict) -> Optional[str]:
+    """What is wrong with a policy file's sizes, or None: every size it declares (observation_size, each action key's
+    size, the LSTM's input_size and hidden_size) is a whole number from 1 to MAX_SIZE, and every array has the size
+    its neighbours say (the game checks the same before it allocates anything from them: policy_runner.gd). Values
+    are the game's to check. A bundle: each entry so checked, the problem named by the entry's policy."""
+    if is_bundle(policy):
+        for entry in policy["policies"] if isinstance(policy["policies"], list) else []:
+            problem = size_problem(entry) if isinstance(entry, dict) else "not a policy"
+            if problem:
+                return f"policy {str(entry.get('policy_name') if isinstance(entry, dict) else '?')!r}: {problem}"
+        return None
+    try:
+        n_in = _size(policy.get("observation_size"), "observation_size")
+        keys = policy.get("action_keys")
+        if not isinstance(keys, list) or not keys or not all(isinstance(k, dict) for k in keys):
+            raise ValueError('"action_keys" must be a non-empty list of {"key", "action_type", "size"}')
+        n_out = sum(_size(k.get("size"), f"action key {str(k.get('key'))[:40]!r}'s size") for k in keys)
+        layers, lstm = policy.get("layers"), policy.get("lstm")
+        if not isinstance(layers, list) or not layers or not all(isinstance(layer, dict) for layer in layers):
+            raise ValueError('"layers" must be a non-empty list of {"weight", "bias", "activation"}')
+        after = -1
+        if lstm is not None:
+            if not isinstance(lstm, dict) or not isinstance(lstm.get("after_layer"), int) or not 0 <= lstm["after_layer"] < len(layers):
+                raise ValueError('"lstm" must be null or the LSTM\'s weights with "after_layer" (the index of a layer)')
+            after = lstm["after_layer"]
+            lstm_in, hidden = _size(lstm.get("input_size"), "the LSTM's input_size"), _size(lstm.get("hidden_size"), "the LSTM's hidden_size")
+            _matrix(lstm.get("weight_ih"), "the LSTM's weight_ih", 4 * hidden, lstm_in)
+            _matrix(lstm.get("weight_hh"), "the LSTM's weight_hh", 4 * hidden, hidden)
+        for i, layer in enumerate(layers):
+            if i == after:
+                if n_in != lstm_in:
+                    raise ValueError(f"the LSTM takes {lstm_in} inputs, but the layers before it give {n_in}")
+                n_in = hidden
+            weight = layer.get("weight")
+            n_rows = len(weight) if isinstance(weight, list) else 0
+            if not n_rows or n_rows > MAX_SIZE:
+                raise ValueError(f"layer {i}'s weight must be a list of 1 to {MAX_SIZE} rows")
+            _matrix(weight, f"layer {i}'s weight", n_rows, n_in)
+            if not isinstance(layer.get("bias"), list) or len(layer["bias"]) != n_rows:
+                raise ValueError(f"layer {i} has {n_rows} weight rows, so its bias must hold {n_rows} numbers")
+            n_in = n_rows
+        if n_in != n_out:
+            raise ValueError(f"the network has {n_in} outputs but action_keys need {n_out}")
+    except ValueError as e:
+        return str(e)
+    return None

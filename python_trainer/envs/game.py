@@ -1,0 +1,319 @@
+"""Which game to run, and the command line of one game instance.
+
+Every command names a game the same way: ``--env-path PATH`` (an exported binary of any Godot 3 project that uses
+the rl_sync addon, headless or windowed; default: this repository's ``exports/headless/rl_games.x86_64``) and
+``--env-id NAME`` (a game in that binary; may be left out, and the binary's default game runs). The names of the
+games come from the binary itself (``--list_envs``), never from a list kept here.
+
+    resolve_env(env_id, env_path)   -> a gymnasium id (str) or a `GodotGame`: the one place that decides which
+    GodotGame(export, env)             a game inside an export
+    GameInstance(game, agents, ...) -> .command(*mode_args) and .environ(): one instance's command line and
+                                       environment, used alike by the launcher, playback and profiling
+
+An export runs headless or windowed whatever kind it is: Debian's templates are copied unchanged into an export, so
+a binary that is a copy of ``godot3-server`` is headless, one of ``godot3-runner`` is windowed, and the other mode
+runs the same ``.pck`` with the other template (``godot3-runner --main-pack game.pck``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import filecmp
+import functools
+import json
+import os
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+from python_trainer.base import paths
+from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
+from python_trainer.base.processes import describe_exit, run_to_end
+
+HEADLESS_TEMPLATE = "godot3-server"
+WINDOWED_TEMPLATE = "godot3-runner"
+# Engine flag (two words, consumed by Godot itself): every frame is one physics step of 1/60 s, and a headless
+# instance runs as fast as the CPU allows instead of at real time.
+FIXED_FPS = 60
+
+
+class GameError(ValueError):
+    """A game that cannot be used as named: the message says what is wrong and how to fix it."""
+
+
+class GameBugError(GameError):
+    """A bug in a game that a restart would only repeat (an observation of another size than it declared, a reward
+    that is not a number, an empty action space, script errors over and over): one line naming the agent, the key and
+    what the game declared; never restarted."""
+
+
+def game_environ(base=None, display: Optional[str] = None) -> dict:
+    """The environment for a game process. Godot reads its locale from LANG and prints 4 lines of errors for
+    "C"/"POSIX"/unset, which would crowd the log tails quoted in our error messages. ``display`` sets DISPLAY."""
+    env = dict(os.environ if base is None else base)
+    if env.get("LANG", "").split(".")[0] in ("", "C", "POSIX"):
+        env["LANG"] = "en_US.UTF-8"
+    if display is not None:
+        env["DISPLAY"] = display
+    return env
+
+
+# ---------------------------------------------------------------------------------------------- exports
+@functools.lru_cache(maxsize=32)
+def _template_kind(path: str, size: int, mtime: float) -> Optional[str]:
+    for kind, template in (("headless", HEADLESS_TEMPLATE), ("windowed", WINDOWED_TEMPLATE)):
+        exe = shutil.which(template)
+        if exe and os.path.getsize(exe) == size and filecmp.cmp(exe, path, shallow=False):
+            return kind
+    return None
+
+
+@dataclass(frozen=True)
+class GameExport:
+    """An exported game binary (with its ``.pck`` beside it) that can run headless or windowed."""
+
+    path: Path
+
+    @classmethod
+    def open(cls, env_path: Union[str, os.PathLike]) -> "GameExport":
+        """Check that ``env_path`` is an executable export; raises GameError naming the fix."""
+        path = Path(env_path).expanduser()
+        hint = "give an exported game binary, e.g. exports/headless/rl_games.x86_64 (`godot-ppo export` makes it)"
+        if not path.exists():
+            raise GameError(f"--env-path {path}: no such file; {hint}")
+        if path.is_dir():
+            raise GameError(f"--env-path {path}: a folder, not a binary; {hint}")
+        if not os.access(path, os.X_OK):
+            raise GameError(f"--env-path {path}: not executable; run `chmod +x {path}` if it is an export, or {hint}")
+        return cls(path.resolve())
+
+    @property
+    def pck(self) -> Path:
+        return self.path.with_suffix(".pck")
+
+    @property
+    def kind(self) -> Optional[str]:
+        """'headless' or 'windowed' for a copy of Debian's template; None for anything else (used as it is)."""
+        st = self.path.stat()
+        return _template_kind(str(self.path), st.st_size, st.st_mtime)
+
+    def command(self, headless: bool) -> list[str]:
+        """The argv prefix that runs this export headless or windowed: the binary itself, else its sibling of the
+        other kind (`godot-ppo export` writes OUT/headless/NAME and OUT/windowed/NAME), else the same .pck with the
+        other template."""
+        want = "headless" if headless else "windowed"
+        kind = self.kind
+        if kind is None or kind == want:
+            return [str(self.path)]
+        sibling = GameExport(self.path.parent.parent / want / self.path.name)
+        if sibling.path.is_file() and sibling.pck.is_file() and sibling.kind == want:
+            return [str(sibling.path)]
+        template = shutil.which(HEADLESS_TEMPLATE if headless else WINDOWED_TEMPLATE)
+        if template is None or not self.pck.is_file():
+            raise GameError(
+                f"{self.path} is a {kind} export; running it {want} needs "
+                f"{HEADLESS_TEMPLATE if headless else WINDOWED_TEMPLATE} and {self.pck.name} beside the binary: "
+                f"give the {want} export instead (godot-ppo export writes both)"
+            )
+        return [template, "--main-pack", str(self.pck)]
+
+
+@dataclass(frozen=True)
+class Program:
+    """A fixed argv prefix standing in for an export (tests run a fake game this way)."""
+
+    argv: tuple
+
+    def command(self, headless: bool) -> list[str]:
+        return list(self.argv)
+
+
+# What a game made with godot_rl_agents' plugin (its Godot 3 sync.gd) prints just before its one try to connect. Such
+# a game does not answer --list_envs: it holds one game, named here after its binary.
+PLUGIN_CONNECT_LINE = "trying to connect to server"
+# ...and the line where it says what it applied: "physics ticks <ticks/s> <time scale> <speedup> <node's speed_up>".
+# (That version reads --speedup before it parses the command line, so its Sync node's speed_up wins.)
+PLUGIN_PHYSICS_LINE = "physics ticks"
+ADDON_GUIDE = "docs/godot_rl_plugin.md"
+
+
+@dataclass(frozen=True)
+class GameList:
+    envs: tuple
+    default: str
+    rl_sync: bool = True  # the export has our addon (False: a game made with godot_rl_agents' plugin)
+    # game -> its environment parameters (name -> {"default", "min", "max"}), for the games that declare some
+    env_params: dict = dataclasses.field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=32)
+def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
+    export = GameExport(path)
+    # The engine's --quit ends the run after its first frame, which answers --list_envs: a binary whose .pck is
+    # damaged would otherwise fall back to the (headless) project manager and never exit. It runs in an empty
+    # folder: a binary that cannot read its project settings writes Godot's user logs into its working folder.
+    # --port names a port bound but not listening: a game made with godot_rl_agents' plugin (which ignores
+    # --list_envs) tries its one connection there and is refused at once, instead of trying its default port 11008,
+    # where some other trainer may listen.
+    with tempfile.TemporaryDirectory(prefix="godot-ppo-list-") as cwd, socket.socket() as closed_port:
+        closed_port.bind(("127.0.0.1", 0))
+        argv = ["--list_envs", "--quit", f"--port={closed_port.getsockname()[1]}"]
+        result = run_to_end(export.command(headless=True) + argv, timeout=timeout, env=game_environ(), cwd=cwd)
+    code, out, err = result.returncode, result.stdout, result.stderr
+    fix = "is it an export of a Godot 3 project that uses addons/rl_sync or godot_rl_agents' plugin?"
+    if code is None:
+        raise GameError(f"{path} did not answer --list_envs within {timeout:g} s: {SLOW_GAME_HINT} (or {fix})")
+    for line in out.splitlines():
+        if line.startswith('{"envs"'):
+            try:
+                listing = json.loads(line)
+                return GameList(tuple(listing["envs"]), str(listing["default"]), env_params=listing.get("env_params", {}))
+            except (ValueError, KeyError, TypeError):
+                break
+    if PLUGIN_CONNECT_LINE in out:
+        return GameList((path.stem,), path.stem, rl_sync=False)
+    # Godot's own first error says most (a damaged .pck: "Corrupted header in binary project.binary"); its noise about
+    # the locale and TLS certificates says nothing.
+    noise = ("locale", "certificate", "At: ")
+    printed = [line.strip() for line in (err + out).splitlines() if line.strip() and not any(n in line for n in noise)]
+    errors = [line for line in printed if line.startswith("ERROR")]
+    said = (errors or printed[-1:] or ["nothing"])[0][:200]
+    raise GameError(f"{path} does not list its games ({describe_exit(code)}; it said {said!r}): {fix}")
+
+
+def list_games(export: GameExport, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> GameList:
+    """The games in an export and its default, as the binary reports them (cached per file version)."""
+    return _list_envs(export.path, export.path.stat().st_mtime, float(timeout))
+
+
+@dataclass(frozen=True)
+class GodotGame:
+    """A game inside an export (or inside a stand-in `Program`)."""
+
+    export: Union[GameExport, Program]
+    env: str
+    rl_sync: bool = True  # False: a game made with godot_rl_agents' plugin (no in-engine policies, no --list_envs)
+
+    @property
+    def env_path(self) -> Optional[str]:
+        return str(self.export.path) if isinstance(self.export, GameExport) else None
+
+    def require_addon(self, what: str) -> None:
+        """Raise GameError (one line) when ``what`` needs our addon in the game and this game does not have it."""
+        if not self.rl_sync:
+            raise GameError(
+                f"{what} runs the policy inside the game, which needs the rl_sync addon; {self.env_path or self.env} "
+                "is a game made with godot_rl_agents' plugin: use `godot-ppo play RUN --python` (the PyTorch "
+                f"checkpoint drives the game), or move the game to our addon ({ADDON_GUIDE})"
+            )
+
+
+def is_gym_id(env_id: Optional[str]) -> bool:
+    if env_id is None:
+        return False
+    import gymnasium as gym
+
+    return env_id in gym.registry
+
+
+def resolve_env(env_id: Optional[str], env_path=None, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> Union[str, GodotGame]:
+    """The one place that decides Godot versus gymnasium.
+
+    With ``env_path``: a game in that export (``env_id`` None: its default game). Without: a registered gymnasium id
+    stays a gymnasium id; any other name is a game in this repository's default export.
+    """
+    if env_path is None:
+        if is_gym_id(env_id):
+            return env_id
+        try:
+            export = GameExport.open(paths.default_export(headless=True))
+        except GameError:
+            raise GameError(
+                f"unknown env id {env_id!r}: not a registered gymnasium id (e.g. CartPole-v1), and no --env-path "
+                f"was given while this repository's export {paths.default_export(True)} is missing: pass --env-path "
+                "PATH to your game's export, or run `godot-ppo export`"
+            ) from None
+    else:
+        export = GameExport.open(env_path)
+    games = list_games(export, timeout)
+    if env_id is None:
+        return GodotGame(export, games.default, games.rl_sync)
+    if env_id not in games.envs:
+        where = f"--env-path {export.path}" if env_path is not None else f"the default export {export.path}"
+        also = "" if env_path is not None else " nor a registered gymnasium id (e.g. CartPole-v1)"
+        raise GameError(
+            f"unknown env id {env_id!r}: neither a game in {where} (its games: {', '.join(games.envs)}){also}; "
+            "pick one of those, or pass --env-path to the export that holds it"
+            + ("" if games.rl_sync else " (a game made with godot_rl_agents' plugin holds one game, named after its "
+               "binary: drop --env-id)")
+        )
+    return GodotGame(export, env_id, games.rl_sync)
+
+
+def godot_game(env_id: Optional[str], env_path=None, program: Optional[Sequence[str]] = None,
+               timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> GodotGame:
+    """``resolve_env`` for callers that need a Godot game; ``program`` runs a stand-in binary under that name."""
+    if program is not None:
+        argv = [program] if isinstance(program, (str, os.PathLike)) else program
+        return GodotGame(Program(tuple(str(p) for p in argv)), env_id or "game")
+    game = resolve_env(env_id, env_path, timeout)
+    if isinstance(game, str):
+        raise GameError(f"{env_id!r} is a gymnasium id, not a Godot game: pass --env-path to a Godot export")
+    return game
+
+
+# ---------------------------------------------------------------------------------------------- one instance
+@dataclass(frozen=True)
+class GameInstance:
+    """Everything that makes one game instance's command line and environment.
+
+    ``agents`` None lets the game choose (its env_info then says how many it simulates); ``fixed_fps`` None runs
+    at real time (watching); ``display`` is the X display of a windowed instance (None: the user's $DISPLAY).
+    """
+
+    game: GodotGame
+    agents: Optional[int] = None
+    seed: int = 0
+    speedup: float = 1
+    action_repeat: int = 1
+    max_episode_steps: Optional[int] = None
+    headless: bool = True
+    display: Optional[str] = None
+    fixed_fps: Optional[int] = FIXED_FPS
+    extra_args: tuple = ()
+
+    def replace(self, **changes) -> "GameInstance":
+        return dataclasses.replace(self, **changes)
+
+    def command(self, *mode_args: str) -> list[str]:
+        """argv: the program, the game's settings, ``mode_args`` (--port=..., --policy=..., ...), extra args."""
+        # The seed, speedup and action repeat always go explicitly: a game made with godot_rl_agents' plugin has
+        # defaults of its own for them (action_repeat 8 when the flag is absent).
+        cmd = self.game.export.command(self.headless) + [
+            f"--env={self.game.env}", f"--env_seed={self.seed}", f"--speedup={self.speedup:g}",
+            f"--action_repeat={int(self.action_repeat)}",
+        ]
+        if self.agents is not None:
+            cmd.append(f"--agents={int(self.agents)}")
+        if self.max_episode_steps is not None:
+            cmd.append(f"--max_episode_steps={int(self.max_episode_steps)}")
+        cmd += [str(a) for a in mode_args] + [str(a) for a in self.extra_args]
+        if self.fixed_fps is not None:
+            cmd += ["--fixed-fps", str(int(self.fixed_fps))]
+        return cmd
+
+    def environ(self, base=None) -> dict:
+        return game_environ(base, None if self.headless else self.display)
+
+
+def add_game_arguments(parser: argparse.ArgumentParser, env_flag: str = "--env-id") -> None:
+    """--env-path and --env-id, worded alike in every command."""
+    parser.add_argument("--env-path", default=None, metavar="PATH",
+                        help="an exported game binary (headless or windowed) of any Godot 3 project with the rl_sync "
+                             "addon (default: this repository's exports/headless/rl_games.x86_64)")
+    parser.add_argument(env_flag, *(["--env"] if env_flag != "--env" else []), dest="env_id", default=None,
+                        metavar="NAME", help="a game in that binary (default: the binary's default game)")

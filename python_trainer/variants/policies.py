@@ -1,0 +1,150 @@
+"""Several policies in one game: one network per policy name, each filling ppo.py's slots, routed outside its loop.
+
+A Godot game names each agent's policy (the controller's ``policy_name``, sent as godot-rl's ``agent_policy_names``);
+agents with the same name share one network. Each policy is a `Learner`: its agent, bonus, optimizer, normaliser and
+rollout buffer, exactly what ppo.iterations takes for a game with one policy. The train command runs one
+ppo.iterations per learner, in lockstep (`lockstep`), so the algorithm never knows there are others.
+
+Their rollouts come from one vector env: `PolicySet` holds it and gives each learner a `PolicyRollouts`, the
+rollouts' interface seen from one policy. The first learner to ask for an update's rollout collects it for all of
+them at once (rollout.collect_routes: each policy acts in its own envs with its own weights); the others take theirs.
+A game with one policy is one learner over the plain rollouts: nothing here runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from python_trainer.engine.policy_file import policy_env_info
+from python_trainer.rollout import Route, RolloutBuffer, Rollouts, collect_routes, evaluate, merge_actions
+
+
+@dataclass
+class Learner:
+    """One policy being trained: its name, its rollouts and what fills ppo.iterations' slots for it. ``tag``
+    prefixes its TensorBoard tags ("" for a game's only policy, so CleanRL's tags stay as they are)."""
+
+    name: str
+    rollouts: Rollouts
+    agent: object
+    bonus: object
+    optimizer: object
+    normalizer: object
+    buf: Optional[RolloutBuffer] = None
+    tag: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def num_envs(self) -> int:
+        return self.rollouts.num_envs
+
+
+def lockstep(generators: list):
+    """ppo.iterations of every learner, one update each per step: yields the list of their Iterations."""
+    if len(generators) == 1:
+        for it in generators[0]:
+            yield [it]
+        return
+    yield from (list(its) for its in zip(*generators))
+
+
+class PolicySet:
+    """The vector env of a game with several policies, shared by their learners (see the module's docstring).
+    ``rollouts``: the rollout.LocalRollouts over that env."""
+
+    def __init__(self, rollouts):
+        self.rollouts, self.envs = rollouts, rollouts.envs
+        self.specs = self.envs.policies
+        self.names = [p.name for p in self.specs]
+        self.env_ids = [np.flatnonzero(self.envs.env_policy == k) for k in range(len(self.specs))]
+        self.views = [PolicyRollouts(self, k) for k in range(len(self.specs))]
+        self.routes: dict = {}
+        self._taken = set(self.names)  # the policies that took the last collected rollout
+
+    def bind(self, learners: list) -> None:
+        """The learners (one per policy, in ``names``' order) whose buffers the collections fill."""
+        self.routes = {ln.name: Route(ln.agent, ln.normalizer, ln.buf, ln.bonus, self.env_ids[k], ln.name)
+                       for k, ln in enumerate(learners)}  # fmt: skip
+
+    def collect_for(self, name: str) -> None:
+        if name in self._taken:  # a new update: every policy's rollout, at once
+            collect_routes(self.envs, [self.routes[n] for n in self.names], self.rollouts.pipeline)
+            self._taken = set()
+        self._taken.add(name)
+
+    def _own(self, k: int, obs: np.ndarray) -> np.ndarray:
+        return obs[self.env_ids[k], : self.specs[k].observation_space.shape[0]]
+
+    def reset(self, seed: int) -> None:
+        raw_obs, _ = self.envs.reset(seed=seed)
+        for k, name in enumerate(self.names):
+            route = self.routes[name]
+            route.buf.next_obs[:] = route.normalizer.normalize_obs(self._own(k, raw_obs))
+        self._taken = set(self.names)
+
+    def warm_up(self, steps: int, seed: int) -> None:
+        """RND's observation statistics from random play, each policy's bonus from its own agents."""
+        self.envs.reset(seed=seed)
+        for _ in range(steps):
+            obs = self.envs.step(self.envs.action_space.sample())[0]
+            for k, name in enumerate(self.names):
+                if self.routes[name].bonus is not None:
+                    self.routes[name].bonus.update_obs_stats(self._own(k, obs))
+
+    def act(self, acts: dict) -> Callable:
+        """One act(obs, done) for the whole env from each policy's own (trained_agent.LoadedAgent.act)."""
+        def act(obs, done):
+            parts = [(self.env_ids[k], acts[name](self._own(k, obs), done=done[self.env_ids[k]]))
+                     for k, name in enumerate(self.names)]  # fmt: skip
+            if self.envs.mixed:
+                return {name: actions for name, (_, actions) in zip(self.names, parts)}
+            return merge_actions(parts, self.envs.num_envs)
+
+        return act
+
+    def evaluate(self, acts: dict, num_episodes: int, seed: int) -> dict:
+        """{policy: the returns of ``num_episodes`` deterministic episodes of its agents}, every policy playing."""
+        joint = self.act(acts)
+        return {name: evaluate(joint, self.envs, num_episodes, seed, env_ids=self.env_ids[k])
+                for k, name in enumerate(self.names)}  # fmt: skip
+
+
+class PolicyRollouts(Rollouts):
+    """The rollouts as one policy of a PolicySet sees them: its envs, its spaces, its share of each rollout."""
+
+    def __init__(self, policy_set: PolicySet, k: int):
+        base, spec = policy_set.rollouts, policy_set.specs[k]
+        self.set, self.name = policy_set, spec.name
+        self.num_envs = int(policy_set.env_ids[k].size)
+        self.single_observation_space, self.single_action_space = spec.observation_space, spec.action_space
+        self.env_info = policy_env_info(base.env_info, spec.name)
+        self.agents_per_instance = None if base.agents_per_instance is None else len(spec.agents)
+        self.game_settings = base.game_settings
+
+    def startup_line(self) -> Optional[str]:
+        return None
+
+    def warm_up(self, bonus, steps: int, seed: int) -> None:
+        raise NotImplementedError("PolicySet.warm_up warms every policy's bonus at once")
+
+    def reset(self, normalizer, buf: RolloutBuffer, seed: int) -> None:
+        raise NotImplementedError("PolicySet.reset resets every policy's envs at once")
+
+    def collect(self, agent, normalizer, buf: RolloutBuffer, bonus=None) -> None:
+        self.set.collect_for(self.name)
+
+    def scalars(self) -> dict:
+        return {}
+
+    def evaluate(self, act: Callable, num_episodes: int, seed: int) -> list:
+        raise NotImplementedError("PolicySet.evaluate plays every policy at once")
+
+    def set_env_params(self, values: dict) -> None:
+        self.set.rollouts.set_env_params(values)
+
+    def close(self) -> None:
+        pass
+

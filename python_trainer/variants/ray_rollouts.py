@@ -1,0 +1,624 @@
+"""Rollouts from Ray: `godot-ppo train ... --ray-address ADDRESS --ray-workers K`.
+
+`RayRollouts` fills ppo.py's rollout slot (rollout.Rollouts) from Ray workers instead of this process's games. Each
+worker is a Ray actor that owns ``--num-instances`` game processes on its own node, started by our launcher (ports,
+tokens, restarts, logs and clean-up exactly as on one machine), and runs rollout.collect_rollout, the function the
+local path runs, on them, with the agent the run's flags describe (trained_agent.make_agent: MLP or --lstm) and,
+with --rnd, the curiosity bonus. Once per update the learner (the driver) puts the weights and the normalisation
+statistics in Ray's object store (one broadcast), every worker fills its part of the rollout buffer (its fragment:
+rollout.RolloutBuffer's arrays for its envs, its agents' memories, episode statistics, and the moments of the
+observations and returns it normalised), and `RayRollouts.collect` writes the fragments side by side into the
+learner's buffer and merges the moments into the learner's Normalizer. GAE and the PPO update then run unchanged.
+RND's warm-up (random play priming its observation statistics) runs in the workers too; their moments are merged
+into the learner's RND the same way.
+
+Where the work ran: RUN_DIR/ray_workers.json (one object per worker: worker, node_id, node_ip, pid, game_pids;
+rewritten when a worker restarts), and TensorBoard's ray/worker_<i>_steps_per_s, ray/fragment_bytes,
+ray/broadcast_s and ray/learner_s. Each worker's games log to RUN_DIR/workers/worker_<i>/logs/ on the worker's node
+(the same path as the run folder on the driver; a temporary folder when it cannot be made there).
+
+Faults: a worker actor that dies (its process killed, its node lost) is restarted by Ray up to --ray-max-restarts
+times; its unfinished fragment is collected again by the new actor (fresh games, fresh episodes) and training goes on.
+Past the limit `WorkerLostError` names the worker and the node and the run stops with a checkpoint. A node whose game
+binary is missing or differs (SHA-256 of the binary and its .pck) is refused before training, naming the node.
+
+Signals. ray.init() installs a SIGTERM handler in the driver (sys.exit, which would skip the checkpoint) and, for
+``local``, the head node's (kill Ray's processes, exit). `connect` puts back the handlers that were in place before
+it (signals.signal_policy's), so SIGINT/SIGTERM/SIGHUP in the driver run ours first and only: the checkpoint is written,
+then `close` ends the workers and stops a local Ray. In an actor, Ray's worker loop installs its SIGTERM handler
+first and the launcher installs its own when the worker starts its games (launcher._install_cleanup_hooks): ours runs
+first, closes the games, then calls Ray's (which exits the actor). A SIGKILLed actor cannot run anything: its games
+get SIGKILL from the kernel (processes.spawn sets PR_SET_PDEATHSIG in every game, and the spawning thread lives as
+long as the actor). A SIGKILLed driver: Ray ends the driver's actors (and a local Ray's processes, which share the
+driver's fate), and their games follow them the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from python_trainer.base.errors import UserError, one_line
+from python_trainer.base.files import write_atomic
+from python_trainer.base.flags import at_least, flag, positive
+from python_trainer.envs.game import GameExport, GodotGame
+from python_trainer.normalization import Normalizer
+from python_trainer.variants.rnd import RND
+from python_trainer.rollout import NonFiniteEnvData, Rollouts, RolloutBuffer, collect_rollout, evaluate
+from python_trainer.base.running_stats import RunningMeanStd
+from python_trainer.variants.trained_agent import make_agent
+from python_trainer.envs.vec_env import make_vec_env
+
+LOCAL = "local"  # --ray-address local: start a Ray on this machine for the run, stop it at the end
+LOOPBACK = "127.0.0.1"  # where a local Ray listens (listen_on_loopback)
+RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray binds the loopback address, not the network's
+WORKERS_JSON = "ray_workers.json"
+CONNECT_TIMEOUT_S = 5.0  # an address with nothing behind it is named within this
+START_TIMEOUT_S = 180.0  # workers placed, binaries checked, games connected
+WORKER_SEED_STRIDE = 1000  # worker i's games are seeded 1000 * i past the run's: distinct games and episodes
+
+
+@dataclass
+class RayArgs:
+    ray_address: Optional[str] = None
+    """collect the rollouts with --ray-workers Ray actors, each running --num-instances games on its own node:
+    `local` starts a Ray on this machine for the run; HOST:PORT joins the cluster that `ray start --head` started"""
+    ray_workers: int = flag(2, at_least(1, "an integer >= 1 (rollout workers)", "2"))
+    """with --ray-address: how many rollout workers (the batch is their envs side by side)"""
+    ray_cpus_per_worker: Optional[float] = flag(None, positive("3", "a number of CPUs > 0"))
+    """with --ray-address: the CPUs each worker reserves on its node (default: --num-instances + 1)"""
+    ray_max_restarts: int = flag(3, at_least(0, "an integer >= 0", "3"))
+    """with --ray-address: how many times Ray restarts each worker that dies before training stops (with a
+    checkpoint)"""
+
+
+class RaySetupError(UserError):
+    """The cluster cannot run the workers (no cluster at the address, too few CPUs, a node with other game files)."""
+
+
+class WorkerLostError(RuntimeError):
+    """A rollout worker died more often than --ray-max-restarts allows, or failed; the message names it and its node."""
+
+
+# ======================================================================================================================
+# The worker (a Ray actor; the class is made remote in `RayRollouts`, so importing this module does not import Ray)
+# ======================================================================================================================
+def export_digest(paths) -> dict:
+    """{path: sha256} of the files a game runs from (the binary and its .pck), those that exist."""
+    out = {}
+    for p in paths:
+        h = hashlib.sha256()
+        try:
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+        except FileNotFoundError:
+            out[str(p)] = None
+            continue
+        out[str(p)] = h.hexdigest()
+    return out
+
+
+def _node_label(node_ip, node_id):
+    return f"node {node_ip} (Ray node id {node_id[:12]})"
+
+
+def _added_moments(mean0, var0, count0, rms):
+    """The (mean, var, count) of what `rms` saw since it stood at (mean0, var0, count0): RunningMeanStd.update
+    inverted, so the learner can merge it with update_from_moments."""
+    n = rms.count - count0
+    if n <= 0:
+        return None
+    mean = (rms.mean * rms.count - mean0 * count0) / n
+    m2 = rms.var * rms.count - var0 * count0 - (mean - mean0) ** 2 * count0 * n / rms.count
+    return mean, np.maximum(m2 / n, 0.0), n
+
+
+def _slim_infos(infos):
+    """What RunLog.record_episodes reads of an ended step's infos (episode statistics, numeric final infos)."""
+    out = {}
+    if "_episode" in infos:
+        out["_episode"] = np.asarray(infos["_episode"])
+        out["episode"] = {k: np.asarray(infos["episode"][k]) for k in ("r", "l")}
+    if "_final_info" in infos:
+        mask = np.asarray(infos["_final_info"])
+        final = np.empty(len(mask), dtype=object)
+        for i in np.flatnonzero(mask):
+            final[i] = {k: v for k, v in (infos["final_info"][i] or {}).items()
+                        if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)}  # fmt: skip
+        out["_final_info"], out["final_info"] = mask, final
+    return out
+
+
+class RolloutWorker:
+    """One rollout worker: its games (a VectorEnv made by make_vec_env on this node), the run's agent, a Normalizer
+    and (--rnd) the bonus, which take the learner's weights and statistics at each `collect`. The games start at the
+    first `collect` (or `start`), so an actor Ray restarts after a crash starts fresh ones. ``args``: the run's
+    flags as a dict."""
+
+    def __init__(self, index, game, env_kwargs, args, digest):
+        import ray
+
+        self.index, self.game, self.env_kwargs, self.args, self.digest = index, game, dict(env_kwargs), args, digest
+        self.env_seed = self.env_kwargs["seed"] + WORKER_SEED_STRIDE * index  # its games' seed, and their resets'
+        ctx = ray.get_runtime_context()
+        self.node_id, self.node_ip = ctx.get_node_id(), ray.util.get_node_ip_address()
+        self.envs = self.agent = self.normalizer = self.bonus = self.buf = None
+        self.env_params = {}  # the environment parameters its games were given (a restarted actor gives them again)
+
+    def where(self) -> dict:
+        pids = self.envs.launcher.pids() if getattr(self.envs, "launcher", None) is not None else []
+        return {"worker": self.index, "node_id": self.node_id, "node_ip": self.node_ip, "pid": os.getpid(),
+                "game_pids": pids}  # fmt: skip
+
+    def check_binary(self) -> Optional[str]:
+        """None when this node has the driver's game files, else why not (the node named)."""
+        if not self.digest:
+            return None
+        here = export_digest(self.digest)
+        for path, want in self.digest.items():
+            if here[path] is None:
+                return f"{_node_label(self.node_ip, self.node_id)} has no game file at {path}"
+            if here[path] != want:
+                return (f"{_node_label(self.node_ip, self.node_id)} has a different {path} than the driver "
+                        f"(SHA-256 {here[path][:12]}... vs {want[:12]}...)")  # fmt: skip
+        return None
+
+    def start(self) -> dict:
+        """Start the games (once per actor life) and say what they are."""
+        if self.envs is None:
+            torch.set_num_threads(max(1, self.args["torch_threads"]))
+            seed = self.args["seed"] + self.index  # its own sampling streams
+            np.random.seed(seed)
+            torch.manual_seed(seed)
+            kwargs = dict(self.env_kwargs, run_dir=str(_worker_dir(self.env_kwargs["run_dir"], self.index)))
+            self.envs = make_vec_env(self.game, **dict(kwargs, seed=self.env_seed))
+            self._reset = True
+        envs = self.envs
+        return {**self.where(), "num_envs": envs.num_envs, "observation_space": envs.single_observation_space,
+                "action_space": envs.single_action_space, "env_info": getattr(envs, "env_info", None),
+                "agents_per_instance": getattr(envs, "agents_per_instance", None)}  # fmt: skip
+
+    def warm_up(self, steps, rnd_obs_dim) -> Optional[tuple]:
+        """RND's warm-up on this worker's games: ``steps`` steps of random actions; returns the (mean, var, count)
+        of their observations for the learner's RND statistics (the next collect starts from fresh episodes)."""
+        self.start()
+        rms = RunningMeanStd(shape=(rnd_obs_dim,))
+        self.envs.reset(seed=self.env_seed)
+        for _ in range(steps):
+            rms.update(self.envs.step(self.envs.action_space.sample())[0])
+        self._reset = True
+        return _added_moments(np.zeros(rnd_obs_dim), np.ones(rnd_obs_dim), RunningMeanStd().count, rms)
+
+    def _load(self, params) -> None:
+        """The learner's weights and statistics (the agent, normaliser and bonus are made at the first call)."""
+        envs, a = self.envs, self.args
+        obs_dim = envs.single_observation_space.shape[0]
+        if self.agent is None:
+            self.agent = make_agent(obs_dim, envs.single_action_space, a)
+            self.normalizer = Normalizer(obs_dim, envs.num_envs, a["gamma"], False, False)
+            self.bonus = RND(obs_dim, a["rnd_ext_coef"], a["rnd_coef"]) if a.get("rnd") else None
+            self.buf = RolloutBuffer(a["num_steps"], envs.num_envs, obs_dim, self.agent, self.bonus)
+        self.agent.load_state_dict({k: torch.tensor(v) for k, v in params["model"].items()})
+        self.normalizer.load_state_dict(params["normalizer"])
+        if self.bonus is not None:
+            self.bonus.load_state_dict({k: torch.tensor(v) for k, v in params["rnd"]["model"].items()})
+            self.bonus.load_stats_state_dict(params["rnd"]["stats"])
+
+    def collect(self, params) -> dict:
+        """One fragment with the learner's weights and statistics (``params``: the broadcast of this update)."""
+        t0 = time.perf_counter()
+        self.start()
+        self._load(params)
+        envs, norm, buf = self.envs, self.normalizer, self.buf
+        if params.get("env_params", {}) != self.env_params:  # the learner's curriculum moved on (or it is our first)
+            envs.set_env_params(params["env_params"])
+            self.env_params = dict(params["env_params"])
+        before = [(r.mean.copy(), r.var.copy(), r.count) for r in (norm.obs_rms, norm.return_rms)]
+        if self._reset:
+            raw_obs, _ = envs.reset(seed=self.env_seed)
+            buf.next_obs[:] = norm.normalize_obs(raw_obs)
+            buf.next_done[:] = 0.0
+            buf.state = self.agent.initial_state(envs.num_envs)
+            self._reset = False
+        collect_rollout(envs, self.agent, norm, buf, self.args["pipeline"], self.bonus)
+        fragment = {f: getattr(buf, f) for f in buf.fields}
+        fragment["initial_state"], fragment["state"] = buf.initial_state, buf.state  # the agents' memories
+        fragment["timing"] = (buf.policy_s, buf.env_wait_s, buf.group_steps)
+        fragment["episodes"] = [(t, _slim_infos(infos)) for t, infos in buf.episodes]
+        fragment["moments"] = [_added_moments(*b, r) for b, r in zip(before, (norm.obs_rms, norm.return_rms))]
+        fragment["where"] = self.where()
+        fragment["seconds"] = time.perf_counter() - t0
+        return fragment
+
+    def evaluate(self, act, num_episodes, seed):
+        self.start()
+        self._reset = True  # evaluation resets the games; a later collect starts from fresh episodes
+        return evaluate(act, self.envs, num_episodes, seed)
+
+    def close(self):
+        if self.envs is not None:
+            self.envs.close()
+            self.envs = None
+
+
+def _worker_dir(run_dir, index) -> Path:
+    """Where worker ``index`` keeps its games' logs on its node: RUN_DIR/workers/worker_<i>, or a temporary folder
+    under the run's name when that path cannot be made there."""
+    path = Path(run_dir) / "workers" / f"worker_{index}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    except OSError:
+        path = Path(tempfile.gettempdir()) / "godot-ppo" / Path(run_dir).name / "workers" / f"worker_{index}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+# ======================================================================================================================
+# The driver's side
+# ======================================================================================================================
+def _check_address(address):
+    """An error within seconds, naming the address, when nothing answers at HOST:PORT."""
+
+    if address in (LOCAL, "auto") or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise RaySetupError(f"--ray-address {address}: give HOST:PORT of a Ray head (`ray start --head` prints it, e.g. "
+                         "10.0.0.5:6379), or local")  # fmt: skip
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise RaySetupError(
+            f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e}); start one with "
+            f"`ray start --head --port={port}` on {host}, or train on this machine with --ray-address local"
+        ) from None
+
+
+_REAPER = """
+import os, sys, psutil
+sys.stdin.buffer.read()  # EOF: the driver ended, however it ended
+procs = []
+for arg in sys.argv[1:]:
+    pid, created = arg.split(":")
+    try:
+        p = psutil.Process(int(pid))
+        if abs(p.create_time() - float(created)) < 0.01:
+            procs.append(p)
+    except psutil.Error:
+        pass
+for p in procs:
+    try:
+        p.terminate()
+    except psutil.Error:
+        pass
+for p in psutil.wait_procs(procs, timeout=3)[1]:
+    try:
+        p.kill()
+    except psutil.Error:
+        pass
+"""
+
+
+def _reap_when_driver_ends(pids_before):
+    """For a local Ray: a small process in its own session that ends the Ray processes started for this run once the
+    driver is gone, however it went. A SIGKILLed driver takes the processes it started itself along (Ray sets their
+    parent-death signal), but not the agents the raylet starts (with Ray 2.60, ray::DashboardAgent and
+    ray::RuntimeEnvAgent stay behind). The pipe's write end lives only in the driver: its end is the EOF."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in pids_before]
+    args = []
+    for p in started:
+        try:
+            args.append(f"{p.pid}:{p.create_time()}")
+        except psutil.Error:
+            pass
+    return subprocess.Popen([sys.executable, "-c", _REAPER, *args], stdin=subprocess.PIPE, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+def listen_on_loopback() -> None:
+    """Make the Ray this process starts listen on 127.0.0.1 only. On Linux Ray binds the machine's network address
+    (its GCS, raylets, runtime-env agent, object manager and every worker would be reachable from the network, with
+    the cluster's token as the only guard); RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 makes it use the loopback address.
+    Ray reads the variable when it is imported, and its processes inherit it from our environment; should Ray be
+    imported already, its constant is set too. Only for ``--ray-address local``: a cluster's own address is its own."""
+    os.environ[RAY_LOOPBACK_ENV] = "0"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+
+
+def connect(address, num_cpus):
+    """ray.init for --ray-address (``local``: a Ray of ``num_cpus`` CPUs on this machine, on 127.0.0.1 only), with
+    our signal handlers put back (see the module's docstring). Returns the watchdog of a local Ray (None when
+    joining)."""
+    import signal
+
+    if address == LOCAL:
+        listen_on_loopback()  # before Ray is imported and starts its processes
+    import ray
+
+    _check_address(address)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    reaper = None
+    try:
+        if address == LOCAL:
+            import psutil
+
+            before = {p.pid for p in psutil.Process().children(recursive=True)}
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="warning",
+                     _node_ip_address=LOOPBACK)  # fmt: skip
+            reaper = _reap_when_driver_ends(before)
+        else:
+            ray.init(address=address, logging_level="warning")
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise RaySetupError(f"--ray-address {address}: could not join the Ray cluster there: {one_line(e)}")
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+    return reaper
+
+
+class RayRollouts(Rollouts):
+    """K rollout workers on a Ray cluster filling the rollout slot (rollout.Rollouts): spaces, num_envs, env_info,
+    `collect` (one update's rollout into the learner's buffer), `warm_up`, `evaluate`, `close`. ``args``: the run's
+    flags (the train command's Args); ``env_kwargs``: make_vec_env's options for each worker's games."""
+
+    game_settings = None  # each worker's games are its own; ray_workers.json says where they run
+
+    def __init__(self, game, args, run_dir, env_kwargs, say):
+        if args.ray_address == LOCAL:
+            listen_on_loopback()  # before Ray is imported
+        import ray
+
+        self.run_dir, self.say = Path(run_dir), say
+        self.address, self.num_workers = args.ray_address, args.ray_workers
+        self.max_restarts = args.ray_max_restarts
+        is_godot = isinstance(game, GodotGame)
+        cpus = args.ray_cpus_per_worker or ((args.num_instances if is_godot else 0) + 1)
+        self.workers, self.failures = [], [0] * self.num_workers
+        self.learner_s = None
+        self._last_end = None
+        self.env_params = {}
+        # a local Ray gets CPUs for every worker: the same oversubscription as --num-instances on one machine
+        self.reaper = connect(self.address, num_cpus=max(os.cpu_count() or 1, cpus * self.num_workers))
+        try:
+            self._check_room(cpus)
+            digest = None
+            if is_godot and isinstance(game.export, GameExport):
+                export = game.export
+                digest = export_digest([p for p in (export.path, export.pck) if p.exists()])
+            # SPREAD: one worker per node while nodes have room; max_task_retries=0: a dead worker's fragment is
+            # asked for again by `collect` (it knows which worker and node it was), not silently by Ray
+            remote = ray.remote(RolloutWorker).options(
+                num_cpus=cpus, max_restarts=self.max_restarts, max_task_retries=0, scheduling_strategy="SPREAD"
+            )
+            argd = asdict(args)
+            self.workers = [remote.remote(i, game, env_kwargs, argd, digest) for i in range(self.num_workers)]
+            refusals = self._get([w.check_binary.remote() for w in self.workers], "to be placed on the cluster's nodes",
+                                 cpus)  # fmt: skip
+            refused = [r for r in refusals if r]
+            if refused:
+                raise RaySetupError(f"{'; '.join(refused)}: copy the same exports to the same path on every host "
+                                 "(see docs/ray.md: Running on several machines)")  # fmt: skip
+            infos = self._get([w.start.remote() for w in self.workers], "to start their games", cpus)
+        except BaseException:
+            self.close()
+            raise
+        first = infos[0]
+        for info in infos[1:]:
+            if (info["observation_space"], info["action_space"]) != (first["observation_space"], first["action_space"]):
+                self.close()
+                raise RaySetupError(f"worker {info['worker']} reports other spaces than worker 0 "
+                                 f"({info['observation_space']} / {info['action_space']})")  # fmt: skip
+        self.single_observation_space, self.single_action_space = first["observation_space"], first["action_space"]
+        self.env_info, self.agents_per_instance = first["env_info"], first["agents_per_instance"]
+        counts = [info["num_envs"] for info in infos]
+        self.offsets = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        self.num_envs = int(self.offsets[-1])
+        self.where = [{k: info[k] for k in ("worker", "node_id", "node_ip", "pid", "game_pids")} for info in infos]
+        self._write_where()
+        nodes = len({w["node_id"] for w in self.where})
+        say(f"godot-ppo: ray: {self.num_workers} workers on {nodes} node(s), {self.num_envs} envs; where: "
+            f"{self.run_dir / WORKERS_JSON}")  # fmt: skip
+
+    # ------------------------------------------------------------------------------------------------------ setup
+    def _check_room(self, cpus):
+        """More workers than the cluster has CPUs for: say so instead of waiting forever."""
+        import ray
+
+
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        per_node = [float(n.get("Resources", {}).get("CPU", 0)) for n in nodes]
+        room = sum(int(c // cpus) for c in per_node)
+        if room < self.num_workers:
+            raise RaySetupError(
+                f"--ray-workers {self.num_workers} x {cpus:g} CPUs each (--ray-cpus-per-worker; default "
+                f"--num-instances + 1) do not fit the Ray cluster at {self.address}: its {len(nodes)} node(s) have "
+                f"{', '.join(f'{c:g}' for c in per_node)} CPUs, room for {room} worker(s); lower --ray-workers or "
+                "--num-instances, or add nodes (`ray start --address=...`)"
+            )
+
+    def _get(self, refs, doing, cpus):
+        import ray
+
+
+        ready, pending = ray.wait(refs, num_returns=len(refs), timeout=START_TIMEOUT_S)
+        if pending:
+            raise RaySetupError(f"{len(pending)} of {len(refs)} Ray workers ({cpus:g} CPUs each) were still waiting "
+                             f"{doing} after {START_TIMEOUT_S:.0f} s: is the cluster at {self.address} busy, or "
+                             "smaller than it says? (`ray status` shows it)")  # fmt: skip
+        out = []
+        for i, ref in enumerate(refs):
+            try:
+                out.append(ray.get(ref))
+            except ray.exceptions.RayTaskError as e:  # its message carries the games' log tails
+                raise RaySetupError(f"Ray worker {i} on node {getattr(e, 'ip', '?')} failed {doing}: "
+                                 f"{_cause(e)}") from None  # fmt: skip
+            except ray.exceptions.RayActorError as e:
+                raise RaySetupError(f"Ray worker {i} died {doing}: {one_line(e)}") from None
+        return out
+
+    def _write_where(self):
+        write_atomic(self.run_dir / WORKERS_JSON, json.dumps(self.where, indent=2) + "\n")
+
+    # ------------------------------------------------------------------------------------------------------ rollouts
+    def startup_line(self) -> Optional[str]:
+        return None  # said when the workers started (see __init__)
+
+    def _gather(self, method: str, *args) -> list:
+        """``method(*args)`` on every worker, their results in worker order. A worker that dies is restarted by Ray
+        and asked again (up to --ray-max-restarts times); past that, or when a worker fails, WorkerLostError."""
+        import ray
+
+        pending = {getattr(w, method).remote(*args): i for i, w in enumerate(self.workers)}
+        results = [None] * self.num_workers
+        while pending:
+            (done,), _ = ray.wait(list(pending), num_returns=1)
+            i = pending.pop(done)
+            try:
+                results[i] = ray.get(done)
+            except ray.exceptions.RayActorError:  # the actor died: Ray restarts it, we ask the new one again
+                self.failures[i] += 1
+                where = self.where[i]
+                if self.failures[i] > self.max_restarts:
+                    raise WorkerLostError(
+                        f"Ray worker {i} (pid {where['pid']}) on {_node_label(where['node_ip'], where['node_id'])} "
+                        f"died after {self.failures[i] - 1} restart(s), the most --ray-max-restarts "
+                        f"{self.max_restarts} allows: check that node (`ray status`, its Ray logs in /tmp/ray and "
+                        f"RUN_DIR/workers/worker_{i}/logs there) or raise --ray-max-restarts"
+                    ) from None
+                self.say(f"godot-ppo: ray: worker {i} (pid {where['pid']}) on {_node_label(where['node_ip'], where['node_id'])} "
+                         f"died; restart {self.failures[i]}/{self.max_restarts}, asking it again")  # fmt: skip
+                pending[getattr(self.workers[i], method).remote(*args)] = i
+            except ray.exceptions.RayTaskError as e:
+                if isinstance(e.cause, NonFiniteEnvData):
+                    raise e.cause from None
+                where, cause = self.where[i], _cause(e)
+                if "\n" in cause:  # the whole error, the games' log tails included (the stop message is one line)
+                    self.say(f"godot-ppo: ray: worker {i} failed:\n{cause}")
+                raise WorkerLostError(f"Ray worker {i} on {_node_label(where['node_ip'], where['node_id'])}: "
+                                      f"{cause}") from None  # fmt: skip
+        return results
+
+    def warm_up(self, bonus, steps: int, seed: int) -> None:
+        """RND's warm-up in every worker (on its own games and seeds); their moments go into ``bonus``'s statistics."""
+        for moments in self._gather("warm_up", steps, bonus.obs_rms.mean.shape[0]):
+            if moments is not None:
+                bonus.obs_rms.update_from_moments(*moments)
+
+    def reset(self, normalizer, buf, seed: int) -> None:
+        """Nothing here: each worker resets its own games at its first collect (and after an evaluation)."""
+
+    def collect(self, agent, normalizer, buf, bonus=None) -> None:
+        """One update's rollout: broadcast the weights and statistics, gather every worker's fragment into ``buf``
+        (worker i's envs are the batch's columns offsets[i]:offsets[i+1]) and merge their normalisation moments."""
+        import ray
+
+        t0 = time.perf_counter()
+        if self._last_end is not None:
+            self.learner_s = t0 - self._last_end  # GAE, the PPO update and logging since the last collect
+        params = {"model": _numpy_state(agent), "normalizer": normalizer.state_dict(), "env_params": self.env_params,
+                  "rnd": None if bonus is None else {"model": _numpy_state(bonus), "stats": bonus.stats_state_dict()}}
+        ref = ray.put(params)
+        self.broadcast_s = time.perf_counter() - t0
+        fragments = self._gather("collect", ref)
+        self.fragment_bytes = 0
+        buf.episodes = []
+        for i, frag in enumerate(fragments):
+            cols = slice(self.offsets[i], self.offsets[i + 1])  # worker i's envs in the batch
+            for name in buf.fields:
+                if name in ("next_obs", "next_done"):  # (num_envs, ...)
+                    getattr(buf, name)[cols] = frag[name]
+                else:  # (num_steps, num_envs, ...)
+                    getattr(buf, name)[:, cols] = frag[name]
+                self.fragment_bytes += frag[name].nbytes
+            buf.initial_state[cols], buf.state[cols] = frag["initial_state"], frag["state"]  # (--lstm: the memories)
+            buf.episodes += frag["episodes"]  # (t, infos of the envs of one group of the worker's instances)
+            for rms, moments in zip((normalizer.obs_rms, normalizer.return_rms), frag["moments"]):
+                if moments is not None:  # None: nothing normalised (that normalisation is off)
+                    rms.update_from_moments(*moments)
+            if frag["where"] != self.where[i]:  # a restarted worker (new pid, maybe another node)
+                self.where[i] = frag["where"]
+                self._write_where()
+        buf.episodes.sort(key=lambda e: e[0])
+        # where a worker's rollout time went, on average over the workers (each acts for its own games)
+        buf.policy_s, buf.env_wait_s = (float(np.mean([f["timing"][k] for f in fragments])) for k in (0, 1))
+        buf.group_steps = fragments[0]["timing"][2]
+        self.steps_per_s = [buf.obs.shape[0] * (self.offsets[i + 1] - self.offsets[i]) / f["seconds"]
+                            for i, f in enumerate(fragments)]  # fmt: skip
+        self.collect_s = time.perf_counter() - t0
+        self._last_end = time.perf_counter()
+
+    def set_env_params(self, values: dict) -> None:
+        """Every worker's games get ``values`` with the next collect's weights (GodotVecEnv.set_env_params)."""
+        self.env_params = {**self.env_params, **values}
+
+    def scalars(self) -> dict:
+        """Per-worker steps/s and this update's costs, for TensorBoard."""
+        out = {f"ray/worker_{i}_steps_per_s": sps for i, sps in enumerate(self.steps_per_s)}
+        out.update({"ray/fragment_bytes": self.fragment_bytes, "ray/broadcast_s": self.broadcast_s,
+                    "ray/collect_s": self.collect_s})  # fmt: skip
+        if self.learner_s is not None:
+            out["ray/learner_s"] = self.learner_s
+        return out
+
+    def evaluate(self, act, num_episodes, seed):
+        """The deterministic evaluation (rollout.evaluate) on worker 0's games."""
+        import ray
+
+        return ray.get(self.workers[0].evaluate.remote(act, num_episodes, seed))
+
+    def close(self):
+        """End the workers (their games first) and leave the cluster (stopping it when we started it)."""
+        import ray
+
+        if self.workers:
+            try:
+                ray.wait([w.close.remote() for w in self.workers], num_returns=len(self.workers), timeout=15)
+            except Exception:
+                pass
+            for w in self.workers:
+                try:
+                    ray.kill(w, no_restart=True)
+                except Exception:
+                    pass
+            self.workers = []
+        if ray.is_initialized():
+            ray.shutdown()
+        if self.reaper is not None:  # a local Ray: its watchdog ends what ray.shutdown left, then itself
+            self.reaper.stdin.close()
+            try:
+                self.reaper.wait(timeout=10)
+            except Exception:
+                pass
+            self.reaper = None
+
+
+def _numpy_state(module) -> dict:
+    """A module's state_dict as numpy arrays (what the broadcast carries)."""
+    return {k: v.detach().numpy().copy() for k, v in module.state_dict().items()}
+
+
+def _cause(e) -> str:
+    """A worker's error in one piece: its message (with the games' log tails the launcher put in it)."""
+    cause = getattr(e, "cause", None)
+    return f"{type(cause).__name__}: {cause}" if cause is not None else one_line(e)

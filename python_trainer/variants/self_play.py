@@ -1,0 +1,299 @@
+"""--self-play: a two-sided game's learning team plays against snapshots of its own past policy (ML-Agents' ghost trainer).
+
+The game's agents play one policy in two teams (each controller's ``policy_name`` the same, its ``team`` 0 or 1, sent
+in env_info's ``agent_teams``). `SelfPlayRollouts` fills ppo.py's rollouts slot: each rollout is collected with two
+routes (rollout.collect_routes), the learner's agents acting with the current policy into the learner's buffer, and
+the other team's agents acting with a frozen snapshot into a buffer nobody trains on. Around the collection it keeps:
+
+* the pool: a snapshot of the learner (its weights and observation statistics) every --self-play-save-steps learner
+  steps, the newest --self-play-window kept, as files in RUN_DIR/self_play/;
+* the opponent: every --self-play-swap-steps learner steps, the newest snapshot with probability
+  --self-play-latest-ratio, else one drawn uniformly from the pool;
+* the sides: every --self-play-team-change learner steps the learning team and the frozen team swap (the games are
+  reset then, so no episode is split between two policies);
+* Elo: after each match a learner agent finished, with S = 1 (its return > 0), 0.5 (= 0) or 0 (< 0) and
+  E = 1 / (1 + 10^((R_opponent - R_learner) / 400)), R_learner += K (S - E) and the opponent snapshot's R -= K (S - E)
+  (K = 16; a snapshot is rated with the learner's Elo when it is taken).
+
+Steps are counted in whole rollouts: a snapshot, a swap or a change of sides happens at the first update boundary
+after its count is reached. The whole state (ratings, pool, counters, the draw's RNG) is in the checkpoint
+(state_dict), so --resume continues it with its pool.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from python_trainer.checkpoint import space_to_dict
+from python_trainer.base.errors import UserError
+from python_trainer.base.files import atomic_output
+from python_trainer.base.flags import at_least, flag, in_range
+from python_trainer.normalization import Normalizer
+from python_trainer.rollout import Route, RolloutBuffer, Rollouts, collect_routes, evaluate, merge_actions
+from python_trainer.variants.trained_agent import LoadedAgent
+
+POOL_DIR = "self_play"  # RUN_DIR/self_play/snapshot_<learner step>.pt
+ELO_K = 16.0
+INITIAL_ELO = 1200.0
+
+
+@dataclass
+class SelfPlayArgs:
+    self_play: bool = False
+    """a game of two teams that play one policy: train one team against snapshots of its own past policy (self_play.py;
+    ML-Agents' self-play); Elo as self_play/elo"""
+    self_play_save_steps: int = flag(20000, at_least(1, "an integer >= 1 (learner steps)", "20000"))
+    """with --self-play: learner steps between two snapshots of the policy added to the opponent pool"""
+    self_play_swap_steps: int = flag(10000, at_least(1, "an integer >= 1 (learner steps)", "10000"))
+    """with --self-play: learner steps between two changes of the opponent snapshot"""
+    self_play_window: int = flag(10, at_least(1, "an integer >= 1", "10"))
+    """with --self-play: how many snapshots the opponent pool keeps (the newest)"""
+    self_play_latest_ratio: float = flag(0.5, in_range(0, 1, "a probability in [0, 1]", "0.5"))
+    """with --self-play: the probability of playing the newest snapshot instead of one drawn from the pool"""
+    self_play_team_change: int = flag(100000, at_least(1, "an integer >= 1 (learner steps)", "100000"))
+    """with --self-play: learner steps before the learning team and the frozen team swap sides"""
+
+
+class SelfPlayError(UserError):
+    """A game or a pool that self-play cannot use, in one line."""
+
+
+def expected_score(rating: float, opponent: float) -> float:
+    """Elo's expected score of ``rating`` against ``opponent``."""
+    return 1.0 / (1.0 + 10.0 ** ((opponent - rating) / 400.0))
+
+
+def elo_update(rating: float, opponent: float, score: float, k: float = ELO_K) -> tuple[float, float]:
+    """Both ratings after one match whose result for the first is ``score`` (1 win, 0.5 draw, 0 loss)."""
+    change = k * (score - expected_score(rating, opponent))
+    return rating + change, opponent - change
+
+
+def teams_of(env_info: dict, env_id: str) -> tuple[np.ndarray, np.ndarray]:
+    """The envs (agents) of team 0 and of team 1 of a game made for self-play, or a SelfPlayError saying why not."""
+    n = env_info["n_agents"]
+    names = env_info.get("agent_policy_names") or ["shared_policy"] * n
+    teams = env_info.get("agent_teams")
+    fix = ("give both sides' controllers the same policy_name and set each one's team to 0 or 1 (pong does: "
+           "docs/games.md), or drop --self-play")  # fmt: skip
+    if len(set(names)) != 1:
+        raise SelfPlayError(f"--self-play needs a game whose agents play one policy in two teams; {env_id}'s agents play "
+                            f"the policies {sorted(set(names))}: {fix}")  # fmt: skip
+    if not isinstance(teams, list) or len(teams) != n or sorted(set(teams)) != [0, 1]:
+        got = "no agent_teams" if not isinstance(teams, list) else f"the teams {sorted(set(map(str, teams)))}"
+        raise SelfPlayError(f"--self-play needs a game whose agents are split into teams 0 and 1; {env_id} reports "
+                            f"{got}: {fix}")  # fmt: skip
+    teams = np.asarray(teams)
+    zero, one = np.flatnonzero(teams == 0), np.flatnonzero(teams == 1)
+    if zero.size != one.size:
+        raise SelfPlayError(f"--self-play needs as many agents in each team; {env_id} has {zero.size} in team 0 and "
+                            f"{one.size} in team 1: use an even --agents-per-instance")  # fmt: skip
+    return zero, one
+
+
+class _FrozenNormalizer:
+    """The opponent's normaliser: its snapshot's observation statistics, never updated; its rewards are not trained on."""
+
+    def __init__(self, state: dict):
+        self.normalizer = Normalizer.frozen(state)
+
+    def normalize_obs(self, obs, update=True):
+        return self.normalizer.normalize_obs(obs, update=False)
+
+    def scale_reward(self, rewards, dones, envs=slice(None)):
+        return np.asarray(rewards, dtype=np.float64)
+
+
+class SelfPlayRollouts(Rollouts):
+    """The rollouts of --self-play (see the module's docstring) over this machine's rollouts ``base``
+    (rollout.LocalRollouts of a Godot game). Its envs are the learning team's agents."""
+
+    def __init__(self, base, args, run_dir):
+        self.base, self.envs, self.args = base, base.envs, args
+        self.env_id = args.env_id
+        self.teams = teams_of(base.env_info, args.env_id)
+        self.pool_dir = Path(run_dir) / POOL_DIR
+        self.num_envs = int(self.teams[0].size)
+        self.single_observation_space = base.single_observation_space
+        self.single_action_space = base.single_action_space
+        self.env_info = base.env_info
+        self.agents_per_instance = base.agents_per_instance
+        self.game_settings = base.game_settings
+        self.learning_team = 0
+        self.elo = INITIAL_ELO
+        self.pool: list = []  # [{"file", "elo", "step"}], oldest first
+        self.opponent = -1  # the pool index of the snapshot playing now
+        self.steps = self.last_save = self.last_swap = self.last_team_change = 0
+        self.rng = np.random.default_rng(args.seed)
+        self.matches = self.wins = self.draws = 0
+        self._opp = None  # (agent, normaliser, buffer), made at the first collection
+        self._opp_raw_obs = None  # the opponent's first observations, until its normaliser exists
+
+    # ------------------------------------------------------------------------------------------------ the sides
+    def _ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the learner's envs, the opponent's envs)."""
+        return self.teams[self.learning_team], self.teams[1 - self.learning_team]
+
+    def startup_line(self) -> Optional[str]:
+        line = self.base.startup_line()
+        return f"{line}; self-play: team {self.learning_team} learns ({self.num_envs} agents)" if line else None
+
+    def warm_up(self, bonus, steps: int, seed: int) -> None:
+        self.envs.reset(seed=seed)
+        for _ in range(steps):
+            bonus.update_obs_stats(self.envs.step(self.envs.action_space.sample())[0][self._ids()[0]])
+
+    def reset(self, normalizer, buf: RolloutBuffer, seed: int) -> None:
+        raw_obs, _ = self.envs.reset(seed=seed)
+        learner, opponent = self._ids()
+        buf.next_obs[:] = normalizer.normalize_obs(raw_obs[learner])
+        buf.next_done[:] = 1.0
+        self._opp_raw_obs = raw_obs[opponent]
+        if self._opp is not None:
+            self._opp[2].next_obs[:] = self._opp[1].normalize_obs(self._opp_raw_obs)
+            self._opp[2].next_done[:] = 1.0
+
+    # ------------------------------------------------------------------------------------------------ the pool
+    def _snapshot(self, agent, normalizer) -> None:
+        """The learner as it is now, added to the pool (the oldest beyond the window is dropped, with its file)."""
+        self.pool_dir.mkdir(parents=True, exist_ok=True)
+        path = self.pool_dir / f"snapshot_{self.steps:012d}.pt"
+        state = {"env_id": self.env_id, "observation_space": space_to_dict(self.single_observation_space),
+                 "action_space": space_to_dict(self.single_action_space), "model": agent.state_dict(),
+                 "normalizer": normalizer.state_dict(), "step": self.steps, "elo": self.elo}  # fmt: skip
+        with atomic_output(path) as tmp, open(tmp, "wb") as f:
+            torch.save(state, f)
+        self.pool.append({"file": path.name, "elo": self.elo, "step": self.steps})
+        while len(self.pool) > self.args.self_play_window:
+            old = self.pool.pop(0)
+            self.opponent -= 1
+            if old["file"] not in {p["file"] for p in self.pool}:
+                (self.pool_dir / old["file"]).unlink(missing_ok=True)
+        self.last_save = self.steps
+
+    def _load_snapshot(self, index: int, like) -> None:
+        """Make the pool's snapshot ``index`` the opponent (``like``: the learner's agent, for its architecture)."""
+        entry = self.pool[index]
+        state = self._read_snapshot(self.pool_dir / entry["file"])
+        agent = copy.deepcopy(like) if self._opp is None else self._opp[0]
+        agent.load_state_dict(state["model"])
+        normalizer = _FrozenNormalizer(state["normalizer"])
+        if self._opp is None:
+            buf = RolloutBuffer(self.args.num_steps, self.num_envs, self.single_observation_space.shape[0], agent)
+            buf.next_obs[:] = normalizer.normalize_obs(self._opp_raw_obs)
+            buf.next_done[:] = 1.0
+        else:  # the observations in hand were normalised with the previous snapshot's statistics: undone, redone
+            # (exact but where the clip at +-clip_obs bit: one step of one episode at most)
+            buf = self._opp[2]
+            raw = self._opp[1].normalizer.obs_rms
+            if self._opp[1].normalizer.norm_obs:
+                buf.next_obs[:] = buf.next_obs * np.sqrt(raw.var + self._opp[1].normalizer.epsilon) + raw.mean
+            buf.next_obs[:] = normalizer.normalize_obs(buf.next_obs)
+        self._opp = (agent, normalizer, buf)
+        self.opponent = index
+
+    def _read_snapshot(self, path: Path) -> dict:
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:
+            raise SelfPlayError(f"the self-play pool's snapshot {path} cannot be read ({type(e).__name__}): the pool "
+                                "of a run lives in its folder; start a new run if it is gone") from None  # fmt: skip
+        ours = (self.env_id, space_to_dict(self.single_observation_space), space_to_dict(self.single_action_space))
+        if (state.get("env_id"), state.get("observation_space"), state.get("action_space")) != ours:
+            raise SelfPlayError(f"the self-play pool's snapshot {path} is of {state.get('env_id')!r} with other spaces, "
+                                f"not of {self.env_id} as it runs now: a pool belongs to its own game; start a new run")  # fmt: skip
+        return state
+
+    # ------------------------------------------------------------------------------------------------ collecting
+    def collect(self, agent, normalizer, buf: RolloutBuffer, bonus=None) -> None:
+        args = self.args
+        if not self.pool:  # the pool starts with the policy as it starts
+            self._snapshot(agent, normalizer)
+        if self._opp is None:
+            self._load_snapshot(self.opponent if 0 <= self.opponent < len(self.pool) else len(self.pool) - 1, agent)
+        if self.steps - self.last_team_change >= args.self_play_team_change:
+            self.learning_team, self.last_team_change = 1 - self.learning_team, self.steps
+            self.reset(normalizer, buf, seed=int(self.rng.integers(2**31)))  # no episode split between two policies
+        if self.steps - self.last_swap >= args.self_play_swap_steps:
+            latest = self.rng.random() < args.self_play_latest_ratio
+            self._load_snapshot(len(self.pool) - 1 if latest else int(self.rng.integers(len(self.pool))), agent)
+            self.last_swap = self.steps
+        learner, opponent = self._ids()
+        opp_agent, opp_normalizer, opp_buf = self._opp
+        collect_routes(self.envs, [Route(agent, normalizer, buf, bonus, learner, "learner"),
+                                   Route(opp_agent, opp_normalizer, opp_buf, None, opponent, "opponent")],
+                       self.base.pipeline)  # fmt: skip
+        self.steps += buf.obs.shape[0] * self.num_envs
+        for _, infos in buf.episodes:  # each match a learner agent finished: both ratings move
+            for i in np.flatnonzero(infos.get("_episode", ())):
+                ret = float(infos["episode"]["r"][i])
+                score = 1.0 if ret > 0 else 0.5 if ret == 0 else 0.0
+                entry = self.pool[self.opponent]
+                self.elo, entry["elo"] = elo_update(self.elo, entry["elo"], score)
+                self.matches, self.wins, self.draws = self.matches + 1, self.wins + (score == 1), self.draws + (score == 0.5)
+        if self.steps - self.last_save >= args.self_play_save_steps:
+            self._snapshot(agent, normalizer)
+
+    def scalars(self) -> dict:
+        decided = self.matches - self.draws
+        out = {"self_play/elo": self.elo, "self_play/opponent_elo": self.pool[self.opponent]["elo"] if self.pool else
+               self.elo, "self_play/pool_size": len(self.pool), "self_play/learning_team": self.learning_team}  # fmt: skip
+        if decided:
+            out["self_play/win_rate"] = self.wins / decided  # over the update's decided matches
+        self.matches = self.wins = self.draws = 0
+        return out
+
+    def evaluate(self, act: Callable, num_episodes: int, seed: int) -> list[float]:
+        """The learner's returns of ``num_episodes`` deterministic matches on its side against the current opponent
+        snapshot (deterministic too)."""
+        learner, opponent = self._ids()
+        opp = LoadedAgent(self._opp[0], self._opp[1].normalizer, self.single_observation_space,
+                          self.single_action_space, self.env_id, self.steps) if self._opp else None  # fmt: skip
+
+        def joint(obs, done):
+            theirs = (opp.act(obs[opponent], done=done[opponent]) if opp is not None
+                      else np.stack([self.single_action_space.sample() for _ in opponent]))  # fmt: skip
+            return merge_actions([(learner, act(obs[learner], done=done[learner])), (opponent, theirs)],
+                                 self.envs.num_envs)  # fmt: skip
+
+        return evaluate(joint, self.envs, num_episodes, seed, env_ids=learner)
+
+    # ------------------------------------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        return {"learning_team": self.learning_team, "elo": self.elo, "pool": copy.deepcopy(self.pool),
+                "opponent": self.opponent, "steps": self.steps, "last_save": self.last_save,
+                "last_swap": self.last_swap, "last_team_change": self.last_team_change,
+                "rng": self.rng.bit_generator.state, "args": {k: v for k, v in asdict(self.args).items()
+                                                              if k.startswith("self_play")}}  # fmt: skip
+
+    def load_state_dict(self, state: Optional[dict]) -> None:
+        if not state:
+            raise SelfPlayError("--resume with --self-play: the checkpoint has no self-play state (it was trained "
+                                "without --self-play): start a new run")  # fmt: skip
+        for key in ("learning_team", "elo", "opponent", "steps", "last_save", "last_swap", "last_team_change"):
+            setattr(self, key, state[key])
+        self.pool = copy.deepcopy(state["pool"])
+        self.rng.bit_generator.state = state["rng"]
+        for entry in self.pool:  # every snapshot is there, and of this game
+            self._read_snapshot(self.pool_dir / entry["file"])
+
+    def set_env_params(self, values: dict) -> None:
+        self.base.set_env_params(values)  # both teams play the same course
+
+    def close(self) -> None:
+        self.base.close()
+
+
+def self_play_rollouts(base, args, run_dir) -> SelfPlayRollouts:
+    """--self-play's rollouts over ``base`` (rollout.LocalRollouts), or a SelfPlayError naming what does not fit."""
+    if base.env_info is None:
+        raise SelfPlayError(f"--self-play plays a Godot game's two teams; {args.env_id} is a gymnasium env: drop "
+                            "--self-play")  # fmt: skip
+    return SelfPlayRollouts(base, args, run_dir)
+

@@ -1,0 +1,81 @@
+"""The agent a run's flags describe, new or trained: what `train`, the Ray workers and every tool (playback, profiling,
+the policy export) build an agent with, so none of them needs the trainer.
+
+    agent = make_agent(obs_dim, action_space, args)      # args: a run's flags as a dict (Args, or a checkpoint's)
+    loaded = load_agent("runs/ball_chase__ppo__1__1700000000")   # model.pt / checkpoint.pt / a run folder
+    actions = loaded.act(observations)                   # numpy in, the env's actions out, normalised as in training
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from python_trainer.agent import Agent, NO_STATE, env_action
+from python_trainer.checkpoint import checkpoint_in, load_checkpoint, space_from_dict
+from python_trainer.normalization import Normalizer
+from python_trainer.variants.recurrent import DEFAULT_HIDDEN_SIZE, RecurrentAgent
+
+
+def make_agent(obs_dim: int, action_space: gym.Space, args: dict) -> Agent:
+    """The agent of a training with these flags (``args``: Args as a dict, or a checkpoint's "args"): the MLP agent,
+    or with --lstm the recurrent one; with --rnd its critic has the intrinsic value output too."""
+    rnd = bool(args.get("rnd"))
+    if args.get("lstm"):
+        return RecurrentAgent(obs_dim, action_space, int(args.get("lstm_size", DEFAULT_HIDDEN_SIZE)), rnd=rnd)
+    return Agent(obs_dim, action_space, rnd=rnd)
+
+
+@dataclass
+class LoadedAgent:
+    agent: Agent
+    normalizer: Normalizer
+    observation_space: gym.spaces.Box
+    action_space: gym.Space
+    env_id: str
+    global_step: int
+    env_path: Optional[str] = None  # the export it was trained with (None: this repository's or a gymnasium id)
+    state: object = NO_STATE  # a recurrent agent's memory of the envs it acts for (one row each)
+
+    def act(self, obs, deterministic=True, done=None):
+        """numpy observations (n, obs_dim) -> numpy env actions (normalised as in training, clipped to the space).
+
+        A recurrent agent remembers: ``done[i]`` true where obs[i] starts a new episode forgets env i's past (a
+        batch of another size starts from scratch)."""
+        x = torch.from_numpy(self.normalizer.normalize_obs(np.atleast_2d(obs), update=False))
+        with torch.no_grad():
+            if self.agent.recurrent and (self.state is NO_STATE or self.state.h.shape[1] != x.shape[0]):
+                self.state = self.agent.initial_state(x.shape[0])
+            done = torch.zeros(x.shape[0]) if done is None else torch.as_tensor(np.asarray(done), dtype=torch.float32)
+            action, self.state = self.agent.act(x, deterministic, self.state, done)
+        return env_action(self.action_space, action.numpy())
+
+
+def agent_from_checkpoint(ckpt, policy: Optional[str] = None) -> LoadedAgent:
+    """Rebuild the trained agent from a loaded checkpoint (load_checkpoint's dict), with its frozen normalisation.
+    A checkpoint of a game with several policies holds one agent per policy: ``policy`` names the one wanted."""
+    part = ckpt
+    if ckpt.get("policies"):
+        names = sorted(ckpt["policies"])
+        if policy not in ckpt["policies"]:
+            raise ValueError(f"it holds the policies {names} of a game with several policies, and "
+                             f"{'no policy was named' if policy is None else f'not {policy!r}'}: play them all in the "
+                             "engine (godot-ppo play RUN_DIR, or RUN_DIR/policies/<name>.json for one of them)")  # fmt: skip
+        part = ckpt["policies"][policy]
+    observation_space = space_from_dict(part["observation_space"])
+    action_space = space_from_dict(part["action_space"])
+    obs_dim = int(np.prod(observation_space.shape))
+    agent = make_agent(obs_dim, action_space, ckpt.get("args") or {})
+    agent.load_state_dict(part["model"])
+    agent.eval()
+    return LoadedAgent(agent, Normalizer.frozen(part["normalizer"]), observation_space, action_space, ckpt["env_id"],
+                       ckpt["global_step"], (ckpt.get("args") or {}).get("env_path"))  # fmt: skip
+
+
+def load_agent(path) -> LoadedAgent:
+    """Rebuild the trained agent from model.pt / checkpoint.pt (or a run folder), with its frozen normalisation."""
+    return agent_from_checkpoint(load_checkpoint(checkpoint_in(path)))

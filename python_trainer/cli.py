@@ -1,4 +1,5 @@
-"""The `godot-ppo` command: one subcommand per job, each implemented in the module named for it.
+"""The `godot-ppo` command: one subcommand per job, each implemented in the module named for it; the one place that
+prints a command's error (`UserError`) and chooses its exit status.
 
 Every command runs under one signal policy (signals.py): SIGINT, SIGTERM and SIGHUP end it the way Ctrl-C does.
 """
@@ -6,6 +7,7 @@ Every command runs under one signal policy (signals.py): SIGINT, SIGTERM and SIG
 import importlib
 import sys
 
+from python_trainer.base.errors import UserError, say
 from python_trainer.base.signals import interrupted_status, signal_policy, signum_of
 
 # subcommand -> (module, function, one-line help); modules are imported only when used so
@@ -45,6 +47,11 @@ def main(argv=None):
     with signal_policy():
         try:
             return interrupted_status(getattr(importlib.import_module(module), func)(rest) or 0)
+        except UserError as e:  # the one place a command's error is printed: one line, named for the command
+            say(f"godot-ppo {name}: error: {e}")
+            return e.status
+        except SystemExit as e:  # the parser's --help (0), or a flag it could not parse (it printed why)
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
         except KeyboardInterrupt as e:  # outside the command's own clean-up (e.g. while importing it)
             try:
                 print(f"\ngodot-ppo {name}: interrupted", file=sys.stderr)

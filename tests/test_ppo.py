@@ -13,6 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from python_trainer import ppo
 from python_trainer.run import run_folder
+from python_trainer.base import flags
 from python_trainer.checkpoint import load_checkpoint
 from python_trainer import normalization
 from python_trainer.run import train
@@ -409,7 +410,7 @@ def test_nan_observations_and_unsupported_spaces_are_clear_errors(tmp_path, caps
 def test_auto_normalisation_flags_parse():
     assert normalization.bool_flag_aliases(["--norm-obs", "--no-norm-reward", "--seed", "3"]) == [
         "--norm-obs", "True", "--norm-reward", "False", "--seed", "3"]  # fmt: skip
-    assert run_folder.explicit_fields(["--env-id=Pendulum-v1", "--no-anneal-lr", "--seed", "3"], train.Args) == {
+    assert flags.explicit_fields(["--env-id=Pendulum-v1", "--no-anneal-lr", "--seed", "3"], train.Args) == {
         "env_id",
         "anneal_lr",
         "seed",

@@ -11,7 +11,16 @@ import sys
 
 
 class UserError(Exception):
-    """A problem the user can fix, said in one line that names the fix; a command prints it and exits with 2."""
+    """A problem the user can fix, said in one line that names the fix; the command line (cli.py) prints it after the
+    command's name and exits with ``status``: 2 for what the user gave (a flag, a file), 1 for what happened while
+    running (a game that crashed, a disk that filled up)."""
+
+    status = 2
+
+    def __init__(self, *args, status: int | None = None):
+        super().__init__(*args)
+        if status is not None:
+            self.status = status
 
 
 def one_line(e: BaseException) -> str:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 from python_trainer.base.errors import UserError
 
-RULE = "rule"  # the metadata key
+RULE, GOES_WITH = "rule", "goes_with"  # the metadata keys
 
 
 class FlagError(UserError, ValueError):
@@ -64,18 +64,85 @@ class Rule:
         return parse
 
 
-def flag(default, rule: Optional[Rule] = None, **field_kwargs):
-    """A dataclass field with ``default`` and, when given, its rule."""
+@dataclass(frozen=True)
+class GoesWith:
+    """A flag that means something only beside another: ``field`` (the other flag's field, set when it is not falsy),
+    ``what`` it sets up ("behavioural cloning") and ``add``, how to give it ("--demos FILE [FILE...]")."""
+
+    field: str
+    what: str
+    add: str
+
+    def check(self, name: str, args) -> None:
+        if not getattr(args, self.field):
+            raise FlagError(f"{_flag_name(name)} is for {self.what}: add {self.add}, or drop {_flag_name(name)}")
+
+
+def flag(default, rule: Optional[Rule] = None, *, goes_with: Optional[GoesWith] = None, **field_kwargs):
+    """A dataclass field with ``default`` and, when given, its rule, and the flag it goes only with."""
     metadata = {RULE: rule} if rule is not None else {}
+    if goes_with is not None:
+        metadata[GOES_WITH] = goes_with
     return dataclasses.field(default=default, metadata=metadata, **field_kwargs)
 
 
-def check_flags(args) -> None:
-    """Check every field of the dataclass ``args`` that carries a rule (None, a default decided later, passes)."""
+def check_flags(args, given: Optional[set] = None) -> None:
+    """Check every field of the dataclass ``args`` that carries a rule (None, a default decided later, passes), and,
+    of the fields ``given`` on the command line, that each flag that goes only with another has it."""
     for f in dataclasses.fields(args):
         rule = f.metadata.get(RULE)
         if rule is not None:
             rule.check_flag(f.name, getattr(args, f.name))
+    for f in dataclasses.fields(args):
+        goes_with = f.metadata.get(GOES_WITH)
+        if goes_with is not None and f.name in (given or ()):
+            goes_with.check(f.name, args)
+
+
+def aliases(*names: str):
+    """A field's older flag names, which the parser still accepts: ``Annotated[int, aliases("--instances")]``."""
+    import tyro
+
+    return tyro.conf.arg(aliases=names)
+
+
+def explicit_fields(argv, args_class) -> set:
+    """The fields of the arguments dataclass given on the command line (tyro accepts --env-id and --env_id, and a
+    field's aliases)."""
+    given = set()
+    for f in dataclasses.fields(args_class):
+        names = {_flag_name(f.name), "--" + f.name, *_aliases_of(args_class, f.name)}
+        for name in names:
+            neg = "--no-" + name[2:]
+            if any(a in (name, neg) or a.startswith(name + "=") for a in argv):
+                given.add(f.name)
+    return given
+
+
+def parse_flags(args_class, argv, prog: str, description: Optional[str] = None):
+    """The one parser of every command: ``argv`` as an ``args_class`` (a dataclass whose fields carry their rules),
+    parsed by tyro and checked (check_flags). --help and a flag tyro cannot parse raise SystemExit (tyro has printed
+    why), which the command line returns as the exit status; a value a rule refuses raises FlagError."""
+    import tyro
+
+    args = tyro.cli(args_class, args=list(argv), prog=prog, description=description)
+    check_flags(args, explicit_fields(argv, args_class))
+    return args
+
+
+def _flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _aliases_of(args_class, name: str) -> tuple:
+    import typing
+
+    hint = typing.get_type_hints(args_class, include_extras=True).get(name)
+    for extra in getattr(hint, "__metadata__", ()):
+        found = getattr(extra, "aliases", None)
+        if found:
+            return tuple(found)
+    return ()
 
 
 def _finite(v) -> bool:

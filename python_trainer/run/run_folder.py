@@ -43,17 +43,6 @@ def _flag(name):
     return "--" + name.replace("_", "-")
 
 
-def explicit_fields(argv, args_class):
-    """The fields of the Args dataclass given on the command line (the rest come from args.json when resuming)."""
-    given = set()
-    for f in fields(args_class):
-        for flag in {_flag(f.name), "--" + f.name}:  # tyro accepts --env-id and --env_id
-            neg = "--no-" + flag[2:]
-            if any(a in (flag, neg) or a.startswith(flag + "=") for a in argv):
-                given.add(f.name)
-    return given
-
-
 def new_run_dir(root, env_id, exp_name, seed) -> Path:
     """Create ROOT/<env>__<exp>__<seed>__<time> (with _2, _3... appended if that exists already) and return it.
 

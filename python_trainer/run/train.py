@@ -41,7 +41,7 @@ from python_trainer.demos import DemoError, load_demos, read_episodes
 from python_trainer.envs.env_params import check_params
 from python_trainer.base.errors import UserError, one_line, say
 from python_trainer.base.files import OutputError, is_disk_full, write_atomic, write_error
-from python_trainer.base.flags import (
+from python_trainer.base.flags import (explicit_fields, 
     ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S, NUM_INSTANCES, SPEEDUP, agents_for,
     at_least, check_flags, flag, positive,
 )
@@ -62,7 +62,7 @@ from python_trainer.variants.rnd import RND, RNDArgs
 from python_trainer.rollout import LocalRollouts, NonFiniteEnvData, RolloutArgs, RolloutBuffer, eval_seed
 from python_trainer.variants.self_play import SelfPlayArgs, self_play_rollouts
 from python_trainer.run.run_folder import (
-    RunLock, RunLog, TrainError, discard_if_unused, explicit_fields, new_run_dir, prepare_run, train_command,
+    RunLock, RunLog, TrainError, discard_if_unused, new_run_dir, prepare_run, train_command,
     write_args_json,
 )
 from python_trainer.base.signals import hold_signals, signal_policy, signals_deferred, signum_of

@@ -267,7 +267,7 @@ def test_record_refuses_without_a_display(tmp_path):
 def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
     """`godot-ppo record` in the windowed export under Xvfb, played by xdotool: Right held makes an episode of
     action 4 (sparse_goal's right); Backspace drops the last episode; the run ends after --episodes."""
-    from python_trainer.envs.launcher import Xvfb
+    from python_trainer.envs.xvfb import Xvfb
 
     xvfb = Xvfb(tmp_path / "xvfb.log")
     display = xvfb.start()

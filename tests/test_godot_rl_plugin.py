@@ -19,7 +19,8 @@ import pytest
 from conftest import FAKE_GAME, wait_gone
 from python_trainer.run import train
 from python_trainer.envs.game import GameInstance, godot_game, resolve_env
-from python_trainer.envs.launcher import InstanceLauncher, InstanceStartError
+from python_trainer.envs.launcher import InstanceLauncher
+from python_trainer.envs.failures import InstanceStartError
 from python_trainer.envs.protocol import GODOT_RL
 from python_trainer.tools.game_commands import envs_main
 from python_trainer.envs.vec_env import GodotVecEnv

@@ -15,12 +15,8 @@ import pytest
 from conftest import FAKE_GAME, REPO, TESTS, alive, read_json_line, read_line, wait_gone
 from python_trainer.base import paths
 from python_trainer.envs.game import GameError, GameInstance, godot_game
-from python_trainer.envs.launcher import (
-    InstanceCrashedError,
-    InstanceLauncher,
-    InstanceStartError,
-    launch_instances,
-)
+from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
+from python_trainer.envs.launcher import InstanceLauncher, launch_instances
 from python_trainer.envs.protocol import GodotConnectionError
 
 
@@ -208,10 +204,10 @@ def test_holding_many_ports_does_not_matter(binary, tmp_path):
 
 
 def test_windowed_without_display_or_xvfb_says_install_it(fake_binary, tmp_path, monkeypatch):
-    import python_trainer.envs.launcher as launcher_mod
+    from python_trainer.envs import xvfb
 
     monkeypatch.delenv("DISPLAY", raising=False)
-    monkeypatch.setattr(launcher_mod, "_which", lambda name: None)
+    monkeypatch.setattr(xvfb, "xvfb_binary", lambda: None)
     t0 = time.monotonic()
     with pytest.raises(InstanceStartError, match="apt-get install xvfb"):
         launch_instances("ball_chase", 1, headless=False, run_dir=tmp_path, binary=fake_binary)

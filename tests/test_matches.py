@@ -16,7 +16,7 @@ import torch.nn as nn
 from conftest import REPO, wait_gone
 from test_playback import _xvfb_pid
 from python_trainer.tools import playback
-from python_trainer.envs.launcher import Xvfb
+from python_trainer.envs.xvfb import Xvfb
 from python_trainer.engine.policy_file import policy_bundle, policy_dict, policy_json
 from python_trainer.base.processes import end_process_tree
 

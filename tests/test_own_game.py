@@ -25,7 +25,8 @@ import pytest
 from conftest import FAKE_GAME, REPO
 from python_trainer.tools.export import ExportError, export
 from python_trainer.envs.game import GameError, GameInstance, resolve_env
-from python_trainer.envs.launcher import InstanceLauncher, InstanceStartError
+from python_trainer.envs.launcher import InstanceLauncher
+from python_trainer.envs.failures import InstanceStartError
 
 BEST_RETURN = 1.0  # every walker reaches its goal (it always can within the time limit)
 

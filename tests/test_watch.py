@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from conftest import REPO, wait_gone
-from python_trainer.envs import launcher
+from python_trainer.envs import launcher, xvfb
 from python_trainer.tools import playback
 from python_trainer.run import train
 from python_trainer.base.files import write_atomic
@@ -159,7 +159,7 @@ def test_a_window_that_cannot_start_is_a_warning(tmp_path, monkeypatch):
     policy.write_text(_policy_text(1))
     # No display and no Xvfb: no window, one warning, no exception.
     monkeypatch.delenv("DISPLAY", raising=False)
-    monkeypatch.setattr(launcher, "_which", lambda name: None)
+    monkeypatch.setattr(xvfb, "xvfb_binary", lambda: None)
     said = []
     game = GodotGame(Program((str(tmp_path / "no_such_game"),)), "ball_chase")
     assert playback.start_policy_watcher(policy, game, log_dir=tmp_path / "logs", say=said.append) is None

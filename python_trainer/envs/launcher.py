@@ -53,8 +53,10 @@ from typing import Callable, Optional, Sequence
 import psutil
 
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
+from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import PLUGIN_CONNECT_LINE, GameBugError, GameInstance, godot_game
 from python_trainer.base.processes import LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, end_process_tree, read_log_tail, spawn
+from python_trainer.envs.xvfb import Xvfb, open_display
 from python_trainer.envs.protocol import (
     BINARY_STEP_ENCODING,
     DEFAULT_TIMEOUT_S,
@@ -79,19 +81,6 @@ SCRIPT_ERROR_MARK = b"SCRIPT ERROR:"
 # An instance that has raised this many script errors since its handshake keeps raising them: a training run stops
 # (a per-frame error in a game of 16 agents reaches it within a frame).
 SCRIPT_ERRORS_TO_STOP = 10
-
-
-class InstanceStartError(RuntimeError):
-    """An instance could not be started or never connected (exit code / timeout, with its log tail)."""
-
-
-class InstanceCrashedError(RuntimeError):
-    """An instance died or stopped answering and its restart budget is spent."""
-
-
-class WorkerLostError(RuntimeError):
-    """A rollout worker that runs its own instances elsewhere (a Ray actor, ray_rollouts.py) failed for good: out of
-    restarts, or its instances out of theirs. The message names the worker and its node."""
 
 
 @dataclass
@@ -170,10 +159,6 @@ def _install_cleanup_hooks() -> None:
                 continue  # an ignored signal (`cmd &` in a script ignores SIGINT) must not close the instances
             _PREVIOUS_HANDLERS[sig] = current
             signal.signal(sig, _signal_handler)
-
-
-def _which(name: str) -> Optional[str]:
-    return shutil.which(name)
 
 
 # ---------------------------------------------------------------------------------------------- logs
@@ -361,75 +346,6 @@ class ScriptErrorWatch:
 
 
 # ---------------------------------------------------------------------------------------------- the launcher
-class Xvfb:
-    """A private X server for windowed instances when there is no $DISPLAY.
-
-    ``-displayfd`` makes Xvfb pick a free display number and write it to a pipe once it accepts clients, so
-    two trainings at once never collide and nothing polls for a socket file.
-    """
-
-    def __init__(self, log_path: str | os.PathLike, screen: str = "1280x800x24"):
-        self.log_path = Path(log_path)
-        self.screen = screen
-        self.proc: Optional[subprocess.Popen] = None
-        self.display: Optional[str] = None
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self.proc.pid if self.proc is not None else None
-
-    def start(self, timeout: float = 10.0) -> str:
-        """Start Xvfb and return its display (":N"); raises InstanceStartError naming the fix."""
-        exe = _which("Xvfb")
-        if exe is None:
-            raise InstanceStartError(
-                "windowed instances need a display: $DISPLAY is not set and Xvfb is not installed. "
-                "Run `sudo apt-get install xvfb`, set DISPLAY, or run headless."
-            )
-        r, w = os.pipe()
-        try:
-            with open(self.log_path, "ab") as log:
-                self.proc = spawn(
-                    [exe, "-displayfd", str(w), "-screen", "0", self.screen, "-nolisten", "tcp"],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(w,),
-                )
-            os.close(w)
-            w = -1
-            deadline = time.monotonic() + timeout
-            out = b""
-            while not out.endswith(b"\n"):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self.proc.poll() is not None:
-                    code = self.proc.poll()
-                    self.stop()
-                    raise InstanceStartError(
-                        f"Xvfb did not start ({describe_exit(code)}); log {self.log_path}:\n" + read_log_tail(self.log_path)
-                    )
-                if select.select([r], [], [], min(remaining, _POLL_S))[0]:
-                    out += os.read(r, 64)
-        finally:
-            if w >= 0:
-                os.close(w)
-            os.close(r)
-        self.display = ":" + out.decode().strip()
-        return self.display
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            end_process_tree([self.proc.pid])
-            try:
-                self.proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
-            self.proc = None
-
-    def __enter__(self) -> "Xvfb":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
 @dataclass
 class _Greeting:
     """What an accepted connection has said so far, until its env_info tells its dialect."""
@@ -907,15 +823,15 @@ class InstanceLauncher:
 
     # ---------------------------------------------------------------- Xvfb
     def _ensure_display(self) -> None:
-        if self.display is None and os.environ.get("DISPLAY"):
-            self.display = os.environ["DISPLAY"]
         if self.display is not None:
             return
+
+        def note(msg):
+            self.events.append(msg)
+            self.report(msg)
+
         self._xvfb = Xvfb(self.log_dir / "xvfb.log")
-        self.display = self._xvfb.start()
-        msg = f"no $DISPLAY: started Xvfb on display {self.display} for the windowed instances (pid {self._xvfb.pid})"
-        self.events.append(msg)
-        self.report(msg)
+        self.display = open_display(self._xvfb, note, "for the windowed instances")
 
 
 def launch_instances(

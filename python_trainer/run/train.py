@@ -47,7 +47,8 @@ from python_trainer.base.flags import (explicit_fields,
 )
 from python_trainer.envs.game import GameBugError, GameError, GodotGame, resolve_env
 from python_trainer.envs.gym_env import DEFAULT_NUM_ENVS, MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
-from python_trainer.envs.launcher import DEFAULT_MAX_RESTARTS, InstanceCrashedError, InstanceStartError
+from python_trainer.envs.launcher import DEFAULT_MAX_RESTARTS
+from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError, WorkerLostError
 from python_trainer.normalization import NormArgs, Normalizer, bool_flag_aliases
 from python_trainer.optimizer import Adam
 from python_trainer.tools.playback import PlaybackError, record, start_policy_watcher
@@ -56,7 +57,7 @@ from python_trainer.engine.policy_file import (
     POLICY_NAME, game_policy, policy_source, write_policies_or_warn, write_policy_or_warn,
 )
 from python_trainer.envs.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
-from python_trainer.variants.ray_rollouts import RayArgs, RayRollouts, WorkerLostError
+from python_trainer.variants.ray_rollouts import RayArgs, RayRollouts
 from python_trainer.variants.recurrent import LSTMArgs
 from python_trainer.variants.rnd import RND, RNDArgs
 from python_trainer.rollout import LocalRollouts, NonFiniteEnvData, RolloutArgs, RolloutBuffer, eval_seed

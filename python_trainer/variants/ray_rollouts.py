@@ -52,6 +52,7 @@ import torch
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.files import write_atomic
 from python_trainer.base.flags import at_least, flag, positive
+from python_trainer.envs.failures import WorkerLostError
 from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.normalization import Normalizer
 from python_trainer.variants.rnd import RND
@@ -85,10 +86,6 @@ class RayArgs:
 
 class RaySetupError(UserError):
     """The cluster cannot run the workers (no cluster at the address, too few CPUs, a node with other game files)."""
-
-
-class WorkerLostError(RuntimeError):
-    """A rollout worker died more often than --ray-max-restarts allows, or failed; the message names it and its node."""
 
 
 # ======================================================================================================================

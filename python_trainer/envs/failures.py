@@ -1,0 +1,16 @@
+"""The ways a game instance fails the trainer: it did not start, it crashed past its restarts, or the worker that
+held it (a Ray actor) was lost. One place, so that the launcher, the Xvfb display and the Ray workers raise the same
+errors and every command catches them by one name."""
+
+
+class InstanceStartError(RuntimeError):
+    """An instance could not be started or never connected (exit code / timeout, with its log tail)."""
+
+
+class InstanceCrashedError(RuntimeError):
+    """An instance died or stopped answering and its restart budget is spent."""
+
+
+class WorkerLostError(RuntimeError):
+    """A rollout worker that runs its own instances elsewhere (a Ray actor, ray_rollouts.py) failed for good: out of
+    restarts, or its instances out of theirs. The message names the worker and its node."""

@@ -1,0 +1,115 @@
+"""The display of windowed instances: the user's $DISPLAY, or a private Xvfb started for them (one rule, used by the
+launcher, play, record and profile)."""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from python_trainer.base.processes import describe_exit, end_process_tree, read_log_tail, spawn
+from python_trainer.envs.failures import InstanceStartError
+
+_POLL_S = 0.1
+
+
+def xvfb_binary() -> Optional[str]:
+    """The Xvfb executable, or None when it is not installed."""
+    return shutil.which("Xvfb")
+
+
+def user_display() -> Optional[str]:
+    """The user's own display ($DISPLAY), or None."""
+    return os.environ.get("DISPLAY") or None
+
+
+def no_display_message(instead: str = "run headless") -> str:
+    """What to say when windowed instances need a display and neither $DISPLAY nor Xvfb is there."""
+    return ("windowed instances need a display: $DISPLAY is not set and Xvfb is not installed. "
+            f"Run `sudo apt-get install xvfb`, set DISPLAY, or {instead}.")  # fmt: skip
+
+
+def display_available() -> bool:
+    """Whether windowed instances can get a display: $DISPLAY, or Xvfb to start one."""
+    return user_display() is not None or xvfb_binary() is not None
+
+
+def open_display(xvfb: "Xvfb", report: Callable[[str], None], why: str = "") -> str:
+    """The user's $DISPLAY, or ``xvfb`` started and reported (``why``: what it is for, or what the user should
+    know about a window nobody sees)."""
+    display = user_display()
+    if display is not None:
+        return display
+    display = xvfb.start()
+    report(f"no $DISPLAY: started Xvfb on display {display} (pid {xvfb.pid}){' ' + why if why else ''}")
+    return display
+
+
+class Xvfb:
+    """A private X server for windowed instances when there is no $DISPLAY.
+
+    ``-displayfd`` makes Xvfb pick a free display number and write it to a pipe once it accepts clients, so
+    two trainings at once never collide and nothing polls for a socket file.
+    """
+
+    def __init__(self, log_path: str | os.PathLike, screen: str = "1280x800x24"):
+        self.log_path = Path(log_path)
+        self.screen = screen
+        self.proc: Optional[subprocess.Popen] = None
+        self.display: Optional[str] = None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    def start(self, timeout: float = 10.0) -> str:
+        """Start Xvfb and return its display (":N"); raises InstanceStartError naming the fix."""
+        exe = xvfb_binary()
+        if exe is None:
+            raise InstanceStartError(no_display_message())
+        r, w = os.pipe()
+        try:
+            with open(self.log_path, "ab") as log:
+                self.proc = spawn(
+                    [exe, "-displayfd", str(w), "-screen", "0", self.screen, "-nolisten", "tcp"],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(w,),
+                )
+            os.close(w)
+            w = -1
+            deadline = time.monotonic() + timeout
+            out = b""
+            while not out.endswith(b"\n"):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.proc.poll() is not None:
+                    code = self.proc.poll()
+                    self.stop()
+                    raise InstanceStartError(
+                        f"Xvfb did not start ({describe_exit(code)}); log {self.log_path}:\n" + read_log_tail(self.log_path)
+                    )
+                if select.select([r], [], [], min(remaining, _POLL_S))[0]:
+                    out += os.read(r, 64)
+        finally:
+            if w >= 0:
+                os.close(w)
+            os.close(r)
+        self.display = ":" + out.decode().strip()
+        return self.display
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            end_process_tree([self.proc.pid])
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            self.proc = None
+
+    def __enter__(self) -> "Xvfb":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

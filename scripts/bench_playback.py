@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from python_trainer.base import paths  # noqa: E402
 from python_trainer.tools import playback
 from python_trainer.envs.game import game_environ  # noqa: E402
-from python_trainer.envs.launcher import Xvfb  # noqa: E402
+from python_trainer.envs.xvfb import Xvfb  # noqa: E402
 
 
 def run(binary: Path, args: list[str], env=None, timeout: float = 120.0) -> dict:

@@ -1,34 +1,24 @@
 """Train Godot games with a CleanRL-style PPO.
 
-Where each concern lives (scripts/import_graph.py prints every module with its job, and checks the layering):
-    ppo            the PPO algorithm alone, one file, CleanRL style: its flags, GAE, the loss, one iteration at a time
-    agent          the MLP agent (one actor head per action key) and its action for the env
-    recurrent      --lstm: the recurrent agent (CleanRL's ppo_atari_lstm.py)
-    rnd            --rnd: the curiosity bonus (CleanRL's ppo_rnd_envpool.py)
-    normalization  observation normalisation and reward scaling
-    rollout        the rollout buffer, collect_rollout over pipelined groups, the rollouts' interface (local)
-    ray_rollouts   the same interface on Ray workers across machines
-    policies       several policies in one game: one learner per policy name, their rollouts routed from one env
-    self_play      --self-play: one team learns against a pool of its past policy's snapshots, with Elo
-    train          the `godot-ppo train` command: flags, run folder, resume, checkpoints, signals, evaluation
-    trained_agent  the agent a run's flags describe, new or loaded from a checkpoint (for the tools)
-    checkpoint     the checkpoint file; run_folder: a run's folder, args.json, episodes.csv, TensorBoard, progress
-    policy_file    the in-engine player's policy file (format, building it from an agent, writing, reading)
-    onnx_policy    policy files as ONNX models in godot-rl's convention, and ONNX policies as policy files
-    playback       policy export from checkpoints and watching trained agents in the engine
-    profiling      headless vs windowed instance profiling
-    game_commands  `godot-ppo envs` and `godot-ppo launch`
-    vec_env        the gymnasium vector env over Godot instances (gym_env: over gymnasium ids; grouped_env: groups)
-    launcher       ports, tokens, logs, Xvfb, restarts of game instances
-    protocol       godot-rl's wire protocol: framing, messages, timeouts
-    game           which game: --env-path / --env-id, Godot versus gymnasium, one instance's command line
-    env_params     a game's environment parameters: what it declares, --env-param's values and their checks
-    curriculum     --curriculum files (lessons, completion criteria) and the schedule train.py asks for the values
-    export         exporting any Godot 3 project (headless and windowed binaries, presets when missing)
-    processes, paths, errors, files, flags, signals, running_stats: small pieces below everything
+The student's files sit here at the package's root: `ppo.py` (the algorithm alone, one file), `agent.py`, `rollout.py`
+and the little they need. One folder per layer sits around them, each importing only the layers below it
+(`LAYERS`, bottom first, is the one map: `scripts/layers.py` prints the tree and checks every import against it, and
+docs/layout.md is held to it by tests/test_layers.py):
 """
 
 __version__ = "0.1.0"
+
+# The layer map, bottom first: (folder, what it holds). A module imports only from its own folder or those before it.
+LAYERS = (
+    ("base", "the small pieces below everything: errors, files, flags, paths, processes, signals, running statistics"),
+    ("envs", "the games as environments: the wire protocol, which game, its instances and their display, the vector envs"),
+    (".", "the algorithm: ppo, the agent, the rollout, normalisation, the optimizer step, checkpoints, demo files"),
+    ("variants", "what fills ppo.py's slots: LSTM, curiosity, cloning, several policies, self-play, Ray rollouts"),
+    ("engine", "policies the engine plays by itself: the policy file, ONNX both ways, the watcher of train --watch"),
+    ("run", "the train command around ppo.py: its phases, the run folder, the curriculum"),
+    ("tools", "the commands around training: export, envs/launch, export-policy, import-policy, play, record, profile"),
+)
+__doc__ += "\n".join(f"    {folder + '/' if folder != '.' else '(root)':<10} {what}" for folder, what in LAYERS) + "\n"
 
 
 def make_vec_env(env_id=None, **kwargs):

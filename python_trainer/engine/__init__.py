@@ -1,1 +1,1 @@
-"""Policies the engine plays by itself: the policy file, ONNX both ways, the policy watcher of `train --watch`."""
+"""Policies the engine plays by itself: the policy file, ONNX both ways, the watcher of train --watch."""

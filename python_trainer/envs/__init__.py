@@ -1,1 +1,1 @@
-"""The games as environments: the wire protocol, which game, its instances, and the vector envs over them."""
+"""The games as environments: the wire protocol, which game, its instances and their display, the vector envs."""

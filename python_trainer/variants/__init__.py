@@ -1,1 +1,1 @@
-"""The variants that fill ppo.py's slots: recurrent agent, curiosity bonus, cloning, several policies, self-play, Ray."""
+"""What fills ppo.py's slots: LSTM, curiosity, cloning, several policies, self-play, Ray rollouts."""

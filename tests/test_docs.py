@@ -1,4 +1,5 @@
-"""README.md and the pages under docs/: every command they show names something real, every relative link resolves.
+"""README.md and the pages under docs/: every command they show names something real, every relative link resolves,
+and the facts a page states about the code are the code's.
 
 README.md is the first screen and docs/*.md the reference, one topic a page. Nothing is trained here:
 tests/test_own_game.py runs the README's tutorial as written, and the other tests the behaviour each page describes.
@@ -9,15 +10,24 @@ This test checks, in a few seconds, what goes stale without anyone noticing when
 - every `make TARGET` is a target of the Makefile;
 - every game binary command (`.../NAME.x86_64 --key=value`) uses keys that docs/binary.md's table documents and the
   addon's GDScript reads (Godot's own `--fixed-fps` aside);
+- docs/binary.md's table is the one list of the binary's flags: exactly the flags the addon's GDScript reads, and
+  no other page has a table of them;
 - every `scripts/NAME.py` exists and its flags are the script's own; in a ```bash block it is run with `python` or is
   executable;
 - every `ray start`/`ray stop` flag appears in that command's `--help`;
 - any other command of a ```bash block is in EXCEPTIONS, with the reason it cannot be checked this way;
-- every relative link or image of README.md and docs/*.md points to a file that exists (and a `#anchor` to one of
-  that page's headings), and the README links every page of docs/;
-- README.md has at most 250 lines, and its "Train your own game" section lies within the first 150.
+- every relative link or image of README.md, docs/*.md and the addon's README points to a file that exists (and a
+  `#anchor` to one of that page's headings), and the README links every page of docs/;
+- README.md has at most 250 lines, its "Train your own game" section and every `--env-path` command lie within the
+  first 150, and it has exactly two set-up commands, `make demo` and `make test`;
+- the controller contract (docs/own_game.md) names every public member of agent_controller.gd, one hop from the
+  README;
+- "When it does not learn" (docs/training.md) names only tags the trainer writes and every ablation switch;
+- docs/benchmarks.md is one row per measurement, each on a machine the page describes;
+- the numbers the docs state about the code: ppo.py's size, `make demo`'s steps and training time.
 """
 
+import dataclasses
 import os
 import re
 import shutil
@@ -42,7 +52,9 @@ EXCEPTIONS = {
     "rsync -a exports/ OTHER_HOST:$PWD/exports/": "copies the exports to another host of a Ray cluster",
 }
 # Flags a game binary takes that Godot itself reads (rl_args.gd never sees them).
-ENGINE_FLAGS = {"--fixed-fps"}
+ENGINE_FLAGS = {"--fixed-fps", "--disable-render-loop"}
+ADDON = REPO / "godot_project" / "addons" / "rl_sync"
+ADDON_README = ADDON / "README.md"
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 FLAG = re.compile(r"(?<![\w/.~$-])(--?[A-Za-z][\w-]*)")
@@ -226,7 +238,7 @@ def links(page: Path) -> list[str]:
 
 def test_every_relative_link_points_to_a_file_that_exists():
     problems = []
-    for page in PAGES:
+    for page in [*PAGES, ADDON_README]:
         for target in links(page):
             if re.match(r"[a-z]+:", target):  # https:, mailto:
                 continue
@@ -251,3 +263,180 @@ def test_the_readme_is_a_first_screen_that_links_every_page():
     linked = {(README.parent / t.partition("#")[0]).resolve() for t in links(README)}
     unlinked = [p.name for p in DOCS.glob("*.md") if p.resolve() not in linked]
     assert not unlinked, f"docs pages the README does not link: {unlinked}"
+
+
+def test_the_readme_has_two_set_up_commands_and_the_own_game_commands_early():
+    lines = README.read_text().splitlines()
+    start = lines.index("## The two commands")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("## "))
+    setup = [c.split("#")[0].strip() for c in bash_commands("\n".join(lines[start:end]))]
+    assert setup == ["make demo", "make test"], setup
+    installs = re.compile(r"\b(pip3? install|apt(-get)? install|python3? -m venv|make (deps|system-deps|export))\b")
+    others = [c for c in bash_commands("\n".join(lines)) if installs.search(c)]
+    assert not others, f"set-up commands besides make demo / make test: {others}"
+    own_game = [i + 1 for i, line in enumerate(lines) if "--env-path" in line and not line.startswith(("`", "-"))]
+    assert own_game and max(own_game) <= 150, f"README's --env-path commands are on lines {own_game}, after 150"
+
+
+# How the addon's GDScript reads a flag: RlArgs' getters (the key first, or after the SceneTree: the index of the
+# key's argument), a Dictionary from RlArgs.parse() named `args` (`args.has("key")`, `args.get("key", ...)`, or a
+# loop over a list of keys), and the raw command line (`begins_with("--" + FLAG ...)`).
+KEY_ARGUMENT = {"get_int": 1, "get_positive_float": 1, "get_string": 0, "has": 0}
+GETTER = re.compile(r"\bRlArgs\.(get_int|get_positive_float|get_string|has)\(")
+
+
+def call_arguments(text: str, start: int) -> list[str]:
+    """The top-level arguments of the call whose "(" is just before ``start``."""
+    args, depth, current = [], 0, ""
+    for ch in text[start:]:
+        if ch == ")" and depth == 0:
+            return [*args, current.strip()]
+        if ch == "," and depth == 0:
+            args, current = [*args, current.strip()], ""
+            continue
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        current += ch
+    return args
+
+
+def addon_flags(folder: Path) -> tuple[set[str], list[str]]:
+    """(the `--flags` the GDScript under ``folder`` reads, the reads whose flag this test cannot name)."""
+    found, unknown = set(), []
+    for path in sorted(folder.rglob("*.gd")):
+        if path.name == "rl_args.gd":  # the parser itself reads every key
+            continue
+        text = path.read_text()
+        consts = dict(re.findall(r'^const (\w+)\s*:?=\s*"([^"]*)"', text, re.M))
+
+        def name(expr: str, where: str):
+            literal = re.fullmatch(r'"(\w+)"', expr)
+            if literal or expr in consts:
+                found.add("--" + (literal.group(1) if literal else consts[expr]))
+            else:
+                unknown.append(f"{path.name}: {where}")
+
+        for m in GETTER.finditer(text):
+            args = call_arguments(text, m.end())
+            index = KEY_ARGUMENT[m.group(1)]
+            name(args[index] if len(args) > index else "", m.group(0) + ", ".join(args) + ")")
+        loops = {var: keys for var, keys in re.findall(r"for (\w+) in \[([^\]]*)\]:", text)}
+        for m in re.finditer(r"\bargs\.(has|get)\(([^,)]*)", text):
+            expr = m.group(2).strip()
+            if expr in loops:
+                found.update("--" + k for k in re.findall(r'"(\w+)"', loops[expr]))
+            else:
+                name(expr, m.group(0))
+        if "RlArgs.parse()" in text and not re.search(r"\bargs\.(has|get)\(", text):
+            unknown.append(f"{path.name}: RlArgs.parse()'s Dictionary read under a name other than `args`")
+        if "get_cmdline_args()" in text:
+            raw = re.findall(r'begins_with\("--(\w+)=?"\)|begins_with\("--" \+ (\w+)', text)
+            for literal, const in raw:
+                name(f'"{literal}"' if literal else const, "begins_with(...)")
+            if not raw:
+                unknown.append(f"{path.name}: OS.get_cmdline_args() read without a begins_with(\"--KEY\")")
+    return found, unknown
+
+
+def test_the_binary_flags_are_listed_once_and_are_the_flags_the_addon_reads():
+    read, unknown = addon_flags(ADDON)
+    assert not unknown, f"flag reads this test cannot name (use a string literal or a constant): {unknown}"
+    assert {"--port", "--agents", "--speedup", "--env_param", "--headless", "--list_envs"} <= read  # every way is seen
+    documented = binary_keys()
+    assert not read - documented, f"flags the addon reads that docs/binary.md's table lacks: {sorted(read - documented)}"
+    assert not documented - read, f"docs/binary.md lists flags the addon never reads: {sorted(documented - read)}"
+    copies = []
+    for page in [*PAGES, ADDON_README]:
+        if page.name == "binary.md":
+            continue
+        for line in page.read_text().splitlines():
+            first = line.split("|")[1] if line.startswith("| `--") else ""  # a row that documents a flag
+            if set(re.findall(r"--[\w-]+", first)) & documented:
+                copies.append(f"{page.relative_to(REPO)}: {line[:80]}")
+    assert not copies, f"tables of the binary's flags outside docs/binary.md (link to it instead): {copies}"
+
+
+def test_the_flag_check_sees_a_flag_added_to_the_gdscript(tmp_path):
+    (tmp_path / "mode.gd").write_text(
+        'const FLAG := "raw"\n'
+        'func a(tree):\n\tRlArgs.get_int(tree, "new_flag", 0, 1)\n\tRlArgs.has("other")\n'
+        '\tfor arg in OS.get_cmdline_args():\n\t\tif arg.begins_with("--" + FLAG + "="):\n\t\t\tpass\n'
+        'static func b(args: Dictionary):\n\tfor key in ["x", "y"]:\n\t\tif args.has(key):\n\t\t\tpass\n'
+        '\treturn args.get("env", "")\n')
+    assert addon_flags(tmp_path) == ({"--new_flag", "--other", "--raw", "--x", "--y", "--env"}, [])
+    (tmp_path / "mode.gd").write_text('var KEY = "k"\nfunc a(tree):\n\tRlArgs.get_string(KEY)\n')
+    assert addon_flags(tmp_path)[1] == ["mode.gd: RlArgs.get_string(KEY)"]
+
+
+def section(page: Path, heading: str) -> str:
+    """The text of a page's `## heading` section, up to the next `## `."""
+    text = page.read_text()
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else len(text)]
+
+
+def test_the_controller_contract_is_one_hop_from_the_readme_and_names_every_member():
+    assert "docs/own_game.md#the-controller-contract" in links(README)
+    contract = section(DOCS / "own_game.md", "The controller contract")
+    source = (ADDON / "agent_controller.gd").read_text()
+    members = re.findall(r"^func ([a-z]\w*)\(", source, re.M) + re.findall(r"^(?:export )?var ([a-z]\w*)", source, re.M)
+    assert "get_obs" in members and "reward" in members
+    missing = [m for m in members if f"`{m}" not in contract]
+    assert not missing, f"public members of agent_controller.gd the contract does not name: {missing}"
+    for sensor in ("RaycastSensor2D", "RaycastSensor3D"):
+        assert sensor in contract
+
+
+def trainer_source() -> str:
+    return "\n".join(p.read_text() for p in (REPO / "python_trainer").rglob("*.py"))
+
+
+def test_when_it_does_not_learn_names_real_tags_and_every_ablation_switch():
+    from python_trainer import normalization, ppo, rollout
+
+    text = section(DOCS / "training.md", "When it does not learn")
+    source = trainer_source()
+    tags = set(re.findall(r"`((?:charts|losses|perf|diagnostics|eval|episode_info)/[\w<>]+)`", text))
+    assert {"charts/episodic_return", "losses/approx_kl", "perf/update_s"} <= tags
+    unwritten = [t for t in sorted(tags) if t not in source and f"{t.split('/')[0]}/{{" not in source]
+    assert not unwritten, f"tags the trainer never writes: {unwritten}"
+    switches = {f"--no-{f.name.replace('_', '-')}" for cls in (ppo.Args, normalization.NormArgs, rollout.RolloutArgs)
+                for f in dataclasses.fields(cls) if "bool" in str(f.type)}  # fmt: skip
+    named = set(re.findall(r"`(--no-[\w-]+)`", text))
+    assert switches == named, f"switches without a word: {sorted(switches - named)}; no such switch: {sorted(named - switches)}"
+
+
+MACHINE = re.compile(r"^- \*\*([A-Z])\*\*: ", re.M)
+
+
+def test_benchmarks_are_one_row_per_measurement_on_a_described_machine():
+    text = (DOCS / "benchmarks.md").read_text()
+    machines = set(MACHINE.findall(text))
+    table = text[text.index("| measurement |"):text.index("\n\n", text.index("| measurement |"))].splitlines()[2:]
+    assert len(table) > 15
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in table]
+    firsts = [c[0] for c in cells]
+    assert len(set(firsts)) == len(firsts), f"measurements with more than one row: {firsts}"
+    assert all(c[-1] in machines for c in cells), [c[-1] for c in cells]
+    long_rows = [row[:60] for row in text.splitlines() if row.startswith("|") and len(row) > 400]
+    assert not long_rows, f"rows over 400 characters (a lab notebook's; the history goes under History): {long_rows}"
+    missing = [s for s in re.findall(r"`(bench_\w+\.py)`", text) if not (REPO / "scripts" / s).is_file()]
+    assert not missing, f"no such scripts: {missing}"
+
+
+def test_the_numbers_the_docs_state_about_the_code():
+    stated = re.search(r"`python_trainer/ppo.py` is the whole algorithm in one file \(about (\d+) lines\)",
+                       (DOCS / "training.md").read_text())  # fmt: skip
+    assert stated, "docs/training.md no longer states ppo.py's size"
+    actual = len((REPO / "python_trainer" / "ppo.py").read_text().splitlines())
+    assert abs(actual - int(stated.group(1))) <= 0.1 * actual, f"ppo.py has {actual} lines, the docs say about {stated.group(1)}"
+    readme = README.read_text()
+    demo = re.search(r"`make demo` trains for (\d+)M agent-steps \((\d+)–(\d+) s of training", readme)
+    assert demo, "README no longer states make demo's steps and time"
+    recipe = re.search(r"^demo:.*?--total-timesteps (\d+)", (REPO / "Makefile").read_text(), re.M | re.S)
+    assert int(recipe.group(1)) == int(demo.group(1)) * 1_000_000
+    row = next(r for r in (DOCS / "benchmarks.md").read_text().splitlines() if r.startswith("| `make demo`'s training"))
+    seconds = [float(s) for s in re.findall(r"(\d+(?:\.\d+)?) s\b", row.split("|")[3])]
+    low, high = int(demo.group(2)), int(demo.group(3))
+    assert seconds and all(low <= round(s) <= high for s in seconds), f"benchmarks.md measured {seconds} s, README says {low}–{high} s"

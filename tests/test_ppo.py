@@ -428,7 +428,7 @@ def test_target_kl_stops_the_update_epochs_early(tmp_path):
 
 
 def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
-    """The fake game with a continuous key (a0, 2 values) and a discrete key of 3 choices (a1), through ppo.main:
+    """The fake game with a continuous key (a0, 2 values) and a discrete key of 3 choices (a1), through train.main:
     rollout, update, checkpoint, resume and the deterministic evaluation."""
     import stat
 

@@ -2,8 +2,8 @@
 between folders, and a check that each import goes down the layer map (`python_trainer.LAYERS`, written once).
 
     .venv/bin/python scripts/layers.py               # the tree, the folder graph, then the verdict; exit 1 on a problem
-    .venv/bin/python scripts/layers.py --layout-md   # the module table of docs/layout.md (tests/test_layers.py holds
-                                                     # the page to it)
+    .venv/bin/python scripts/layers.py --write-docs  # write docs/layout.md's module table anew (tests/test_layers.py
+                                                     # holds the page to it)
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ sys.path.insert(0, str(ROOT))
 from python_trainer import LAYERS  # noqa: E402  (the package's face imports nothing heavy)
 
 FOLDERS = [folder for folder, _ in LAYERS]
+LAYOUT_MD = ROOT / "docs" / "layout.md"
+BEGIN, END = "<!-- layers:begin -->\n", "<!-- layers:end -->\n"
 
 
 def modules() -> dict:
@@ -106,9 +108,20 @@ def layout_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def layout_md_table() -> str:
+    """The table docs/layout.md holds now, between its markers."""
+    text = LAYOUT_MD.read_text()
+    return text[text.index(BEGIN) + len(BEGIN):text.index(END)]
+
+
+def write_docs() -> None:
+    text = LAYOUT_MD.read_text()
+    LAYOUT_MD.write_text(text[:text.index(BEGIN) + len(BEGIN)] + layout_table() + text[text.index(END):])
+
+
 def main(argv) -> int:
-    if "--layout-md" in argv:
-        print(layout_table(), end="")
+    if "--write-docs" in argv:
+        write_docs()
         return 0
     mods, edges = modules(), graph()
     for folder, what in LAYERS:

@@ -16,7 +16,7 @@ Where each concern lives (scripts/import_graph.py prints every module with its j
     policy_file    the in-engine player's policy file (format, building it from an agent, writing, reading)
     onnx_policy    policy files as ONNX models in godot-rl's convention, and ONNX policies as policy files
     playback       policy export from checkpoints and watching trained agents in the engine
-    profiling      headless vs windowed instance profiling
+    profile/       headless vs windowed instance profiling (command, sample, measure, report, compare)
     game_commands  `godot-ppo envs` and `godot-ppo launch`
     vec_env        the gymnasium vector env over Godot instances (gym_env: over gymnasium ids; grouped_env: groups)
     launcher       ports, tokens, logs, Xvfb, restarts of game instances

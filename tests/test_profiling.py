@@ -40,8 +40,8 @@ def our_pids(report):
 
 def test_engine_only_synced_and_pipelined_side_by_side(tmp_path, headless_export, capsys):
     out = tmp_path / "out"
-    code = profiling.main(["--modes", "headless", "--num-instances", "1,2", "--agents-per-instance", "4", "--steps", "100",
-                           "--warmup-steps", "5", "--out", str(out)])
+    code = profiling.main(["--modes", "headless", "--num-instances", "1,2", "--agents-per-instance", "4",
+                           "--steps", "100", "--warmup-steps", "5", "--out", str(out)])
     printed = capsys.readouterr()
     assert code == 0, printed.err
     rows = {int(r["instances"]): r for r in csv.DictReader(open(out / "profile.csv"))}

@@ -15,7 +15,8 @@ from typing import Annotated, Optional
 from python_trainer.base import paths
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.flags import (ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S,
-                                       NUM_INSTANCES, SPEEDUP, aliases, at_least, flag, parse_flags, positive)  # fmt: skip
+                                       NUM_INSTANCES, SPEEDUP, aliases, at_least, flag, parse_flags,
+                                       positive)  # fmt: skip
 from python_trainer.envs.env_params import describe
 from python_trainer.envs.game import GameError, GameExport, godot_game, list_games
 from python_trainer.envs.protocol import DIALECT_NAMES

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import OutputError, check_output
-from python_trainer.base.flags import (AGENTS_PER_INSTANCE, MAX_INSTANCES, FlagError, GoesWith, Rule, aliases,
+from python_trainer.base.flags import (AGENTS_PER_INSTANCE, NUM_INSTANCES, FlagError, GoesWith, Rule, aliases,
                                        at_least, flag, parse_flags, positive)  # fmt: skip
 from python_trainer.envs.game import GameError, GodotGame, godot_game
 from python_trainer.envs.xvfb import display_available, no_display_message, user_display
@@ -39,8 +39,8 @@ def mode_list(text: str) -> list[str]:
     return [m for m in MODES if m in _items(text)]
 
 
-INSTANCE_COUNTS = Rule(lambda v: bool(_items(v)) and all(t.isdigit() and 1 <= int(t) <= MAX_INSTANCES for t in _items(v)),
-                       f"a comma-separated list of instance counts, each 1 to {MAX_INSTANCES}", "1,2,4,8")  # fmt: skip
+INSTANCE_COUNTS = Rule(lambda v: bool(_items(v)) and all(t.isdigit() and NUM_INSTANCES.ok(int(t)) for t in _items(v)),
+                       f"a comma-separated list of instance counts, each {NUM_INSTANCES.what}", "1,2,4,8")  # fmt: skip
 MODE_LIST = Rule(lambda v: bool(_items(v)) and all(t in MODES for t in _items(v)),
                  f"a comma-separated list of modes from {', '.join(MODES)}", "headless,windowed")  # fmt: skip
 SECONDS = positive("10", "a number of seconds > 0")
@@ -101,6 +101,7 @@ def display_note(modes) -> Optional[str]:
 
 
 def _game_and_policy(opts: ProfileArgs, modes) -> tuple[GodotGame, object]:
+    """The game (its export checked for every mode asked) and the policy that acts (None: random actions)."""
     try:
         game = godot_game(opts.env_id, opts.env_path, timeout=opts.connect_timeout)
         for mode in modes:
@@ -132,7 +133,8 @@ def main(argv=None) -> int:
     }
     if note:
         print(note, file=sys.stderr)
-    print(f"profiling {len(configs)} configuration(s) of {game.env}: {window} each; output in {out_dir}", file=sys.stderr)
+    print(f"profiling {len(configs)} configuration(s) of {game.env}: {window} each; output in {out_dir}",
+          file=sys.stderr)  # fmt: skip
     status = 0
     try:
         status = _profile_all(configs, opts, game, out_dir, policy, report)

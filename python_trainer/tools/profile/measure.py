@@ -289,4 +289,3 @@ def _failure_tails(env) -> str:
             parts.append(f"--- instance {inst.index} (pid {inst.pid}, exit code {inst.exit_code()}), "
                          f"{inst.log_path} ---\n{inst.log_tail()}")
     return "\n".join(parts)
-

@@ -289,4 +289,3 @@ def write_outputs(out_dir: Path, report: dict, png: bool = True) -> None:
     atomic("profile.md", lambda p: p.write_text(markdown(report)))
     if png:
         atomic("profile.png", lambda p: write_png(p, report))
-

@@ -170,4 +170,3 @@ class ResourceSampler:
                 "other_cpu_pct": max(0.0, d["machine_cpu_pct"] - ours),
                 "python_share_of_ours": (py["cpu_user_pct"] + py["cpu_system_pct"]) / ours if py and ours > 0 else None,
                 **roles}
-

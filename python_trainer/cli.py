@@ -21,7 +21,7 @@ COMMANDS = {
     "import-policy": ("python_trainer.tools.playback", "import_policy_main", "turn an ONNX policy (SB3, CleanRL) into one"),
     "play": ("python_trainer.tools.playback", "play_main", "watch a trained policy in the Godot window"),
     "record": ("python_trainer.tools.record_command", "main", "play the game and record demonstrations for --demos"),
-    "profile": ("python_trainer.tools.profiling", "main", "profile headless against windowed instances"),
+    "profile": ("python_trainer.tools.profile.command", "main", "profile headless against windowed instances"),
 }
 
 # ======================================================================================================================

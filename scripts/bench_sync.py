@@ -10,7 +10,7 @@ synced       the same games driven by python_trainer.envs.vec_env.GodotVecEnv wi
              (binary step exchange; every game waits while Python decodes and chooses).
 ratio        synced / engine-only (the goal: at least 70%, 80% the aim).
 pipelined    the same, pipelined as training runs 2 or more instances: one half of the instances simulates while
-             the other half's actions are chosen (profiling.run_window).
+             the other half's actions are chosen (tools/profile/measure.run_window).
 PPO          `godot-ppo train` on the same games (its defaults: pipelined with 2 or more instances), --ppo-steps
              agent-steps: its last charts/SPS, the share of the synced rate it keeps, and where an update's time went
              (the medians of its perf/* tags, the first two updates left out): the rollout (acting: the normaliser,
@@ -33,7 +33,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from python_trainer.envs.game import add_game_arguments, godot_game  # noqa: E402
-from python_trainer.tools.profiling import engine_benchmark, run_window  # noqa: E402
+from python_trainer.tools.profile.measure import engine_benchmark, run_window  # noqa: E402
 from python_trainer.envs.vec_env import make_vec_env  # noqa: E402
 
 

@@ -12,7 +12,7 @@ player resets itself on the frame after (the plugin's pattern). Then, as a user 
     godot-ppo export --project WORK/plugin_reach --out WORK/plugin_reach/exports
     godot-ppo envs --env-path EXPORT
     godot-ppo train --env-path EXPORT --num-instances 2 --total-timesteps N --seed 1
-    godot-ppo profile --env-path EXPORT --modes headless,windowed --instances 1,2 --seconds 5
+    godot-ppo profile --env-path EXPORT --modes headless,windowed --num-instances 1,2 --seconds 5
 
 and measures a random policy's mean return on the same export for comparison. It prints the figures and exits 1 when
 the trained deterministic policy does not beat random play by at least half the gap to the best return (about 20).
@@ -216,7 +216,7 @@ def main() -> int:
     settings = json.loads((run_dir / "args.json").read_text()).get("game_settings")
     profile = None
     if not args.no_profile:
-        godot_ppo("profile", "--env-path", str(export), "--modes", "headless,windowed", "--instances", "1,2",
+        godot_ppo("profile", "--env-path", str(export), "--modes", "headless,windowed", "--num-instances", "1,2",
                   "--seconds", "5", "--out", str(work / "profile"), capture=False)  # fmt: skip
         profile = json.loads((work / "profile" / "profile.json").read_text())["results"]
     print("\n== figures ==")

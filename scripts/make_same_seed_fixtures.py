@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "same_seed"
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
-from python_trainer.tools.profiling import cpu_model  # noqa: E402
+from python_trainer.tools.profile.sample import cpu_model  # noqa: E402
 from same_seed_kernels import SETS_FILE, fingerprint, kernels_env, read_sets, set_of  # noqa: E402
 
 # name -> the train flags, and the flags of every run (--seed 1, no evaluation, one checkpoint at the end)

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from conftest import FAKE_GAME, REPO
-from python_trainer.tools import game_commands, playback, profiling
+from python_trainer import cli
+from python_trainer.tools import playback
 from python_trainer.run import train
 from python_trainer.envs.game import GameInstance, godot_game
 from python_trainer.envs.launcher import InstanceLauncher
@@ -70,10 +71,10 @@ def _slow_export(tmp_path):
 
 COMMANDS = {
     "train": lambda game, flag: train.main(["--env-path", game, flag, "1.5", "--run-dir-root", "runs_never"]),
-    "launch": lambda game, flag: game_commands.launch_main(["--env-path", game, flag, "1.5", "--seconds", "1"]),
-    "envs": lambda game, flag: game_commands.envs_main(["--env-path", game, flag, "1.5"]),
-    "profile": lambda game, flag: profiling.main(["--env-path", game, flag, "1.5", "--modes", "headless",
-                                                  "--instances", "1", "--out", "profile_never"]),
+    "launch": lambda game, flag: cli.main(["launch", "--env-path", game, flag, "1.5", "--seconds", "1"]),
+    "envs": lambda game, flag: cli.main(["envs", "--env-path", game, flag, "1.5"]),
+    "profile": lambda game, flag: cli.main(["profile", "--env-path", game, flag, "1.5", "--modes", "headless",
+                                            "--num-instances", "1", "--out", "profile_never"]),
     "play": lambda game, flag: playback.play_main([str(REPO / "exports" / "policies" / "ball_chase.json"),
                                                    "--env-path", game, flag, "1.5"]),
 }
@@ -93,8 +94,8 @@ def test_every_command_that_starts_games_takes_connect_timeout(command, flag, tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["slow_game.x86_64"]  # no run or profile folder
 
 
-@pytest.mark.parametrize("main", [game_commands.launch_main, game_commands.envs_main, profiling.main,
-                                  playback.play_main, train.main],
+@pytest.mark.parametrize("main", [lambda argv: cli.main(["launch", *argv]), lambda argv: cli.main(["envs", *argv]),
+                                  lambda argv: cli.main(["profile", *argv]), playback.play_main, train.main],
                          ids=["launch", "envs", "profile", "play", "train"])  # fmt: skip
 def test_a_connect_timeout_that_is_not_a_positive_number_is_refused(main, tmp_path, capsys):
     argv = ["--connect-timeout", "0", "--run-dir-root", str(tmp_path)] if main is train.main else ["--connect-timeout", "0"]

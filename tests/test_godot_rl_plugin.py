@@ -144,7 +144,7 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
 
 
 def test_profile_measures_a_plain_game_from_outside(tmp_path, capsys):
-    from python_trainer.tools import profiling
+    from python_trainer.tools.profile import command as profiling
 
     out = tmp_path / "profile"
     code = profiling.main(["--env-path", str(plain_export(tmp_path)), "--modes", "headless", "--instances", "1,2",

@@ -400,8 +400,8 @@ def test_launch_command_exits_0_on_ctrl_c(headless_export, tmp_path):
     import re
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "python_trainer", "launch", "--env", "ball_chase", "--instances", "2",
-         "--agents", "4", "--run-dir", str(tmp_path), "--report-every", "0.2"],
+        [sys.executable, "-m", "python_trainer", "launch", "--env", "ball_chase", "--num-instances", "2",
+         "--agents-per-instance", "4", "--run-dir", str(tmp_path), "--report-every", "0.2"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     try:

@@ -183,18 +183,18 @@ def test_the_frames_folder_of_a_killed_recording_is_removed_by_the_next(tmp_path
 # Profiles
 # ======================================================================================================================
 def test_profile_out_under_a_file_is_refused_before_any_instance(tmp_path, capsys, headless_export):
-    from python_trainer.tools import profiling
+    from python_trainer import cli
 
     (tmp_path / "a_file").write_text("x")
     out = tmp_path / "a_file" / "profile"
-    assert profiling.main(["--modes", "headless", "--instances", "1", "--out", str(out)]) == 2
+    assert cli.main(["profile", "--modes", "headless", "--num-instances", "1", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == (f"godot-ppo profile: error: --out: cannot write {out}: {tmp_path / 'a_file'} is a file, not a "
                    "folder; give a path in a folder\n")  # fmt: skip
 
 
 def test_a_profile_report_on_a_full_disk_keeps_the_previous_files(tmp_path, monkeypatch):
-    from python_trainer.tools import profiling
+    from python_trainer.tools.profile import report as profiling
 
     (tmp_path / "profile.csv").write_text("the previous report\n")
 

@@ -176,6 +176,15 @@ def test_a_program_that_lists_games_but_never_connects_times_out_and_is_ended(tm
     assert launcher.instances[0].proc.poll() is not None
 
 
+def test_envs_names_a_game_that_does_not_start_in_one_line_at_the_end(tmp_path):
+    script = write_script(tmp_path / "mute.sh", 'case "$*" in *--list_envs*) echo \'{"envs": ["mute"], "default": "mute"}\';'
+                                                 ' exit 0;; esac\nexec sleep 600\n')  # fmt: skip
+    result = run_cli("envs", "--env-path", str(script), "--connect-timeout", "2")
+    assert result.returncode == 1 and result.stdout.startswith(f"{script}: 1 game(s), default mute")
+    assert result.stderr.startswith("godot-ppo envs: error: cannot start mute: timed out after 2s waiting for "
+                                    "instance 0") and result.stderr.count("\n") == 1, result.stderr  # fmt: skip
+
+
 def test_unknown_env_id_names_the_games_of_the_binary(headless_export):
     with pytest.raises(GameError, match=r"unknown env id 'volleyball': neither a game in --env-path .* \(its games: ball_chase, cart_pole, .*jumper.*sparse_goal.*\)"):
         resolve_env("volleyball", headless_export)

@@ -15,7 +15,10 @@ import psutil
 import pytest
 
 from conftest import REPO, descendants, wait_gone
-from python_trainer.tools import profiling
+from python_trainer import cli
+from python_trainer.base.flags import parse_flags, to_argv
+from python_trainer.run import train
+from python_trainer.tools.profile import command as profiling
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,8 +40,8 @@ def our_pids(report):
 
 def test_engine_only_synced_and_pipelined_side_by_side(tmp_path, headless_export, capsys):
     out = tmp_path / "out"
-    code = profiling.main(["--modes", "headless", "--instances", "1,2", "--agents", "4", "--steps", "100",
-                           "--warmup-steps", "5", "--out", str(out)])
+    code = profiling.main(["--modes", "headless", "--num-instances", "1,2", "--agents-per-instance", "4",
+                           "--steps", "100", "--warmup-steps", "5", "--out", str(out)])
     printed = capsys.readouterr()
     assert code == 0, printed.err
     rows = {int(r["instances"]): r for r in csv.DictReader(open(out / "profile.csv"))}
@@ -53,6 +56,7 @@ def test_engine_only_synced_and_pipelined_side_by_side(tmp_path, headless_export
 
 
 def test_tiny_profile_headless_and_windowed(tmp_path, headless_export, windowed_export, capsys):
+    # --instances and --agents: the older names of --num-instances and --agents-per-instance
     code, out = run_profile(tmp_path, "--modes", "headless,windowed", "--instances", "1,2", "--agents", "3",
                             "--steps", "150", "--warmup-steps", "5", "--sample-interval", "0.1")
     printed = capsys.readouterr()
@@ -202,34 +206,67 @@ def test_compare_training(tmp_path, headless_export, capsys):
     assert t["child_pids"] and wait_gone(our_pids(report)) == []
 
 
+COUNTS = "a comma-separated list of instance counts, each 1 to 64"
+AGENTS = "--agents-per-instance {} is not valid: give 1 to 2048"
+
+
 @pytest.mark.parametrize("args, message", [
-    (["--instances", "0"], "positive integers"),
-    (["--instances", "1,x"], "positive integers"),
-    (["--instances", "-2"], "positive integers"),
-    (["--agents", "0"], "positive integer"),
-    (["--agents=-3"], "positive integer"),
-    (["--modes", "fullscreen"], "valid modes are headless, windowed"),
-    (["--modes", "headless,gpu"], "valid modes are headless, windowed"),
-    (["--steps", "10", "--seconds", "2"], "not allowed with"),
+    (["--num-instances", "0"], f"--num-instances 0 is not valid: give {COUNTS}"),
+    (["--instances", "1,x"], f"--num-instances 1,x is not valid: give {COUNTS}"),
+    (["--instances", "-2"], f"--num-instances -2 is not valid: give {COUNTS}"),
+    (["--num-instances", "1,65"], f"--num-instances 1,65 is not valid: give {COUNTS}"),
+    (["--agents", "0"], AGENTS.format(0)),
+    (["--agents-per-instance=-3"], AGENTS.format(-3)),
+    (["--modes", "fullscreen"], "give a comma-separated list of modes from headless, windowed"),
+    (["--modes", "headless,gpu"], "give a comma-separated list of modes from headless, windowed"),
+    (["--steps", "10", "--seconds", "2"], "--seconds is not allowed with --steps"),
+    (["--compare-seconds", "5"], "--compare-seconds is for the training comparison: add --compare-training"),
     (["--env", "volleyball"], "unknown env id 'volleyball'"),
     (["--env-path", "/nowhere/game.x86_64"], "no such file"),
 ])
 def test_bad_input_fails_fast(args, message, capsys, tmp_path):
     t = time.monotonic()
-    assert profiling.main([*args, "--out", str(tmp_path / "never")]) == 2
+    assert cli.main(["profile", *args, "--out", str(tmp_path / "never")]) == 2
     err = capsys.readouterr().err
-    assert message in err and "godot-ppo profile" in err
+    assert err.startswith("godot-ppo profile: error: ") and message in err and err.count("\n") == 1, err
     assert time.monotonic() - t < 5 and not (tmp_path / "never").exists()
+
+
+def test_a_flag_that_cannot_be_parsed_is_refused_by_the_parser(capsys, tmp_path):
+    assert cli.main(["profile", "--agents", "x", "--out", str(tmp_path / "never")]) == 2
+    assert "--agents-per-instance" in capsys.readouterr().err and not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("command", ["profile", "launch"])
+def test_profile_and_launch_show_trains_instance_flags_and_their_older_names(command, capsys):
+    assert cli.main([command, "--help"]) == 0
+    shown = capsys.readouterr().out
+    for new, old in (("--num-instances", "--instances"), ("--agents-per-instance", "--agents")):
+        assert f"{old} " in shown and f"{new} " in shown, (new, old, shown)
+
+
+def test_the_comparison_gives_train_flags_it_declares():
+    """The training comparison's command line is built from train's Args: it parses back to the values given."""
+    argv = to_argv(train.Args, env_id="ball_chase", num_instances=2, agents_per_instance=None, window=True,
+                   connect_timeout=12.5, run_dir_root="somewhere", torch_deterministic=False)  # fmt: skip
+    assert argv == ["--env-id", "ball_chase", "--num-instances", "2", "--window", "--connect-timeout", "12.5",
+                    "--run-dir-root", "somewhere", "--no-torch-deterministic"]  # fmt: skip
+    args = parse_flags(train.Args, argv, "godot-ppo train")
+    assert (args.env_id, args.num_instances, args.agents_per_instance, args.window, args.connect_timeout,
+            args.run_dir_root, args.torch_deterministic) == ("ball_chase", 2, None, True, 12.5, "somewhere", False)
+    with pytest.raises(TypeError, match="no field 'instances'"):
+        to_argv(train.Args, instances=2)
 
 
 def test_no_display_and_no_xvfb(monkeypatch, capsys, tmp_path, windowed_export):
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no Xvfb on it
-    assert profiling.main(["--modes", "windowed", "--instances", "1", "--out", str(tmp_path / "never")]) == 2
+    assert cli.main(["profile", "--modes", "windowed", "--num-instances", "1", "--out", str(tmp_path / "never")]) == 2
     err = capsys.readouterr().err
-    assert "apt-get install xvfb" in err and "$DISPLAY is not set" in err
+    assert "apt-get install xvfb" in err and "$DISPLAY is not set" in err and "profile --modes headless only" in err
 
 
 def test_bad_policy(capsys, tmp_path, headless_export):
-    assert profiling.main(["--modes", "headless", "--policy", str(tmp_path / "no_run"), "--out", str(tmp_path / "o")]) == 2
+    assert cli.main(["profile", "--modes", "headless", "--policy", str(tmp_path / "no_run"), "--out",
+                     str(tmp_path / "o")]) == 2  # fmt: skip
     assert "--policy" in capsys.readouterr().err and not (tmp_path / "o").exists()

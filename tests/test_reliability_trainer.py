@@ -162,7 +162,8 @@ def test_a_signal_while_writing_a_checkpoint_or_updating_corrupts_nothing(tmp_pa
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_launch_ends_cleanly_on_sigterm_and_sighup(headless_export, sig):
-    proc = _start([sys.executable, "-m", "python_trainer", "launch", "--env-id", "ball_chase", "--agents", "2"])
+    proc = _start([sys.executable, "-m", "python_trainer", "launch", "--env-id", "ball_chase", "--instances", "1",
+                   "--agents", "2"])  # the older names of --num-instances and --agents-per-instance
     try:
         read_line(proc, b"launched", timeout=60)
         games = descendants(proc.pid)

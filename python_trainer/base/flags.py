@@ -130,6 +130,25 @@ def parse_flags(args_class, argv, prog: str, description: Optional[str] = None):
     return args
 
 
+def to_argv(args_class, **values) -> list:
+    """The command line that sets these fields of the arguments dataclass ``args_class`` (``num_instances=2`` ->
+    ``--num-instances 2``; a bool -> ``--name`` / ``--no-name``; None is left out: the field keeps its default), for
+    a command that runs another: its flag names are the dataclass's, never spelled twice. TypeError for a name that
+    is not one of its fields."""
+    fields = {f.name for f in dataclasses.fields(args_class)}
+    argv = []
+    for name, value in values.items():
+        if name not in fields:
+            raise TypeError(f"{args_class.__name__} has no field {name!r}")
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            argv.append(_flag_name(name) if value else "--no-" + _flag_name(name)[2:])
+        else:
+            argv += [_flag_name(name), f"{value:g}" if isinstance(value, float) else str(value)]
+    return argv
+
+
 def _flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 

@@ -11,14 +11,18 @@ is left alone, and its Linux/X11 presets whose custom template is `godot3-server
 
 from __future__ import annotations
 
-import argparse
 import configparser
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal, Optional
 
-from python_trainer.base.errors import one_line
+import tyro
+
+from python_trainer.base.errors import UserError, one_line
+from python_trainer.base.flags import parse_flags
 from python_trainer.envs.game import game_environ
 from python_trainer.base.paths import BINARY_NAME, EXPORTS_DIR, GODOT_PROJECT, godot_server
 from python_trainer.base.processes import run_to_end
@@ -30,8 +34,22 @@ PRESETS_FILE = "export_presets.cfg"
 EXPORT_TIMEOUT_S = 180
 
 
-class ExportError(RuntimeError):
-    """The project cannot be exported; the message names the problem and the fix."""
+class ExportError(UserError, RuntimeError):
+    """The project cannot be exported; the message names the problem and the fix (exit status 1)."""
+
+    status = 1
+
+
+@dataclass
+class ExportArgs:
+    """Export a Godot 3 project as a headless and a windowed binary."""
+
+    project: Annotated[Optional[str], tyro.conf.arg(metavar="DIR")] = None
+    """the Godot 3 project folder (default: this repository's godot_project/)"""
+    out: Annotated[Optional[str], tyro.conf.arg(metavar="DIR")] = None
+    """where headless/ and windowed/ go (default: this repository's exports/)"""
+    only: Optional[Literal[KINDS]] = None  # Literal[KINDS]: the kinds, named once
+    """export only this kind"""
 
 
 def presets_cfg(exclude_filter: str = "") -> str:
@@ -165,18 +183,12 @@ def export(project=None, out=None, kinds=KINDS, quiet=False) -> dict:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="godot-ppo export", description=__doc__.splitlines()[0])
-    parser.add_argument("--project", default=None, metavar="DIR",
-                        help="the Godot 3 project folder (default: this repository's godot_project/)")
-    parser.add_argument("--out", default=None, metavar="DIR",
-                        help="where headless/ and windowed/ go (default: this repository's exports/)")
-    parser.add_argument("--only", choices=KINDS, help="export only this kind")
-    args = parser.parse_args(argv)
+    """`godot-ppo export`: the flags, the export, and how to train the exported game."""
+    args = parse_flags(ExportArgs, list(sys.argv[1:] if argv is None else argv), "godot-ppo export")
     try:
         written = export(args.project, args.out, (args.only,) if args.only else KINDS)
-    except (ExportError, FileNotFoundError) as e:
-        print(f"godot-ppo export: error: {e}", file=sys.stderr)
-        return 1
+    except FileNotFoundError as e:  # godot3-server is not installed
+        raise ExportError(str(e)) from None
     if args.project is not None and "headless" in written:
         print(f"train it: godot-ppo train --env-path {written['headless']}")
     return 0

@@ -11,19 +11,44 @@ drops the last episode; an existing file of the same game is appended to. docs/d
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Optional
 
-from python_trainer.demos import DemoError, read_episodes
-from python_trainer.base.errors import say
-from python_trainer.base.flags import add_connect_timeout
-from python_trainer.envs.game import GameError, GameInstance, add_game_arguments, godot_game
+import tyro
+
+from python_trainer.base.errors import UserError
+from python_trainer.base.flags import AGENTS_PER_INSTANCE, SPEEDUP, aliases, at_least, flag, parse_flags
 from python_trainer.base.processes import end_process_tree, spawn
 from python_trainer.base.signals import signal_policy
+from python_trainer.demos import DemoError, read_episodes
+from python_trainer.envs.game import GameError, GameInstance, godot_game
+from python_trainer.envs.xvfb import user_display
+from python_trainer.tools.game_flags import GameArgs
+
+
+@dataclass(kw_only=True)  # kw_only: --out, required, follows GameArgs' flags with defaults
+class RecordArgs(GameArgs):
+    """A person plays the game in its window and the addon records the episodes of agent 0 as demonstrations."""
+
+    out: Annotated[str, tyro.conf.arg(metavar="FILE")]
+    """the demonstration file (appended to when it holds episodes of the same game and spaces)"""
+    speedup: float = flag(1.0, SPEEDUP)
+    """game speed (1: real time; 0.5: half)"""
+    episodes: int = flag(0, at_least(0, "an integer >= 0 (0: until the window is closed)", "5"))
+    """stop after this many episodes (0: when the window is closed)"""
+    agent: int = flag(0, at_least(0, "an integer >= 0 (an agent's index)", "0"))
+    """the agent recorded (0 is the keyboard's)"""
+    agents_per_instance: Annotated[int, aliases("--agents")] = flag(1, AGENTS_PER_INSTANCE)
+    """agents the game is asked to simulate (the game's --agents)"""
+    max_episode_steps: Optional[int] = flag(None, at_least(1, "an integer >= 1", "500"))
+    """the game's time limit, in decision steps"""
+    seed: int = 0
+    """the game's seed (--env_seed)"""
 
 
 def _episodes_in(path: Path) -> list:
@@ -33,6 +58,14 @@ def _episodes_in(path: Path) -> list:
         return []
 
 
+def _addon_error(line: str) -> Optional[str]:
+    """The message of one of the addon's error lines (``rl_sync``, then the level ``error``, then the message, each
+    after a colon), else None."""
+    source, _, rest = line.partition(": ")
+    level, _, message = rest.partition(": ")
+    return message if source == "rl_sync" and level == "error" else None
+
+
 def _summary(episodes: list) -> str:
     steps = sum(len(e[1]) for e in episodes)
     returns = [sum(e[2]["rewards"]) for e in episodes if len(e) > 2 and isinstance(e[2], dict) and "rewards" in e[2]]
@@ -40,21 +73,21 @@ def _summary(episodes: list) -> str:
     return f"{len(episodes)} episodes, {steps} steps{mean}"
 
 
-def record(args) -> int:
+def record(args: RecordArgs) -> int:
+    """Start the windowed game recording into --out, show its recorder's lines, and say what the file holds."""
     out = Path(args.out).resolve()
-    if not os.environ.get("DISPLAY"):
-        say("godot-ppo record: error: no display ($DISPLAY is not set): a person must see the game to play it; run "
-            "this in a desktop session (or over ssh -X), or record a policy with the binary's --policy=FILE "
-            "--record_demos=FILE")
-        return 2
+    display = user_display()  # a person must see the window: no private Xvfb here
+    if display is None:
+        raise UserError("no display ($DISPLAY is not set): a person must see the game to play it; run this in a "
+                        "desktop session (or over ssh -X), or record a policy with the binary's --policy=FILE "
+                        "--record_demos=FILE")  # fmt: skip
     try:
         game = godot_game(args.env_id, args.env_path, timeout=args.connect_timeout)
     except GameError as e:
-        say(f"godot-ppo record: error: {e}")
-        return 2
+        raise UserError(str(e)) from None
     before = _episodes_in(out)
-    instance = GameInstance(game, agents=args.agents, seed=args.seed, speedup=args.speedup, headless=False,
-                            display=os.environ["DISPLAY"], fixed_fps=None,
+    instance = GameInstance(game, agents=args.agents_per_instance, seed=args.seed, speedup=args.speedup,
+                            headless=False, display=display, fixed_fps=None,
                             max_episode_steps=args.max_episode_steps)  # fmt: skip
     mode = [f"--record_demos={out}", f"--record_agent={args.agent}"]
     if args.episodes:
@@ -73,8 +106,8 @@ def record(args) -> int:
                 if not (line.startswith("rl_sync") or "SCRIPT ERROR" in line):
                     continue
                 print(line, flush=True)
-                if line.startswith("rl_sync: error"):
-                    failed.append(line)
+                if _addon_error(line) is not None:
+                    failed.append(_addon_error(line))
         code = proc.wait()
     except KeyboardInterrupt:
         code = 0
@@ -84,10 +117,10 @@ def record(args) -> int:
             proc.wait()
     after = _episodes_in(out)
     if failed or code not in (0, None):
-        say(f"godot-ppo record: error: the game ended with code {code}"
-            + (f" ({failed[0].removeprefix('rl_sync: error: ')})" if failed else "")
-            + (f"; {out} holds {_summary(after)}" if after else "") + f"; its output is in {log_path}")  # fmt: skip
-        return 1
+        raise UserError(f"the game ended with code {code}"
+                        + (f" ({failed[0]})" if failed else "")
+                        + (f"; {out} holds {_summary(after)}" if after else "") + f"; its output is in {log_path}",
+                        status=1)  # fmt: skip
     log_path.unlink(missing_ok=True)
     added = after[len(before):] if len(after) >= len(before) else []
     print(f"recorded {_summary(added)} in this session; {out} holds {_summary(after)}", flush=True)
@@ -97,21 +130,8 @@ def record(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="godot-ppo record", description=__doc__.split("\n\n")[0])
-    add_game_arguments(parser)
-    parser.add_argument("--out", required=True, metavar="FILE", help="the demonstration file (appended to when it "
-                        "holds episodes of the same game and spaces)")
-    parser.add_argument("--speedup", type=float, default=1.0, help="game speed (default 1: real time; 0.5: half)")
-    parser.add_argument("--episodes", type=int, default=0, help="stop after this many episodes (default: when the "
-                        "window is closed)")
-    parser.add_argument("--agent", type=int, default=0, help="the agent recorded (default 0, the keyboard's)")
-    parser.add_argument("--agents", type=int, default=1, help="agents the game is asked to simulate (default 1)")
-    parser.add_argument("--max-episode-steps", type=int, default=None, help="the game's time limit, in decision steps")
-    parser.add_argument("--seed", type=int, default=0, help="the game's seed (--env_seed)")
-    add_connect_timeout(parser)
-    args = parser.parse_args(argv)
-    if args.speedup <= 0 or args.episodes < 0 or args.agents < 1 or args.agent < 0:
-        parser.error("--speedup must be > 0, --episodes >= 0, --agents >= 1 and --agent >= 0")
+    """`godot-ppo record`: the flags, then the recording."""
+    args = parse_flags(RecordArgs, list(sys.argv[1:] if argv is None else argv), "godot-ppo record")
     with signal_policy():
         return record(args)
 

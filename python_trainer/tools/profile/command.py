@@ -1,0 +1,209 @@
+"""`godot-ppo profile`: its flags, the checks made before any instance starts, and the run over every configuration
+(then the training comparison), writing the report after each one."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated, Optional
+
+from python_trainer.base.errors import UserError
+from python_trainer.base.files import OutputError, check_output
+from python_trainer.base.flags import (AGENTS_PER_INSTANCE, NUM_INSTANCES, FlagError, GoesWith, Rule, aliases,
+                                       at_least, flag, parse_flags, positive)  # fmt: skip
+from python_trainer.envs.game import GameError, GodotGame, godot_game
+from python_trainer.envs.xvfb import display_available, no_display_message, user_display
+from python_trainer.tools.game_flags import GameArgs
+from python_trainer.tools.profile import compare, report as files
+from python_trainer.tools.profile.measure import MODES, Config, load_policy, profile_config
+from python_trainer.tools.profile.sample import describe_machine
+
+DEFAULT_SECONDS = 10.0
+ROUGH_OUTPUT_BYTES = 8 * 2**20  # the report's four files and the instances' logs, checked free before profiling
+PROG = "godot-ppo profile"
+
+
+def _items(text: str) -> list[str]:
+    return [t.strip() for t in str(text).split(",") if t.strip()]
+
+
+def instance_counts(text: str) -> list[int]:
+    """--num-instances 4,1,2 -> [1, 2, 4] (sorted, duplicates dropped)."""
+    return sorted({int(t) for t in _items(text)})
+
+
+def mode_list(text: str) -> list[str]:
+    """--modes windowed,headless -> ["headless", "windowed"] (headless first, duplicates dropped)."""
+    return [m for m in MODES if m in _items(text)]
+
+
+INSTANCE_COUNTS = Rule(lambda v: bool(_items(v)) and all(t.isdigit() and NUM_INSTANCES.ok(int(t)) for t in _items(v)),
+                       f"a comma-separated list of instance counts, each {NUM_INSTANCES.what}", "1,2,4,8")  # fmt: skip
+MODE_LIST = Rule(lambda v: bool(_items(v)) and all(t in MODES for t in _items(v)),
+                 f"a comma-separated list of modes from {', '.join(MODES)}", "headless,windowed")  # fmt: skip
+SECONDS = positive("10", "a number of seconds > 0")
+
+
+@dataclass
+class ProfileArgs(GameArgs):
+    """Profile headless against windowed Godot instances: throughput and cost per instance. CPU % is percent of one
+    core (0..100 x cores). Windowed instances need a display: without $DISPLAY the launcher starts Xvfb."""
+
+    modes: str = flag(",".join(MODES), MODE_LIST)
+    """comma-separated, from headless,windowed"""
+    num_instances: Annotated[str, aliases("--instances")] = flag("1,2,4,8", INSTANCE_COUNTS)
+    """comma-separated instance counts, one configuration each"""
+    agents_per_instance: Annotated[Optional[int], aliases("--agents")] = flag(None, AGENTS_PER_INSTANCE)
+    """agents each instance is asked to simulate, passed to the game as --agents (default: the game's own choice)"""
+    steps: Optional[int] = flag(None, at_least(1, "an integer >= 1", "2000"))
+    """measure this many vector steps per configuration (instead of --seconds)"""
+    seconds: Optional[float] = flag(None, SECONDS)
+    """measure this many seconds per configuration (default: 10; instead of --steps)"""
+    warmup_steps: int = flag(50, at_least(0, "an integer >= 0", "50"))
+    """vector steps before the window"""
+    policy: str = "random"
+    """random, or a training run folder / model.pt whose deterministic actions are used"""
+    out: Optional[str] = None
+    """output folder (default: runs/profile_<time>/)"""
+    seed: int = 0
+    """the games' seed"""
+    sample_interval: float = flag(0.25, SECONDS)
+    """psutil sampling period in seconds"""
+    engine_benchmark: bool = True
+    """measure the engine-only rates first (the headless binary's --benchmark_steps, as many processes as instances)"""
+    compare_training: bool = False
+    """then train PPO on the fastest headless and the fastest windowed configuration"""
+    compare_seconds: float = flag(60.0, SECONDS, goes_with=GoesWith("compare_training", "the training comparison",
+                                                                    "--compare-training"))  # fmt: skip
+    """wall-clock budget of each comparison training"""
+
+
+def parse_args(argv) -> ProfileArgs:
+    """The flags, checked; --seconds defaults to 10 when neither --steps nor --seconds is given."""
+    opts = parse_flags(ProfileArgs, argv, PROG)  # --help: the docstring
+    if opts.steps is not None and opts.seconds is not None:
+        raise FlagError("--seconds is not allowed with --steps: give one window, a number of steps or of seconds")
+    return opts if opts.steps is not None or opts.seconds is not None else replace(opts, seconds=DEFAULT_SECONDS)
+
+
+def display_note(modes) -> Optional[str]:
+    """What the report says about the windowed instances' display; a UserError when they cannot have one."""
+    if "windowed" not in modes:
+        return None
+    if user_display() is not None:
+        return f"Windowed instances render on $DISPLAY={user_display()}."
+    if not display_available():
+        raise UserError(no_display_message("profile --modes headless only"))
+    return ("No $DISPLAY: the launcher starts an Xvfb virtual display for each windowed configuration (software "
+            "rendering; its CPU is the Xvfb column).")
+
+
+def _game_and_policy(opts: ProfileArgs, modes) -> tuple[GodotGame, object]:
+    """The game (its export checked for every mode asked) and the policy that acts (None: random actions)."""
+    try:
+        game = godot_game(opts.env_id, opts.env_path, timeout=opts.connect_timeout)
+        for mode in modes:
+            game.export.command(headless=(mode == "headless"))  # a GameError names the fix
+    except GameError as e:
+        raise UserError(str(e)) from None
+    return game, load_policy(opts.policy, game.env)
+
+
+def main(argv=None) -> int:
+    """`godot-ppo profile`: everything that can be checked before a single instance starts, then the profile."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    opts = parse_args(argv)
+    modes = mode_list(opts.modes)
+    note = display_note(modes)
+    game, policy = _game_and_policy(opts, modes)
+    out_dir = Path(opts.out) if opts.out else Path("runs") / time.strftime("profile_%Y%m%d_%H%M%S")
+    try:  # before any instance starts: a folder that cannot be made or written to, or a disk without room
+        check_output(out_dir, ROUGH_OUTPUT_BYTES, folder=True)
+    except OutputError as e:
+        raise UserError(f"--out: {e}") from None
+    configs = [Config(mode, n, opts.agents_per_instance) for mode in modes for n in instance_counts(opts.num_instances)]
+    window = f"{opts.steps} vector steps" if opts.steps is not None else f"{opts.seconds:g} s"
+    report = {
+        "env": game.env, "env_path": game.env_path, "argv": argv, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "window": window, "warmup_steps": opts.warmup_steps, "policy": opts.policy,
+        "sample_interval": opts.sample_interval, "machine": describe_machine(), "display_note": note, "results": [],
+        "interrupted": False,
+    }
+    if note:
+        print(note, file=sys.stderr)
+    print(f"profiling {len(configs)} configuration(s) of {game.env}: {window} each; output in {out_dir}",
+          file=sys.stderr)  # fmt: skip
+    status = 0
+    try:
+        status = _profile_all(configs, opts, game, out_dir, policy, report)
+        if opts.compare_training:
+            status = max(status, _compare_training(modes, opts, game, out_dir, report))
+    except KeyboardInterrupt:
+        report["interrupted"] = True
+        status = 130
+        print("\ninterrupted: writing what was measured so far (every instance is closed)", file=sys.stderr)
+    except OutputError as e:  # the disk filled up (or the folder went away) while profiling
+        raise UserError(f"{e}; every instance is closed", status=1) from None
+    try:
+        files.write_outputs(out_dir, report, png=True)
+    except OutputError as e:
+        raise UserError(str(e), status=1) from None
+    print(files.markdown(report))
+    print(f"written: {out_dir / 'profile.json'}, profile.csv, profile.md, profile.png", file=sys.stderr)
+    return status
+
+
+def _profile_all(configs, opts: ProfileArgs, game: GodotGame, out_dir: Path, policy, report: dict) -> int:
+    """Every configuration in turn, each line said as it is measured; 1 when one failed, else 0."""
+    from tqdm import tqdm
+
+    def report_line(msg: str) -> None:
+        tqdm.write(f"godot-ppo: {msg}", file=sys.stderr)
+
+    status = 0
+    bar = tqdm(configs, desc="profile", unit="config", dynamic_ncols=True, disable=None)
+    for cfg in bar:
+        bar.set_postfix_str(cfg.key)
+        result = profile_config(cfg, opts, game, out_dir, policy, report_line)
+        report["results"].append(result)
+        for key in ("engine_version", "renderer"):
+            if result.get(key) and not report["machine"].get(key):
+                report["machine"][key] = result[key]
+        if result["status"] == "ok":
+            tqdm.write(f"{cfg.key}: {result['agent_steps_per_second']:,.0f} agent-steps/s{_rates(result)}",
+                       file=sys.stderr)  # fmt: skip
+        else:
+            status = 1
+            tqdm.write(f"{cfg.key}: failed: {result.get('error', '').splitlines()[0][:300]}", file=sys.stderr)
+        files.write_outputs(out_dir, report, png=False)
+    bar.close()
+    return status
+
+
+def _rates(result: dict) -> str:
+    """The engine-only, synced/engine and pipelined figures of a measured configuration, as "; name value" parts."""
+    row = files.table_row(result)
+    return "".join(f"; {name} {files.fmt_value(row[k], f)}" for k, name, f in (
+        ("engine_only_agent_steps_per_s", "engine-only", "{:,.0f}"),
+        ("synced_share_of_engine_only", "synced/engine", "{:.0%}"),
+        ("pipelined_agent_steps_per_s", "pipelined", "{:,.0f}")) if row[k] is not None)  # fmt: skip
+
+
+def _compare_training(modes, opts: ProfileArgs, game: GodotGame, out_dir: Path, report: dict) -> int:
+    """PPO on the fastest configuration of each mode; 1 when a training failed, else 0."""
+    status = 0
+    best = [b for b in (files.best_config(report["results"], m) for m in modes) if b]
+    report["training"] = []
+    for b in best:
+        cfg = Config(b["mode"], b["instances"], b["agents"])
+        print(f"training PPO on {cfg.key} for {opts.compare_seconds:g} s of wall clock...", file=sys.stderr)
+        t = compare.train_for(cfg, opts, game, out_dir, opts.compare_seconds)
+        report["training"].append(t)
+        if t["status"] != "ok":
+            status = 1
+            print(f"{cfg.key} training failed: {t.get('error')}", file=sys.stderr)
+        files.write_outputs(out_dir, report, png=False)
+    report["training_verdict"] = compare.training_verdict(report["training"])
+    return status

@@ -1,0 +1,291 @@
+"""Measuring one configuration (a mode x an instance count): the engine-only rate of the headless binary, then the
+instances launched as training launches them, warmed up and stepped for a fixed window, with the game's own counters
+and the psutil sampler around it."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from python_trainer.base.errors import UserError, one_line
+from python_trainer.base.processes import read_log_tail, run_to_end
+from python_trainer.envs.game import GameError, GameInstance, GodotGame, game_environ
+from python_trainer.envs.protocol import GODOT_RL
+from python_trainer.tools.profile.sample import ResourceSampler
+
+MODES = ("headless", "windowed")
+STATS_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration: the mode, the instance count and the agents asked of each instance."""
+
+    mode: str
+    instances: int
+    agents: Optional[int]
+
+    @property
+    def key(self) -> str:
+        return f"{self.mode}_x{self.instances}"
+
+    @property
+    def headless(self) -> bool:
+        return self.mode == "headless"
+
+
+# ======================================================================================================================
+# The engine-only reference rate
+# ======================================================================================================================
+def _one_engine_run(cmd, timeout: float) -> Optional[dict]:
+    try:
+        out = run_to_end(cmd, timeout, env=game_environ())
+    except OSError:
+        return None
+    for line in out.stdout.splitlines():
+        if line.startswith("{") and '"benchmark"' in line:
+            try:
+                return json.loads(line)["benchmark"]
+            except (ValueError, KeyError):
+                return None
+    return None
+
+
+def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, timeout: float = 60.0,
+                     instances: int = 1) -> Optional[dict]:
+    """The headless binary's in-engine rate with random actions and no trainer (``--benchmark_steps``).
+
+    With ``instances`` > 1, that many processes run at once (the limit for as many synced instances on this
+    machine) and ``agent_steps_per_second`` is the sum of their rates; None when any of them failed.
+    """
+    try:
+        cmd = GameInstance(game, agents=agents).command(f"--benchmark_steps={steps}")
+    except GameError:
+        return None
+    with ThreadPoolExecutor(max_workers=instances) as pool:
+        runs = list(pool.map(lambda _: _one_engine_run(cmd, timeout), range(instances)))
+    if any(r is None for r in runs):
+        return None
+    return {**runs[0], "instances": instances,
+            "agent_steps_per_second": sum(r["agent_steps_per_second"] for r in runs),
+            "per_instance": [r["agent_steps_per_second"] for r in runs]}
+
+
+# ======================================================================================================================
+# The actions: random, or a trained policy's
+# ======================================================================================================================
+def load_policy(spec: str, env_id: str):
+    """None for random actions, else trained_agent.LoadedAgent; a UserError naming --policy when it cannot be."""
+    if spec == "random":
+        return None
+    path = Path(spec)
+    if not path.exists():
+        raise UserError(f"--policy {spec}: no such run folder or model file (give `random` or a training run folder)")
+    import torch
+
+    from python_trainer.variants.trained_agent import load_agent  # torch: only with a trained policy
+
+    # One thread: for a 64-64 MLP on a few agents, torch's default thread pool costs 30x more than it saves (13 ms
+    # instead of 0.4 ms per call on 2 busy cores), which would measure torch's spinning instead of the instances.
+    torch.set_num_threads(1)
+    try:
+        loaded = load_agent(path)
+    except Exception as e:
+        raise UserError(f"--policy {spec}: cannot load a trained agent from it ({one_line(e)[:200]})") from None
+    if loaded.env_id != env_id:
+        raise UserError(f"--policy {spec}: that agent was trained on {loaded.env_id!r}, not {env_id!r}")
+    return loaded
+
+
+def _actor(policy, env) -> Callable:
+    """obs of n envs (the batch or a group of it) -> their actions."""
+    if policy is None:
+        def random_actions(obs):
+            a = env.action_space.sample()
+            n = len(obs)
+            return {k: v[:n] for k, v in a.items()} if isinstance(a, dict) else a[:n]
+        return random_actions
+    if policy.observation_space.shape != env.single_observation_space.shape:
+        raise ValueError(
+            f"the policy expects observations of shape {policy.observation_space.shape}, the game gives "
+            f"{env.single_observation_space.shape}"
+        )
+    return lambda obs: policy.act(obs, deterministic=True)
+
+
+# ======================================================================================================================
+# The window: the game's stats message, strict turns or pipelined steps
+# ======================================================================================================================
+def request_stats(conns, timeout: float = STATS_TIMEOUT_S) -> list[dict]:
+    """Ask every instance for its engine counters (send to all, then read all), like a step."""
+    for conn in conns:
+        conn.send({"type": "stats"})
+    return [conn.recv(timeout=timeout, expect="stats") for conn in conns]
+
+
+def run_window(env, act: Callable, obs, steps: Optional[int] = None, seconds: Optional[float] = None,
+               pipelined: bool = False):
+    """Step ``env`` for ``steps`` vector steps (or for ``seconds``); returns (vector steps, seconds, last obs).
+
+    Strict turns (``env.step``): every instance gets its actions, then every reply is read, so the games idle while
+    Python chooses. Pipelined (``env.groups``, as training does with 2 or more instances): a group's next actions go
+    out as soon as its replies are in, so one group simulates while the other's actions are chosen.
+    """
+    def more(n, t0):
+        return n < steps if steps is not None else time.perf_counter() - t0 < seconds
+
+    n, t0 = 0, time.perf_counter()
+    if not pipelined:
+        while more(n, t0):
+            obs = env.step(act(obs))[0]
+            n += 1
+        return n, time.perf_counter() - t0, obs
+    obs = [obs[g] for g in env.groups]
+    in_flight = set()
+    try:
+        for i in range(len(obs)):
+            env.step_async(act(obs[i]), i)
+            in_flight.add(i)
+        while more(n, t0):
+            for i in range(len(obs)):
+                in_flight.discard(i)
+                obs[i] = env.step_wait(i)[0]
+                env.step_async(act(obs[i]), i)
+                in_flight.add(i)
+            n += 1
+        seconds = time.perf_counter() - t0
+        for i in sorted(in_flight):  # the replies to the last actions sent, outside the window
+            in_flight.discard(i)
+            obs[i] = env.step_wait(i)[0]
+        return n, seconds, np.concatenate(obs)
+    finally:
+        for i in sorted(in_flight):  # an error halfway: leave no reply unread
+            env.step_wait(i)
+
+def _rate(before: list[dict], after: list[dict], key: str) -> list[float]:
+    """Per-instance counter rate over the game's own clock (time_usec)."""
+    rates = []
+    for a, b in zip(before, after):
+        dt = (b["time_usec"] - a["time_usec"]) / 1e6
+        rates.append((b[key] - a[key]) / dt if dt > 0 else 0.0)
+    return rates
+
+
+# ======================================================================================================================
+# One configuration
+# ======================================================================================================================
+def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, report: Callable[[str], None]) -> dict:
+    """Launch, warm up, measure; never raises except KeyboardInterrupt (a failure is returned as status "failed")."""
+    from python_trainer.envs.vec_env import make_vec_env
+
+    result: dict = {"key": cfg.key, "mode": cfg.mode, "instances": cfg.instances, "agents": cfg.agents,
+                    "status": "failed", "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    run_dir = out_dir / "instances" / cfg.key
+    result["log_dir"] = str(run_dir / "logs")
+    env = None
+    try:
+        # A game made with godot_rl_agents' plugin has neither --benchmark_steps nor the "stats" message: it is
+        # measured from outside only (our rates, psutil's costs; physics frames = decision steps x action repeat).
+        if cfg.headless and opts.engine_benchmark and game.rl_sync:  # before the launch: nothing else running
+            eb = engine_benchmark(game, cfg.agents, instances=cfg.instances)
+            result["engine_only_agent_steps_per_second"] = eb["agent_steps_per_second"] if eb else None
+        t = time.perf_counter()
+        env = make_vec_env(game, num_instances=cfg.instances, agents_per_instance=cfg.agents,
+                           headless=cfg.headless, seed=opts.seed, run_dir=run_dir, max_restarts=0, report=report,
+                           connect_timeout=opts.connect_timeout)  # fmt: skip
+        result["launch_seconds"] = round(time.perf_counter() - t, 3)
+        result["agents"] = env.num_envs // cfg.instances  # what the game simulates (it may ignore --agents)
+        launcher = env.launcher
+        result.update(display=launcher.display, pids=launcher.pids(),
+                      xvfb_pids=[launcher.xvfb_pid] if launcher.xvfb_pid is not None else [])
+        result.update(_measure(cfg, opts, env, policy), status="ok")
+    except KeyboardInterrupt:
+        result["status"] = "interrupted"
+        raise
+    except Exception as e:  # an instance crashed, never connected, stopped answering...
+        result["status"] = "failed"
+        result["error"] = f"{type(e).__name__}: {e}"
+        result["log_tail"] = _failure_tails(env)
+    finally:
+        if env is not None:
+            env.close()  # the instances' stdout is complete only once they have exited
+            if not cfg.headless and result["status"] == "ok":
+                result["renderer"] = _renderer_from_log(env.launcher.instances[0].log_path)
+    return result
+
+
+def _measure(cfg: Config, opts, env, policy) -> dict:
+    """The warm-up, then the window with the game's counters read at both ends and the sampler running through it
+    (and, headless with 2 or more instances, the same window pipelined); the numbers of a measured configuration."""
+    launcher = env.launcher
+    act = _actor(policy, env)
+    obs, _ = env.reset(seed=opts.seed)
+    for _ in range(opts.warmup_steps):
+        obs = env.step(act(obs))[0]
+
+    conns = [inst.conn for inst in launcher.instances]
+    outside = env.dialect == GODOT_RL
+    stats_before = None if outside else request_stats(conns)
+    xvfb = [launcher.xvfb_pid] if launcher.xvfb_pid is not None else []
+    sampler = ResourceSampler({"instance": launcher.pids(), "python": [os.getpid()], "xvfb": xvfb},
+                              opts.sample_interval)
+    sampler.start()
+    try:
+        steps, seconds, obs = run_window(env, act, obs, opts.steps, opts.seconds)
+    finally:
+        sampler.stop()
+    stats_after = None if outside else request_stats(conns)
+    pipelined = {}
+    if cfg.headless and len(env.groups) > 1:  # the same window again, pipelined as training runs it
+        p_steps, p_seconds, obs = run_window(env, act, obs, opts.steps, opts.seconds, pipelined=True)
+        pipelined["pipelined_agent_steps_per_second"] = p_steps * env.num_envs / p_seconds
+
+    if outside:  # every decision step is the action repeat's physics frames (the launcher passed it)
+        physics = [steps * env.game_settings["action_repeat"] / seconds] * cfg.instances
+        drawn = None  # a windowed game's frame rate is the engine's to say
+    else:
+        physics = _rate(stats_before, stats_after, "physics_frames")
+        drawn = _rate(stats_before, stats_after, "frames_drawn")
+    return {
+        **pipelined,
+        "measured": "from outside (no stats message: godot_rl_agents' plugin)" if outside else "game stats",
+        "steps": steps,
+        "seconds": round(seconds, 4),
+        "round_trips_per_second": steps / seconds,
+        "agent_steps_per_second": steps * env.num_envs / seconds,
+        "physics_fps_per_instance": float(np.mean(physics)),
+        "physics_fps_total": float(np.sum(physics)),
+        "rendered_fps_per_instance": None if cfg.headless or drawn is None else float(np.mean(drawn)),
+        "engine_version": stats_after[0].get("engine_version") if stats_after else None,
+        "game_reports_headless": stats_after[0].get("headless") if stats_after else None,
+        "stats_before": stats_before,
+        "stats_after": stats_after,
+        "resources": sampler.summary(),
+        "samples": sampler.intervals(),
+    }
+
+
+def _renderer_from_log(path: Path) -> Optional[str]:
+    for line in read_log_tail(path, lines=200).splitlines():
+        if "Renderer:" in line:
+            return line.split("Renderer:", 1)[1].strip()
+    return None
+
+
+def _failure_tails(env) -> str:
+    """The log tails of the instances that exited (the error message usually quotes them too)."""
+    if env is None:
+        return ""
+    parts = []
+    for inst in env.launcher.instances:
+        if inst is not None and inst.exit_code() is not None:
+            parts.append(f"--- instance {inst.index} (pid {inst.pid}, exit code {inst.exit_code()}), "
+                         f"{inst.log_path} ---\n{inst.log_tail()}")
+    return "\n".join(parts)

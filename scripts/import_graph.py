@@ -19,7 +19,7 @@ LAYERS = [
     {"protocol", "game", "env_params", "curriculum"},  # the wire protocol; which game, one instance's command line; its parameters
     {"launcher"},  # ports, tokens, logs, Xvfb, restarts
     {"grouped_env", "gym_env", "vec_env"},  # the vector envs
-    {"agent", "recurrent", "rnd", "normalization", "checkpoint", "policy_file", "onnx_policy", "trained_agent",
+    {"agent", "fast_acting", "recurrent", "rnd", "normalization", "checkpoint", "policy_file", "onnx_policy", "trained_agent",
      "run_folder", "demos", "cloning"},
     {"rollout", "ray_rollouts", "policies", "self_play", "ppo"},  # the algorithm and where its rollouts come from
     {"train", "playback", "profiling", "export", "game_commands", "record_command"},  # the commands

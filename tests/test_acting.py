@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import REPO
 from python_trainer import agent as agent_mod
 from python_trainer.agent import Agent
 from python_trainer.fast_acting import FastAgent, RolloutPolicy, Tanh
@@ -61,6 +62,14 @@ def test_the_reference_and_the_fast_agent_are_one_network_with_the_same_keys(nam
     assert ("actor_logstd" in fast.state_dict()) == (name in ("box", "hybrid"))
     assert {type(m) for m in reference.modules() if isinstance(m, torch.nn.Tanh)} == {torch.nn.Tanh}
     assert {type(m) for m in fast.modules() if isinstance(m, torch.nn.Tanh)} == {Tanh}
+
+
+def test_a_checkpoint_of_an_older_trainer_loads_into_both_agents():
+    """main 7743056's model (before the reference and the fast twin were two classes) loads into each, strictly."""
+    ckpt = torch.load(REPO / "tests" / "fixtures" / "main_7743056" / "ball_chase_pipelined" / "model.pt",
+                      weights_only=True)  # fmt: skip
+    for cls in (Agent, FastAgent):
+        cls(12, gym.spaces.Box(-1, 1, (2,), np.float32)).load_state_dict(ckpt["model"])
 
 
 @pytest.mark.parametrize("rows", [16, 1024], ids=["acting_batch", "update_minibatch"])

@@ -13,8 +13,11 @@ import torch
 from conftest import REPO
 from python_trainer import agent as agent_mod
 from python_trainer.agent import Agent
+from python_trainer.envs.gym_env import GymVecEnv
 from python_trainer.fast_acting import FastAgent, RolloutPolicy, Tanh
+from python_trainer.normalization import Normalizer
 from python_trainer.ppo import Args
+from python_trainer.rollout import RolloutBuffer, collect_rollout
 from python_trainer.run import train
 from python_trainer.variants.recurrent import RecurrentAgent
 from python_trainer.variants.trained_agent import make_agent
@@ -114,6 +117,35 @@ def test_the_rollouts_numpy_acting_scores_as_the_reference(name):
     ref_action, ref_logprob, ref_value, _ = reference_policy(obs)
     for ours, theirs in ((action, ref_action), (logprob, ref_logprob), (value, ref_value)):
         assert type(ours) is type(theirs) is np.ndarray and ours.dtype == theirs.dtype and ours.shape == theirs.shape
+
+
+def test_the_reference_agent_fills_the_rollout_as_the_fast_one_does():
+    """The student's path runs as it reads: collect_rollout with the reference agent (agent.Acting) fills the buffer
+    of a truncating CartPole, and its stored log-probabilities and values are the reference's for its actions; with
+    the fast agent of the same weights, the same kinds of arrays come out."""
+    torch.manual_seed(0)
+    reference = Agent(4, gym.spaces.Discrete(2))
+    fast = FastAgent(4, gym.spaces.Discrete(2))
+    fast.load_state_dict(reference.state_dict())
+    bufs = []
+    for agent in (reference, fast):
+        envs = GymVecEnv("CartPole-v1", num_envs=2, seed=0, max_episode_steps=5)
+        normalizer, buf = Normalizer(4, 2, 0.99, norm_obs=True, norm_reward=True), RolloutBuffer(12, 2, 4, agent)
+        buf.next_obs[:] = normalizer.normalize_obs(envs.reset(seed=0)[0])
+        collect_rollout(envs, agent, normalizer, buf, pipeline=True)
+        envs.close()
+        bufs.append(buf)
+    buf = bufs[0]
+    with torch.no_grad():
+        _, logprob, _, value, _ = reference.get_action_and_value(torch.from_numpy(buf.obs.reshape(-1, 4)),
+                                                                 torch.from_numpy(buf.actions.reshape(-1)))  # fmt: skip
+    np.testing.assert_allclose(buf.logprobs.reshape(-1), logprob.numpy(), **CLOSE)
+    np.testing.assert_allclose(buf.values.reshape(-1, 1), value.numpy(), **CLOSE)
+    assert buf.truncated.any() and (buf.final_values[buf.truncated] != 0).all()  # V(final obs) of each time limit
+    assert buf.episodes and buf.group_steps == 12
+    for field in buf.fields:
+        assert getattr(buf, field).dtype == getattr(bufs[1], field).dtype
+        assert getattr(buf, field).shape == getattr(bufs[1], field).shape
 
 
 @pytest.mark.parametrize("recurrent", [False, True], ids=["mlp", "lstm"])

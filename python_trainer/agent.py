@@ -6,6 +6,11 @@ keys are independent given s, so pi(a|s) is their product (log-probabilities and
 space this is CleanRL's ppo.py (the action is one int64 index); for any other space the action is one flat float
 row: the continuous values, then one index per discrete head (a Box space: CleanRL's ppo_continuous_action.py).
 
+This is the reference, the agent to read: its distributions are torch.distributions', as in CleanRL. The trainer
+runs its fast twin, fast_acting.FastAgent (trained_agent.make_agent builds it): the same networks, parameters and
+state_dict keys, the same numbers to float rounding (tests/test_acting.py), at less cost per call, and a rollout
+that acts on numpy.
+
 The agent is the slot ppo.py and the rollout fill: whatever its kind (this MLP, or recurrent.RecurrentAgent), they
 call the same methods, and an agent without memory simply has none:
 
@@ -14,7 +19,7 @@ call the same methods, and an agent without memory simply has none:
     value = agent.get_value(x, state, done)                      # (batch, 1), or (batch, 2) with RND's V_int
     for mb_inds, mb_envs in agent.minibatches(b_inds, num_steps, num_minibatches): ...   # one epoch
     action, state = agent.act(x, deterministic=True, state, done)                       # playback, evaluation
-    policy = agent.rollout_policy()    # acting in a rollout: the same numbers on numpy, no autograd (RolloutPolicy)
+    policy = agent.rollout_policy()    # acting in a rollout: numpy in and out, no autograd (Acting)
 
 ``done[t] = 1`` where obs[t] starts an episode (see recurrent.py); `env_action` turns the agent's action into the
 env's (Box values clipped to the space, discrete indices as integers, a Dict space's {key: values}).
@@ -22,78 +27,15 @@ env's (Box values clipped to the space, discrete indices as integers, a Dict spa
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
+from torch.distributions import Categorical, Independent, Normal
 
 CONTINUOUS, DISCRETE = "continuous", "discrete"
-_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-
-
-class _NumpyTanh(torch.autograd.Function):
-    """y = tanh(x) by numpy's ufunc, dy/dx = 1 - y^2 (torch's own tanh_backward)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        y = torch.empty_like(x)  # the result in torch's own allocation (its alignment), as torch.tanh gives it
-        np.tanh(x.detach().numpy(), out=y.numpy())
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(grad, y)
-
-
-class _NumpyTanhInPlace(torch.autograd.Function):
-    """_NumpyTanh written over its input, and its gradient over its saved output (the same numbers): for a layer's
-    fresh output that only the next layer reads, so a minibatch's forward and backward allocate no buffer for the
-    tanh. After the backward the output holds the gradient; autograd's version counters refuse a second backward
-    through it (retain_graph), as for any in-place op."""
-
-    @staticmethod
-    def forward(ctx, x):
-        np.tanh(x.detach().numpy(), out=x.detach().numpy())
-        ctx.mark_dirty(x)
-        ctx.save_for_backward(x)
-        return x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors  # the next layer's backward, which read y, has run: y is ours to overwrite
-        return torch.ops.aten.tanh_backward.grad_input(grad, y, grad_input=y)
-
-
-class Tanh(nn.Tanh):
-    """nn.Tanh whose forward runs numpy's tanh on a large float32 CPU batch: torch 2.13's CPU tanh took about 7x as long
-    on one machine here (240 against 33 us for a 1024 x 64 minibatch), a quarter of an update's time, and the
-    numbers differ in the last bit only. A small batch (acting, CartPole's 128-row minibatches) keeps torch's, whose
-    call costs less than the autograd Function's. ``inplace=True`` (nn.ReLU's option, for the output of the Linear
-    layer before it, which only the next layer reads): the large batch's tanh and its gradient overwrite their
-    inputs, which keeps the update's working set in the caches (7% to 9% of an update's time on one machine
-    here). Still an nn.Tanh, so the policy file and the numpy acting path read it as one; it has no parameters, so
-    checkpoints keep their keys."""
-
-    NUMPY_FROM = 16384  # elements: 256 rows of a 64-wide layer
-
-    def __init__(self, inplace: bool = False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, x):
-        if x.numel() >= self.NUMPY_FROM and x.dtype == torch.float32 and x.device.type == "cpu":
-            if self.inplace and x.is_contiguous() and x._base is None:
-                return _NumpyTanhInPlace.apply(x)
-            return _NumpyTanh.apply(x)
-        return torch.tanh(x)
-
-    def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -174,20 +116,24 @@ class Agent(nn.Module):
         if self.n_continuous:
             self.actor_logstd = nn.Parameter(torch.zeros(1, self.n_continuous))
 
+    def activation(self) -> nn.Module:
+        """The hidden layers' activation (FastAgent's is numpy's tanh on a large minibatch: the same numbers)."""
+        return nn.Tanh()
+
     def build(self, obs_dim: int, n_out: int) -> None:
         """The networks (their creation order is the order of the random initialisation and of the parameters)."""
         self.critic = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 64)),
-            Tanh(inplace=True),
+            self.activation(),
             layer_init(nn.Linear(64, 64)),
-            Tanh(inplace=True),
+            self.activation(),
             layer_init(nn.Linear(64, self.n_values), std=1.0),
         )
         self.actor = nn.Sequential(  # continuous means, then each discrete head's logits
             layer_init(nn.Linear(obs_dim, 64)),
-            Tanh(inplace=True),
+            self.activation(),
             layer_init(nn.Linear(64, 64)),
-            Tanh(inplace=True),
+            self.activation(),
             layer_init(nn.Linear(64, n_out), std=0.01),
         )
 
@@ -204,10 +150,9 @@ class Agent(nn.Module):
         return self.critic(self.features(x, state, done)[0])
 
     def get_action_and_value(self, x, action=None, state=NO_STATE, done=None):
-        """(a ~ pi(.|s) unless given, log pi(a|s), entropy H[pi(.|s)], V(s), the state after x), written out instead
-        of going through torch.distributions (same numbers, half the per-call cost on these tiny batches)."""
+        """(a ~ pi(.|s) unless given, log pi(a|s), entropy H[pi(.|s)], V(s), the state after x)."""
         h, state = self.features(x, state, done)
-        action, logprob, entropy = self._policy(self.actor(h), action)
+        action, logprob, entropy = self.pi(self.actor(h), action)
         return action, logprob, entropy, self.critic(h), state
 
     def act(self, x, deterministic=True, state=NO_STATE, done=None):
@@ -215,7 +160,7 @@ class Agent(nn.Module):
         argmax of each discrete head's logits, or a sample with ``deterministic=False``."""
         h, state = self.features(x, state, done)
         out = self.actor(h)
-        action = self._deterministic(out) if deterministic else self._policy(out, None)[0]
+        action = self._deterministic(out) if deterministic else self.pi(out)[0]
         return action, state
 
     def minibatches(self, b_inds: np.ndarray, num_steps: int, num_minibatches: int):
@@ -230,44 +175,48 @@ class Agent(nn.Module):
         """The networks a policy file holds (policy_file.policy_dict's keyword arguments)."""
         return {"actor": self.actor}
 
-    def rollout_policy(self) -> "RolloutPolicy":
-        """This agent's acting for one rollout, from its weights as they are now (the update changes them only
-        between rollouts)."""
-        return RolloutPolicy(self)
+    def rollout_policy(self) -> "Acting":
+        """This agent's acting for one rollout (the update changes its weights only between rollouts)."""
+        return Acting(self)
 
     # ------------------------------------------------------------------------------------------ the heads
-    def _policy(self, out, action):
-        """(action, log pi(a|s), H[pi(.|s)]) from the actor's output."""
-        if self.discrete:  # Categorical over softmax(logits)
-            logp = torch.log_softmax(out, dim=-1)  # log pi(.|s)
-            if action is None:  # Gumbel-max trick: argmax(log p + G), G = -log(Exp(1)) ~ Gumbel, samples a ~ p
-                action = (logp - torch.empty_like(logp).exponential_().log()).argmax(-1)
-            logprob = logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-            entropy = -(logp.exp() * logp).sum(-1)  # H = -sum_a p log p
-            return action, logprob, entropy
-        logprob = entropy = 0.0
-        parts = []  # the sampled action's columns
+    def distributions(self, out) -> list:
+        """pi(.|s) from the actor's output, one distribution per head: Normal(mean, exp(log_std)) over the continuous
+        values (independent dimensions: Independent sums their log-probabilities and entropies), then a
+        Categorical(logits) per discrete head."""
+        if self.discrete:
+            return [Categorical(logits=out)]
+        dists = []
         if self.n_continuous:
-            # Normal(mean, std) per continuous dimension, independent: log-probabilities and entropies add up
             mean = out[:, : self.n_continuous]
-            log_std = self.actor_logstd.expand_as(mean)
-            std = log_std.exp()
-            a = mean + std * torch.randn_like(mean) if action is None else action[:, : self.n_continuous]
-            logprob = (-0.5 * ((a - mean) / std) ** 2 - log_std - _HALF_LOG_2PI).sum(1)
-            entropy = (0.5 + _HALF_LOG_2PI + log_std).sum(1)
-            parts.append(a)
-        for j, (start, end) in enumerate(self.logit_slices):  # one Categorical per discrete head, as above
-            logp = torch.log_softmax(out[:, start:end], dim=-1)
-            if action is None:
-                a = (logp - torch.empty_like(logp).exponential_().log()).argmax(-1)
-            else:
-                a = action[:, self.n_continuous + j].long()
-            logprob = logprob + logp.gather(-1, a.unsqueeze(-1)).squeeze(-1)
-            entropy = entropy - (logp.exp() * logp).sum(-1)
-            parts.append(a.unsqueeze(-1).to(out.dtype))
+            std = self.actor_logstd.expand_as(mean).exp()
+            dists.append(Independent(Normal(mean, std), 1))
+        return dists + [Categorical(logits=out[:, start:end]) for start, end in self.logit_slices]
+
+    def pi(self, out, action=None):
+        """(a ~ pi(.|s) unless given, log pi(a|s), H[pi(.|s)]) from the actor's output. The heads are independent
+        given s, so pi(a|s) is their product: their log-probabilities and entropies add up."""
+        dists = self.distributions(out)
         if action is None:
-            action = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+            action = self._join([d.sample() for d in dists])
+        logprob = sum(d.log_prob(a) for d, a in zip(dists, self._split(action)))
+        entropy = sum(d.entropy() for d in dists)
         return action, logprob, entropy
+
+    def _join(self, samples: list):
+        """The agent's action from each head's sample: a Discrete space's index as it is, else one float row (the
+        continuous values, then each discrete head's index)."""
+        if self.discrete:
+            return samples[0]
+        columns = [s if s.dim() == 2 else s.unsqueeze(-1).float() for s in samples]
+        return columns[0] if len(columns) == 1 else torch.cat(columns, dim=-1)
+
+    def _split(self, action) -> list:
+        """Each head's part of the agent's action (what _join joined)."""
+        if self.discrete:
+            return [action]
+        parts = [action[:, : self.n_continuous]] if self.n_continuous else []
+        return parts + [action[:, self.n_continuous + j].long() for j in range(len(self.logit_slices))]
 
     def _deterministic(self, out):
         if self.discrete:
@@ -277,110 +226,25 @@ class Agent(nn.Module):
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
 
-# ======================================================================================================================
-# Acting in a rollout: get_action_and_value's numbers on numpy, actor and critic in one product per layer
-# ======================================================================================================================
-def _numpy_layers(sequential) -> list:
-    """[(weight (out, in), bias, tanh?)] of a Sequential of Linear and Tanh layers, as float32 numpy."""
-    layers = []
-    for module in sequential:
-        if isinstance(module, nn.Linear):
-            layers.append([module.weight.detach().numpy(), module.bias.detach().numpy(), False])
-        elif isinstance(module, nn.Tanh):
-            layers[-1][2] = True
-        else:
-            raise TypeError(f"cannot fuse {type(module).__name__}")
-    return layers
-
-
-def _transposed(layers) -> list:
-    return [(np.ascontiguousarray(w.T), b, tanh) for w, b, tanh in layers]
-
-
-class Fused:
-    """The actor and the critic (Sequentials of Linear/Tanh on the same input) as one forward pass on numpy: their
-    first layers side by side in one matrix product, then each network's later layers on its own part."""
-
-    def __init__(self, actor, critic):
-        (wa, ba, ta), *actor_rest = _numpy_layers(actor)
-        (wc, bc, tc), *critic_rest = _numpy_layers(critic)
-        if ta != tc:
-            raise TypeError("the actor's and the critic's first layers have different activations")
-        self.first = (np.ascontiguousarray(np.concatenate([wa, wc]).T), np.concatenate([ba, bc]), ta)
-        self.split = wa.shape[0]  # the first layer's columns [0, split) are the actor's
-        self.actor_rest, self.critic_rest = _transposed(actor_rest), _transposed(critic_rest)
-
-    def __call__(self, x: np.ndarray, actor: bool = True) -> tuple:
-        """(the actor's output or None, the critic's) for x (n, in)."""
-        h = forward([self.first], x)
-        out = forward(self.actor_rest, h[:, : self.split]) if actor else None
-        return out, forward(self.critic_rest, h[:, self.split :])
-
-
-def forward(layers, x: np.ndarray) -> np.ndarray:
-    """x (n, in) through [(W^T, b, tanh?)]."""
-    for w_t, b, tanh in layers:
-        x = x @ w_t
-        x += b
-        if tanh:
-            np.tanh(x, out=x)
-    return x
-
-
-def _log_softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-
-
-class RolloutPolicy:
-    """The agent's acting in a rollout, `Agent.get_action_and_value` without autograd, on numpy: (action, log pi(a|s),
-    the critic's values, the state after x) for a batch of observations. The actor and the critic run as one
-    network (`fuse`), and the random draws are the very calls on torch's generator that get_action_and_value makes,
-    in its order (a Gaussian draw for the continuous values, then an exponential one per discrete head), so the same
-    generator state gives the same actions, and the same log-probabilities to float rounding. Built once per rollout
-    (the weights are copied in, so it is a snapshot); a subclass replaces `features` for an agent with memory."""
+class Acting:
+    """An agent's acting in a rollout, CleanRL's ``with torch.no_grad(): agent.get_action_and_value(next_obs)`` with
+    numpy in and out, as the rollout buffer holds them: (a ~ pi(.|s), log pi(a|s), V(s) as (n, n_values), the state
+    after x). fast_acting.RolloutPolicy is its fast twin."""
 
     def __init__(self, agent: Agent):
-        self.heads = Fused(agent.actor, agent.critic)
-        self.discrete, self.n_continuous, self.logit_slices = agent.discrete, agent.n_continuous, agent.logit_slices
-        if self.n_continuous:
-            self.log_std = agent.actor_logstd.detach().numpy()[0].astype(np.float32)
-            self.std = np.exp(self.log_std)
-            self.logprob_const = np.float32(-(self.log_std.sum() + self.n_continuous * _HALF_LOG_2PI))
+        self.agent = agent
 
-    def features(self, x, state, done):
-        return x, state
+    @torch.no_grad()
+    def __call__(self, x: np.ndarray, state=NO_STATE, done=None):
+        done = None if done is None else torch.as_tensor(done)
+        action, logprob, _, value, state = self.agent.get_action_and_value(torch.as_tensor(x), None, state, done)
+        return action.numpy(), logprob.numpy(), value.numpy(), state
 
+    @torch.no_grad()
     def value(self, x: np.ndarray, state=NO_STATE, done=None) -> np.ndarray:
         """The critic's values (n, n_values)."""
-        return self.heads(self.features(x, state, done)[0], actor=False)[1]
-
-    def __call__(self, x: np.ndarray, state=NO_STATE, done=None):
-        """a ~ pi(.|s), log pi(a|s), V(s) (n, n_values) and the state after x, for observations x (n, obs_dim)."""
-        h, state = self.features(x, state, done)
-        out, value = self.heads(h)
-        action, logprob = self._sample(out)
-        return action, logprob, value, state
-
-    def _sample(self, out):
-        n = out.shape[0]
-        if self.discrete:  # Gumbel-max, as Agent._policy: argmax(log p - log(Exp(1)))
-            logp = _log_softmax(out)
-            gumbel = torch.empty(logp.shape).exponential_().numpy()
-            action = (logp - np.log(gumbel)).argmax(axis=1)
-            return action, logp[np.arange(n), action]
-        columns, logprob = [], np.zeros(n, np.float32)
-        if self.n_continuous:  # a = mean + std * noise: log pi = sum(-noise^2 / 2 - log std - log(2 pi) / 2)
-            noise = torch.randn(n, self.n_continuous).numpy()
-            columns.append(out[:, : self.n_continuous] + self.std * noise)
-            logprob = logprob + (-0.5 * noise * noise).sum(axis=1) + self.logprob_const
-        for start, end in self.logit_slices:
-            logp = _log_softmax(out[:, start:end])
-            gumbel = torch.empty(logp.shape).exponential_().numpy()
-            a = (logp - np.log(gumbel)).argmax(axis=1)
-            logprob = logprob + logp[np.arange(n), a]
-            columns.append(a[:, None].astype(np.float32))
-        return (columns[0] if len(columns) == 1 else np.concatenate(columns, axis=1)), logprob
+        done = None if done is None else torch.as_tensor(done)
+        return self.agent.get_value(torch.as_tensor(x), state, done).numpy()
 
 
 def env_action(action_space, action):

@@ -18,10 +18,11 @@ to log. The equations (Schulman et al. 2017, 2016):
     loss     = -L^CLIP - c_ent * H[pi] + c_vf * L^VF
 
 What fills its slots lives next door: the agent (agent.py: an MLP with one actor head per action key, so a game may
-mix continuous and discrete keys; recurrent.py: --lstm, CleanRL's ppo_atari_lstm.py), the bonus (rnd.py: --rnd,
-CleanRL's ppo_rnd_envpool.py, whose lines are the `if bonus` blocks below), an auxiliary loss (cloning.py: --demos'
-behavioural cloning, added to each minibatch's loss), the rollouts (rollout.py: this
-machine's games, pipelined; ray_rollouts.py: Ray workers), the normaliser (normalization.py). The command around
+mix continuous and discrete keys, on torch.distributions; fast_acting.py: its fast twin, which the trainer runs;
+recurrent.py: --lstm, CleanRL's ppo_atari_lstm.py), the bonus (rnd.py: --rnd, CleanRL's ppo_rnd_envpool.py, whose
+lines are the `if bonus` blocks below), an auxiliary loss (cloning.py: --demos' behavioural cloning, added to each
+minibatch's loss), the rollouts (rollout.py: CleanRL's rollout on this machine's games, pipelined; policies.py:
+several policies in one game; ray_rollouts.py: Ray workers), the normaliser (normalization.py). The command around
 the loop (flags, run folder, resume, checkpoints, signals, TensorBoard, evaluation) is train.py.
 Differences from CleanRL, all on purpose: one actor head per action key; a truncated episode (time limit) is
 bootstrapped with gamma * V(final obs) instead of being treated as a death; observation normalisation / reward
@@ -39,6 +40,9 @@ import torch
 import torch.nn as nn
 
 from python_trainer.base.flags import Rule, at_least, flag, in_range, non_negative, positive
+# Not torch.optim.Adam: optimizer.Adam runs torch.optim.Adam(fused=True)'s own kernel with the same state and state_dict
+# (bit for bit, tests/test_optimizer.py) but without torch.optim's Python wrappers, which cost more than the step on
+# networks this small, and without their import of torch._dynamo (1.3 s of every start-up).
 from python_trainer.optimizer import Adam, clip_grad_norm
 
 

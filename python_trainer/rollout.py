@@ -1,10 +1,11 @@
 """The rollout: num_steps x num_envs transitions with the current policy, and the interface every source of them has.
 
-`Rollouts` is the slot ppo.py takes its data from: `collect(agent, normalizer, buf, bonus)` fills one rollout
-buffer, `evaluate(act, episodes, seed)` plays the deterministic policy, `close()` ends the games. Two kinds fill it:
-`LocalRollouts` here (the vector env in this process, its groups pipelined) and ray_rollouts.RayRollouts (workers
-on a Ray cluster, each running `collect_rollout` on its own games). Both run the same `collect_rollout` into the
-same `RolloutBuffer`, so GAE and the update never know which one ran.
+`collect_rollout` is CleanRL's rollout (s_t, a_t ~ pi(.|s_t), log pi(a_t|s_t), V(s_t), then r_t and s_{t+1}), with
+the env groups pipelined. `Rollouts` is the slot ppo.py takes its data from: `collect(agent, normalizer, buf, bonus)`
+fills one `RolloutBuffer`, `evaluate(act, episodes, seed)` plays the deterministic policy, `close()` ends the games.
+Two kinds fill it: `LocalRollouts` here (the vector env in this process) and ray_rollouts.RayRollouts (workers on
+a Ray cluster, each running `collect_rollout` on its own games), so GAE and the update never know which one ran.
+The variants fill it too: policies.py (several policies in one game, routed through one env) and self_play.py.
 """
 
 from __future__ import annotations
@@ -93,173 +94,99 @@ class RolloutBuffer:
             self.rnd_next_obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
 
 
-@dataclass
-class Route:
-    """One policy's share of a rollout: its agent, normaliser, buffer and bonus, and its envs (indices into the vector
-    env's batch, ascending; None: all of them). A game with several policies is collected as one route per policy
-    (policies.py); a game with one policy is one route of every env."""
+class Stopwatch:
+    """Seconds spent inside ``with stopwatch:`` blocks, summed (where a rollout's time went)."""
 
-    agent: object
-    normalizer: object
-    buf: RolloutBuffer
-    bonus: object = None
-    envs: Optional[np.ndarray] = None
-    name: str = ""
+    __slots__ = ("seconds", "_start")
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __enter__(self):
+        self._start = time.perf_counter()
+
+    def __exit__(self, *exc_info):
+        self.seconds += time.perf_counter() - self._start
 
 
 def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, pipeline=True, bonus=None) -> None:
-    """Fill ``buf`` with the current policy's next num_steps x num_envs transitions, from buf.next_obs on (one policy
-    acting in every env: collect_routes with one route)."""
-    collect_routes(envs, [Route(agent, normalizer, buf, bonus)], pipeline)
+    """Fill ``buf`` with the agent's next num_steps x num_envs transitions, from buf.next_obs on (CleanRL's rollout).
 
-
-def _group_routes(envs, routes, groups) -> list:
-    """For each group, each route's (rows: its envs' positions in the group's arrays, cols: their positions in the
-    route's buffer); one route of every env keeps slices (views, no copies)."""
-    if len(routes) == 1 and routes[0].envs is None:
-        return [[(slice(None), g)] for g in groups]
-    out = []
-    for g in groups:
-        in_group = np.arange(g.start, g.stop)
-        out.append([(rows, np.searchsorted(r.envs, g.start + rows))
-                    for r in routes for rows in [np.flatnonzero(np.isin(in_group, r.envs))]])  # fmt: skip
-    return out
-
-
-def _take_infos(infos: dict, rows, n: int, obs_dim: int) -> dict:
-    """The step's infos for the envs at ``rows`` of the n envs stepped (arrays of length n are indexed; final_obs
-    loses its padding columns)."""
-    def take(value):
-        if isinstance(value, dict):
-            return {k: take(v) for k, v in value.items()}
-        return value[rows] if isinstance(value, np.ndarray) and value.shape[:1] == (n,) else value
-
-    out = take(infos)
-    if "final_obs" in out:
-        out["final_obs"] = out["final_obs"][:, :obs_dim]
-    return out
-
-
-def collect_routes(envs: GroupedVecEnv, routes: list, pipeline=True) -> None:
-    """Fill each route's buffer with its policy's next num_steps transitions in its envs, from its buf.next_obs on.
-
-    The envs come in groups of whole instances (envs.groups: slices of the batch; one group for a gymnasium env or a
-    single instance), served in a fixed order at every step: collect the group's results of the previous step, then
-    choose and send its next actions. Pipelined, a group's actions go out at once, so it simulates while the trainer
-    serves the next group; pipeline=False sends all groups' actions together (strict turns). The data, the
-    normalisation updates and the RNG draws are the same either way. The agent's memory is kept per env
-    (buf.state), so each group carries its own envs' memories. ``bonus``: RND, rating each reached observation.
-    Each agent acts through its rollout_policy (its weights on numpy for this rollout: no autograd, no tensors).
-    Several routes (policies): each sees only its envs' observations (its own width: a mixed env pads them) and
-    rewards; their actions go back to the env together (a mixed env's as {policy name: actions}).
+    The one extra is the pipelining. The envs come in groups of whole instances (envs.groups: slices of the batch;
+    one group for a gymnasium env or a single instance), served in turn at every step: collect the group's results
+    of the previous step, then choose and send its next actions, so the group simulates while the trainer serves the
+    next one. pipeline=False holds every group's actions until all are chosen (strict turns); the data, the
+    normaliser's updates and the random draws are the same either way. ``bonus``: RND, rating each observation
+    reached. Several policies in one env: variants/policies.py's collect_routes.
     """
-    act_space = envs.single_action_space
-    groups = envs.groups
-    num_steps = routes[0].buf.obs.shape[0]
+    buf.episodes, buf.initial_state = [], buf.state.clone()  # the update replays the rollout from initial_state
+    policy = agent.rollout_policy()  # pi_theta_old and V for the whole rollout (the fast agent's: on numpy)
+    num_steps, groups = buf.obs.shape[0], envs.groups
     pipeline = pipeline and len(groups) > 1
-    several, mixed = len(routes) > 1, getattr(envs, "mixed", False)
-    places = _group_routes(envs, routes, groups)
-    policies = []
-    for r in routes:
-        r.buf.episodes = []
-        r.buf.initial_state = r.buf.state.clone()  # the update replays the rollout from here
-        policies.append(r.agent.rollout_policy())  # pi_theta_old and V for every step of this rollout
-    clock, policy_s, env_wait_s = time.perf_counter, 0.0, 0.0
-    for step in range(num_steps + 1):  # the extra pass only collects the rollout's last step
-        held = []
+    acting, env_wait = Stopwatch(), Stopwatch()
+    for step in range(num_steps + 1):  # the extra pass only collects the last step's results
+        held = []  # strict turns: the groups' actions, sent once all are chosen
         for group, g in enumerate(groups):  # g: the group's envs
             if step > 0:  # r_{t-1} and s_t of the group's envs
-                t = step - 1
-                t0 = clock()
-                raw_obs, reward, terminated, truncated, infos = envs.step_wait(group)
-                t1 = clock()
-                if not (np.isfinite(raw_obs).all() and np.isfinite(reward).all()):
-                    raise NonFiniteEnvData(t)
-                if "final_obs" in infos:  # an episode ended: its final observation (bootstrapped, or rated by RND) too
-                    ended = np.flatnonzero(infos["_final_obs"])
-                    if ended.size and not np.isfinite(np.stack(infos["final_obs"][ended])).all():
-                        raise NonFiniteEnvData(t, "final observations (the last of an ended episode)")
-                done = np.logical_or(terminated, truncated)
-                t_bonus = 0.0
-                for r, policy, (rows, cols) in zip(routes, policies, places[group]):
-                    buf, normalizer, r_obs, r_infos = r.buf, r.normalizer, raw_obs, infos
-                    r_done, r_terminated, r_truncated, r_reward = done, terminated, truncated, reward
-                    if several:  # this policy's envs, at its own observation width
-                        r_obs = raw_obs[rows, : buf.obs.shape[-1]]
-                        r_done, r_terminated, r_truncated = done[rows], terminated[rows], truncated[rows]
-                        r_reward = reward[rows]
-                        if len(infos):
-                            r_infos = _take_infos(infos, rows, done.shape[0], buf.obs.shape[-1])
-                    buf.rewards[t, cols] = normalizer.scale_reward(r_reward, r_done, cols)
-                    buf.terminated[t, cols], buf.truncated[t, cols] = r_terminated, r_truncated
-                    final_values = np.zeros(r_done.shape[0], np.float32)
-                    cut = np.flatnonzero(np.logical_and(r_truncated, np.logical_not(r_terminated)))
-                    if cut.size:  # time-limit truncations: V(s_final), for bootstrap_truncated; the final obs continues
-                        final_obs = normalizer.normalize_obs(np.stack(r_infos["final_obs"][cut]), update=False)
-                        state = buf.state[np.arange(buf.obs.shape[1])[cols][cut]]  # its episode: the env's memory now
-                        final_values[cut] = policy.value(final_obs, state, np.zeros(cut.size, np.float32))[:, 0]
-                    buf.final_values[t, cols] = final_values
-                    if r.bonus is not None:  # RND rates the observation reached: the final one where an episode ended
-                        t2 = clock()
-                        r.bonus.rate(buf, t, cols, r_obs, r_done, r_infos)
-                        t_bonus += clock() - t2
-                    buf.next_obs[cols] = normalizer.normalize_obs(r_obs)
-                    buf.next_done[cols] = r_done
-                    if "_episode" in r_infos or "_final_info" in r_infos:  # episodic return/length, logged by the caller
-                        buf.episodes.append((t, r_infos))
-                policy_s, env_wait_s = policy_s + (clock() - t1) - t_bonus, env_wait_s + t1 - t0
+                with env_wait:
+                    obs, reward, terminated, truncated, infos = envs.step_wait(group)
+                check_finite(step - 1, obs, reward, infos)
+                with acting:
+                    record(buf, step - 1, g, obs, reward, terminated, truncated, infos, normalizer, policy)
+                if bonus is not None:  # RND rates the observation reached (the final one where an episode ended)
+                    bonus.rate(buf, step - 1, g, obs, np.logical_or(terminated, truncated), infos)
             if step == num_steps:
                 continue
-
-            # a_t ~ pi_theta_old(.|s_t), log pi_theta_old(a_t|s_t), V(s_t); the memory reset where s_t starts an episode
-            t0 = clock()
-            parts = []
-            for r, policy, (rows, cols) in zip(routes, policies, places[group]):
-                buf = r.buf
-                buf.obs[step, cols] = buf.next_obs[cols]
-                buf.dones[step, cols] = buf.next_done[cols]
-                action, logprob, value, buf.state[cols] = policy(buf.next_obs[cols], buf.state[cols], buf.next_done[cols])
-                buf.actions[step, cols] = action
-                buf.logprobs[step, cols] = logprob
-                buf.values[step, cols] = value
-                parts.append((r, rows, action))
-            actions = _env_actions(act_space, parts, g.stop - g.start, mixed)
-            policy_s += clock() - t0
+            with acting:
+                actions = env_action(envs.single_action_space, act(buf, step, g, policy))
             if pipeline:  # the group simulates while the next one is served
-                t0 = clock()
-                envs.step_async(actions, group)
-                env_wait_s += clock() - t0
+                with env_wait:
+                    envs.step_async(actions, group)
             else:
                 held.append((actions, group))
-        t0 = clock()
-        for group_actions, group in held:  # strict turns: every group's actions, once all are chosen
-            envs.step_async(group_actions, group)
-        env_wait_s += clock() - t0
-    for r in routes:
-        r.buf.policy_s, r.buf.env_wait_s, r.buf.group_steps = policy_s, env_wait_s, num_steps * len(groups)
+        with env_wait:
+            for actions, group in held:
+                envs.step_async(actions, group)
+    buf.policy_s, buf.env_wait_s, buf.group_steps = acting.seconds, env_wait.seconds, num_steps * len(groups)
 
 
-def _env_actions(act_space, parts, n: int, mixed: bool):
-    """The actions sent to a group of n envs from each route's (route, rows, agent actions): one route's as they are;
-    a mixed env's as {policy name: that policy's env actions}; policies of one space, merged into one batch."""
-    if len(parts) == 1:
-        return env_action(act_space, parts[0][2])
-    if mixed:
-        return {r.name: env_action(act_space[r.name], action) for r, _, action in parts}
-    return env_action(act_space, merge_actions([(rows, action) for _, rows, action in parts], n))
+def act(buf: RolloutBuffer, step: int, envs, policy) -> np.ndarray:
+    """a_t ~ pi_theta_old(.|s_t) for the envs ``envs`` of ``buf`` (a slice or index array), stored with s_t, its done,
+    log pi_theta_old(a_t|s_t) and V(s_t); the agent's memory moves on (reset where s_t starts an episode). Returns
+    the agent's a_t (env_action makes the env's)."""
+    buf.obs[step, envs], buf.dones[step, envs] = buf.next_obs[envs], buf.next_done[envs]
+    action, logprob, value, buf.state[envs] = policy(buf.next_obs[envs], buf.state[envs], buf.next_done[envs])
+    buf.actions[step, envs], buf.logprobs[step, envs], buf.values[step, envs] = action, logprob, value
+    return action
 
 
-def merge_actions(parts: list, n: int):
-    """One batch of n envs' actions from each policy's (rows, actions) when the policies share one space: arrays row
-    by row, a hybrid space's dicts key by key."""
-    first = parts[0][1]
-    if isinstance(first, dict):
-        return {key: merge_actions([(rows, a[key]) for rows, a in parts], n) for key in first}
-    first = np.asarray(first)
-    merged = np.zeros((n,) + first.shape[1:], first.dtype)
-    for rows, actions in parts:
-        merged[rows] = actions
-    return merged
+def record(buf: RolloutBuffer, t: int, envs, obs, reward, terminated, truncated, infos, normalizer, policy) -> None:
+    """Step t's results for the envs ``envs`` of ``buf``: r_t (scaled), how an episode ended, V(final obs) where one
+    was truncated, s_{t+1} (normalised) and its done, and the infos of a step where episodes ended."""
+    done = np.logical_or(terminated, truncated)
+    buf.rewards[t, envs] = normalizer.scale_reward(reward, done, envs)
+    buf.terminated[t, envs], buf.truncated[t, envs] = terminated, truncated
+    final_values = np.zeros(done.shape[0], np.float32)
+    cut = np.flatnonzero(np.logical_and(truncated, np.logical_not(terminated)))
+    if cut.size:  # time-limit truncations: V(s_final), for bootstrap_truncated (its episode: the env's memory now)
+        final_obs = normalizer.normalize_obs(np.stack(infos["final_obs"][cut]), update=False)
+        state = buf.state[np.arange(buf.obs.shape[1])[envs][cut]]
+        final_values[cut] = policy.value(final_obs, state, np.zeros(cut.size, np.float32))[:, 0]
+    buf.final_values[t, envs] = final_values
+    buf.next_obs[envs] = normalizer.normalize_obs(obs)
+    buf.next_done[envs] = done
+    if "_episode" in infos or "_final_info" in infos:  # episodic return/length, logged by the caller
+        buf.episodes.append((t, infos))
+
+
+def check_finite(t: int, obs, reward, infos) -> None:
+    """Raise NonFiniteEnvData if step t's observations, rewards or final observations hold NaN/inf."""
+    if not (np.isfinite(obs).all() and np.isfinite(reward).all()):
+        raise NonFiniteEnvData(t)
+    if "final_obs" in infos:  # an episode ended: its final observation (bootstrapped, or rated by RND) too
+        ended = np.flatnonzero(infos["_final_obs"])
+        if ended.size and not np.isfinite(np.stack(infos["final_obs"][ended])).all():
+            raise NonFiniteEnvData(t, "final observations (the last of an ended episode)")
 
 
 def evaluate(act: Callable, envs, num_episodes: int, seed: int, max_vector_steps: int = 200_000,

@@ -30,7 +30,10 @@ CHILD = r"""
 import json, sys, time
 import gymnasium as gym, numpy as np, torch
 from python_trainer import ppo
-from python_trainer.agent import Agent
+try:  # the trainer's agent: fast_acting's (issue 33 on), agent.Agent in the checkouts before
+    from python_trainer.fast_acting import FastAgent as Agent
+except ImportError:
+    from python_trainer.agent import Agent
 from python_trainer.normalization import Normalizer
 from python_trainer.optimizer import Adam
 from python_trainer.rollout import RolloutBuffer, collect_rollout

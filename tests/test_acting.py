@@ -1,16 +1,26 @@
-"""The rollout's fast acting path (agent.RolloutPolicy, recurrent.RecurrentRolloutPolicy) against the agent's own
-get_action_and_value: for the same observations and the same torch generator state, the same discrete actions, and
-continuous actions, log-probabilities and values within 1e-6 (of their size, when it is over 1: float32 rounding in
-another order of the same sums), for every action space and for the recurrent agent (whose memory it carries and
-resets the same way)."""
+"""The reference agent (agent.Agent, torch.distributions as in CleanRL) and its fast twin (fast_acting: FastAgent, its
+numpy Tanh and the rollout's RolloutPolicy): one network, the same log-probabilities, entropies and values within
+1e-6 (of their size, when it is over 1: float32 rounding of the same sums in another order), for discrete,
+continuous, multi-discrete and hybrid action spaces; the rollout's numpy path draws the very random numbers of
+FastAgent.get_action_and_value, also for the recurrent agent (whose memory it carries and resets the same way); and
+the fast one is what the trainer builds, acts and updates with."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
+from conftest import REPO
+from python_trainer import agent as agent_mod
 from python_trainer.agent import Agent
+from python_trainer.envs.gym_env import GymVecEnv
+from python_trainer.fast_acting import FastAgent, RolloutPolicy, Tanh
+from python_trainer.normalization import Normalizer
+from python_trainer.ppo import Args
+from python_trainer.rollout import RolloutBuffer, collect_rollout
+from python_trainer.run import train
 from python_trainer.variants.recurrent import RecurrentAgent
+from python_trainer.variants.trained_agent import make_agent
 
 SPACES = {
     "discrete": gym.spaces.Discrete(5),
@@ -19,6 +29,7 @@ SPACES = {
     "hybrid": gym.spaces.Dict({"aim": gym.spaces.Box(-1.0, 1.0, (1,), np.float32), "jump": gym.spaces.Discrete(3),
                                "move": gym.spaces.Box(-1.0, 1.0, (2,), np.float32), "mode": gym.spaces.Discrete(2)}),
 }  # fmt: skip
+CLOSE = {"atol": 1e-6, "rtol": 1e-6}
 
 
 def _trained_like(agent):
@@ -31,13 +42,121 @@ def _trained_like(agent):
     return agent
 
 
+def _twins(space, obs_dim=12):
+    """(the reference, the fast agent) with the same weights, the reference's loaded from the fast one's state_dict."""
+    fast = _trained_like(FastAgent(obs_dim, space, rnd=True))
+    reference = Agent(obs_dim, space, rnd=True)
+    reference.load_state_dict(fast.state_dict())
+    return reference, fast
+
+
+@pytest.mark.parametrize("name", list(SPACES))
+def test_the_reference_and_the_fast_agent_are_one_network_with_the_same_keys(name):
+    """Built from the same seed, the same parameters under the same state_dict keys (the checkpoints' keys): a
+    checkpoint of either loads into the other, and only the activations' kind differs."""
+    torch.manual_seed(0)
+    reference = Agent(12, SPACES[name], rnd=True)
+    torch.manual_seed(0)
+    fast = FastAgent(12, SPACES[name], rnd=True)
+    assert list(reference.state_dict()) == list(fast.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(reference.state_dict().values(), fast.state_dict().values()))
+    keys = [f"{net}.{i}.{p}" for net in ("critic", "actor") for i in (0, 2, 4) for p in ("weight", "bias")]
+    assert [k for k in fast.state_dict() if k != "actor_logstd"] == keys
+    assert ("actor_logstd" in fast.state_dict()) == (name in ("box", "hybrid"))
+    assert {type(m) for m in reference.modules() if isinstance(m, torch.nn.Tanh)} == {torch.nn.Tanh}
+    assert {type(m) for m in fast.modules() if isinstance(m, torch.nn.Tanh)} == {Tanh}
+
+
+def test_a_checkpoint_of_an_older_trainer_loads_into_both_agents():
+    """main 7743056's model (before the reference and the fast twin were two classes) loads into each, strictly."""
+    ckpt = torch.load(REPO / "tests" / "fixtures" / "main_7743056" / "ball_chase_pipelined" / "model.pt",
+                      weights_only=True)  # fmt: skip
+    for cls in (Agent, FastAgent):
+        cls(12, gym.spaces.Box(-1, 1, (2,), np.float32)).load_state_dict(ckpt["model"])
+
+
+@pytest.mark.parametrize("rows", [16, 1024], ids=["acting_batch", "update_minibatch"])
+@pytest.mark.parametrize("name", list(SPACES))
+def test_the_fast_agent_scores_actions_as_the_reference(name, rows):
+    """log pi(a|s), H[pi(.|s)] and V(s) of the same actions within 1e-6, whichever agent sampled them; both sample the
+    same kind of action (dtype, shape, a discrete head's index); 1024 rows: the update's numpy tanh."""
+    torch.set_num_threads(1)  # as in training (the matrix products' rounding may depend on the thread count)
+    reference, fast = _twins(SPACES[name])
+    x = torch.from_numpy(np.random.default_rng(0).normal(0, 2, (rows, 12)).astype(np.float32))
+    with torch.no_grad():
+        for sampler, scorer in ((reference, fast), (fast, reference)):
+            action, logprob, entropy, value, _ = sampler.get_action_and_value(x)
+            _, their_logprob, their_entropy, their_value, _ = scorer.get_action_and_value(x, action)
+            np.testing.assert_allclose(their_logprob.numpy(), logprob.numpy(), **CLOSE)
+            np.testing.assert_allclose(their_entropy.numpy(), entropy.numpy(), **CLOSE)
+            np.testing.assert_allclose(their_value.numpy(), value.numpy(), **CLOSE)
+            assert action.dtype == (torch.int64 if name == "discrete" else torch.float32)
+            assert tuple(action.shape) == (rows,) + fast.action_shape
+            heads = [(action, 5)] if name == "discrete" else [
+                (action[:, fast.n_continuous + j], end - start) for j, (start, end) in enumerate(fast.logit_slices)]
+            for index, size in heads:  # each discrete head's sample: one of its indices (1024 rows: all drawn)
+                assert set(index.tolist()) <= set(range(size)) and (rows < 1024 or len(set(index.tolist())) == size)
+
+
+@pytest.mark.parametrize("name", list(SPACES))
+def test_the_rollouts_numpy_acting_scores_as_the_reference(name):
+    """fast_acting.RolloutPolicy (what the rollout runs) against agent.Acting (CleanRL's no-grad
+    get_action_and_value on the reference): the reference gives the numpy path's actions the same log-probabilities,
+    and the same values and final values (policy.value), within 1e-6, in the same arrays."""
+    torch.set_num_threads(1)
+    reference, fast = _twins(SPACES[name])
+    fast_policy, reference_policy = fast.rollout_policy(), reference.rollout_policy()
+    assert isinstance(fast_policy, RolloutPolicy) and isinstance(reference_policy, agent_mod.Acting)
+    obs = np.random.default_rng(1).normal(0, 2, (32, 12)).astype(np.float32)
+    action, logprob, value, _ = fast_policy(obs)
+    with torch.no_grad():
+        _, their_logprob, _, their_value, _ = reference.get_action_and_value(torch.from_numpy(obs), torch.from_numpy(action))
+    np.testing.assert_allclose(logprob, their_logprob.numpy(), **CLOSE)
+    np.testing.assert_allclose(value, their_value.numpy(), **CLOSE)
+    np.testing.assert_allclose(fast_policy.value(obs), reference_policy.value(obs), **CLOSE)
+    ref_action, ref_logprob, ref_value, _ = reference_policy(obs)
+    for ours, theirs in ((action, ref_action), (logprob, ref_logprob), (value, ref_value)):
+        assert type(ours) is type(theirs) is np.ndarray and ours.dtype == theirs.dtype and ours.shape == theirs.shape
+
+
+def test_the_reference_agent_fills_the_rollout_as_the_fast_one_does():
+    """The student's path runs as it reads: collect_rollout with the reference agent (agent.Acting) fills the buffer
+    of a truncating CartPole, and its stored log-probabilities and values are the reference's for its actions; with
+    the fast agent of the same weights, the same kinds of arrays come out."""
+    torch.manual_seed(0)
+    reference = Agent(4, gym.spaces.Discrete(2))
+    fast = FastAgent(4, gym.spaces.Discrete(2))
+    fast.load_state_dict(reference.state_dict())
+    bufs = []
+    for agent in (reference, fast):
+        envs = GymVecEnv("CartPole-v1", num_envs=2, seed=0, max_episode_steps=5)
+        normalizer, buf = Normalizer(4, 2, 0.99, norm_obs=True, norm_reward=True), RolloutBuffer(12, 2, 4, agent)
+        buf.next_obs[:] = normalizer.normalize_obs(envs.reset(seed=0)[0])
+        collect_rollout(envs, agent, normalizer, buf, pipeline=True)
+        envs.close()
+        bufs.append(buf)
+    buf = bufs[0]
+    with torch.no_grad():
+        _, logprob, _, value, _ = reference.get_action_and_value(torch.from_numpy(buf.obs.reshape(-1, 4)),
+                                                                 torch.from_numpy(buf.actions.reshape(-1)))  # fmt: skip
+    np.testing.assert_allclose(buf.logprobs.reshape(-1), logprob.numpy(), **CLOSE)
+    np.testing.assert_allclose(buf.values.reshape(-1, 1), value.numpy(), **CLOSE)
+    assert buf.truncated.any() and (buf.final_values[buf.truncated] != 0).all()  # V(final obs) of each time limit
+    assert buf.episodes and buf.group_steps == 12
+    for field in buf.fields:
+        assert getattr(buf, field).dtype == getattr(bufs[1], field).dtype
+        assert getattr(buf, field).shape == getattr(bufs[1], field).shape
+
+
 @pytest.mark.parametrize("recurrent", [False, True], ids=["mlp", "lstm"])
 @pytest.mark.parametrize("name", list(SPACES))
-def test_the_fast_path_acts_as_get_action_and_value(name, recurrent):
+def test_the_numpy_path_draws_the_fast_agents_random_numbers(name, recurrent):
+    """For the same observations and the same torch generator state, RolloutPolicy gives FastAgent's discrete actions
+    exactly, and its continuous actions, log-probabilities, values and LSTM memory within 1e-6, step after step."""
     space, obs_dim, n = SPACES[name], 12, 16
-    torch.set_num_threads(1)  # as in training (the matrix products' rounding may depend on the thread count)
+    torch.set_num_threads(1)
     torch.manual_seed(0)
-    agent = _trained_like(RecurrentAgent(obs_dim, space, 16, rnd=True) if recurrent else Agent(obs_dim, space, rnd=True))
+    agent = _trained_like(RecurrentAgent(obs_dim, space, 16, rnd=True) if recurrent else FastAgent(obs_dim, space, rnd=True))
     policy = agent.rollout_policy()
     rng = np.random.default_rng(0)
     slow_state, fast_state = agent.initial_state(n), agent.initial_state(n)
@@ -56,28 +175,52 @@ def test_the_fast_path_acts_as_get_action_and_value(name, recurrent):
         np.testing.assert_array_equal(action.numpy()[..., discrete_columns] if not agent.discrete else action.numpy(),
                                       fast_action[..., discrete_columns] if not agent.discrete else fast_action)
         assert fast_action.dtype == action.numpy().dtype and fast_action.shape == tuple(action.shape)
-        close = {"atol": 1e-6, "rtol": 1e-6}
-        np.testing.assert_allclose(fast_action, action.numpy(), **close)
-        np.testing.assert_allclose(fast_logprob, logprob.numpy(), **close)
-        # the values are sums of 64 products of O(1) numbers, taken in another order: a few float32 ulps of O(1)
-        values_close = {"atol": 1e-5, "rtol": 1e-6}
-        np.testing.assert_allclose(fast_value, value.numpy(), **values_close)
+        np.testing.assert_allclose(fast_action, action.numpy(), **CLOSE)
+        np.testing.assert_allclose(fast_logprob, logprob.numpy(), **CLOSE)
+        np.testing.assert_allclose(fast_value, value.numpy(), **CLOSE)
         with torch.no_grad():
             slow_value = agent.get_value(torch.from_numpy(obs), fast_state, torch.from_numpy(done)).numpy()
-        np.testing.assert_allclose(policy.value(obs, fast_state, done), slow_value, **values_close)
+        np.testing.assert_allclose(policy.value(obs, fast_state, done), slow_value, **CLOSE)
         if recurrent:
-            np.testing.assert_allclose(fast_state.h.numpy(), slow_state.h.numpy(), **close)
-            np.testing.assert_allclose(fast_state.c.numpy(), slow_state.c.numpy(), **close)
+            np.testing.assert_allclose(fast_state.h.numpy(), slow_state.h.numpy(), **CLOSE)
+            np.testing.assert_allclose(fast_state.c.numpy(), slow_state.c.numpy(), **CLOSE)
+
+
+def test_the_trainer_acts_and_updates_with_the_fast_agent(tmp_path, monkeypatch):
+    """make_agent builds the fast agent (and the recurrent one on it), and a training acts through its numpy
+    RolloutPolicy and updates through its written-out heads, never through the reference's distributions."""
+    assert type(make_agent(4, gym.spaces.Discrete(2), vars(Args()))) is FastAgent
+    assert isinstance(make_agent(4, gym.spaces.Discrete(2), {"lstm": True}), FastAgent)
+    calls = {"rollout": 0, "update": 0}
+    rollout_policy, pi = FastAgent.rollout_policy, FastAgent.pi
+
+    def counted_rollout_policy(self):
+        calls["rollout"] += 1
+        return rollout_policy(self)
+
+    def counted_pi(self, out, action=None):
+        calls["update"] += action is not None
+        return pi(self, out, action)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the trainer used the reference agent's distributions")
+
+    monkeypatch.setattr(FastAgent, "rollout_policy", counted_rollout_policy)
+    monkeypatch.setattr(FastAgent, "pi", counted_pi)
+    monkeypatch.setattr(Agent, "distributions", refused)
+    monkeypatch.setattr(agent_mod.Acting, "__call__", refused)
+    assert train.main(["--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256",
+                       "--eval-episodes", "1", "--run-dir-root", str(tmp_path)]) == 0  # fmt: skip
+    assert calls["rollout"] == 2  # one RolloutPolicy per rollout
+    assert calls["update"] == 2 * Args().update_epochs * Args().num_minibatches  # one per minibatch
 
 
 @pytest.mark.parametrize("inplace", [False, True], ids=["new_buffer", "in_place"])
 @pytest.mark.parametrize("rows", [128, 1024], ids=["torch_path", "numpy_path"])
 def test_the_updates_tanh_is_torchs_tanh(rows, inplace):
-    """agent.Tanh (numpy's tanh from 256 rows of 64 on, for the update's speed; with inplace=True written over a
-    layer's output and its gradient over the saved output) gives torch.tanh's values and gradients within float32
+    """fast_acting.Tanh (numpy's tanh from 256 rows of 64 on, for the update's speed; with inplace=True written over
+    a layer's output and its gradient over the saved output) gives torch.tanh's values and gradients within float32
     rounding, and stays an nn.Tanh (the policy file and the acting path read it as one)."""
-    from python_trainer.agent import Tanh
-
     torch.manual_seed(0)
     x = torch.randn(rows, 64).requires_grad_()
     ours = Tanh(inplace=inplace)(x * 3)  # x * 3: a fresh result, as a Linear layer's output is

@@ -20,6 +20,7 @@ from python_trainer.run import train
 from python_trainer.variants import trained_agent
 from python_trainer import agent as agent_mod
 from python_trainer.agent import Agent
+from python_trainer.fast_acting import FastAgent
 from python_trainer.envs.gym_env import EpisodeStatistics, GymVecEnv
 
 CLEANRL_TAGS = [
@@ -86,7 +87,9 @@ def test_truncated_episode_keeps_its_future_in_the_return():
     assert ret_trunc[1, 0] == ret_term[1, 0] == pytest.approx(1.0 + 0.9 * 5.0)  # next episode bootstraps as usual
 
 
-def test_agent_log_probs_and_entropy_match_torch_distributions():
+@pytest.mark.parametrize("Agent", [Agent, FastAgent], ids=["reference", "fast"])
+def test_agent_log_probs_and_entropy_match_torch_distributions(Agent):
+    """The reference's heads are torch.distributions'; the fast twin's, written out, give the same numbers."""
     torch.manual_seed(0)
     x = torch.randn(6, 3)
     agent = Agent(3, gym.spaces.Discrete(4))
@@ -107,9 +110,11 @@ def test_agent_log_probs_and_entropy_match_torch_distributions():
     torch.testing.assert_close(entropy, dist.entropy().sum(1))
 
 
-def test_hybrid_agent_sums_one_head_per_key():
+@pytest.mark.parametrize("Agent", [Agent, FastAgent], ids=["reference", "fast"])
+def test_hybrid_agent_sums_one_head_per_key(Agent):
     """A Dict space of both kinds (a 3-choice discrete key next to continuous ones): the continuous means first, then
-    each discrete key's logits; log-probabilities and entropies are the sums over the heads."""
+    each discrete key's logits; log-probabilities and entropies are the sums over the heads, in the reference and
+    in its fast twin."""
     torch.manual_seed(0)
     space = gym.spaces.Dict({"aim": gym.spaces.Box(-1, 1, (1,)), "jump": gym.spaces.Discrete(3),
                              "mode": gym.spaces.Discrete(2), "move": gym.spaces.Box(-1, 1, (2,))})

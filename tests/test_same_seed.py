@@ -6,11 +6,11 @@ and plays in the engine.
 
 The runs were recorded with main 7743056's trainer, and the restructuring (issue 20) reproduced them bit for bit;
 they were re-recorded once, on purpose, by the trainer of issue 21, whose numbers differ in float rounding only:
-the rollout acts on numpy (agent.RolloutPolicy: the same sums taken in another order, the actor and the critic's
+the rollout acts on numpy (fast_acting.RolloutPolicy: the same sums taken in another order, the actor and the critic's
 first layers in one product) and the running statistics merge with scalar weights (running_stats.py). The
 acting path's agreement with get_action_and_value is tests/test_acting.py's. The two ball_chase runs were
 re-recorded once more, on purpose, by issue 21's second round: the update's tanh on a minibatch of 1024 rows is
-numpy's (agent.Tanh: torch's took a quarter of the update), which rounds differently in the last bit; CartPole's
+numpy's (fast_acting.Tanh: torch's took a quarter of the update), which rounds differently in the last bit; CartPole's
 128-row minibatches keep torch's, and its run is unchanged. Issue 21's third round (the tanh written over its
 input, Tanh(inplace=True)) computes the same numbers and left every run as it was.
 

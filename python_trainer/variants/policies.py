@@ -7,8 +7,9 @@ ppo.iterations per learner, in lockstep (`lockstep`), so the algorithm never kno
 
 Their rollouts come from one vector env: `PolicySet` holds it and gives each learner a `PolicyRollouts`, the
 rollouts' interface seen from one policy. The first learner to ask for an update's rollout collects it for all of
-them at once (rollout.collect_routes: each policy acts in its own envs with its own weights); the others take theirs.
-A game with one policy is one learner over the plain rollouts: nothing here runs.
+them at once (`collect_routes`: each policy acts in its own envs with its own weights, one `Route` per policy); the
+others take theirs. self_play.py collects its two teams the same way. A game with one policy is one learner over the
+plain rollouts (rollout.collect_rollout): nothing here runs.
 """
 
 from __future__ import annotations
@@ -18,8 +19,123 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from python_trainer.agent import env_action
 from python_trainer.engine.policy_file import policy_env_info
-from python_trainer.rollout import Route, RolloutBuffer, Rollouts, collect_routes, evaluate, merge_actions
+from python_trainer.envs.grouped_env import GroupedVecEnv
+from python_trainer.rollout import RolloutBuffer, Rollouts, Stopwatch, act, check_finite, evaluate, record
+
+
+@dataclass
+class Route:
+    """One policy's share of a rollout: its agent, normaliser, buffer and bonus, and its envs (indices into the vector
+    env's batch, ascending; None: all of them)."""
+
+    agent: object
+    normalizer: object
+    buf: RolloutBuffer
+    bonus: object = None
+    envs: Optional[np.ndarray] = None
+    name: str = ""
+
+
+def collect_routes(envs: GroupedVecEnv, routes: list, pipeline=True) -> None:
+    """rollout.collect_rollout for several policies in one env: fill each route's buffer with its policy's next
+    num_steps transitions in its envs, from its buf.next_obs on.
+
+    The groups are served as there (pipelined or in strict turns). Each policy sees only its envs' observations (at
+    its own width: a mixed env pads them), rewards and infos, and acts with its own weights; the policies' actions
+    go back to the env together (a mixed env's as {policy name: actions}).
+    """
+    groups, num_steps = envs.groups, routes[0].buf.obs.shape[0]
+    pipeline = pipeline and len(groups) > 1
+    places = _group_routes(envs, routes, groups)
+    policies = []
+    for r in routes:
+        r.buf.episodes, r.buf.initial_state = [], r.buf.state.clone()  # the update replays the rollout from here
+        policies.append(r.agent.rollout_policy())  # pi_theta_old and V for every step of this rollout
+    acting, env_wait = Stopwatch(), Stopwatch()
+    for step in range(num_steps + 1):  # the extra pass only collects the rollout's last step
+        held = []
+        for group, g in enumerate(groups):
+            if step > 0:  # r_{t-1} and s_t of the group's envs, each policy's share
+                with env_wait:
+                    obs, reward, terminated, truncated, infos = envs.step_wait(group)
+                check_finite(step - 1, obs, reward, infos)
+                for r, policy, (rows, cols) in zip(routes, policies, places[group]):
+                    width = r.buf.obs.shape[-1]
+                    r_obs, r_infos = obs[rows, :width], _take_infos(infos, rows, reward.shape[0], width)
+                    with acting:
+                        record(r.buf, step - 1, cols, r_obs, reward[rows], terminated[rows], truncated[rows], r_infos,
+                               r.normalizer, policy)  # fmt: skip
+                    if r.bonus is not None:  # RND rates the observation reached
+                        r_done = np.logical_or(terminated[rows], truncated[rows])
+                        r.bonus.rate(r.buf, step - 1, cols, r_obs, r_done, r_infos)
+            if step == num_steps:
+                continue
+            with acting:
+                parts = [(r, rows, act(r.buf, step, cols, policy))
+                         for r, policy, (rows, cols) in zip(routes, policies, places[group])]  # fmt: skip
+                actions = _env_actions(envs.single_action_space, parts, g.stop - g.start, getattr(envs, "mixed", False))
+            if pipeline:  # the group simulates while the next one is served
+                with env_wait:
+                    envs.step_async(actions, group)
+            else:
+                held.append((actions, group))
+        with env_wait:
+            for actions, group in held:  # strict turns: every group's actions, once all are chosen
+                envs.step_async(actions, group)
+    for r in routes:
+        r.buf.policy_s, r.buf.env_wait_s, r.buf.group_steps = acting.seconds, env_wait.seconds, num_steps * len(groups)
+
+
+def _group_routes(envs, routes, groups) -> list:
+    """For each group, each route's (rows: its envs' positions in the group's arrays, cols: their positions in the
+    route's buffer)."""
+    out = []
+    for g in groups:
+        in_group = np.arange(g.start, g.stop)
+        out.append([(rows, np.searchsorted(ids, g.start + rows))
+                    for r in routes for ids in [np.arange(envs.num_envs) if r.envs is None else r.envs]
+                    for rows in [np.flatnonzero(np.isin(in_group, ids))]])  # fmt: skip
+    return out
+
+
+def _take_infos(infos: dict, rows, n: int, obs_dim: int) -> dict:
+    """The step's infos for the envs at ``rows`` of the n envs stepped (arrays of length n are indexed; final_obs
+    loses its padding columns)."""
+    if not len(infos):
+        return infos
+
+    def take(value):
+        if isinstance(value, dict):
+            return {k: take(v) for k, v in value.items()}
+        return value[rows] if isinstance(value, np.ndarray) and value.shape[:1] == (n,) else value
+
+    out = take(infos)
+    if "final_obs" in out:
+        out["final_obs"] = out["final_obs"][:, :obs_dim]
+    return out
+
+
+def _env_actions(act_space, parts, n: int, mixed: bool):
+    """The actions sent to a group of n envs from each route's (route, rows, agent actions): a mixed env's as
+    {policy name: that policy's env actions}; policies of one space, merged into one batch."""
+    if mixed:
+        return {r.name: env_action(act_space[r.name], action) for r, _, action in parts}
+    return env_action(act_space, merge_actions([(rows, action) for _, rows, action in parts], n))
+
+
+def merge_actions(parts: list, n: int):
+    """One batch of n envs' actions from each policy's (rows, actions) when the policies share one space: arrays row
+    by row, a hybrid space's dicts key by key."""
+    first = parts[0][1]
+    if isinstance(first, dict):
+        return {key: merge_actions([(rows, a[key]) for rows, a in parts], n) for key in first}
+    first = np.asarray(first)
+    merged = np.zeros((n,) + first.shape[1:], first.dtype)
+    for rows, actions in parts:
+        merged[rows] = actions
+    return merged
 
 
 @dataclass

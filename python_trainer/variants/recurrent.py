@@ -31,7 +31,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from python_trainer.agent import Agent, RolloutPolicy, Tanh, _numpy_layers, _transposed, forward, layer_init
+from python_trainer.agent import layer_init
+from python_trainer.fast_acting import FastAgent, RolloutPolicy, Tanh, _numpy_layers, _transposed, forward
 from python_trainer.base.flags import at_least, flag
 
 DEFAULT_HIDDEN_SIZE = 64
@@ -162,7 +163,7 @@ class LSTMState:
         return LSTMState(*clone_state((self.h, self.c)))
 
 
-class RecurrentAgent(Agent):
+class RecurrentAgent(FastAgent):
     """CleanRL's ppo_atari_lstm.py agent: a shared encoder (64 then ENCODER_OUT wide), an LSTM of ``hidden_size``,
     then the actor and the critic as one linear layer each on its output, with the MLP agent's heads (one per
     action key) and, with ``rnd``, its intrinsic value output."""
@@ -210,7 +211,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 class RecurrentRolloutPolicy(RolloutPolicy):
-    """RecurrentAgent's acting in a rollout on numpy (see agent.RolloutPolicy): the encoder, one LSTM step per call
+    """RecurrentAgent's acting in a rollout on numpy (fast_acting.RolloutPolicy): the encoder, one LSTM step per call
     (the state zeroed first where ``done``), then the actor and the critic as one product."""
 
     def __init__(self, agent: RecurrentAgent):

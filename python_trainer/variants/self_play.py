@@ -2,7 +2,7 @@
 
 The game's agents play one policy in two teams (each controller's ``policy_name`` the same, its ``team`` 0 or 1, sent
 in env_info's ``agent_teams``). `SelfPlayRollouts` fills ppo.py's rollouts slot: each rollout is collected with two
-routes (rollout.collect_routes), the learner's agents acting with the current policy into the learner's buffer, and
+routes (policies.collect_routes), the learner's agents acting with the current policy into the learner's buffer, and
 the other team's agents acting with a frozen snapshot into a buffer nobody trains on. Around the collection it keeps:
 
 * the pool: a snapshot of the learner (its weights and observation statistics) every --self-play-save-steps learner
@@ -35,7 +35,8 @@ from python_trainer.base.errors import UserError
 from python_trainer.base.files import atomic_output
 from python_trainer.base.flags import at_least, flag, in_range
 from python_trainer.normalization import Normalizer
-from python_trainer.rollout import Route, RolloutBuffer, Rollouts, collect_routes, evaluate, merge_actions
+from python_trainer.rollout import RolloutBuffer, Rollouts, evaluate
+from python_trainer.variants.policies import Route, collect_routes, merge_actions
 from python_trainer.variants.trained_agent import LoadedAgent
 
 POOL_DIR = "self_play"  # RUN_DIR/self_play/snapshot_<learner step>.pt

@@ -17,17 +17,18 @@ import torch
 
 from python_trainer.agent import Agent, NO_STATE, env_action
 from python_trainer.checkpoint import checkpoint_in, load_checkpoint, space_from_dict
+from python_trainer.fast_acting import FastAgent
 from python_trainer.normalization import Normalizer
 from python_trainer.variants.recurrent import DEFAULT_HIDDEN_SIZE, RecurrentAgent
 
 
 def make_agent(obs_dim: int, action_space: gym.Space, args: dict) -> Agent:
     """The agent of a training with these flags (``args``: Args as a dict, or a checkpoint's "args"): the MLP agent,
-    or with --lstm the recurrent one; with --rnd its critic has the intrinsic value output too."""
+    or with --lstm the recurrent one (both fast_acting's); with --rnd its critic has the intrinsic value output too."""
     rnd = bool(args.get("rnd"))
     if args.get("lstm"):
         return RecurrentAgent(obs_dim, action_space, int(args.get("lstm_size", DEFAULT_HIDDEN_SIZE)), rnd=rnd)
-    return Agent(obs_dim, action_space, rnd=rnd)
+    return FastAgent(obs_dim, action_space, rnd=rnd)
 
 
 @dataclass

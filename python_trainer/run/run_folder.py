@@ -33,7 +33,7 @@ LOCK_NAME = "train.lock"
 
 
 class TrainError(UserError):
-    """A problem the user can fix; `godot-ppo train` prints it as `godot-ppo train: error: ...` and returns 2."""
+    """A problem the user can fix, raised before or instead of training; the command line says it in one line and exits 2."""
 
 
 # ======================================================================================================================

@@ -51,7 +51,7 @@ import torch
 
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.files import write_atomic
-from python_trainer.base.flags import at_least, flag, positive
+from python_trainer.base.flags import GoesWith, at_least, flag, positive
 from python_trainer.envs.failures import WorkerLostError
 from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.normalization import Normalizer
@@ -70,16 +70,20 @@ START_TIMEOUT_S = 180.0  # workers placed, binaries checked, games connected
 WORKER_SEED_STRIDE = 1000  # worker i's games are seeded 1000 * i past the run's: distinct games and episodes
 
 
+RAY = GoesWith("ray_address", "Ray rollout workers",
+               "--ray-address local (this machine) or --ray-address HOST:PORT (a cluster)")  # every --ray-* flag's
+
+
 @dataclass
 class RayArgs:
     ray_address: Optional[str] = None
     """collect the rollouts with --ray-workers Ray actors, each running --num-instances games on its own node:
     `local` starts a Ray on this machine for the run; HOST:PORT joins the cluster that `ray start --head` started"""
-    ray_workers: int = flag(2, at_least(1, "an integer >= 1 (rollout workers)", "2"))
+    ray_workers: int = flag(2, at_least(1, "an integer >= 1 (rollout workers)", "2"), goes_with=RAY)
     """with --ray-address: how many rollout workers (the batch is their envs side by side)"""
-    ray_cpus_per_worker: Optional[float] = flag(None, positive("3", "a number of CPUs > 0"))
+    ray_cpus_per_worker: Optional[float] = flag(None, positive("3", "a number of CPUs > 0"), goes_with=RAY)
     """with --ray-address: the CPUs each worker reserves on its node (default: --num-instances + 1)"""
-    ray_max_restarts: int = flag(3, at_least(0, "an integer >= 0", "3"))
+    ray_max_restarts: int = flag(3, at_least(0, "an integer >= 0", "3"), goes_with=RAY)
     """with --ray-address: how many times Ray restarts each worker that dies before training stops (with a
     checkpoint)"""
 

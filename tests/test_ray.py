@@ -20,7 +20,8 @@ from python_trainer.base import running_stats
 from python_trainer.run import learners, train
 from python_trainer.variants import trained_agent
 from python_trainer.checkpoint import load_checkpoint
-from python_trainer.variants.ray_rollouts import LOOPBACK, WORKERS_JSON, RolloutWorker, _added_moments, export_digest
+from python_trainer.variants.ray_rollouts import LOOPBACK, WORKERS_JSON
+from python_trainer.variants.ray_worker import RolloutWorker, export_digest
 from test_ppo import _run_dirs, _scalars
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -322,7 +323,7 @@ def test_merged_moments_equal_the_moments_of_all_the_data():
     for worker, part in zip(workers, data[1:]):
         worker.update(part)
     for worker in workers:
-        learner.update_from_moments(*_added_moments(start.mean, start.var, start.count, worker))
+        learner.update_from_moments(*worker.moments_since(start.mean, start.var, start.count))
     everything = np.concatenate(data)
     np.testing.assert_allclose(learner.mean, everything.mean(0), rtol=1e-5)
     np.testing.assert_allclose(learner.var, everything.var(0), rtol=1e-4)

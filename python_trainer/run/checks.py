@@ -94,12 +94,20 @@ def _check_resumed_model(args, ckpt):
                          "resume with the run's own setting (drop the flag) or start a new run")  # fmt: skip
 
 
+def resolve_game(args):
+    """A gymnasium id, or the `GodotGame` that --env-path / --env-id name (game.resolve_env decides which)."""
+    return resolve_env(_env_id(args), args.env_path, args.connect_timeout)
+
+
+def _env_id(args):
+    return args.env_id if args.env_id is not None or args.env_path is not None else DEFAULT_ENV_ID
+
+
 def check_game(args, params, params_where):
-    """(args, game): the gymnasium id, or the `GodotGame` that --env-path / --env-id name (game.resolve_env decides
-    which), with what can be checked against it before any game starts (the curriculum's ``params`` among them). An
-    unknown id or a bad --env-path gives the clear error before any folder exists."""
-    env_id = args.env_id if args.env_id is not None or args.env_path is not None else DEFAULT_ENV_ID
-    game = resolve_env(env_id, args.env_path, args.connect_timeout)
+    """(args, game): the game (resolve_game), with what can be checked against it before any game starts (the
+    curriculum's ``params`` among them). An unknown id or a bad --env-path gives the clear error before any folder
+    exists."""
+    game = resolve_game(args)
     check_params(game, {n: [lesson.value for lesson in ls] for n, ls in params.items()}, params_where)
     if isinstance(game, GodotGame):
         # The game's name as the binary reports it, and its export's absolute path (a resume or `play` from another
@@ -109,7 +117,7 @@ def check_game(args, params, params_where):
         if args.watch:
             game.require_addon("--watch")
     else:
-        args = replace(args, env_id=env_id)  # CartPole-v1 by default: the run folder and the checkpoint name it
+        args = replace(args, env_id=_env_id(args))  # CartPole-v1 by default: the run folder and the checkpoint name it
         if args.watch:
             raise TrainError(f"--watch shows a Godot game's window; {args.env_id} is a gymnasium env: drop --watch")
     if args.num_envs is not None or not isinstance(game, GodotGame):

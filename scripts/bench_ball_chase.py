@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from python_trainer import cli
-from python_trainer.run import train  # noqa: E402
+from python_trainer import cli  # noqa: E402
 
 
 def episodic_returns(run_dir: Path):

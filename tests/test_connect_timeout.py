@@ -12,7 +12,6 @@ import pytest
 from conftest import FAKE_GAME, REPO
 from python_trainer import cli
 from python_trainer.tools import game_commands, playback, profiling
-from python_trainer.run import train
 from python_trainer.envs.game import GameInstance, godot_game
 from python_trainer.envs.launcher import InstanceLauncher
 from python_trainer.envs.failures import InstanceStartError

@@ -18,7 +18,7 @@ from python_trainer import cli
 from python_trainer import checkpoint
 from python_trainer.base import files
 from python_trainer.tools import playback
-from python_trainer.run import train, training
+from python_trainer.run import training
 from python_trainer.checkpoint import load_checkpoint
 from python_trainer.base.files import OutputError, check_output, remove_stale_scratch, scratch_dir
 

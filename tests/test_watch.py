@@ -18,7 +18,6 @@ from conftest import REPO, wait_gone
 from python_trainer import cli
 from python_trainer.envs import launcher, xvfb
 from python_trainer.tools import playback
-from python_trainer.run import train
 from python_trainer.base.files import write_atomic
 from python_trainer.envs.game import GodotGame, Program, godot_game
 

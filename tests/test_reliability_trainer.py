@@ -222,6 +222,16 @@ def test_resume_of_a_run_still_training_is_refused_naming_its_pid(tmp_path):
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == step + 1024
 
 
+def test_a_run_without_env_id_is_named_for_the_default_game_and_resumes_with_it(tmp_path):
+    """No --env-id and no --env-path trains CleanRL's CartPole-v1: the folder and the checkpoint say so (not None)."""
+    argv = ["--num-envs", "4", "--num-steps", "128", "--eval-episodes", "0", "--run-dir-root", str(tmp_path)]
+    assert train.main([*argv, "--total-timesteps", "512"]) == 0
+    run_dir = _only_run_dir(tmp_path)
+    assert run_dir.name.startswith("CartPole-v1__ppo__1__"), run_dir.name
+    assert train.main(["--resume", str(run_dir), "--env-id", "CartPole-v1", "--total-timesteps", "1024"]) == 0
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 1024
+
+
 def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
     monkeypatch.setattr(run_folder.time, "time", lambda: 1_700_000_000.0)
     made, start = [], threading.Barrier(8)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from python_trainer.run import train  # noqa: E402
+from python_trainer import cli  # noqa: E402
 
 
 def episodic_returns(run_dir: Path):
@@ -30,7 +30,8 @@ def episodic_returns(run_dir: Path):
 def run(instances, target, total_timesteps, root, seed):
     exp = f"bench_x{instances}"
     started = time.time()
-    code = train.main([
+    code = cli.main([
+        "train",
         "--env-id", "ball_chase", "--num-instances", str(instances), "--agents-per-instance", "16",
         "--total-timesteps", str(total_timesteps), "--exp-name", exp, "--seed", str(seed),
         "--run-dir-root", str(root), "--eval-episodes", "0",

@@ -172,10 +172,10 @@ def test_observation_bounds_from_env_info():
 
 def test_capture_video_of_a_godot_game_records_the_final_policy_in_the_window(headless_export, windowed_export, tmp_path,
                                                                               monkeypatch):
-    from python_trainer.run import train
+    from python_trainer.run import training
     from python_trainer.cli import main
 
-    monkeypatch.setattr(train, "FINAL_VIDEO_SECONDS", 2.0)  # 10 s in a real run; the llvmpipe window is slow
+    monkeypatch.setattr(training, "FINAL_VIDEO_SECONDS", 2.0)  # 10 s in a real run; the llvmpipe window is slow
 
     assert main(["train", "--env-id", "cart_pole", "--num-envs", "4", "--total-timesteps", "512", "--eval-episodes",
                  "0", "--capture-video", "--run-dir-root", str(tmp_path)]) == 0  # fmt: skip

@@ -12,7 +12,6 @@ import pytest
 from conftest import FAKE_GAME, REPO
 from python_trainer import cli
 from python_trainer.tools import playback
-from python_trainer.run import train
 from python_trainer.envs.game import GameInstance, godot_game
 from python_trainer.envs.launcher import InstanceLauncher
 from python_trainer.envs.failures import InstanceStartError
@@ -70,7 +69,7 @@ def _slow_export(tmp_path):
 
 
 COMMANDS = {
-    "train": lambda game, flag: train.main(["--env-path", game, flag, "1.5", "--run-dir-root", "runs_never"]),
+    "train": lambda game, flag: cli.main(["train", "--env-path", game, flag, "1.5", "--run-dir-root", "runs_never"]),
     "launch": lambda game, flag: cli.main(["launch", "--env-path", game, flag, "1.5", "--seconds", "1"]),
     "envs": lambda game, flag: cli.main(["envs", "--env-path", game, flag, "1.5"]),
     "profile": lambda game, flag: cli.main(["profile", "--env-path", game, flag, "1.5", "--modes", "headless",
@@ -94,11 +93,15 @@ def test_every_command_that_starts_games_takes_connect_timeout(command, flag, tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["slow_game.x86_64"]  # no run or profile folder
 
 
+def _train(argv):
+    return cli.main(["train", *argv])  # its error line is the command line's
+
+
 @pytest.mark.parametrize("main", [lambda argv: cli.main(["launch", *argv]), lambda argv: cli.main(["envs", *argv]),
-                                  lambda argv: cli.main(["profile", *argv]), playback.play_main, train.main],
+                                  lambda argv: cli.main(["profile", *argv]), playback.play_main, _train],
                          ids=["launch", "envs", "profile", "play", "train"])  # fmt: skip
 def test_a_connect_timeout_that_is_not_a_positive_number_is_refused(main, tmp_path, capsys):
-    argv = ["--connect-timeout", "0", "--run-dir-root", str(tmp_path)] if main is train.main else ["--connect-timeout", "0"]
+    argv = ["--connect-timeout", "0", "--run-dir-root", str(tmp_path)] if main is _train else ["--connect-timeout", "0"]
     try:
         code = main(argv + ([] if main is not playback.play_main else ["policy.json"]))
     except SystemExit as e:  # argparse: the usage, then the error line

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from python_trainer import cli
 from python_trainer.variants import cloning
 from python_trainer.run import train
 from python_trainer.agent import Agent
@@ -195,12 +196,12 @@ def test_train_with_demos_logs_cloning_and_total_timesteps_zero_needs_demos(tmp_
     clone = [d for d in _run_dirs(root) if d != run_dir][0]
     assert (clone / "model.pt").exists() and "eval: deterministic policy, 2 episodes" in capsys.readouterr().out
 
-    assert train.main(["--env-id", "CartPole-v1", "--total-timesteps", "0", "--run-dir-root", str(root)]) == 2
+    assert cli.main(["train", "--env-id", "CartPole-v1", "--total-timesteps", "0", "--run-dir-root", str(root)]) == 2
     assert "--total-timesteps 0 trains nothing: give --demos" in capsys.readouterr().err
-    assert train.main(["--env-id", "CartPole-v1", "--bc-coef", "1", "--run-dir-root", str(root)]) == 2
+    assert cli.main(["train", "--env-id", "CartPole-v1", "--bc-coef", "1", "--run-dir-root", str(root)]) == 2
     assert "--bc-coef is for behavioural cloning: add --demos" in capsys.readouterr().err
     (tmp_path / "cut.json").write_text(demos.read_text()[:-3])
-    assert train.main(argv[:-4] + ["--demos", str(tmp_path / "cut.json"), "--total-timesteps", "0"]) == 2
+    assert cli.main(["train", *argv[:-4], "--demos", str(tmp_path / "cut.json"), "--total-timesteps", "0"]) == 2
     err = capsys.readouterr().err
     assert f"{tmp_path / 'cut.json'}: not valid JSON" in err and len(err.strip().splitlines()) == 1
 

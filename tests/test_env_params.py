@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from conftest import REPO
+from python_trainer import cli
 from python_trainer.run import curriculum, train
 from python_trainer.tools import game_commands, playback
 from python_trainer import make_vec_env
@@ -197,7 +198,7 @@ def test_refusals_before_training_and_envs_lists_parameters(headless_export, tmp
                          "gap_max=uniform(1,9) is outside its declared range [0.2, 4]"),
                         (["--env-param", "speed=1"], "jumper has no environment parameter 'speed' (it declares: "
                          "gap_max, gap_min, rise_max, rise_min, size_max, size_min; `godot-ppo envs` lists them)")]:
-        assert train.main(base + flags) == 2
+        assert cli.main(["train", *base, *flags]) == 2
         assert said in capsys.readouterr().err
     assert not runs.exists()
     assert playback.play_main([str(JUMPER_POLICY), "--env-param", "gap_max=0.1", "--seconds", "1"]) == 2

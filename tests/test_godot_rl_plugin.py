@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import FAKE_GAME, wait_gone
+from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.envs.game import GameInstance, godot_game, resolve_env
 from python_trainer.envs.launcher import InstanceLauncher
@@ -139,7 +140,7 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
 
     assert envs_main(["--env-path", str(export)]) == 0
     assert "speaks:              godot_rl_agents' plugin protocol" in capsys.readouterr().out
-    assert train.main(["--env-path", str(export), "--watch", "--run-dir-root", str(root)]) == 2
+    assert cli.main(["train", "--env-path", str(export), "--watch", "--run-dir-root", str(root)]) == 2
     assert "--watch runs the policy inside the game, which needs the rl_sync addon" in capsys.readouterr().err
 
 

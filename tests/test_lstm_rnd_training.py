@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import REPO
+from python_trainer import cli
 from python_trainer import agent as agent_mod
 from python_trainer import normalization, rollout
 from python_trainer.tools import playback
@@ -30,10 +31,10 @@ def test_lstm_trains_saves_plays_in_engine_and_refuses_a_mismatched_resume(tmp_p
     assert "eval: deterministic policy, 2 episodes" in capsys.readouterr().out
 
     # resuming it without the LSTM is refused, naming the mismatch; nothing is trained
-    assert train.main(["--resume", str(run_dir), "--no-lstm", "--total-timesteps", "4096"]) == 2
+    assert cli.main(["train", "--resume", str(run_dir), "--no-lstm", "--total-timesteps", "4096"]) == 2
     err = capsys.readouterr().err
     assert "the checkpoint's agent has an LSTM (--lstm)" in err and "without --lstm" in err
-    assert train.main(["--resume", str(run_dir), "--lstm-size", "32", "--total-timesteps", "4096"]) == 2
+    assert cli.main(["train", "--resume", str(run_dir), "--lstm-size", "32", "--total-timesteps", "4096"]) == 2
     assert "--lstm-size 16, not 32" in capsys.readouterr().err
     assert trained_agent.load_agent(run_dir).global_step == 2048
 
@@ -61,9 +62,9 @@ def test_resuming_a_plain_run_with_lstm_or_rnd_is_refused(tmp_path, capsys):
     base = ["--env-id", "CartPole-v1", "--num-steps", "32", "--eval-episodes", "0", "--run-dir-root", str(tmp_path)]
     assert train.main([*base, "--total-timesteps", "128", "--checkpoint-every", "1"]) == 0
     (run_dir,) = _run_dirs(tmp_path)
-    assert train.main(["--resume", str(run_dir), "--lstm", "--total-timesteps", "256"]) == 2
+    assert cli.main(["train", "--resume", str(run_dir), "--lstm", "--total-timesteps", "256"]) == 2
     assert "the checkpoint's agent has no LSTM, and this run asks for one with --lstm" in capsys.readouterr().err
-    assert train.main(["--resume", str(run_dir), "--rnd", "--total-timesteps", "256"]) == 2
+    assert cli.main(["train", "--resume", str(run_dir), "--rnd", "--total-timesteps", "256"]) == 2
     assert "was trained without --rnd" in capsys.readouterr().err
 
 
@@ -108,7 +109,7 @@ def test_rnd_trains_logs_both_returns_and_keeps_its_state(tmp_path, capsys, head
     assert any(k.startswith("predictor.") for k in ckpt["rnd"]["model"])
     assert ckpt["model"]["critic.4.weight"].shape[0] == 2  # V_ext and V_int
     capsys.readouterr()
-    assert train.main(["--resume", str(run_dir), "--no-rnd", "--total-timesteps", "4096"]) == 2
+    assert cli.main(["train", "--resume", str(run_dir), "--no-rnd", "--total-timesteps", "4096"]) == 2
     assert "was trained with --rnd" in capsys.readouterr().err
     assert train.main(["--resume", str(run_dir), "--total-timesteps", "3072", "--eval-episodes", "0"]) == 0
     assert trained_agent.load_agent(run_dir).global_step == 3072

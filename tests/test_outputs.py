@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from python_trainer import cli
 from python_trainer import checkpoint
 from python_trainer.base import files
 from python_trainer.tools import playback
-from python_trainer.run import train
+from python_trainer.run import training
 from python_trainer.checkpoint import load_checkpoint
 from python_trainer.base.files import OutputError, check_output, remove_stale_scratch, scratch_dir
 
@@ -156,7 +157,7 @@ def test_capture_video_on_a_full_disk_leaves_no_final_mp4(tmp_path, monkeypatch,
     _fake_recording_game(monkeypatch, calls)
     monkeypatch.setattr(playback, "run_to_end", lambda cmd, timeout=None, **kw: (
         Path(cmd[-1]).write_bytes(b""), subprocess.CompletedProcess(cmd, 1, "", "No space left on device\n"))[1])
-    train._record_final_video(tmp_path, game=None, seed=1)
+    training.record_final_video(tmp_path, game=None, seed=1)
     err = capsys.readouterr().err
     assert err.startswith("warning: --capture-video: no video (cannot write") and "the disk is full" in err, err
     assert err.count("\n") == 1 and not (tmp_path / "videos" / "final.mp4").exists()
@@ -240,7 +241,7 @@ def test_a_disk_that_fills_up_during_training_costs_one_line_and_leaves_no_empty
     monkeypatch.setattr(checkpoint.torch, "save", save)
     monkeypatch.setattr(record_writer.RecordWriter, "write", write)
     argv = [*CARTPOLE, "--total-timesteps", str(256 * 6), "--checkpoint-every", "1", "--run-dir-root", str(tmp_path)]
-    assert train.main(argv) == 1
+    assert cli.main(["train", *argv]) == 1
     err = capsys.readouterr().err
     (run_dir,) = list(tmp_path.iterdir())
     assert err.count("\n") == 1 and "Traceback" not in err, err

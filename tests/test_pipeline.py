@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import FAKE_GAME
-from python_trainer.run import train
+from python_trainer.run import checks, train
 from python_trainer.envs.game import godot_game
 from python_trainer.envs.gym_env import GymVecEnv
 from python_trainer.envs.vec_env import GodotVecEnv
@@ -185,7 +185,7 @@ def _train_and_record(monkeypatch, root, argv, fake=False):
         m.setattr(GodotVecEnv, "step_async", step_async)
         m.setattr(GodotVecEnv, "step_wait", step_wait)
         if fake:
-            m.setattr(train, "_resolve_env", lambda args: godot_game("ball_chase", program=FAKE))
+            m.setattr(checks, "resolve_game", lambda args: godot_game("ball_chase", program=FAKE))
         assert train.main([*argv, "--run-dir-root", str(root), "--eval-episodes", "0"]) == 0
     (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
     model = torch.load(run_dir / "model.pt", weights_only=False)["model"]

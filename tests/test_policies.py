@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.envs.game import GameBugError
 from python_trainer.tools.playback import evaluate_in_engine
@@ -117,15 +118,15 @@ def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headle
     single.mkdir()
     torch.save({**ckpt, "policies": None, "model": {}}, single / "checkpoint.pt")
     (single / "args.json").write_text((run_dir / "args.json").read_text())
-    assert train.main(["--resume", str(single)]) == 2
+    assert cli.main(["train", "--resume", str(single)]) == 2
     err = capsys.readouterr().err.strip()
     assert "the checkpoint holds one policy, and tag now has the policies ['chaser', 'runner']: start a new run" in err
 
 
 def test_several_policies_are_refused_on_ray_in_one_line(headless_export, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    assert train.main(["--env-id", "tag", "--ray-address", "local", "--ray-workers", "1", "--total-timesteps", "512",
-                       "--run-dir-root", str(tmp_path)]) == 2  # fmt: skip
+    assert cli.main(["train", "--env-id", "tag", "--ray-address", "local", "--ray-workers", "1",
+                     "--total-timesteps", "512", "--run-dir-root", str(tmp_path)]) == 2  # fmt: skip
     assert "training several policies on Ray workers is not supported yet" in capsys.readouterr().err
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from python_trainer import cli
 from python_trainer import ppo
 from python_trainer.run import run_folder
 from python_trainer.base import flags
@@ -304,11 +305,11 @@ def test_resume_continues_at_the_saved_global_step(tmp_path, capsys):
     assert lr[1280] == pytest.approx(2.5e-4 * (1 - 4 / 8))  # update 5 of 8: the annealing continued, not restarted
 
     # wrong env / no checkpoint: clear errors, the checkpoint is untouched
-    assert train.main(["--resume", str(run_dir), "--env-id", "Pendulum-v1"]) == 2
+    assert cli.main(["train", "--resume", str(run_dir), "--env-id", "Pendulum-v1"]) == 2
     assert "godot-ppo train: error:" in capsys.readouterr().err
     empty = tmp_path / "empty_run"
     empty.mkdir()
-    assert train.main(["--resume", str(empty)]) == 2
+    assert cli.main(["train", "--resume", str(empty)]) == 2
     assert "no checkpoint.pt" in capsys.readouterr().err
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 2048
 
@@ -350,7 +351,7 @@ def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(GymVecEnv, "close_extras", lambda self, **kw: closed.append(True))
     argv = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "4096", "--checkpoint-every", "100",
             "--run-dir-root", str(tmp_path)]  # fmt: skip
-    assert train.main(argv) == 130
+    assert cli.main(["train", *argv]) == 130
     assert closed  # envs.close() ran
     (run_dir,) = _run_dirs(tmp_path)
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
@@ -361,18 +362,17 @@ def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path, monkeypatch, capsys):
 
 def test_inconsistent_sizes_and_unknown_env_are_clear_errors(tmp_path, capsys):
     root = ["--run-dir-root", str(tmp_path)]
-    assert train.main(["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4", *root]) == 2
+    assert cli.main(["train", "--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4", *root]) == 2
     err = capsys.readouterr().err
     assert err.startswith("godot-ppo train: error:") and "--num-minibatches" in err and "15" in err
-    assert train.main(["--num-envs", "4", "--num-steps", "128", "--total-timesteps", "100", *root]) == 2
+    assert cli.main(["train", "--num-envs", "4", "--num-steps", "128", "--total-timesteps", "100", *root]) == 2
     assert "--total-timesteps" in capsys.readouterr().err
-    assert train.main(["--env-id", "NoSuchEnv-v9", *root]) == 2
+    assert cli.main(["train", "--env-id", "NoSuchEnv-v9", *root]) == 2
     err = capsys.readouterr().err
     assert "NoSuchEnv-v9" in err and "ball_chase" in err
     assert (
-        train.main(
-            ["--env-id", "ball_chase", "--num-envs", "10", "--num-instances", "2", "--agents-per-instance", "4", *root]
-        )
+        cli.main(["train", "--env-id", "ball_chase", "--num-envs", "10", "--num-instances", "2",
+                  "--agents-per-instance", "4", *root])
         == 2
     )
     assert "--agents-per-instance" in capsys.readouterr().err
@@ -403,9 +403,9 @@ def test_nan_observations_and_unsupported_spaces_are_clear_errors(tmp_path, caps
     gym.register("TestMultiBinary-v0", entry_point=_MultiBinaryActions)
     try:
         root = ["--run-dir-root", str(tmp_path), "--num-envs", "2", "--num-steps", "8", "--total-timesteps", "64"]
-        assert train.main(["--env-id", "TestNanObs-v0", *root]) == 2
+        assert cli.main(["train", "--env-id", "TestNanObs-v0", *root]) == 2
         assert "NaN" in capsys.readouterr().err
-        assert train.main(["--env-id", "TestMultiBinary-v0", *root]) == 2
+        assert cli.main(["train", "--env-id", "TestMultiBinary-v0", *root]) == 2
         assert "MultiBinary" in capsys.readouterr().err
     finally:
         gym.registry.pop("TestNanObs-v0")

@@ -15,11 +15,13 @@ import psutil
 import pytest
 
 from conftest import REPO, alive, descendants, wait_gone
+from python_trainer import cli
 from python_trainer.base import running_stats
-from python_trainer.run import train
+from python_trainer.run import learners, train
 from python_trainer.variants import trained_agent
 from python_trainer.checkpoint import load_checkpoint
-from python_trainer.variants.ray_rollouts import LOOPBACK, WORKERS_JSON, RolloutWorker, _added_moments, export_digest
+from python_trainer.variants.ray_rollouts import LOOPBACK, WORKERS_JSON
+from python_trainer.variants.ray_worker import RolloutWorker, export_digest
 from test_ppo import _run_dirs, _scalars
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -188,7 +190,7 @@ def test_an_address_without_a_cluster_is_named_within_seconds(tmp_path):
 
 
 def test_ray_flags_without_an_address_are_refused(tmp_path, capsys):
-    assert train.main(["--ray-workers", "3", "--run-dir-root", str(tmp_path)]) == 2
+    assert cli.main(["train", "--ray-workers", "3", "--run-dir-root", str(tmp_path)]) == 2
     assert "--ray-workers is for Ray rollout workers: add --ray-address local" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
@@ -284,7 +286,7 @@ def test_a_node_without_the_binary_is_refused_at_start_naming_it(cluster, tmp_pa
     args = train.Args(env_id="ball_chase", num_instances=1, agents_per_instance=2, ray_address=cluster.address)
     game = resolve_env("ball_chase")
     with pytest.raises(ray_rollouts.RaySetupError) as e:
-        ray_rollouts.RayRollouts(game, args, tmp_path, train._env_kwargs(args, game, 0, tmp_path), say=print)
+        ray_rollouts.RayRollouts(game, args, tmp_path, learners.env_kwargs(args, game, 0, tmp_path), say=print)
     assert f"has no game file at {missing}: copy the same exports" in str(e.value)
     assert str(e.value).startswith("node "), str(e.value)
     assert not (tmp_path / "workers").exists()  # no worker started its games
@@ -321,7 +323,7 @@ def test_merged_moments_equal_the_moments_of_all_the_data():
     for worker, part in zip(workers, data[1:]):
         worker.update(part)
     for worker in workers:
-        learner.update_from_moments(*_added_moments(start.mean, start.var, start.count, worker))
+        learner.update_from_moments(*worker.moments_since(start.mean, start.var, start.count))
     everything = np.concatenate(data)
     np.testing.assert_allclose(learner.mean, everything.mean(0), rtol=1e-5)
     np.testing.assert_allclose(learner.var, everything.var(0), rtol=1e-4)

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import FAKE_GAME, REPO
 from test_ppo import _NanAfterThree
+from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.envs.game import GameBugError, GameExport, list_games
 from python_trainer.envs.launcher import SCRIPT_ERRORS_TO_STOP
@@ -208,7 +209,7 @@ def godot_game_with(tmp_path: Path, case: str) -> Path:
 def train_broken(tmp_path: Path, env_path: Path, capsys, *extra: str):
     """`godot-ppo train` on a broken game: (exit code, stderr, the run folders made)."""
     runs = tmp_path / "runs"
-    code = train.main(["--env-path", str(env_path), "--num-steps", "16", "--total-timesteps", "2048",
+    code = cli.main(["train", "--env-path", str(env_path), "--num-steps", "16", "--total-timesteps", "2048",
                        "--eval-episodes", "0", "--run-dir-root", str(runs), *extra])  # fmt: skip
     return code, capsys.readouterr().err, sorted(runs.glob("*")) if runs.is_dir() else []
 
@@ -355,7 +356,7 @@ class _NanAtTheTimeLimit(_NanAfterThree):
 def test_a_nan_final_observation_is_named_not_blamed_on_the_learning_rate(tmp_path, capsys):
     gym.register("TestNanFinalObs-v0", entry_point=_NanAtTheTimeLimit)
     try:
-        assert train.main(["--env-id", "TestNanFinalObs-v0", "--run-dir-root", str(tmp_path), "--num-envs", "2",
+        assert cli.main(["train", "--env-id", "TestNanFinalObs-v0", "--run-dir-root", str(tmp_path), "--num-envs", "2",
                            "--num-steps", "8", "--total-timesteps", "64"]) == 2  # fmt: skip
     finally:
         gym.registry.pop("TestNanFinalObs-v0")

@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from conftest import REPO, descendants, read_line, wait_gone
-from python_trainer.run import run_folder, train
+from python_trainer import cli
+from python_trainer.run import learners, run_folder, train
 from python_trainer.checkpoint import load_checkpoint
 from python_trainer.engine.policy_file import PolicyFileError, read_policy
 
@@ -119,7 +120,7 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_still_checkpoints(tmp_path)
 _DRIVER = r"""
 import os, signal, sys, torch
 from python_trainer import ppo
-from python_trainer.run import train
+from python_trainer import cli
 where, argv = sys.argv[1], sys.argv[2:]
 calls = {"save": 0, "clip": 0}
 real_save, real_clip = torch.save, ppo.clip_grad_norm
@@ -140,7 +141,7 @@ def clip(*a, **k):
     return real_clip(*a, **k)
 
 torch.save, ppo.clip_grad_norm = save, clip
-sys.exit(train.main(argv))
+sys.exit(cli.main(["train", *argv]))
 """
 
 
@@ -222,6 +223,16 @@ def test_resume_of_a_run_still_training_is_refused_naming_its_pid(tmp_path):
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == step + 1024
 
 
+def test_a_run_without_env_id_is_named_for_the_default_game_and_resumes_with_it(tmp_path):
+    """No --env-id and no --env-path trains CleanRL's CartPole-v1: the folder and the checkpoint say so (not None)."""
+    argv = ["--num-envs", "4", "--num-steps", "128", "--eval-episodes", "0", "--run-dir-root", str(tmp_path)]
+    assert train.main([*argv, "--total-timesteps", "512"]) == 0
+    run_dir = _only_run_dir(tmp_path)
+    assert run_dir.name.startswith("CartPole-v1__ppo__1__"), run_dir.name
+    assert train.main(["--resume", str(run_dir), "--env-id", "CartPole-v1", "--total-timesteps", "1024"]) == 0
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 1024
+
+
 def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
     monkeypatch.setattr(run_folder.time, "time", lambda: 1_700_000_000.0)
     made, start = [], threading.Barrier(8)
@@ -289,7 +300,7 @@ def test_an_unexpected_error_keeps_the_model_and_its_traceback(tmp_path, monkeyp
     monkeypatch.setattr(run_folder.RunLog, "progress", progress)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     argv = [*CARTPOLE, "--total-timesteps", str(512 * 10), "--checkpoint-every", "0", "--run-dir-root", str(tmp_path)]
-    assert train.main(argv) == 1
+    assert cli.main(["train", *argv]) == 1
     err = capsys.readouterr().err
     assert "godot-ppo train: error: RuntimeError: a bug in the logging" in err and "--resume" in err
     run_dir = _only_run_dir(tmp_path)
@@ -307,9 +318,9 @@ def test_max_restarts_and_step_timeout_reach_the_env(tmp_path, monkeypatch, caps
         seen.update(kw)
         raise vec_env.GameError("stop here")
 
-    monkeypatch.setattr(train, "make_vec_env", make_vec_env)  # the train command's envs come from it
+    monkeypatch.setattr(learners, "make_vec_env", make_vec_env)  # the train command's envs come from it
     argv = ["--env-id", "ball_chase", "--max-restarts", "5", "--step-timeout", "7.5", "--run-dir-root", str(tmp_path)]
-    assert train.main(argv) == 2 and "stop here" in capsys.readouterr().err
+    assert cli.main(["train", *argv]) == 2 and "stop here" in capsys.readouterr().err
     assert (seen["max_restarts"], seen["step_timeout"]) == (5, 7.5)
 
 
@@ -334,7 +345,7 @@ def no_game(monkeypatch):
     ("--target-kl", "nan"), ("--max-restarts", "-1"), ("--step-timeout", "0"), ("--checkpoint-every", "-1"),
 ])  # fmt: skip
 def test_bad_values_are_refused_before_any_game_starts(tmp_path, capsys, no_game, headless_export, flag, value):
-    assert train.main(["--env-id", "ball_chase", flag, value, "--run-dir-root", str(tmp_path)]) == 2
+    assert cli.main(["train", "--env-id", "ball_chase", flag, value, "--run-dir-root", str(tmp_path)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"godot-ppo train: error: {flag} ") and f"e.g. {flag} " in line
     assert not tmp_path.exists() or not any(tmp_path.iterdir())  # no run folder left behind
@@ -358,7 +369,7 @@ def test_an_empty_or_truncated_checkpoint_says_what_it_is(tmp_path, capsys):
     capsys.readouterr()
     for content, words in [(b"", "empty file"), (data[: len(data) // 2], "truncated"), (b"hello", "not a checkpoint")]:
         (run_dir / "checkpoint.pt").write_bytes(content)
-        assert train.main(["--resume", str(run_dir)]) == 2
+        assert cli.main(["train", "--resume", str(run_dir)]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert words in line and "()" not in line, line
 

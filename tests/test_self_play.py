@@ -12,6 +12,7 @@ import re
 import pytest
 import torch
 
+from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.variants.self_play import SelfPlayError, elo_update, expected_score, teams_of
 
@@ -69,7 +70,7 @@ def test_pong_self_play_keeps_its_pool_elo_and_sides_across_a_resume(headless_ex
     capsys.readouterr()
 
     (run_dir / "self_play" / resumed["pool"][0]["file"]).unlink()  # a pool that is gone: one line, nothing runs
-    assert train.main(["--resume", str(run_dir), "--total-timesteps", "3072"]) == 2
+    assert cli.main(["train", "--resume", str(run_dir), "--total-timesteps", "3072"]) == 2
     err = capsys.readouterr().err.strip()
     assert "the self-play pool's snapshot" in err and "cannot be read" in err and "\n" not in err
 
@@ -78,11 +79,11 @@ def test_pong_self_play_keeps_its_pool_elo_and_sides_across_a_resume(headless_ex
     (["--env-id", "tag", "--self-play"], "--self-play needs a game whose agents play one policy in two teams; tag's "
                                          "agents play the policies ['chaser', 'runner']"),
     (["--env-id", "ball_chase", "--self-play"], "--self-play needs a game whose agents are split into teams 0 and 1"),
-    (["--env-id", "pong", "--self-play-window", "3"], "--self-play-window sets up self-play: add --self-play"),
+    (["--env-id", "pong", "--self-play-window", "3"], "--self-play-window is for self-play: add --self-play, or drop --self-play-window"),
     (["--env-id", "CartPole-v1", "--self-play"], "CartPole-v1 is a gymnasium env: drop --self-play"),
 ])  # fmt: skip
 def test_self_play_is_refused_where_it_cannot_run(headless_export, tmp_path, capsys, flags, said):
-    assert train.main([*flags, "--run-dir-root", str(tmp_path)]) == 2
+    assert cli.main(["train", *flags, "--run-dir-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert said in err and "\n" not in err
     assert not list(tmp_path.iterdir())  # no run folder left behind

@@ -15,9 +15,9 @@ import psutil
 import pytest
 
 from conftest import REPO, wait_gone
+from python_trainer import cli
 from python_trainer.envs import launcher, xvfb
 from python_trainer.tools import playback
-from python_trainer.run import train
 from python_trainer.base.files import write_atomic
 from python_trainer.envs.game import GodotGame, Program, godot_game
 
@@ -150,7 +150,7 @@ def test_watcher_keeps_playing_through_a_half_written_policy(tmp_path, windowed_
 
 
 def test_watch_needs_a_godot_game(tmp_path):
-    assert train.main(["--env-id", "CartPole-v1", "--watch", "--run-dir-root", str(tmp_path)]) == 2
+    assert cli.main(["train", "--env-id", "CartPole-v1", "--watch", "--run-dir-root", str(tmp_path)]) == 2
     assert not list(tmp_path.iterdir())
 
 

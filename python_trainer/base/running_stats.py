@@ -1,7 +1,10 @@
-"""Running mean and variance of a stream of batches (one fact, one place: the observation normaliser, the reward
-scaler and RND's two normalisers all use this)."""
+"""Running mean and variance of a stream of batches, and the two operations on their moments: merging a batch's in
+(Chan et al.) and taking back out what was folded in since a point, which Ray workers send their learner to merge (one
+fact, one place: the observation normaliser, the reward scaler and RND's two normalisers all use this)."""
 
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 import torch
@@ -36,6 +39,21 @@ class RunningMeanStd:
         self.mean = self.mean + delta * w
         self.var = self.var * (self.count / tot_count) + batch_var * w + delta * delta * (self.count * w / tot_count)
         self.count = tot_count
+
+    def moments(self) -> tuple:
+        """(mean, var, count) as they stand now, copied: the point `moments_since` measures from."""
+        return self.mean.copy(), self.var.copy(), self.count
+
+    def moments_since(self, mean0, var0, count0) -> Optional[tuple]:
+        """The (mean, var, count) of what was folded in since the statistics stood at (mean0, var0, count0), None
+        when nothing was: update_from_moments inverted, so another RunningMeanStd that stood at the same point can
+        merge them (each of several workers' additions in turn)."""
+        n = self.count - count0
+        if n <= 0:
+            return None
+        mean = (self.mean * self.count - mean0 * count0) / n
+        m2 = self.var * self.count - var0 * count0 - (mean - mean0) ** 2 * count0 * n / self.count
+        return mean, np.maximum(m2 / n, 0.0), n
 
     def state_dict(self) -> dict:
         return {

@@ -33,7 +33,7 @@ LOCK_NAME = "train.lock"
 
 
 class TrainError(UserError):
-    """A problem the user can fix; `godot-ppo train` prints it as `godot-ppo train: error: ...` and returns 2."""
+    """A problem the user can fix, raised before or instead of training; the command line says it in one line and exits 2."""
 
 
 # ======================================================================================================================
@@ -175,29 +175,24 @@ def train_command(args: dict, args_class=None) -> str:
 # ======================================================================================================================
 # Episodes, TensorBoard, progress
 # ======================================================================================================================
-def read_episodes(run_dir, up_to_step):
-    """Episodes logged so far (global_step, return, length, policy: "" for a game of one policy), dropping those after
-    the checkpoint we resume from."""
+def episode_rows(run_dir, up_to_step=None) -> list[dict]:
+    """The one reader of RUN_DIR/episodes.csv: its rows as dicts of the header's columns (strings), up to global step
+    ``up_to_step`` when given (a resumed run drops those after its checkpoint); none when there is no file yet."""
     path = Path(run_dir) / EPISODES_CSV
-    rows = []
-    if path.is_file():
-        with open(path) as f:
-            for row in csv.DictReader(f):
-                if int(row["global_step"]) <= up_to_step:
-                    rows.append((int(row["global_step"]), float(row["return"]), int(row["length"]),
-                                 row.get("policy") or ""))  # fmt: skip
-    return rows
+    if not path.is_file():
+        return []
+    with open(path) as f:
+        return [row for row in csv.DictReader(f) if up_to_step is None or int(row["global_step"]) <= up_to_step]
 
 
-def _rows(path, up_to_step, header):
-    """episodes.csv's rows up to ``up_to_step`` with the columns of ``header`` (empty where a row has none)."""
-    rows = []
-    if path.is_file():
-        with open(path) as f:
-            for row in csv.DictReader(f):
-                if int(row["global_step"]) <= up_to_step:
-                    rows.append([row.get(name) or "" for name in header])
-    return rows
+def read_episodes(run_dir, up_to_step=None):
+    """Episodes logged so far (global_step, return, length, policy: "" for a game of one policy), up to
+    ``up_to_step``."""
+    return [_episode(row) for row in episode_rows(run_dir, up_to_step)]
+
+
+def _episode(row: dict) -> tuple:
+    return int(row["global_step"]), float(row["return"]), int(row["length"]), row.get("policy") or ""
 
 
 class RunLog:
@@ -224,10 +219,11 @@ class RunLog:
                     "hyperparameters",
                     "|param|value|\n|-|-|\n%s" % "\n".join(f"|{k}|{v}|" for k, v in hyperparameters.items()),
                 )
-            episodes = read_episodes(self.run_dir, global_step)
+            rows = episode_rows(self.run_dir, global_step)
+            episodes = [_episode(row) for row in rows]
             self.policies = list(policies or [])
             header = ("global_step", "return", "length", *(("policy",) if self.policies else ()), *columns)
-            kept = _rows(self.run_dir / EPISODES_CSV, global_step, header)
+            kept = [[row.get(name) or "" for name in header] for row in rows]  # empty where a row has no such column
             # rewritten without rows past the checkpoint, atomically: a full disk keeps the previous file
             with atomic_output(self.run_dir / EPISODES_CSV) as tmp, open(tmp, "w", newline="") as f:
                 csv.writer(f).writerows([header, *kept])
@@ -325,7 +321,7 @@ def plot_learning_curve(run_dir, eval_return=None, title=None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = read_episodes(Path(run_dir), up_to_step=2**62)
+    rows = read_episodes(run_dir)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     if rows:
         for policy in dict.fromkeys(r[3] for r in rows):  # a game with several policies: one curve each

@@ -27,11 +27,14 @@ import numpy as np
 import torch
 
 from python_trainer.demos import Demos
-from python_trainer.base.flags import at_least, flag, non_negative, positive
+from python_trainer.base.flags import GoesWith, at_least, flag, non_negative, positive
 from python_trainer.optimizer import Adam, clip_grad_norm
 
 SEQ_LEN = 32  # --lstm: the length of the demonstration sequences the LSTM is replayed over
 FIT_SAMPLE = 2048  # demonstration steps the per-update accuracy / log-likelihood are measured on
+
+
+DEMOS = GoesWith("demos", "behavioural cloning", "--demos FILE [FILE...]")  # what every --bc-* flag needs
 
 
 @dataclass
@@ -39,15 +42,15 @@ class CloningArgs:
     demos: Optional[list[str]] = None
     """demonstration files (godot-ppo record, --record_demos, or godot_rl_agents' demo.json): behavioural cloning
     before PPO (--bc-epochs) and a cloning loss added to PPO's (--bc-coef); with --total-timesteps 0, the clone alone"""
-    bc_epochs: int = flag(100, at_least(0, "an integer >= 0 (0: no pre-training)", "100"))
+    bc_epochs: int = flag(100, at_least(0, "an integer >= 0 (0: no pre-training)", "100"), goes_with=DEMOS)
     """with --demos: passes over the demonstrations that pre-train the actor before PPO"""
-    bc_batch_size: int = flag(256, at_least(1, "an integer >= 1", "256"))
+    bc_batch_size: int = flag(256, at_least(1, "an integer >= 1", "256"), goes_with=DEMOS)
     """with --demos: demonstration steps per gradient step (pre-training and each PPO minibatch's cloning loss)"""
-    bc_learning_rate: float = flag(1e-3, positive("1e-3"))
+    bc_learning_rate: float = flag(1e-3, positive("1e-3"), goes_with=DEMOS)
     """with --demos: the pre-training's learning rate"""
-    bc_coef: float = flag(0.5, non_negative("0.5"))
+    bc_coef: float = flag(0.5, non_negative("0.5"), goes_with=DEMOS)
     """with --demos: the weight of the cloning loss added to PPO's loss at the start (0: pre-training only)"""
-    bc_anneal_steps: int = flag(100000, at_least(0, "an integer >= 0 (0: no annealing)", "100000"))
+    bc_anneal_steps: int = flag(100000, at_least(0, "an integer >= 0 (0: no annealing)", "100000"), goes_with=DEMOS)
     """with --demos: the cloning loss's weight falls linearly to 0 over this many agent-steps (0: it stays)"""
 
 

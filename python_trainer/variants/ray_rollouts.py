@@ -1,16 +1,17 @@
 """Rollouts from Ray: `godot-ppo train ... --ray-address ADDRESS --ray-workers K`.
 
 `RayRollouts` fills ppo.py's rollout slot (rollout.Rollouts) from Ray workers instead of this process's games. Each
-worker is a Ray actor that owns ``--num-instances`` game processes on its own node, started by our launcher (ports,
-tokens, restarts, logs and clean-up exactly as on one machine), and runs rollout.collect_rollout, the function the
-local path runs, on them, with the agent the run's flags describe (trained_agent.make_agent: MLP or --lstm) and,
-with --rnd, the curiosity bonus. Once per update the learner (the driver) puts the weights and the normalisation
-statistics in Ray's object store (one broadcast), every worker fills its part of the rollout buffer (its fragment:
-rollout.RolloutBuffer's arrays for its envs, its agents' memories, episode statistics, and the moments of the
-observations and returns it normalised), and `RayRollouts.collect` writes the fragments side by side into the
-learner's buffer and merges the moments into the learner's Normalizer. GAE and the PPO update then run unchanged.
-RND's warm-up (random play priming its observation statistics) runs in the workers too; their moments are merged
-into the learner's RND the same way.
+worker is a Ray actor (ray_worker.RolloutWorker) that owns ``--num-instances`` game processes on its own node,
+started by our launcher (ports, tokens, restarts, logs and clean-up exactly as on one machine), and runs
+rollout.collect_rollout, the function the local path runs, on them, with the agent the run's flags describe
+(trained_agent.make_agent: MLP or --lstm) and, with --rnd, the curiosity bonus. Once per update the learner (the
+driver) puts the weights and the normalisation statistics in Ray's object store (one broadcast), every worker fills
+its part of the rollout buffer (its fragment: rollout.RolloutBuffer's arrays for its envs, its agents' memories,
+episode statistics, and the moments of the observations and returns it normalised), and `RayRollouts.collect` writes
+the fragments side by side into the learner's buffer and merges the moments into the learner's Normalizer
+(running_stats.py both takes them out and merges them). GAE and the PPO update then run unchanged. RND's warm-up
+(random play priming its observation statistics) runs in the workers too; their moments are merged into the
+learner's RND the same way.
 
 Where the work ran: RUN_DIR/ray_workers.json (one object per worker: worker, node_id, node_ip, pid, game_pids;
 rewritten when a worker restarts), and TensorBoard's ray/worker_<i>_steps_per_s, ray/fragment_bytes,
@@ -35,31 +36,24 @@ driver's fate), and their games follow them the same way.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
-import torch
 
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.files import write_atomic
-from python_trainer.base.flags import at_least, flag, positive
+from python_trainer.base.flags import GoesWith, at_least, flag, positive
 from python_trainer.envs.failures import WorkerLostError
 from python_trainer.envs.game import GameExport, GodotGame
-from python_trainer.normalization import Normalizer
-from python_trainer.variants.rnd import RND
-from python_trainer.rollout import NonFiniteEnvData, Rollouts, RolloutBuffer, collect_rollout, evaluate
-from python_trainer.base.running_stats import RunningMeanStd
-from python_trainer.variants.trained_agent import make_agent
-from python_trainer.envs.vec_env import make_vec_env
+from python_trainer.rollout import NonFiniteEnvData, Rollouts
+from python_trainer.variants.ray_worker import RolloutWorker, export_digest, node_label
 
 LOCAL = "local"  # --ray-address local: start a Ray on this machine for the run, stop it at the end
 LOOPBACK = "127.0.0.1"  # where a local Ray listens (listen_on_loopback)
@@ -67,7 +61,10 @@ RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray binds the loo
 WORKERS_JSON = "ray_workers.json"
 CONNECT_TIMEOUT_S = 5.0  # an address with nothing behind it is named within this
 START_TIMEOUT_S = 180.0  # workers placed, binaries checked, games connected
-WORKER_SEED_STRIDE = 1000  # worker i's games are seeded 1000 * i past the run's: distinct games and episodes
+
+
+RAY = GoesWith("ray_address", "Ray rollout workers",
+               "--ray-address local (this machine) or --ray-address HOST:PORT (a cluster)")  # every --ray-* flag's
 
 
 @dataclass
@@ -75,192 +72,17 @@ class RayArgs:
     ray_address: Optional[str] = None
     """collect the rollouts with --ray-workers Ray actors, each running --num-instances games on its own node:
     `local` starts a Ray on this machine for the run; HOST:PORT joins the cluster that `ray start --head` started"""
-    ray_workers: int = flag(2, at_least(1, "an integer >= 1 (rollout workers)", "2"))
+    ray_workers: int = flag(2, at_least(1, "an integer >= 1 (rollout workers)", "2"), goes_with=RAY)
     """with --ray-address: how many rollout workers (the batch is their envs side by side)"""
-    ray_cpus_per_worker: Optional[float] = flag(None, positive("3", "a number of CPUs > 0"))
+    ray_cpus_per_worker: Optional[float] = flag(None, positive("3", "a number of CPUs > 0"), goes_with=RAY)
     """with --ray-address: the CPUs each worker reserves on its node (default: --num-instances + 1)"""
-    ray_max_restarts: int = flag(3, at_least(0, "an integer >= 0", "3"))
+    ray_max_restarts: int = flag(3, at_least(0, "an integer >= 0", "3"), goes_with=RAY)
     """with --ray-address: how many times Ray restarts each worker that dies before training stops (with a
     checkpoint)"""
 
 
 class RaySetupError(UserError):
     """The cluster cannot run the workers (no cluster at the address, too few CPUs, a node with other game files)."""
-
-
-# ======================================================================================================================
-# The worker (a Ray actor; the class is made remote in `RayRollouts`, so importing this module does not import Ray)
-# ======================================================================================================================
-def export_digest(paths) -> dict:
-    """{path: sha256} of the files a game runs from (the binary and its .pck), those that exist."""
-    out = {}
-    for p in paths:
-        h = hashlib.sha256()
-        try:
-            with open(p, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
-        except FileNotFoundError:
-            out[str(p)] = None
-            continue
-        out[str(p)] = h.hexdigest()
-    return out
-
-
-def _node_label(node_ip, node_id):
-    return f"node {node_ip} (Ray node id {node_id[:12]})"
-
-
-def _added_moments(mean0, var0, count0, rms):
-    """The (mean, var, count) of what `rms` saw since it stood at (mean0, var0, count0): RunningMeanStd.update
-    inverted, so the learner can merge it with update_from_moments."""
-    n = rms.count - count0
-    if n <= 0:
-        return None
-    mean = (rms.mean * rms.count - mean0 * count0) / n
-    m2 = rms.var * rms.count - var0 * count0 - (mean - mean0) ** 2 * count0 * n / rms.count
-    return mean, np.maximum(m2 / n, 0.0), n
-
-
-def _slim_infos(infos):
-    """What RunLog.record_episodes reads of an ended step's infos (episode statistics, numeric final infos)."""
-    out = {}
-    if "_episode" in infos:
-        out["_episode"] = np.asarray(infos["_episode"])
-        out["episode"] = {k: np.asarray(infos["episode"][k]) for k in ("r", "l")}
-    if "_final_info" in infos:
-        mask = np.asarray(infos["_final_info"])
-        final = np.empty(len(mask), dtype=object)
-        for i in np.flatnonzero(mask):
-            final[i] = {k: v for k, v in (infos["final_info"][i] or {}).items()
-                        if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)}  # fmt: skip
-        out["_final_info"], out["final_info"] = mask, final
-    return out
-
-
-class RolloutWorker:
-    """One rollout worker: its games (a VectorEnv made by make_vec_env on this node), the run's agent, a Normalizer
-    and (--rnd) the bonus, which take the learner's weights and statistics at each `collect`. The games start at the
-    first `collect` (or `start`), so an actor Ray restarts after a crash starts fresh ones. ``args``: the run's
-    flags as a dict."""
-
-    def __init__(self, index, game, env_kwargs, args, digest):
-        import ray
-
-        self.index, self.game, self.env_kwargs, self.args, self.digest = index, game, dict(env_kwargs), args, digest
-        self.env_seed = self.env_kwargs["seed"] + WORKER_SEED_STRIDE * index  # its games' seed, and their resets'
-        ctx = ray.get_runtime_context()
-        self.node_id, self.node_ip = ctx.get_node_id(), ray.util.get_node_ip_address()
-        self.envs = self.agent = self.normalizer = self.bonus = self.buf = None
-        self.env_params = {}  # the environment parameters its games were given (a restarted actor gives them again)
-
-    def where(self) -> dict:
-        pids = self.envs.launcher.pids() if getattr(self.envs, "launcher", None) is not None else []
-        return {"worker": self.index, "node_id": self.node_id, "node_ip": self.node_ip, "pid": os.getpid(),
-                "game_pids": pids}  # fmt: skip
-
-    def check_binary(self) -> Optional[str]:
-        """None when this node has the driver's game files, else why not (the node named)."""
-        if not self.digest:
-            return None
-        here = export_digest(self.digest)
-        for path, want in self.digest.items():
-            if here[path] is None:
-                return f"{_node_label(self.node_ip, self.node_id)} has no game file at {path}"
-            if here[path] != want:
-                return (f"{_node_label(self.node_ip, self.node_id)} has a different {path} than the driver "
-                        f"(SHA-256 {here[path][:12]}... vs {want[:12]}...)")  # fmt: skip
-        return None
-
-    def start(self) -> dict:
-        """Start the games (once per actor life) and say what they are."""
-        if self.envs is None:
-            torch.set_num_threads(max(1, self.args["torch_threads"]))
-            seed = self.args["seed"] + self.index  # its own sampling streams
-            np.random.seed(seed)
-            torch.manual_seed(seed)
-            kwargs = dict(self.env_kwargs, run_dir=str(_worker_dir(self.env_kwargs["run_dir"], self.index)))
-            self.envs = make_vec_env(self.game, **dict(kwargs, seed=self.env_seed))
-            self._reset = True
-        envs = self.envs
-        return {**self.where(), "num_envs": envs.num_envs, "observation_space": envs.single_observation_space,
-                "action_space": envs.single_action_space, "env_info": getattr(envs, "env_info", None),
-                "agents_per_instance": getattr(envs, "agents_per_instance", None)}  # fmt: skip
-
-    def warm_up(self, steps, rnd_obs_dim) -> Optional[tuple]:
-        """RND's warm-up on this worker's games: ``steps`` steps of random actions; returns the (mean, var, count)
-        of their observations for the learner's RND statistics (the next collect starts from fresh episodes)."""
-        self.start()
-        rms = RunningMeanStd(shape=(rnd_obs_dim,))
-        self.envs.reset(seed=self.env_seed)
-        for _ in range(steps):
-            rms.update(self.envs.step(self.envs.action_space.sample())[0])
-        self._reset = True
-        return _added_moments(np.zeros(rnd_obs_dim), np.ones(rnd_obs_dim), RunningMeanStd().count, rms)
-
-    def _load(self, params) -> None:
-        """The learner's weights and statistics (the agent, normaliser and bonus are made at the first call)."""
-        envs, a = self.envs, self.args
-        obs_dim = envs.single_observation_space.shape[0]
-        if self.agent is None:
-            self.agent = make_agent(obs_dim, envs.single_action_space, a)
-            self.normalizer = Normalizer(obs_dim, envs.num_envs, a["gamma"], False, False)
-            self.bonus = RND(obs_dim, a["rnd_ext_coef"], a["rnd_coef"]) if a.get("rnd") else None
-            self.buf = RolloutBuffer(a["num_steps"], envs.num_envs, obs_dim, self.agent, self.bonus)
-        self.agent.load_state_dict({k: torch.tensor(v) for k, v in params["model"].items()})
-        self.normalizer.load_state_dict(params["normalizer"])
-        if self.bonus is not None:
-            self.bonus.load_state_dict({k: torch.tensor(v) for k, v in params["rnd"]["model"].items()})
-            self.bonus.load_stats_state_dict(params["rnd"]["stats"])
-
-    def collect(self, params) -> dict:
-        """One fragment with the learner's weights and statistics (``params``: the broadcast of this update)."""
-        t0 = time.perf_counter()
-        self.start()
-        self._load(params)
-        envs, norm, buf = self.envs, self.normalizer, self.buf
-        if params.get("env_params", {}) != self.env_params:  # the learner's curriculum moved on (or it is our first)
-            envs.set_env_params(params["env_params"])
-            self.env_params = dict(params["env_params"])
-        before = [(r.mean.copy(), r.var.copy(), r.count) for r in (norm.obs_rms, norm.return_rms)]
-        if self._reset:
-            raw_obs, _ = envs.reset(seed=self.env_seed)
-            buf.next_obs[:] = norm.normalize_obs(raw_obs)
-            buf.next_done[:] = 0.0
-            buf.state = self.agent.initial_state(envs.num_envs)
-            self._reset = False
-        collect_rollout(envs, self.agent, norm, buf, self.args["pipeline"], self.bonus)
-        fragment = {f: getattr(buf, f) for f in buf.fields}
-        fragment["initial_state"], fragment["state"] = buf.initial_state, buf.state  # the agents' memories
-        fragment["timing"] = (buf.policy_s, buf.env_wait_s, buf.group_steps)
-        fragment["episodes"] = [(t, _slim_infos(infos)) for t, infos in buf.episodes]
-        fragment["moments"] = [_added_moments(*b, r) for b, r in zip(before, (norm.obs_rms, norm.return_rms))]
-        fragment["where"] = self.where()
-        fragment["seconds"] = time.perf_counter() - t0
-        return fragment
-
-    def evaluate(self, act, num_episodes, seed):
-        self.start()
-        self._reset = True  # evaluation resets the games; a later collect starts from fresh episodes
-        return evaluate(act, self.envs, num_episodes, seed)
-
-    def close(self):
-        if self.envs is not None:
-            self.envs.close()
-            self.envs = None
-
-
-def _worker_dir(run_dir, index) -> Path:
-    """Where worker ``index`` keeps its games' logs on its node: RUN_DIR/workers/worker_<i>, or a temporary folder
-    under the run's name when that path cannot be made there."""
-    path = Path(run_dir) / "workers" / f"worker_{index}"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    except OSError:
-        path = Path(tempfile.gettempdir()) / "godot-ppo" / Path(run_dir).name / "workers" / f"worker_{index}"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
 
 
 # ======================================================================================================================
@@ -498,12 +320,12 @@ class RayRollouts(Rollouts):
                 where = self.where[i]
                 if self.failures[i] > self.max_restarts:
                     raise WorkerLostError(
-                        f"Ray worker {i} (pid {where['pid']}) on {_node_label(where['node_ip'], where['node_id'])} "
+                        f"Ray worker {i} (pid {where['pid']}) on {node_label(where['node_ip'], where['node_id'])} "
                         f"died after {self.failures[i] - 1} restart(s), the most --ray-max-restarts "
                         f"{self.max_restarts} allows: check that node (`ray status`, its Ray logs in /tmp/ray and "
                         f"RUN_DIR/workers/worker_{i}/logs there) or raise --ray-max-restarts"
                     ) from None
-                self.say(f"godot-ppo: ray: worker {i} (pid {where['pid']}) on {_node_label(where['node_ip'], where['node_id'])} "
+                self.say(f"godot-ppo: ray: worker {i} (pid {where['pid']}) on {node_label(where['node_ip'], where['node_id'])} "
                          f"died; restart {self.failures[i]}/{self.max_restarts}, asking it again")  # fmt: skip
                 pending[getattr(self.workers[i], method).remote(*args)] = i
             except ray.exceptions.RayTaskError as e:
@@ -512,7 +334,7 @@ class RayRollouts(Rollouts):
                 where, cause = self.where[i], _cause(e)
                 if "\n" in cause:  # the whole error, the games' log tails included (the stop message is one line)
                     self.say(f"godot-ppo: ray: worker {i} failed:\n{cause}")
-                raise WorkerLostError(f"Ray worker {i} on {_node_label(where['node_ip'], where['node_id'])}: "
+                raise WorkerLostError(f"Ray worker {i} on {node_label(where['node_ip'], where['node_id'])}: "
                                       f"{cause}") from None  # fmt: skip
         return results
 

@@ -33,7 +33,7 @@ import torch
 from python_trainer.checkpoint import space_to_dict
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import atomic_output
-from python_trainer.base.flags import at_least, flag, in_range
+from python_trainer.base.flags import GoesWith, at_least, flag, in_range
 from python_trainer.normalization import Normalizer
 from python_trainer.rollout import RolloutBuffer, Rollouts, evaluate
 from python_trainer.variants.policies import Route, collect_routes, merge_actions
@@ -44,20 +44,23 @@ ELO_K = 16.0
 INITIAL_ELO = 1200.0
 
 
+SELF_PLAY = GoesWith("self_play", "self-play", "--self-play")  # what every --self-play-* flag needs
+
+
 @dataclass
 class SelfPlayArgs:
     self_play: bool = False
     """a game of two teams that play one policy: train one team against snapshots of its own past policy (self_play.py;
     ML-Agents' self-play); Elo as self_play/elo"""
-    self_play_save_steps: int = flag(20000, at_least(1, "an integer >= 1 (learner steps)", "20000"))
+    self_play_save_steps: int = flag(20000, at_least(1, "an integer >= 1 (learner steps)", "20000"), goes_with=SELF_PLAY)
     """with --self-play: learner steps between two snapshots of the policy added to the opponent pool"""
-    self_play_swap_steps: int = flag(10000, at_least(1, "an integer >= 1 (learner steps)", "10000"))
+    self_play_swap_steps: int = flag(10000, at_least(1, "an integer >= 1 (learner steps)", "10000"), goes_with=SELF_PLAY)
     """with --self-play: learner steps between two changes of the opponent snapshot"""
-    self_play_window: int = flag(10, at_least(1, "an integer >= 1", "10"))
+    self_play_window: int = flag(10, at_least(1, "an integer >= 1", "10"), goes_with=SELF_PLAY)
     """with --self-play: how many snapshots the opponent pool keeps (the newest)"""
-    self_play_latest_ratio: float = flag(0.5, in_range(0, 1, "a probability in [0, 1]", "0.5"))
+    self_play_latest_ratio: float = flag(0.5, in_range(0, 1, "a probability in [0, 1]", "0.5"), goes_with=SELF_PLAY)
     """with --self-play: the probability of playing the newest snapshot instead of one drawn from the pool"""
-    self_play_team_change: int = flag(100000, at_least(1, "an integer >= 1 (learner steps)", "100000"))
+    self_play_team_change: int = flag(100000, at_least(1, "an integer >= 1 (learner steps)", "100000"), goes_with=SELF_PLAY)
     """with --self-play: learner steps before the learning team and the frozen team swap sides"""
 
 

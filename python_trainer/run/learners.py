@@ -1,0 +1,138 @@
+"""`godot-ppo train`'s rollouts and learners: this machine's envs or Ray workers, and for each policy the slots of
+ppo.iterations (agent, bonus, optimizer, normaliser, buffer), from a resumed checkpoint's part when there is one."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+from python_trainer.base.errors import say
+from python_trainer.checkpoint import space_to_dict
+from python_trainer.envs.game import GodotGame
+from python_trainer.envs.vec_env import agent_policy_names, make_vec_env
+from python_trainer.normalization import Normalizer
+from python_trainer.optimizer import Adam
+from python_trainer.rollout import LocalRollouts, RolloutBuffer
+from python_trainer.run.checks import check_sizes
+from python_trainer.run.run_folder import TrainError
+from python_trainer.variants.policies import Learner, PolicySet
+from python_trainer.variants.ray_rollouts import RayRollouts
+from python_trainer.variants.rnd import RND
+from python_trainer.variants.self_play import self_play_rollouts
+from python_trainer.variants.trained_agent import make_agent
+
+VIDEO_DIR = "videos"  # --capture-video's folder in the run folder, as CleanRL's videos/<run_name>
+
+
+# ======================================================================================================================
+# The rollouts
+# ======================================================================================================================
+def env_kwargs(args, game, global_step, run_dir):
+    """make_vec_env's options: every env gets num_envs/seed/run_dir, Godot games the instance options."""
+    kwargs = {"num_envs": args.num_envs, "seed": args.seed + global_step, "run_dir": str(run_dir)}
+    if args.capture_video and not isinstance(game, GodotGame):
+        kwargs["video_dir"] = str(Path(run_dir) / VIDEO_DIR)
+    if isinstance(game, GodotGame):
+        kwargs.update(num_instances=args.num_instances, agents_per_instance=args.agents_per_instance,
+                      headless=not args.window)  # fmt: skip
+        if args.speedup is not None:
+            kwargs["speedup"] = args.speedup
+        if args.action_repeat is not None:
+            kwargs["action_repeat"] = args.action_repeat
+        kwargs.update(max_restarts=args.max_restarts, step_timeout=args.step_timeout,
+                      allow_script_errors=args.allow_script_errors, connect_timeout=args.connect_timeout)  # fmt: skip
+    return kwargs
+
+
+def make_rollouts(args, game, global_step, run_dir):
+    """This machine's envs (LocalRollouts), or --ray-workers Ray workers with their own games (RayRollouts)."""
+    kwargs = env_kwargs(args, game, global_step, run_dir)
+    if args.ray_address is not None:
+        return RayRollouts(game, args, run_dir, kwargs, say)
+    rollouts = LocalRollouts(make_vec_env(game, **kwargs), args.pipeline)
+    if not args.self_play:
+        return rollouts
+    try:  # the learning team against snapshots of its past policy (self_play.py)
+        return self_play_rollouts(rollouts, args, run_dir)
+    except BaseException:
+        rollouts.close()
+        raise
+
+
+# ======================================================================================================================
+# Several policies: one learner each (policies.py)
+# ======================================================================================================================
+def policy_set_of(rollouts, args) -> Optional[PolicySet]:
+    """A PolicySet for a game whose agents carry several policy names, None for one policy; the sizes of each
+    policy's batch are checked like the run's."""
+    names = list(dict.fromkeys(agent_policy_names(rollouts.env_info))) if rollouts.env_info else []
+    if len(names) < 2:
+        return None
+    if args.ray_address is not None:
+        raise TrainError(f"{args.env_id} has several policies ({', '.join(names)}): training several policies on Ray "
+                         "workers is not supported yet; drop --ray-address to train them on this machine")  # fmt: skip
+    policy_set = PolicySet(rollouts)
+    for view in policy_set.views:
+        try:
+            check_sizes(args, view.num_envs)
+        except TrainError as e:
+            raise TrainError(f"the policy {view.name!r} has {view.num_envs} of the {rollouts.num_envs} agents: {e}") from None
+    return policy_set
+
+
+def saved_policy(ckpt, view, policy_set) -> Optional[dict]:
+    """The checkpoint's part for ``view``'s policy: the whole checkpoint for a game with one policy."""
+    if not ckpt:
+        return None
+    return ckpt if policy_set is None else ckpt["policies"][view.name]
+
+
+def make_learner(view, args, saved, policy_set) -> Learner:
+    """The slots of ppo.iterations for one policy: its agent (MLP or --lstm), its bonus (--rnd: RND, whose predictor
+    trains with it), its optimizer and normaliser (from ``saved`` when resuming) and its rollout buffer."""
+    obs_dim = view.single_observation_space.shape[0]
+    agent = make_agent(obs_dim, view.single_action_space, asdict(args))
+    bonus = RND(obs_dim, args.rnd_ext_coef, args.rnd_coef) if args.rnd else None
+    continuous = agent.n_continuous > 0  # the normalisation defaults: CleanRL's continuous-action script
+    norm_obs = continuous if args.norm_obs is None else args.norm_obs
+    norm_reward = continuous if args.norm_reward is None else args.norm_reward
+    # torch's fused Adam kernel (optimizer.py): the same update as torch.optim.Adam(fused=True), without its costs
+    params = list(agent.parameters()) + (list(bonus.predictor.parameters()) if bonus else [])
+    optimizer = Adam(params, lr=args.learning_rate, eps=1e-5)
+    normalizer = Normalizer(obs_dim, view.num_envs, args.gamma, norm_obs, norm_reward)
+    if saved:
+        agent.load_state_dict(saved["model"])
+        if bonus is not None:
+            bonus.load_state_dict(saved["rnd"]["model"])
+            bonus.load_stats_state_dict(saved["rnd"]["stats"])
+        optimizer.load_state_dict(saved["optimizer"])
+        normalizer.load_state_dict(saved["normalizer"])
+    name = getattr(view, "name", None)
+    learner = Learner(name, view, agent, bonus, optimizer, normalizer, tag="" if policy_set is None else f"{name}/")
+    learner.buf = RolloutBuffer(args.num_steps, view.num_envs, obs_dim, agent, bonus)
+    return learner
+
+
+def policy_state(learner) -> dict:
+    """A learner's part of a checkpoint of several policies (what saved_policy gives back)."""
+    rnd = learner.bonus
+    return {"model": learner.agent.state_dict(), "optimizer": learner.optimizer.state_dict(),
+            "normalizer": learner.normalizer.state_dict(),
+            "observation_space": space_to_dict(learner.rollouts.single_observation_space),
+            "action_space": space_to_dict(learner.rollouts.single_action_space),
+            "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()}}  # fmt: skip
+
+
+def policy_table(learners, policy_set) -> dict:
+    """The hyperparameters' rows of a game with several policies: each policy's agents and normalisation."""
+    if policy_set is None:
+        return {}
+    return {f"policy {ln.name}": f"{ln.num_envs} agents, norm_obs={ln.normalizer.norm_obs}, "
+                                 f"norm_reward={ln.normalizer.norm_reward}" for ln in learners}  # fmt: skip
+
+
+def declared_actions(env_info):
+    """A Godot game's action space as its agents declare it (their key order is the demonstrations'), else None."""
+    spaces = (env_info or {}).get("action_space")
+    return spaces[0] if isinstance(spaces, list) and spaces else spaces

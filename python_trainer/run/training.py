@@ -1,0 +1,442 @@
+"""One `godot-ppo train` run, in phases: prepare (checks, run folder, seeding, the rollouts), build the learners (one
+per policy, with --demos' cloning), the loop over ppo.iterations (TensorBoard, episodes.csv, the curriculum,
+checkpoints with the in-engine policy file, progress), finish (final checkpoint and model, evaluation, the learning
+curve, --capture-video), and on a crash (the checkpoint of the last completed update, and what is said: crash.py)."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from python_trainer import ppo
+from python_trainer.base.errors import UserError, one_line, say
+from python_trainer.base.files import OutputError, is_disk_full, write_error
+from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
+from python_trainer.base.signals import hold_signals, signals_deferred
+from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state
+from python_trainer.demos import DemoError, load_demos
+from python_trainer.engine.policy_file import (
+    POLICY_NAME, game_policy, policy_source, write_policies_or_warn, write_policy_or_warn,
+)
+from python_trainer.envs.failures import InstanceStartError
+from python_trainer.envs.game import GameBugError, GameError, GodotGame
+from python_trainer.rollout import NonFiniteEnvData, eval_seed
+from python_trainer.run import crash, curriculum
+from python_trainer.run.checks import check_args, check_game, check_policies, check_sizes, update_budget
+from python_trainer.run.curriculum import Schedule
+from python_trainer.run.learners import (
+    VIDEO_DIR, declared_actions, make_learner, make_rollouts, policy_set_of, policy_state, policy_table, saved_policy,
+)
+from python_trainer.run.run_folder import (
+    RunLock, RunLog, TrainError, discard_if_unused, new_run_dir, prepare_run, train_command, write_args_json,
+)
+from python_trainer.tools.playback import PlaybackError, record, start_policy_watcher
+from python_trainer.variants import cloning
+from python_trainer.variants.policies import lockstep
+from python_trainer.variants.trained_agent import LoadedAgent
+
+FINAL_VIDEO_SECONDS = 10.0
+
+
+class TrainingRun:
+    """The state the phases share: the arguments, the run folder and checkpoint, the rollouts and learners, and
+    where training stands (``done_step``/``done_update``: the last completed update, what a stop saves;
+    ``saved_step``: the newest checkpoint on disk)."""
+
+    def __init__(self, args, explicit=frozenset(), args_class=None):
+        self.args, self.explicit, self.args_class = args, set(explicit), args_class or type(args)
+        self.rollouts = self.lock = self.log = self.watcher = self.schedule = None
+        self.ready = False  # set once the agent exists: from then on a stop or a crash saves a checkpoint
+        self.done_step = self.done_update = self.saved_step = None
+
+    def run(self) -> int:
+        """0 once trained; 128 + N after signal N (said here); a UserError for a crash once the agent existed,
+        raised after clean-up with its status 1 and the checkpoint it left."""
+        self.prepare()
+        try:
+            self.build_learners()
+            self.loop()
+            self.finish()
+            return 0
+        except (TrainError, DemoError):
+            raise  # NaN observations or loss: its message names the last checkpoint (the model may be diverging)
+        except (KeyboardInterrupt, Exception) as e:
+            # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), an instance out of restarts, a closed stdout (`| head`), a
+            # bug: the model in memory is intact, so the last completed update is saved first, with a second signal held.
+            with hold_signals():
+                status, message = self.on_crash(e)
+                if isinstance(e, KeyboardInterrupt):
+                    say(message)
+                    return status
+            raise UserError(message, status=status) from None
+        finally:
+            self.close()
+
+    # ---- prepare ------------------------------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Every check that can be made before a game starts, then the run folder, the seeds and the rollouts."""
+        args, self.run_dir, self.ckpt = prepare_run(self.args, self.explicit)  # --resume: flags from its args.json
+        check_args(args, self.explicit, self.ckpt)  # every flag that can be checked without a game
+        if args.curriculum is not None:  # absolute in args.json: a resume from another folder finds it
+            args = replace(args, curriculum=str(Path(args.curriculum).resolve()))
+        self.params, params_where = curriculum.read(args.env_param, args.curriculum)  # a bad flag or file: now
+        self.args, self.game = check_game(args, self.params, params_where)
+        args = self.args
+        fresh = self.run_dir is None
+        self.run_dir = self.run_dir or new_run_dir(args.run_dir_root, args.env_id, args.exp_name, args.seed)
+        self.global_step = self.ckpt["global_step"] if self.ckpt else 0
+        self.saved_step = self.global_step if self.ckpt else None
+
+        # Seeding (and, when resuming, the RNG streams exactly where the checkpoint left them)
+        random.seed(args.seed)
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed)
+        torch.backends.cudnn.deterministic = args.torch_deterministic
+        torch.set_num_threads(max(1, args.torch_threads))
+        if self.ckpt:
+            set_rng_state(self.ckpt["rng"])
+        try:
+            self._open_rollouts()
+        except BaseException as e:
+            if self.rollouts is not None:
+                self.rollouts.close()
+            if fresh:  # a game's own bug or a setting it cannot take is named in full by its one line: its logs go too
+                discard_if_unused(self.run_dir, logs_too=isinstance(e, (GameBugError, UserError)))
+            if self.lock is not None:
+                self.lock.release()
+            raise
+
+    def _open_rollouts(self) -> None:
+        """The lock, and the rollouts: a Godot game says how many agents each instance simulates, and so how many
+        envs there are; the sizes are checked against them, and a curriculum's lesson is set."""
+        args, ckpt = self.args, self.ckpt
+        self.lock = RunLock(self.run_dir, prefix="--resume " if ckpt else "")  # one training per run folder
+        rollouts = self.rollouts = make_rollouts(args, self.game, self.global_step, self.run_dir)
+        self.num_envs = rollouts.num_envs
+        self.policy_set = policy_set_of(rollouts, args)  # a game with several policies: each one's batch must split too
+        if ckpt and args.self_play:  # the pool, the ratings and the sides where the checkpoint left them
+            rollouts.load_state_dict(ckpt.get("rollouts"))
+        self.batch_size, self.minibatch_size = check_sizes(args, self.num_envs)
+        if self.params:
+            self.schedule = Schedule(self.params, self.num_envs, args.total_timesteps, say)
+            # the lesson in force (a resumed run's own), from each agent's next episode
+            if ckpt and ckpt.get("curriculum"):
+                self.schedule.load_state_dict(ckpt["curriculum"], f"--resume {self.run_dir}")
+            rollouts.set_env_params(self.schedule.message())
+
+    # ---- build the learners -------------------------------------------------------------------------------------------
+    def build_learners(self) -> None:
+        """args.json, one learner per policy (with --demos' cloning), the run's log, --watch's window, RND's warm-up
+        and the first reset; then training has started (``ready``)."""
+        args, ckpt, rollouts, policy_set = self.args, self.ckpt, self.rollouts, self.policy_set
+        self.start_update, self.num_iterations = update_budget(args.total_timesteps, self.batch_size, self.global_step)
+        if args.agents_per_instance is not None and rollouts.agents_per_instance not in (None, args.agents_per_instance):
+            say(f"note: {args.env_id} simulates {rollouts.agents_per_instance} agents per instance whatever "
+                f"--agents-per-instance says; training {self.num_envs} envs")  # fmt: skip
+        if rollouts.startup_line() is not None:
+            print(rollouts.startup_line(), flush=True)
+        self._write_args_json()
+        # The algorithm's slots, filled once per policy (a game with several policies trains one network each, as
+        # learners whose rollouts policies.PolicySet routes): the agent (MLP or --lstm), the bonus (--rnd), the
+        # optimizer and the normaliser
+        views = policy_set.views if policy_set is not None else [rollouts]
+        check_policies(views, policy_set, ckpt, args, self.run_dir)
+        self.learners = [make_learner(view, args, saved_policy(ckpt, view, policy_set), policy_set) for view in views]
+        if policy_set is not None:
+            policy_set.bind(self.learners)
+        first = self.first = self.learners[0]
+        self.obs_space, self.act_space = rollouts.single_observation_space, rollouts.single_action_space
+        self.aux, fit = self._clone() if args.demos else (None, {})
+        self._open_log(fit)
+        self.env_info = rollouts.env_info  # Godot games: the in-engine player's policy.json goes with each checkpoint
+        if args.watch:  # a window plays RUN_DIR/policy.json, reloaded at each checkpoint; now: the actor as it starts
+            self.write_policy(self.run_dir / CHECKPOINT_NAME, self.global_step, self.start_update)
+            self.watcher = start_policy_watcher(self.run_dir / POLICY_NAME, self.game, log_dir=self.run_dir / "logs",
+                                                seed=args.seed, action_repeat=args.action_repeat or 1,
+                                                fps=args.watch_fps, say=say)  # fmt: skip
+        self.done_step, self.done_update = self.global_step, self.start_update  # the last completed update
+        self.start_time, self.start_step = time.time(), self.global_step  # steps/s counts the warm-up and the reset
+        seed = args.seed + self.global_step
+        if args.rnd and not ckpt:  # RND whitens observations with statistics of random play (the paper's)
+            if policy_set is None:
+                rollouts.warm_up(first.bonus, args.rnd_warmup_steps, seed)
+            else:
+                policy_set.warm_up(args.rnd_warmup_steps, seed)
+        if policy_set is None:
+            rollouts.reset(first.normalizer, first.buf, seed=seed)  # (Ray workers reset their own)
+        else:
+            policy_set.reset(seed=seed)
+        self.log.start_progress(total=self.num_iterations * self.batch_size, initial=self.global_step,
+                                desc=f"{args.env_id}", num_iterations=self.num_iterations)  # fmt: skip
+        self.ready = True
+        if ckpt:
+            self._say_resumed()
+
+    def _write_args_json(self) -> None:
+        game_settings = self.rollouts.game_settings  # Godot games: what the instances were given
+        self.command = train_command(asdict(self.args), self.args_class)
+        write_args_json(self.run_dir, self.args, {
+            "num_envs_resolved": self.num_envs, "batch_size": self.batch_size, "minibatch_size": self.minibatch_size,
+            "num_iterations": self.num_iterations, **({"game_settings": game_settings} if game_settings else {}),
+            "command": self.command})  # fmt: skip
+
+    def _clone(self):
+        """--demos, behavioural cloning (cloning.py): pre-training (not on --resume), then PPO's auxiliary loss.
+        Returns (the auxiliary loss or None, the clone's fit to the demonstrations)."""
+        args, first, aux, fit = self.args, self.first, None, {}
+        if self.policy_set is not None:
+            raise TrainError(f"--demos clones one policy; {args.env_id}'s agents play {len(self.learners)} "
+                             f"({', '.join(self.policy_set.names)}): drop --demos")  # fmt: skip
+        demos = load_demos(args.demos, first.agent.obs_dim, self.act_space, declared_actions(self.rollouts.env_info),
+                           args.env_id)  # fmt: skip
+        print(f"demonstrations: {demos.summary()}", flush=True)
+        if not self.ckpt:
+            cloning.seed_normalizer(first.normalizer, demos)
+            fit = cloning.pretrain(first.agent, first.normalizer, demos, args, args.seed)
+            print("behavioural cloning: " + ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in fit.items()))
+        if args.bc_coef > 0:
+            aux = cloning.CloningLoss(first.agent, first.normalizer, demos, args, args.seed)
+        return aux, fit
+
+    def _open_log(self, fit) -> None:
+        """TensorBoard, episodes.csv, progress (a resumed run drops what was logged after its checkpoint)."""
+        first, policy_set, schedule = self.first, self.policy_set, self.schedule
+        self.log = RunLog(self.run_dir, self.global_step, resumed=bool(self.ckpt), hyperparameters={
+            **asdict(self.args), "num_envs": self.num_envs, "batch_size": self.batch_size,
+            "minibatch_size": self.minibatch_size, "norm_obs": first.normalizer.norm_obs,
+            "norm_reward": first.normalizer.norm_reward, **policy_table(self.learners, policy_set)},
+            policies=None if policy_set is None else policy_set.names,
+            columns=schedule.columns() if schedule else ())  # fmt: skip
+        self.writer = self.log.writer
+        for tag, value in fit.items():  # the clone's fit to the demonstrations, before PPO
+            self.writer.add_scalar(tag, value, self.global_step)
+
+    def _say_resumed(self) -> None:
+        ckpt, step, batch_size = self.ckpt, self.global_step, self.batch_size
+        print(f"resuming {self.run_dir} at global step {step} (update {self.start_update}/{self.num_iterations})",
+              flush=True)  # fmt: skip
+        saved_batch = ckpt.get("batch_size") or (step // ckpt["update"] if ckpt["update"] else None)
+        if saved_batch not in (None, batch_size):
+            left = self.num_iterations - self.start_update
+            say(f"note: the checkpoint's run collected {saved_batch} steps per update, this one {batch_size} "
+                f"({self.num_envs} envs x {self.args.num_steps} steps): the {left} updates left "
+                f"end at global step {step + left * batch_size} of --total-timesteps {self.args.total_timesteps}")
+
+    # ---- the loop -----------------------------------------------------------------------------------------------------
+    def loop(self) -> None:
+        """ppo.iterations, every policy's in lockstep; what each update leaves: its episodes (TensorBoard,
+        episodes.csv), the curriculum's next lesson, the scalars, a checkpoint every --checkpoint-every, progress."""
+        args, learners, first, schedule, writer = self.args, self.learners, self.first, self.schedule, self.writer
+        rollouts, log, batch_size, num_envs = self.rollouts, self.log, self.batch_size, self.num_envs
+        updates = lockstep([ppo.iterations(args, ln.agent, ln.optimizer, ln.rollouts, ln.buf, ln.normalizer, ln.bonus,
+                                           self.aux if ln is first else None, num_iterations=self.num_iterations,
+                                           start=self.start_update, global_step=self.global_step)
+                            for ln in learners])  # fmt: skip
+        start_time, start_step = self.start_time, self.start_step
+        self.timing, since = TimeShares(), time.perf_counter()
+        try:
+            for its in updates:
+                self.global_step += batch_size
+                global_step = self.global_step
+                for ln in learners:  # episodic return/length -> TensorBoard and episodes.csv
+                    for t, infos in ln.buf.episodes:
+                        log.record_episodes(infos, global_step - batch_size + (t + 1) * num_envs, ln.tag,
+                                            schedule.episodes(infos) if schedule else None)  # fmt: skip
+                if schedule is not None:  # the curriculum: a lesson whose criterion is met moves on
+                    changes = schedule.advance(global_step)
+                    for line in changes:
+                        print(line, flush=True)
+                    if changes:
+                        rollouts.set_env_params(schedule.message())
+                sps = int((global_step - start_step) / max(time.time() - start_time, 1e-9))
+                perf = _perf_scalars(its)
+                since, other_s = time.perf_counter(), self.timing.add(perf, time.perf_counter() - since, first.buf)
+                tags = {**perf, "perf/other_s": other_s, "charts/SPS": sps, **rollouts.scalars(),
+                        **(schedule.scalars() if schedule else {})}  # fmt: skip
+                for ln, it in zip(learners, its):  # each policy's own numbers, under its name when there are several
+                    tags.update({ln.tag + k: v for k, v in it.scalars.items() if not k.startswith("perf/")})
+                for tag, value in tags.items():
+                    writer.add_scalar(tag, value, global_step)
+
+                # ---- CHECKPOINT (episodes.csv flushed first) and progress ------------------------------------------
+                self.done_step, self.done_update = global_step, its[0].iteration
+                log.flush_episodes()
+                if args.checkpoint_every and self.done_update % args.checkpoint_every == 0:
+                    writer.flush()
+                    self.checkpoint(self.run_dir / CHECKPOINT_NAME, global_step, self.done_update)
+                    self.saved_step = global_step
+                log.progress(global_step, self.done_update, sps)
+        except NonFiniteEnvData as e:
+            raise TrainError(
+                f"{args.env_id} returned NaN/inf {e.what} at global step "
+                f"{self.done_step + (e.t + 1) * num_envs}: fix the env's observation/reward code ({self.checkpoint_note()})"
+            ) from None
+        except ppo.NonFiniteLoss as e:
+            raise TrainError(
+                f"the loss became NaN/inf at global step {self.done_step + batch_size} (policy {e.pg_loss:.3g}, value "
+                f"{e.v_loss:.3g}); {self.checkpoint_note()}. Lower --learning-rate, turn on --norm-obs / --norm-reward "
+                "or check the env's reward scale, then --resume"
+            ) from None
+
+    # ---- finish -------------------------------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """The end: final checkpoint and model, the deterministic evaluation, the learning curve, --capture-video."""
+        args, run_dir, step = self.args, self.run_dir, self.global_step
+        self.log.close_progress()
+        if self.timing.updates:
+            group_size = self.num_envs // max(1, self.first.buf.group_steps // args.num_steps)
+            print(self.timing.summary(self.batch_size, group_size), flush=True)
+        self.checkpoint(run_dir / CHECKPOINT_NAME, step, self.done_update)
+        self.saved_step = step
+        self.checkpoint(run_dir / MODEL_NAME, step, self.done_update)
+        eval_mean = self.evaluate() if args.eval_episodes else None
+        self.log.plot(eval_mean)
+        if args.capture_video and isinstance(self.game, GodotGame):
+            record_final_video(run_dir, self.game, args.seed, args.connect_timeout)
+        print(f"run folder: {run_dir}  (model: {run_dir / MODEL_NAME}; tensorboard --logdir {run_dir.parent})")
+
+    def evaluate(self) -> Optional[float]:
+        """The deterministic policy (argmax / mean action) over --eval-episodes episodes, said and logged; with several
+        policies, every policy plays and each one's episodes are counted apart. Returns the mean return of a game of
+        one policy."""
+        args, step = self.args, self.global_step
+        acts = {ln.name: LoadedAgent(ln.agent, ln.normalizer, ln.rollouts.single_observation_space,
+                                     ln.rollouts.single_action_space, args.env_id, step).act for ln in self.learners}  # fmt: skip
+        if self.policy_set is None:
+            results = {None: self.rollouts.evaluate(acts[None], args.eval_episodes, seed=eval_seed(args.seed))}
+        else:
+            results = self.policy_set.evaluate(acts, args.eval_episodes, seed=eval_seed(args.seed))
+        means = {}
+        for ln in self.learners:
+            returns = results[ln.name]
+            if not returns:
+                continue
+            mean = means[ln.name] = float(np.mean(returns))
+            self.writer.add_scalar(f"{ln.tag}eval/episodic_return", mean, step)
+            who = "deterministic policy" if self.policy_set is None else f"policy {ln.name!r}, deterministic"
+            print(f"eval: {who}, {len(returns)} episodes: mean return {mean:.2f} +- "
+                  f"{np.std(returns):.2f} (min {min(returns):.1f}, max {max(returns):.1f})")  # fmt: skip
+        return means.get(None)  # the learning curve's line: a game of one policy only
+
+    # ---- checkpoints and the policy file ------------------------------------------------------------------------------
+    def checkpoint(self, path, step, update) -> None:
+        args, first, learners = self.args, self.first, self.learners
+        with signals_deferred():  # a signal during torch.save is raised after it (torch would garble it)
+            curriculum_state = self.schedule.state_dict() if self.schedule else None
+            if self.policy_set is None:
+                save_checkpoint(path, agent=first.agent, optimizer=first.optimizer, normalizer=first.normalizer,
+                                args=args, global_step=step, update=update, observation_space=self.obs_space,
+                                action_space=self.act_space, env_info=self.env_info, rnd=first.bonus,
+                                batch_size=self.batch_size,
+                                rollouts=self.rollouts.state_dict() if args.self_play else None,
+                                curriculum=curriculum_state)  # fmt: skip
+            else:
+                save_checkpoint(path, agent=None, optimizer=None, normalizer=None, args=args, global_step=step,
+                                update=update, observation_space=None, action_space=None, env_info=self.env_info,
+                                batch_size=self.batch_size, policies={ln.name: policy_state(ln) for ln in learners},
+                                curriculum=curriculum_state)  # fmt: skip
+        if self.env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
+            self.write_policy(path, step, update)
+
+    def write_policy(self, path, step, update) -> None:
+        args, env_info, first = self.args, self.env_info, self.first
+        source = policy_source(path, global_step=step, update=update, trained_env=args.env_id, seed=args.seed,
+                               command=self.command, env_path=args.env_path)  # fmt: skip
+        if self.policy_set is None:
+            write_policy_or_warn(self.run_dir / POLICY_NAME, lambda: game_policy(
+                first.agent, first.normalizer, self.act_space, env_info, env_id=args.env_id, source=source,
+                where=str(path)))  # fmt: skip
+            return
+        # RUN_DIR/policy.json, the bundle of every policy (play, --watch), and RUN_DIR/policies/<name>.json each
+        write_policies_or_warn(self.run_dir, lambda: [game_policy(
+            ln.agent, ln.normalizer, ln.rollouts.single_action_space, ln.rollouts.env_info, env_id=args.env_id,
+            source=source, where=f"{path} (policy {ln.name!r})", policy_name=ln.name) for ln in self.learners])
+
+    def checkpoint_note(self) -> str:
+        if self.saved_step is None:
+            return "no checkpoint was written yet"
+        return f"the last checkpoint {self.run_dir / CHECKPOINT_NAME} (global step {self.saved_step}) is intact"
+
+    # ---- on a crash, and the end either way ---------------------------------------------------------------------------
+    def on_crash(self, e) -> tuple[int, str]:
+        """The checkpoint of the last completed update (once training started), the progress closed and the learning
+        curve drawn; returns (exit status, what to say: crash.stop_message)."""
+        saved, save_error = False, None
+        if self.ready and is_disk_full(e) and self.saved_step == self.done_step:
+            saved = True  # the checkpoint on disk is of the last completed update: nothing to write on a full disk
+        elif self.ready:
+            try:
+                self.checkpoint(self.run_dir / CHECKPOINT_NAME, self.done_step, self.done_update)
+                saved = True
+            except Exception as error:  # a full disk, most likely: said with what was kept
+                save_error = error
+        crash.quiet_closed_stdout()
+        if self.log is not None:
+            crash.best_effort(self.log.close_progress)
+            if saved:
+                crash.best_effort(self.log.plot)
+        return crash.stop_message(e, self.run_dir, ready=self.ready, saved=saved, save_error=save_error,
+                                  saved_step=self.saved_step, done_step=self.done_step, resumed=bool(self.ckpt))
+
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+        if self.log is not None:
+            self.log.close()
+        self.rollouts.close()
+        self.lock.release()
+
+
+def _perf_scalars(its) -> dict:
+    """The update's perf/* tags: the rollout (collected once, by the first policy's iteration) and each policy's
+    update, summed over the policies."""
+    perf = {k: v for k, v in its[0].scalars.items() if k.startswith("perf/")}
+    for it in its[1:]:
+        perf["perf/rollout_s"] += it.scalars["perf/rollout_s"]
+        perf["perf/update_s"] += it.scalars["perf/update_s"]
+    return perf
+
+
+class TimeShares:
+    """Where the updates' wall-clock time went (the perf/* tags, summed): the rollout (of which acting and waiting
+    for the games), the update epochs, and everything else (GAE, logging, checkpoints)."""
+
+    def __init__(self):
+        self.updates, self.group_steps = 0, 0
+        self.seconds = dict.fromkeys(("rollout", "policy", "env_wait", "update", "other"), 0.0)
+
+    def add(self, scalars: dict, wall_s: float, buf) -> float:
+        """One update's perf/* scalars and its wall-clock time; returns its perf/other_s."""
+        other = max(0.0, wall_s - scalars["perf/rollout_s"] - scalars["perf/update_s"])
+        for name in ("rollout", "policy", "env_wait", "update"):
+            self.seconds[name] += scalars[f"perf/{name}_s"]
+        self.seconds["other"] += other
+        self.updates, self.group_steps = self.updates + 1, self.group_steps + buf.group_steps
+        return other
+
+    def summary(self, batch_size: int, group_size: int) -> str:
+        s, total = self.seconds, sum(self.seconds[k] for k in ("rollout", "update", "other")) or 1e-9
+        acting_us = 1e6 * s["policy"] / max(1, self.group_steps)
+        return (f"time: rollout {s['rollout'] / total:.0%} (acting {s['policy'] / total:.0%}, waiting for the envs "
+                f"{s['env_wait'] / total:.0%}), update {s['update'] / total:.0%}, other {s['other'] / total:.0%} of "
+                f"{total:.1f} s; acting {acting_us:.0f} us per step of {group_size} envs, update "
+                f"{1e3 * s['update'] / self.updates:.0f} ms per {batch_size} samples")
+
+
+def record_final_video(run_dir, game, seed, connect_timeout=DEFAULT_CONNECT_TIMEOUT_S) -> None:
+    """--capture-video of a Godot game: the run's policy.json played in the windowed export, as RUN_DIR/videos/final.mp4
+    (a failed recording is reported; the trained model is saved already)."""
+    out = Path(run_dir) / VIDEO_DIR / "final.mp4"
+    try:
+        record(Path(run_dir) / POLICY_NAME, out, game, seed=seed, seconds=FINAL_VIDEO_SECONDS,
+               connect_timeout=connect_timeout)  # fmt: skip
+    except (PlaybackError, GameError, InstanceStartError, OutputError) as e:
+        say(f"warning: --capture-video: no video ({one_line(e)})")
+    except OSError as e:
+        say(f"warning: --capture-video: no video ({write_error(out, e)})")

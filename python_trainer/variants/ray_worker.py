@@ -1,0 +1,188 @@
+"""A Ray rollout worker (an actor of `RayRollouts`, ray_rollouts.py): its games on its node, the run's agent with the
+learner's weights, and one fragment of the rollout per update (the buffer's arrays for its envs, its agents' memories,
+episode statistics, and the moments its normalisation statistics added, for the learner to merge). The class is made
+remote in `RayRollouts`, so importing this module does not import Ray.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from python_trainer.base.running_stats import RunningMeanStd
+from python_trainer.envs.vec_env import make_vec_env
+from python_trainer.normalization import Normalizer
+from python_trainer.rollout import RolloutBuffer, collect_rollout, evaluate
+from python_trainer.variants.rnd import RND
+from python_trainer.variants.trained_agent import make_agent
+
+WORKER_SEED_STRIDE = 1000  # worker i's games are seeded 1000 * i past the run's: distinct games and episodes
+
+
+def export_digest(paths) -> dict:
+    """{path: sha256} of the files a game runs from (the binary and its .pck), those that exist."""
+    out = {}
+    for p in paths:
+        h = hashlib.sha256()
+        try:
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+        except FileNotFoundError:
+            out[str(p)] = None
+            continue
+        out[str(p)] = h.hexdigest()
+    return out
+
+
+def node_label(node_ip, node_id):
+    """How a message names a Ray node."""
+    return f"node {node_ip} (Ray node id {node_id[:12]})"
+
+
+def _slim_infos(infos):
+    """What RunLog.record_episodes reads of an ended step's infos (episode statistics, numeric final infos)."""
+    out = {}
+    if "_episode" in infos:
+        out["_episode"] = np.asarray(infos["_episode"])
+        out["episode"] = {k: np.asarray(infos["episode"][k]) for k in ("r", "l")}
+    if "_final_info" in infos:
+        mask = np.asarray(infos["_final_info"])
+        final = np.empty(len(mask), dtype=object)
+        for i in np.flatnonzero(mask):
+            final[i] = {k: v for k, v in (infos["final_info"][i] or {}).items()
+                        if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)}  # fmt: skip
+        out["_final_info"], out["final_info"] = mask, final
+    return out
+
+
+class RolloutWorker:
+    """One rollout worker: its games (a VectorEnv made by make_vec_env on this node), the run's agent, a Normalizer
+    and (--rnd) the bonus, which take the learner's weights and statistics at each `collect`. The games start at the
+    first `collect` (or `start`), so an actor Ray restarts after a crash starts fresh ones. ``args``: the run's
+    flags as a dict."""
+
+    def __init__(self, index, game, env_kwargs, args, digest):
+        import ray
+
+        self.index, self.game, self.env_kwargs, self.args, self.digest = index, game, dict(env_kwargs), args, digest
+        self.env_seed = self.env_kwargs["seed"] + WORKER_SEED_STRIDE * index  # its games' seed, and their resets'
+        ctx = ray.get_runtime_context()
+        self.node_id, self.node_ip = ctx.get_node_id(), ray.util.get_node_ip_address()
+        self.envs = self.agent = self.normalizer = self.bonus = self.buf = None
+        self.env_params = {}  # the environment parameters its games were given (a restarted actor gives them again)
+
+    def where(self) -> dict:
+        pids = self.envs.launcher.pids() if getattr(self.envs, "launcher", None) is not None else []
+        return {"worker": self.index, "node_id": self.node_id, "node_ip": self.node_ip, "pid": os.getpid(),
+                "game_pids": pids}  # fmt: skip
+
+    def check_binary(self) -> Optional[str]:
+        """None when this node has the driver's game files, else why not (the node named)."""
+        if not self.digest:
+            return None
+        here = export_digest(self.digest)
+        for path, want in self.digest.items():
+            if here[path] is None:
+                return f"{node_label(self.node_ip, self.node_id)} has no game file at {path}"
+            if here[path] != want:
+                return (f"{node_label(self.node_ip, self.node_id)} has a different {path} than the driver "
+                        f"(SHA-256 {here[path][:12]}... vs {want[:12]}...)")  # fmt: skip
+        return None
+
+    def start(self) -> dict:
+        """Start the games (once per actor life) and say what they are."""
+        if self.envs is None:
+            torch.set_num_threads(max(1, self.args["torch_threads"]))
+            seed = self.args["seed"] + self.index  # its own sampling streams
+            np.random.seed(seed)
+            torch.manual_seed(seed)
+            kwargs = dict(self.env_kwargs, run_dir=str(_worker_dir(self.env_kwargs["run_dir"], self.index)))
+            self.envs = make_vec_env(self.game, **dict(kwargs, seed=self.env_seed))
+            self._reset = True
+        envs = self.envs
+        return {**self.where(), "num_envs": envs.num_envs, "observation_space": envs.single_observation_space,
+                "action_space": envs.single_action_space, "env_info": getattr(envs, "env_info", None),
+                "agents_per_instance": getattr(envs, "agents_per_instance", None)}  # fmt: skip
+
+    def warm_up(self, steps, rnd_obs_dim) -> Optional[tuple]:
+        """RND's warm-up on this worker's games: ``steps`` steps of random actions; returns the (mean, var, count)
+        of their observations for the learner's RND statistics (the next collect starts from fresh episodes)."""
+        self.start()
+        rms = RunningMeanStd(shape=(rnd_obs_dim,))
+        self.envs.reset(seed=self.env_seed)
+        for _ in range(steps):
+            rms.update(self.envs.step(self.envs.action_space.sample())[0])
+        self._reset = True
+        return rms.moments_since(np.zeros(rnd_obs_dim), np.ones(rnd_obs_dim), RunningMeanStd().count)
+
+    def _load(self, params) -> None:
+        """The learner's weights and statistics (the agent, normaliser and bonus are made at the first call)."""
+        envs, a = self.envs, self.args
+        obs_dim = envs.single_observation_space.shape[0]
+        if self.agent is None:
+            self.agent = make_agent(obs_dim, envs.single_action_space, a)
+            self.normalizer = Normalizer(obs_dim, envs.num_envs, a["gamma"], False, False)
+            self.bonus = RND(obs_dim, a["rnd_ext_coef"], a["rnd_coef"]) if a.get("rnd") else None
+            self.buf = RolloutBuffer(a["num_steps"], envs.num_envs, obs_dim, self.agent, self.bonus)
+        self.agent.load_state_dict({k: torch.tensor(v) for k, v in params["model"].items()})
+        self.normalizer.load_state_dict(params["normalizer"])
+        if self.bonus is not None:
+            self.bonus.load_state_dict({k: torch.tensor(v) for k, v in params["rnd"]["model"].items()})
+            self.bonus.load_stats_state_dict(params["rnd"]["stats"])
+
+    def collect(self, params) -> dict:
+        """One fragment with the learner's weights and statistics (``params``: the broadcast of this update)."""
+        t0 = time.perf_counter()
+        self.start()
+        self._load(params)
+        envs, norm, buf = self.envs, self.normalizer, self.buf
+        if params.get("env_params", {}) != self.env_params:  # the learner's curriculum moved on (or it is our first)
+            envs.set_env_params(params["env_params"])
+            self.env_params = dict(params["env_params"])
+        before = [r.moments() for r in (norm.obs_rms, norm.return_rms)]
+        if self._reset:
+            raw_obs, _ = envs.reset(seed=self.env_seed)
+            buf.next_obs[:] = norm.normalize_obs(raw_obs)
+            buf.next_done[:] = 0.0
+            buf.state = self.agent.initial_state(envs.num_envs)
+            self._reset = False
+        collect_rollout(envs, self.agent, norm, buf, self.args["pipeline"], self.bonus)
+        fragment = {f: getattr(buf, f) for f in buf.fields}
+        fragment["initial_state"], fragment["state"] = buf.initial_state, buf.state  # the agents' memories
+        fragment["timing"] = (buf.policy_s, buf.env_wait_s, buf.group_steps)
+        fragment["episodes"] = [(t, _slim_infos(infos)) for t, infos in buf.episodes]
+        fragment["moments"] = [r.moments_since(*b) for b, r in zip(before, (norm.obs_rms, norm.return_rms))]
+        fragment["where"] = self.where()
+        fragment["seconds"] = time.perf_counter() - t0
+        return fragment
+
+    def evaluate(self, act, num_episodes, seed):
+        self.start()
+        self._reset = True  # evaluation resets the games; a later collect starts from fresh episodes
+        return evaluate(act, self.envs, num_episodes, seed)
+
+    def close(self):
+        if self.envs is not None:
+            self.envs.close()
+            self.envs = None
+
+
+def _worker_dir(run_dir, index) -> Path:
+    """Where worker ``index`` keeps its games' logs on its node: RUN_DIR/workers/worker_<i>, or a temporary folder
+    under the run's name when that path cannot be made there."""
+    path = Path(run_dir) / "workers" / f"worker_{index}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    except OSError:
+        path = Path(tempfile.gettempdir()) / "godot-ppo" / Path(run_dir).name / "workers" / f"worker_{index}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path

@@ -119,14 +119,16 @@ def explicit_fields(argv, args_class) -> set:
     return given
 
 
-def parse_flags(args_class, argv, prog: str, description: Optional[str] = None):
+def parse_flags(args_class, argv, prog: str, description: Optional[str] = None, check: bool = True):
     """The one parser of every command: ``argv`` as an ``args_class`` (a dataclass whose fields carry their rules),
     parsed by tyro and checked (check_flags). --help and a flag tyro cannot parse raise SystemExit (tyro has printed
-    why), which the command line returns as the exit status; a value a rule refuses raises FlagError."""
+    why), which the command line returns as the exit status; a value a rule refuses raises FlagError. ``check=False``
+    leaves the check to the command, for one that first fills in flags from elsewhere (train's --resume)."""
     import tyro
 
     args = tyro.cli(args_class, args=list(argv), prog=prog, description=description)
-    check_flags(args, explicit_fields(argv, args_class))
+    if check:
+        check_flags(args, explicit_fields(argv, args_class))
     return args
 
 

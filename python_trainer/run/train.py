@@ -21,11 +21,9 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
-import tyro
-
 from python_trainer import ppo
 from python_trainer.base.errors import UserError, say
-from python_trainer.base.flags import (
+from python_trainer.base.flags import (parse_flags, 
     ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S, NUM_INSTANCES, SPEEDUP, at_least,
     explicit_fields, flag, positive,
 )
@@ -128,10 +126,9 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     with signal_policy():  # SIGINT, SIGTERM and SIGHUP stop training like Ctrl-C (signals.py)
         try:
-            # tyro itself, not flags.parse_flags: a flag that goes only with another is checked once --resume has
-            # filled in the run's own flags (checks.check_args)
-            args = tyro.cli(Args, args=bool_flag_aliases(argv), prog="godot-ppo train",
-                            description=ppo.__doc__.split("\n\n")[0])  # fmt: skip
+            # checked once --resume has filled in the run's own flags (checks.check_args), not before
+            args = parse_flags(Args, bool_flag_aliases(argv), "godot-ppo train", ppo.__doc__.split("\n\n")[0],
+                               check=False)  # fmt: skip
         except SystemExit as e:  # --help, or a bad flag (tyro printed why)
             return e.code if isinstance(e.code, int) else 0
         try:

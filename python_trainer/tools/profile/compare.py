@@ -19,17 +19,14 @@ from python_trainer.base import paths
 from python_trainer.base.flags import to_argv
 from python_trainer.base.processes import end_process_tree, read_log_tail, spawn
 from python_trainer.envs.game import GodotGame
+from python_trainer.run.run_folder import episode_rows
 from python_trainer.tools.profile.measure import Config
 
 TOTAL_TIMESTEPS = 10**12  # never reached: the budget's SIGINT ends the training
 
 
 def _episode_returns(run_dir: Path) -> list[tuple[int, float]]:
-    path = run_dir / "episodes.csv"
-    if not path.is_file():
-        return []
-    with open(path) as f:
-        return [(int(r["global_step"]), float(r["return"])) for r in csv.DictReader(f)]
+    return [(int(r["global_step"]), float(r["return"])) for r in episode_rows(run_dir)]
 
 
 def _descendants(pid: int) -> list[int]:

@@ -1,3 +1,5 @@
+"""`python -m python_trainer`: the same command as `godot-ppo` (cli.py)."""
+
 import sys
 
 from python_trainer.cli import main

@@ -244,27 +244,27 @@ def _apply(node, values: dict, consts: dict, where: str):
     """The value of one node's first output: a _Chain (it depends on the observations) or a constant array."""
     from onnx import helper
 
-    op = node.op_type
+    op, what = node.op_type, f"{where}: {_node_name(node)}"
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     args = [values.get(name, consts.get(name)) if name else None for name in node.input]
     chains = [a for a in args if isinstance(a, _Chain)]
     if any(a is None for a, name in zip(args, node.input) if name):
         missing = [name for a, name in zip(args, node.input) if name and a is None]
-        raise PolicyFileError(f"{where}: {_node_name(node)} reads {missing[0]!r}, which is neither the observations "
-                              "nor a constant (a recurrent or multi-input model?)")  # fmt: skip
+        raise PolicyFileError(f"{what} reads {missing[0]!r}, which is neither the observations nor a constant (a "
+                              "recurrent or multi-input model?)")  # fmt: skip
     if not chains and op in ("Identity", "Cast") and len(args) == 1:  # e.g. a weight passed on by an Identity
         return args[0]
     if not chains:  # constant folding is beyond this importer: only the path from the observations is mapped
-        raise PolicyFileError(f"{where}: {_node_name(node)} computes on constants only; cannot map it")
+        raise PolicyFileError(f"{what} computes on constants only; cannot map it")
     if len(chains) > 1:
-        raise PolicyFileError(f"{where}: {_node_name(node)} combines the observations with themselves; only a chain of "
-                              "layers can be imported")  # fmt: skip
+        raise PolicyFileError(f"{what} combines the observations with themselves; only a chain of layers can be "
+                              "imported")  # fmt: skip
     x = chains[0].copy()
     if op in PASS_THROUGH:
         shape = np.asarray(args[1]).reshape(-1) if op == "Reshape" else None
         if (op == "Concat" and len(args) != 1) or (op == "Flatten" and attrs.get("axis", 1) != 1) or \
                 (shape is not None and (len(shape) != 2 or shape[1] not in (-1, len(x.b)))):
-            raise PolicyFileError(f"{where}: {_node_name(node)} changes the shape of a [batch, n] row; cannot map it")
+            raise PolicyFileError(f"{what} changes the shape of a [batch, n] row; cannot map it")
         return x
     if op in IMPORTED_ACTIVATIONS:
         x.layers.append((x.w, x.b, IMPORTED_ACTIVATIONS[op]))
@@ -274,56 +274,75 @@ def _apply(node, values: dict, consts: dict, where: str):
         return x
     const = next((np.asarray(a, np.float64) for a in args if a is not None and not isinstance(a, _Chain)), None)
     if op == "Gemm":
-        if attrs.get("transA", 0) or not isinstance(args[0], _Chain):
-            raise PolicyFileError(f"{where}: {_node_name(node)} multiplies in an order this importer does not map")
-        b_mat = np.asarray(args[1], np.float64)
-        b_mat = b_mat.T if attrs.get("transB", 0) else b_mat  # (in, out)
-        alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
-        bias = np.asarray(args[2], np.float64) * beta if len(args) > 2 and args[2] is not None else 0.0
-        x.w, x.b = alpha * b_mat.T @ x.w, alpha * b_mat.T @ x.b + bias
-        return x
+        return _gemm(x, args, attrs, what)
     if op == "MatMul" and isinstance(args[0], _Chain):
         x.w, x.b = const.T @ x.w, const.T @ x.b
         return x
     if op in ("Add", "Sub", "Mul", "Div") and const is not None and const.size in (1, len(x.b)):
-        c = np.broadcast_to(const.reshape(-1), x.b.shape)
-        first = isinstance(args[0], _Chain)
-        if op == "Add":
-            x.b = x.b + c
-        elif op == "Sub":
-            x.w, x.b = (x.w, x.b - c) if first else (-x.w, c - x.b)
-        elif op == "Mul":
-            x.w, x.b = x.w * c[:, None], x.b * c
-        elif first:  # Div by a constant (a constant divided by the observations is not affine)
-            x.w, x.b = x.w / c[:, None], x.b / c
-        else:
-            raise PolicyFileError(f"{where}: {_node_name(node)} divides by the observations; cannot map it")
-        return x
+        return _elementwise(op, x, const, isinstance(args[0], _Chain), what)
     if op == "Slice":
-        starts, ends = (np.asarray(a).reshape(-1) for a in args[1:3])
-        axes = np.asarray(args[3]).reshape(-1) if len(args) > 3 and args[3] is not None else np.arange(len(starts))
-        steps = np.asarray(args[4]).reshape(-1) if len(args) > 4 and args[4] is not None else np.ones(len(starts), int)
-        rows = np.arange(len(x.b))
-        for start, end, axis, step in zip(starts, ends, axes, steps):
-            if axis in (1, -1):
-                rows = rows[int(start) : int(min(end, len(rows))) : int(step)]
-            elif not (axis == 0 and start == 0 and end >= 2**31 - 1):
-                raise PolicyFileError(f"{where}: {_node_name(node)} slices the batch axis; cannot map it")
-        x.w, x.b = x.w[rows], x.b[rows]
-        return x
+        return _slice(x, args, what)
     if op == "Clip" and not x.layers and x.norm is None and np.count_nonzero(x.w - np.diag(np.diag(x.w))) == 0:
-        low, high = (float(np.asarray(a)) if a is not None else None for a in (args + [None, None])[1:3])
-        low, high = attrs.get("min", low), attrs.get("max", high)
-        scale = np.diag(x.w).copy()
-        if low is None or high is None or low != -high or high <= 0 or (scale <= 0).any():
-            raise PolicyFileError(f"{where}: {_node_name(node)} clips in a way the engine's normaliser cannot "
-                                  "(it clips (obs - mean) / std to [-c, c])")  # fmt: skip
-        x.norm = (-x.b / scale, scale, high)
-        x.w, x.b = np.eye(len(x.b)), np.zeros(len(x.b))
-        return x
-    raise PolicyFileError(f"{where}: {_node_name(node)} ({op}) is not supported; import-policy maps Gemm, MatMul, Add, "
-                          "Sub, Mul, Div, Clip (the normaliser), Tanh, Relu, Sigmoid, Slice, Concat, Flatten, Reshape, "
-                          "Identity, Cast and a final Softmax")  # fmt: skip
+        return _clip(x, args, attrs, what)
+    raise PolicyFileError(f"{what} ({op}) is not supported; import-policy maps Gemm, MatMul, Add, Sub, Mul, Div, Clip "
+                          "(the normaliser), Tanh, Relu, Sigmoid, Slice, Concat, Flatten, Reshape, Identity, Cast and a "
+                          "final Softmax")  # fmt: skip
+
+
+def _gemm(x: "_Chain", args: list, attrs: dict, what: str) -> "_Chain":
+    """alpha * x @ B + beta * C folded into the chain's affine map (x the observations' side)."""
+    if attrs.get("transA", 0) or not isinstance(args[0], _Chain):
+        raise PolicyFileError(f"{what} multiplies in an order this importer does not map")
+    b_mat = np.asarray(args[1], np.float64)
+    b_mat = b_mat.T if attrs.get("transB", 0) else b_mat  # (in, out)
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    bias = np.asarray(args[2], np.float64) * beta if len(args) > 2 and args[2] is not None else 0.0
+    x.w, x.b = alpha * b_mat.T @ x.w, alpha * b_mat.T @ x.b + bias
+    return x
+
+
+def _elementwise(op: str, x: "_Chain", const: np.ndarray, chain_first: bool, what: str) -> "_Chain":
+    """Add, Sub, Mul or Div by a constant (a scalar or one value per row), folded into the affine map."""
+    c = np.broadcast_to(const.reshape(-1), x.b.shape)
+    if op == "Add":
+        x.b = x.b + c
+    elif op == "Sub":
+        x.w, x.b = (x.w, x.b - c) if chain_first else (-x.w, c - x.b)
+    elif op == "Mul":
+        x.w, x.b = x.w * c[:, None], x.b * c
+    elif chain_first:  # Div by a constant (a constant divided by the observations is not affine)
+        x.w, x.b = x.w / c[:, None], x.b / c
+    else:
+        raise PolicyFileError(f"{what} divides by the observations; cannot map it")
+    return x
+
+
+def _slice(x: "_Chain", args: list, what: str) -> "_Chain":
+    """Keeping some of a row's values: the rows of the affine map that the slice keeps."""
+    starts, ends = (np.asarray(a).reshape(-1) for a in args[1:3])
+    axes = np.asarray(args[3]).reshape(-1) if len(args) > 3 and args[3] is not None else np.arange(len(starts))
+    steps = np.asarray(args[4]).reshape(-1) if len(args) > 4 and args[4] is not None else np.ones(len(starts), int)
+    rows = np.arange(len(x.b))
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        if axis in (1, -1):
+            rows = rows[int(start) : int(min(end, len(rows))) : int(step)]
+        elif not (axis == 0 and start == 0 and end >= 2**31 - 1):
+            raise PolicyFileError(f"{what} slices the batch axis; cannot map it")
+    x.w, x.b = x.w[rows], x.b[rows]
+    return x
+
+
+def _clip(x: "_Chain", args: list, attrs: dict, what: str) -> "_Chain":
+    """A clip of (obs - mean) / std to [-c, c] at the chain's start: the engine's observation normaliser."""
+    low, high = (float(np.asarray(a)) if a is not None else None for a in (args + [None, None])[1:3])
+    low, high = attrs.get("min", low), attrs.get("max", high)
+    scale = np.diag(x.w).copy()
+    if low is None or high is None or low != -high or high <= 0 or (scale <= 0).any():
+        raise PolicyFileError(f"{what} clips in a way the engine's normaliser cannot (it clips (obs - mean) / std to "
+                              "[-c, c])")  # fmt: skip
+    x.norm = (-x.b / scale, scale, high)
+    x.w, x.b = np.eye(len(x.b)), np.zeros(len(x.b))
+    return x
 
 
 def read_onnx(path):

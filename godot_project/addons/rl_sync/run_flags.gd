@@ -1,13 +1,15 @@
 extends Reference
 # The command-line flags RLSync (sync.gd) runs by (see "Command-line flags" in this folder's
-# README.md), read and checked once, when it starts. A bad number fails the run through RlArgs.fail
-# (one line on stderr, exit code 1): read() then returns false.
+# README.md), read and checked once, when it starts, and the engine's speed they set. A bad number
+# fails the run through RlArgs.fail (one line on stderr, exit code 1): read() then returns false.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 
 # Where our launcher puts the hello token (see token()).
 const TOKEN_VARIABLE := "RL_SYNC_TOKEN"
 const DEFAULT_CONNECT_TIMEOUT_S := 30.0
+# Physics steps per second of game time, at any --speedup.
+const BASE_PHYSICS_FPS := 60
 
 # Untyped: RlArgs returns null for a bad value, and read() reads every flag before it says so.
 var env_seed = 0
@@ -39,6 +41,15 @@ func read(tree: SceneTree) -> bool:
 	record_every = RlArgs.get_int(tree, "record_every", 4, 1)
 	max_fps = RlArgs.get_int(tree, "max_fps", 0, 1)
 	return not RlArgs.has_failed()
+
+
+# --max_fps and --speedup, applied to the engine once the flags are read.
+func apply_speed() -> void:
+	Engine.target_fps = max_fps  # a frame cap (0: none), e.g. a window watched during training
+	# Game time per physics step stays 1/60 s whatever the speedup, so physics is the same at any
+	# speed; with the engine's --fixed-fps flag, frames also stop waiting for the wall clock.
+	Engine.time_scale = speedup
+	Engine.iterations_per_second = int(round(BASE_PHYSICS_FPS * speedup))
 
 
 # The trainer's secret for our hello. Our launcher passes it in the environment, which only the same user can

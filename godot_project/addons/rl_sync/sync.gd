@@ -2,38 +2,28 @@ extends Node
 # RLSync: drives every agent controller of a scene from a trainer, a policy file, or the keyboard.
 #
 # Add one RLSync node to a game scene. When that scene is the first of a run, the node also answers
-# --list_envs and --env (see game_registry.gd). Its mode comes from the command line:
-#   --port=P               train: connect to a trainer on 127.0.0.1:P and speak godot-rl's protocol
-#   --policy=FILE[,FILE]   every agent is driven by a trained policy run in the engine (no trainer),
-#                          the network of its policy_name (policy_set.gd);
-#                          with --eval_episodes=N it plays N episodes, prints their returns as JSON, quits;
-#                          --policy=random: random actions (any game's baseline);
-#                          with --opponent, matches of team 0 against team 1 (match_mode.gd)
-#   --benchmark_steps=N    random actions inside the engine for N decision steps, print the rate, quit
-#   (none of these)        human play: every agent takes the keyboard action of its controller
+# --list_envs and --env (see game_registry.gd). Its mode comes from the command line (run_mode.gd):
+# --port=P trains with a trainer on 127.0.0.1:P in godot-rl's protocol, --policy=FILE runs trained
+# networks in the engine, --benchmark_steps=N random actions; without them a person plays.
 # This node owns the run: it starts it in its mode, drives each physics frame and stops it. Its
-# helpers: run_flags.gd (the flags), decision_step.gd (the episode bookkeeping), run_clock.gd
-# (--quit_after_*), window_helpers.gd (overlay, recording), and one per mode: trainer_session.gd (the
+# helpers: run_flags.gd (the flags), run_mode.gd (the mode and its helper: trainer_session.gd, the
 # trainer's conversation in godot-rl's wire protocol, see "The wire protocol" in this folder's
-# README.md), policy_mode.gd and benchmark_mode.gd.
+# README.md; policy_mode.gd; benchmark_mode.gd), decision_step.gd (the episode bookkeeping),
+# run_clock.gd (--quit_after_*), window_helpers.gd (overlay, recording) and demo_recorder.gd.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const AgentController = preload("res://addons/rl_sync/agent_controller.gd")
 const Wire = preload("res://addons/rl_sync/wire.gd")
 const TrainerSession = preload("res://addons/rl_sync/trainer_session.gd")
-const PolicyMode = preload("res://addons/rl_sync/policy_mode.gd")
-const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
+const RunMode = preload("res://addons/rl_sync/run_mode.gd")
 const GameRegistry = preload("res://addons/rl_sync/game_registry.gd")
 const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
 const RunFlags = preload("res://addons/rl_sync/run_flags.gd")
 const RunClock = preload("res://addons/rl_sync/run_clock.gd")
 const WindowHelpers = preload("res://addons/rl_sync/window_helpers.gd")
 const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
+const DemoHooks = preload("res://addons/rl_sync/demo_hooks.gd")
 const EnvParams = preload("res://addons/rl_sync/env_params.gd")
-
-const BASE_PHYSICS_FPS := 60
-
-enum Mode { HUMAN, TRAIN, BENCHMARK, POLICY }
 
 # The game's name, sent to the trainer and checked against policy files. Empty: the scene file's
 # base name. A game picked through the project's registry (rl_sync/games) takes its name there.
@@ -43,7 +33,6 @@ export var env_name := ""
 # too often for their credit to reach far enough sets it in its scene (pong: 3, 20 decisions a second).
 export var frames_per_decision := 1
 
-var mode: int = Mode.HUMAN
 var agents := []
 var action_spaces := []
 var action_repeat := 1
@@ -57,13 +46,11 @@ var _frame := 0
 # anything was simulated: that decision step counts no step and collects no reward (a trainer's first
 # action follows its reset, and its first decision step comes after that action's physics).
 var _before_first_step := false
-# The helper of the mode, when it has one (see _start).
-var _session: TrainerSession = null
-var _policy_mode: PolicyMode = null
-var _benchmark: BenchmarkMode = null
+# The run's mode and its helper (null until the run starts).
+var _run: RunMode = null
 var _overlay = null
 var _clock: RunClock = null
-# --record_demos: records one agent's episodes, whatever drives it (null otherwise).
+# --record_demos: records one agent's episodes, whatever drives it (null otherwise; demo_hooks.gd).
 var _demos: DemoRecorder = null
 
 
@@ -103,11 +90,7 @@ func _start() -> void:
 	if not flags.read(get_tree()):
 		return
 	action_repeat = flags.action_repeat * frames_per_decision
-	Engine.target_fps = flags.max_fps  # --max_fps: a frame cap (0: none), e.g. a window watched during training
-	# Game time per physics step stays 1/60 s whatever the speedup, so physics is the same at any
-	# speed; with the engine's --fixed-fps flag, frames also stop waiting for the wall clock.
-	Engine.time_scale = flags.speedup
-	Engine.iterations_per_second = int(round(BASE_PHYSICS_FPS * flags.speedup))
+	flags.apply_speed()
 	agents = _find_agents()
 	if agents.empty():
 		RlArgs.fail(get_tree(), "no agent controllers found: add nodes extending agent_controller.gd to the scene")
@@ -121,14 +104,21 @@ func _start() -> void:
 			agent.max_episode_steps = flags.max_episode_steps
 		action_spaces.append(agent.get_action_space())
 		agent.begin_episode()
-	if not _start_mode(flags):
+	_run = RunMode.new(self)
+	var ended := _run.start(flags)
+	if ended != "":
+		_end(ended)
 		return
-	if RlArgs.has("record_demos") and not _start_recording():
-		return
+	if RlArgs.has("record_demos"):
+		var demos = DemoHooks.start(_run.mode, env_name, agents, action_spaces)
+		if typeof(demos) == TYPE_STRING:
+			_fail(demos)
+			return
+		_demos = demos
 	if not RlArgs.is_headless():
 		_overlay = WindowHelpers.add_to(self, flags.record_every)
 	_clock = RunClock.new(flags.quit_after_frames, flags.quit_after_seconds)
-	_before_first_step = mode != Mode.TRAIN
+	_before_first_step = _run.is_local()
 	set_physics_process(true)
 	set_process(_clock.is_limited())
 
@@ -144,52 +134,6 @@ func _start_env_params(seed_value: int) -> String:
 	for i in range(agents.size()):
 		agents[i].use_env_params(env_params, i)
 	return env_params.apply_flags()
-
-
-# Picks the mode from the flags and starts its helper; false when that ended the run (an error, no
-# trainer, or a --policy_forward that is done).
-func _start_mode(flags: RunFlags) -> bool:
-	if flags.port > 0:
-		mode = Mode.TRAIN
-		# Training renders as fast as it simulates; waiting for vsync would cap it at 60 steps/s.
-		OS.vsync_enabled = false
-		_session = TrainerSession.new(self)
-		var ended := _session.connect_to_trainer(flags.port, flags.connect_timeout, RunFlags.token())
-		if ended != "":
-			_end_session(ended)
-			return false
-	elif RlArgs.get_string("policy", "") != "":
-		mode = Mode.POLICY
-		_policy_mode = PolicyMode.new(self, flags.env_seed)
-		var error := _policy_mode.start(flags.eval_episodes)
-		if error == PolicyMode.PRINTED:
-			_stop(0)
-			return false
-		if error != "":
-			_fail(error)
-			return false
-	elif RlArgs.has("opponent"):
-		_fail("--opponent=%s plays against a policy: add --policy=FILE, random or scripted" % RlArgs.get_string("opponent"))
-		return false
-	elif flags.benchmark_steps > 0:
-		mode = Mode.BENCHMARK
-		_benchmark = BenchmarkMode.new(self, flags.benchmark_steps, flags.env_seed)
-	return true
-
-
-# --record_demos: only a local driver (the keyboard, --policy) makes demonstrations; false when it failed.
-func _start_recording() -> bool:
-	if mode == Mode.TRAIN or mode == Mode.BENCHMARK:
-		_fail("--record_demos records the keyboard or a --policy: drop --port / --benchmark_steps")
-		return false
-	_demos = DemoRecorder.new()
-	var error := _demos.start(env_name, agents, action_spaces)
-	if error != "":
-		_demos = null
-		_fail(error)
-		return false
-	print("rl_sync: " + _demos.summary() + " in " + _demos.path)
-	return true
 
 
 # Ends a run of --quit_after_frames frames or --quit_after_seconds with a report of the rates it held.
@@ -215,23 +159,13 @@ func _physics_process(_delta: float) -> void:
 	# An action holds for action_repeat physics frames; decisions happen on the first of them.
 	if (_frame - 1) % action_repeat != 0:
 		return
-	match mode:
-		Mode.TRAIN:
-			var ended: String = _session.step()
-			if ended != "":
-				_end_session(ended)
-		Mode.BENCHMARK:
-			if _benchmark.step():
-				_stop(0)
-		Mode.POLICY:
-			if _policy_mode.step():
-				_stop(0)
-		Mode.HUMAN:
-			decision_step()
-			for i in range(agents.size()):
-				act(i, agents[i].get_heuristic_action())
+	var ended := _run.step()
+	if ended != "":
+		_end(ended)
 	if _demos != null and not stopping:
-		_record_demos_after_step()
+		ended = DemoHooks.after_step(_demos)
+		if ended != "":
+			_end(ended)
 
 
 # Gives agent i its action (every local driver goes through here, so --record_demos sees it).
@@ -239,15 +173,6 @@ func act(i: int, action: Dictionary) -> void:
 	agents[i].set_action(action)
 	if _demos != null:
 		_demos.on_action(i, action)
-
-
-func _record_demos_after_step() -> void:
-	var error := _demos.poll_drop_key()
-	if error != "":
-		_fail(error)
-	elif _demos.is_done():
-		print("rl_sync: recorded %d episodes in %s" % [_demos.recorded_here, _demos.path])
-		_stop(0)
 
 
 # One decision step for every agent (decision_step.gd): collect the reward earned since the last one,
@@ -282,24 +207,15 @@ func decision_step_packed(declared: PoolIntArray = PoolIntArray(), declared_tota
 
 func _mode_text() -> String:
 	if _demos != null:
-		return _driver_text() + "\n" + _demos.summary()
-	return _driver_text()
+		return _run.text() + "\n" + _demos.summary()
+	return _run.text()
 
 
-func _driver_text() -> String:
-	match mode:
-		Mode.TRAIN:
-			return "training (%s)" % env_name
-		Mode.POLICY:
-			return "policy: %s" % _policy_mode.file_names()
-		Mode.BENCHMARK:
-			return "benchmark: random actions"
-	return "human play: arrow keys or WASD"
-
-
-# Reports how a trainer's session ended (TrainerSession.step() and connect_to_trainer()).
-func _end_session(ended: String) -> void:
-	if ended == TrainerSession.CLOSED:
+# Reports how the mode or the recorder ended the run (RunMode.start() and step(), DemoHooks.after_step()).
+func _end(ended: String) -> void:
+	if ended == RunMode.DONE:
+		_stop(0)
+	elif ended == TrainerSession.CLOSED:
 		print("rl_sync: " + ended)
 		_stop(0)
 	elif ended == Wire.DISCONNECTED:
@@ -321,6 +237,6 @@ func _stop(exit_code: int) -> void:
 	stopping = true
 	set_physics_process(false)
 	set_process(false)
-	if _session != null:
-		_session.close()
+	if _run != null:
+		_run.close()
 	get_tree().quit(exit_code)

@@ -1,0 +1,98 @@
+extends Reference
+# The mode of a run and its helper, picked once from the command line:
+#   --port=P               TRAIN: a trainer drives the agents (trainer_session.gd)
+#   --policy=FILE|random   POLICY: trained networks run in the engine (policy_mode.gd; with
+#                          --opponent, matches of team 0 against team 1, match_mode.gd)
+#   --benchmark_steps=N    BENCHMARK: random actions and the rate (benchmark_mode.gd)
+#   (none of these)        HUMAN: every agent takes the keyboard action of its controller
+#
+# RLSync (sync.gd) holds one and calls step() at every decision step. Nothing here quits or prints
+# (but the helpers' reports): start() and step() return "" to go on, or a String that ends the run,
+# which RLSync reports: DONE (the mode's work is over), TrainerSession.CLOSED, Wire.DISCONNECTED, or
+# an error message.
+
+const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+const RunFlags = preload("res://addons/rl_sync/run_flags.gd")
+const TrainerSession = preload("res://addons/rl_sync/trainer_session.gd")
+const PolicyMode = preload("res://addons/rl_sync/policy_mode.gd")
+const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
+
+enum Mode { HUMAN, TRAIN, BENCHMARK, POLICY }
+
+# What start() and step() return when the mode has done its work (an evaluation, a benchmark,
+# --policy_forward's outputs): the run ends with exit code 0 and nothing more to say.
+const DONE := "(the run is done)"
+
+var mode: int = Mode.HUMAN
+# The helper of the mode (null for the others, and for human play, which needs none).
+var session: TrainerSession = null
+var policy_mode: PolicyMode = null
+var benchmark: BenchmarkMode = null
+
+# The RLSync node: its agents, decision_step() and act(). A Node, so holding it makes no reference cycle.
+var _sync: Node
+
+
+func _init(sync_node: Node) -> void:
+	_sync = sync_node
+
+
+# Picks the mode from the flags and starts its helper (connects to the trainer, loads the policy
+# files). Called once the agents are found and have begun their first episodes.
+func start(flags: RunFlags) -> String:
+	if flags.port > 0:
+		mode = Mode.TRAIN
+		# Training renders as fast as it simulates; waiting for vsync would cap it at 60 steps/s.
+		OS.vsync_enabled = false
+		session = TrainerSession.new(_sync)
+		return session.connect_to_trainer(flags.port, flags.connect_timeout, RunFlags.token())
+	if RlArgs.get_string("policy", "") != "":
+		mode = Mode.POLICY
+		policy_mode = PolicyMode.new(_sync, flags.env_seed)
+		var error := policy_mode.start(flags.eval_episodes)
+		return DONE if error == PolicyMode.PRINTED else error
+	if RlArgs.has("opponent"):
+		return "--opponent=%s plays against a policy: add --policy=FILE, random or scripted" % RlArgs.get_string("opponent")
+	if flags.benchmark_steps > 0:
+		mode = Mode.BENCHMARK
+		benchmark = BenchmarkMode.new(_sync, flags.benchmark_steps, flags.env_seed)
+	return ""
+
+
+# One decision step in the mode: the trainer's reply and next action, or the game's own choice.
+func step() -> String:
+	match mode:
+		Mode.TRAIN:
+			return session.step()
+		Mode.BENCHMARK:
+			return DONE if benchmark.step() else ""
+		Mode.POLICY:
+			return DONE if policy_mode.step() else ""
+	_sync.decision_step()
+	var agents: Array = _sync.agents
+	for i in range(agents.size()):
+		_sync.act(i, agents[i].get_heuristic_action())
+	return ""
+
+
+# Whether the game chooses its own actions (policy, benchmark, human play), not a trainer.
+func is_local() -> bool:
+	return mode != Mode.TRAIN
+
+
+# The overlay's and the {"run": ...} report's words for the mode.
+func text() -> String:
+	match mode:
+		Mode.TRAIN:
+			return "training (%s)" % _sync.env_name
+		Mode.POLICY:
+			return "policy: %s" % policy_mode.file_names()
+		Mode.BENCHMARK:
+			return "benchmark: random actions"
+	return "human play: arrow keys or WASD"
+
+
+# Ends the trainer's session, if any (the run is stopping).
+func close() -> void:
+	if session != null:
+		session.close()

@@ -14,7 +14,7 @@ LAYERS = (
     ("envs", "the games as environments: the wire protocol, which game, its instances and their display, the vector envs"),
     (".", "the algorithm: ppo, the agent, the rollout, normalisation, the optimizer step, checkpoints, demo files"),
     ("variants", "what fills ppo.py's slots: LSTM, curiosity, cloning, several policies, self-play, Ray rollouts"),
-    ("engine", "policies the engine plays by itself: the policy file, ONNX both ways, the watcher of train --watch"),
+    ("engine", "policies the engine plays by itself: the policy file, ONNX both ways, evaluation, matches, recording, --watch"),
     ("run", "the train command around ppo.py: its phases, the run folder, the curriculum"),
     ("tools", "the commands around training: export, envs/launch, export-policy, import-policy, play, record, profile"),
 )

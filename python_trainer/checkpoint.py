@@ -21,10 +21,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-# The file names in a run folder; defined once, in paths (which playback and profiling import them from).
 from python_trainer.base.errors import one_line
 from python_trainer.base.files import atomic_output
-from python_trainer.base.paths import CHECKPOINT_NAME, MODEL_NAME
+# The file names in a run folder and which of them a folder's checkpoint is: defined once, in paths (which the
+# tools import them from without torch).
+from python_trainer.base.paths import CHECKPOINT_NAME, MODEL_NAME, checkpoint_in
 
 __all__ = [
     "CHECKPOINT_FORMAT", "CheckpointError", "CHECKPOINT_NAME", "MODEL_NAME", "space_to_dict", "space_from_dict", "rng_state",
@@ -146,11 +147,3 @@ def load_checkpoint(path):
     if not isinstance(ckpt, dict) or "model" not in ckpt or "global_step" not in ckpt:
         raise CheckpointError(f"{path} is a torch file but not a godot-ppo checkpoint (no model / global_step in it)")
     return ckpt
-
-
-def checkpoint_in(path) -> Path:
-    """A run folder's model.pt, else its checkpoint.pt; any other path as it is."""
-    path = Path(path)
-    if path.is_dir():
-        return path / MODEL_NAME if (path / MODEL_NAME).is_file() else path / CHECKPOINT_NAME
-    return path

@@ -17,9 +17,9 @@ COMMANDS = {
     "envs": ("python_trainer.tools.game_commands", "envs_main", "list the games with their observation/action spaces"),
     "launch": ("python_trainer.tools.game_commands", "launch_main", "start instances and step them with random actions"),
     "train": ("python_trainer.run.train", "main", "train with PPO (CleanRL's flags)"),
-    "export-policy": ("python_trainer.tools.playback", "export_policy_main", "write a trained actor for in-engine play"),
-    "import-policy": ("python_trainer.tools.playback", "import_policy_main", "turn an ONNX policy (SB3, CleanRL) into one"),
-    "play": ("python_trainer.tools.playback", "play_main", "watch a trained policy in the Godot window"),
+    "export-policy": ("python_trainer.tools.policy_commands", "export_policy_main", "write a trained actor for in-engine play"),
+    "import-policy": ("python_trainer.tools.policy_commands", "import_policy_main", "turn an ONNX policy (SB3, CleanRL) into one"),
+    "play": ("python_trainer.tools.play", "play_main", "watch a trained policy in the Godot window"),
     "record": ("python_trainer.tools.record_command", "main", "play the game and record demonstrations for --demos"),
     "profile": ("python_trainer.tools.profile.command", "main", "profile headless against windowed instances"),
 }

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from python_trainer.run import curriculum  # noqa: E402
-from python_trainer.tools import playback
+from python_trainer.engine import in_engine  # noqa: E402
 
 CURRICULUM = REPO / "docs" / "jumper_hard_curriculum.toml"
 
@@ -73,7 +73,7 @@ def run_pair(seed: int, args, root: Path) -> list[dict]:
     for mode in procs:
         (run_dir,) = sorted(root.glob(f"jumper__{mode}__{seed}__*"))
         rows = list(csv.DictReader(open(run_dir / "episodes.csv")))
-        report = playback.evaluate_in_engine(run_dir / "policy.json", env_path=args.env_path,
+        report = in_engine.evaluate_in_engine(run_dir / "policy.json", env_path=args.env_path,
                                              episodes=args.eval_episodes, seed=0,
                                              env_params=hard_setting(), timeout=1800)
         out.append({"seed": seed, "mode": mode, "exit": procs[mode].returncode, "minutes": round(ended[mode] / 60, 1),

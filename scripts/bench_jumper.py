@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from python_trainer import make_vec_env  # noqa: E402
 from python_trainer.base import paths
-from python_trainer.tools import playback
+from python_trainer.engine import in_engine  # noqa: E402
 from python_trainer.variants.trained_agent import load_agent  # noqa: E402
 
 
@@ -75,7 +75,7 @@ def main() -> int:
         results["policy"] = goal_share(lambda env, obs: loaded.act(obs), args.episodes, args.seed)
         print(json.dumps({"policy": results["policy"]}), flush=True)
     if Path(args.policy).exists():
-        report = playback.evaluate_in_engine(args.policy, episodes=args.episodes, seed=args.seed)
+        report = in_engine.evaluate_in_engine(args.policy, episodes=args.episodes, seed=args.seed)
         results["policy_in_engine_mean_return"] = report["mean_return"]
         print(json.dumps({"policy_in_engine": {"episodes": report["episodes"], "mean_return": report["mean_return"]}}),
               flush=True)

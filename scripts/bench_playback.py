@@ -29,14 +29,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from python_trainer.base import paths  # noqa: E402
-from python_trainer.tools import playback
+from python_trainer.engine import in_engine  # noqa: E402
 from python_trainer.envs.game import game_environ  # noqa: E402
-from python_trainer.envs.xvfb import Xvfb  # noqa: E402
+from python_trainer.envs.xvfb import Xvfb, open_display  # noqa: E402
 
 
 def run(binary: Path, args: list[str], env=None, timeout: float = 120.0) -> dict:
-    result = playback._run_game([str(binary), *args], timeout, env=env)
-    report = playback._json_line(result.stdout, "run")
+    result = in_engine.run_game([str(binary), *args], timeout, env=env)
+    report = in_engine.json_line(result.stdout, "run")
     if result.returncode != 0 or report is None:
         raise SystemExit(f"bench_playback: {' '.join(args)} failed (exit {result.returncode}):\n{result.stderr[-2000:]}")
     return report
@@ -78,10 +78,10 @@ def forward_microbenchmark(policy: Path, calls: int = 500) -> float:
     with tempfile.NamedTemporaryFile("w", suffix=".gd", delete=False) as f:
         f.write(FORWARD_BENCH % {"policy": str(policy), "calls": calls})
     try:
-        result = playback._run_game([paths.godot_server(), "--path", str(paths.GODOT_PROJECT), "-s", f.name], 120)
+        result = in_engine.run_game([paths.godot_server(), "--path", str(paths.GODOT_PROJECT), "-s", f.name], 120)
     finally:
         os.unlink(f.name)
-    value = playback._json_line(result.stdout, "forward_us")
+    value = in_engine.json_line(result.stdout, "forward_us")
     if value is None:
         raise SystemExit(f"bench_playback: the forward() micro-benchmark failed:\n{result.stdout[-1000:]}{result.stderr[-2000:]}")
     return float(value)
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
 
     windowed = paths.export_binary(headless=False)
     with Xvfb(Path(tempfile.gettempdir()) / "godot-ppo-bench-xvfb.log") as xvfb:
-        env = game_environ(display=playback.open_display(xvfb, say=lambda m: print(m, file=sys.stderr)))
+        env = game_environ(display=open_display(xvfb, lambda m: print(m, file=sys.stderr), "for the windowed runs"))
         results["display"] = "Xvfb" if xvfb.proc is not None else os.environ.get("DISPLAY")
         wl = common + [f"--quit_after_frames={args.windowed_frames}", "--no_vsync"]
         for mode, extra in modes.items():

@@ -8,7 +8,7 @@ Each run is `godot-ppo train --env-id pong --self-play --total-timesteps 2000000
 a run with a model.pt is not run again). The table gives the wall-clock time and learner steps/s of the training,
 self_play/elo's first and last logged values, and the trained policy's record (wins, losses, draws, and wins over
 decided matches) against --opponent=random and --opponent=scripted, the policy playing each side in half of the
-matches (playback.play_matches: the binary's --policy --opponent --eval_episodes). The Elo curve goes to
+matches (in_engine.play_matches: the binary's --policy --opponent --eval_episodes). The Elo curve goes to
 exports/policies/self_play_elo.png.
 """
 
@@ -59,7 +59,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=2_000_000)
     parser.add_argument("--matches", type=int, default=400)
     args = parser.parse_args()
-    from python_trainer.tools.playback import play_matches
+    from python_trainer.engine.in_engine import play_matches
 
     curves = {}
     print(f"{'seed':>4} {'wall s':>7} {'steps/s':>8} {'Elo first':>9} {'Elo last':>9} | {'opponent':>9} {'W':>5} "

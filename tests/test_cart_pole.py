@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from python_trainer.tools import playback
+from python_trainer import cli
+from python_trainer.engine import in_engine
 from python_trainer.envs.vec_env import make_vec_env, spaces_from_env_info
 
 TOLERANCE = 1e-9
@@ -134,27 +135,27 @@ GYM_MODEL = REPO / "exports" / "policies" / "cartpole_v1_model.pt"  # trained by
 
 def test_a_cartpole_v1_policy_exported_for_cart_pole_balances_500_steps_in_the_engine(headless_export, tmp_path):
     out = tmp_path / "cartpole_v1_in_godot.json"
-    assert playback.export_policy_main([str(GYM_MODEL), "--env", "cart_pole", "-o", str(out)]) == 0
+    assert cli.main(["export-policy", str(GYM_MODEL), "--env", "cart_pole", "-o", str(out)]) == 0
     policy = json.loads(out.read_text())
     assert policy["env"] == "cart_pole" and policy["source"]["trained_env"] == "CartPole-v1"
-    report = playback.evaluate_in_engine(out, episodes=8, agents=4, seed=5)
+    report = in_engine.evaluate_in_engine(out, episodes=8, agents=4, seed=5)
     assert report["lengths"] == [500] * 8 and report["returns"] == [500] * 8, report
     # the baseline, one flag away: random pushes fall within a few dozen steps
-    random = playback.evaluate_in_engine("random", env_id="cart_pole", episodes=40, agents=4, seed=5)
+    random = in_engine.evaluate_in_engine("random", env_id="cart_pole", episodes=40, agents=4, seed=5)
     assert random["policy"] == "random" and 10 < random["mean_return"] < 50, random
     assert all(r == n for r, n in zip(random["returns"], random["lengths"]))  # 1 per step, the first episode too
 
 
 def test_a_gymnasium_policy_without_a_game_is_refused_naming_the_fix(headless_export, tmp_path, capsys):
-    assert playback.export_policy_main([str(GYM_MODEL), "-o", str(tmp_path / "p.json")]) == 2
+    assert cli.main(["export-policy", str(GYM_MODEL), "-o", str(tmp_path / "p.json")]) == 2
     err = capsys.readouterr().err
     assert "trained on the gymnasium id 'CartPole-v1'" in err and "--env cart_pole" in err
-    assert playback.export_policy_main([str(GYM_MODEL), "--env", "ball_chase", "-o", str(tmp_path / "p.json")]) == 2
+    assert cli.main(["export-policy", str(GYM_MODEL), "--env", "ball_chase", "-o", str(tmp_path / "p.json")]) == 2
     assert "the actor takes 4 observations, but ball_chase gives 12" in capsys.readouterr().err
 
 
 def test_random_policy_is_any_games_baseline(headless_export):
-    report = playback.evaluate_in_engine("random", env_id="ball_chase", episodes=4, agents=2, max_episode_steps=50)
+    report = in_engine.evaluate_in_engine("random", env_id="ball_chase", episodes=4, agents=2, max_episode_steps=50)
     assert report["env"] == "ball_chase" and report["lengths"] == [50] * 4, report
 
 

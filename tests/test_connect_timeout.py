@@ -11,7 +11,6 @@ import pytest
 
 from conftest import FAKE_GAME, REPO
 from python_trainer import cli
-from python_trainer.tools import playback
 from python_trainer.envs.game import GameInstance, godot_game
 from python_trainer.envs.launcher import InstanceLauncher
 from python_trainer.envs.failures import InstanceStartError
@@ -74,8 +73,8 @@ COMMANDS = {
     "envs": lambda game, flag: cli.main(["envs", "--env-path", game, flag, "1.5"]),
     "profile": lambda game, flag: cli.main(["profile", "--env-path", game, flag, "1.5", "--modes", "headless",
                                             "--num-instances", "1", "--out", "profile_never"]),
-    "play": lambda game, flag: playback.play_main([str(REPO / "exports" / "policies" / "ball_chase.json"),
-                                                   "--env-path", game, flag, "1.5"]),
+    "play": lambda game, flag: cli.main(["play", str(REPO / "exports" / "policies" / "ball_chase.json"),
+                                         "--env-path", game, flag, "1.5"]),
 }
 
 
@@ -97,13 +96,17 @@ def _train(argv):
     return cli.main(["train", *argv])  # its error line is the command line's
 
 
+def _play(argv):
+    return cli.main(["play", *argv])
+
+
 @pytest.mark.parametrize("main", [lambda argv: cli.main(["launch", *argv]), lambda argv: cli.main(["envs", *argv]),
-                                  lambda argv: cli.main(["profile", *argv]), playback.play_main, _train],
+                                  lambda argv: cli.main(["profile", *argv]), _play, _train],
                          ids=["launch", "envs", "profile", "play", "train"])  # fmt: skip
 def test_a_connect_timeout_that_is_not_a_positive_number_is_refused(main, tmp_path, capsys):
     argv = ["--connect-timeout", "0", "--run-dir-root", str(tmp_path)] if main is _train else ["--connect-timeout", "0"]
     try:
-        code = main(argv + ([] if main is not playback.play_main else ["policy.json"]))
+        code = main(argv + ([] if main is not _play else ["policy.json"]))
     except SystemExit as e:  # argparse: the usage, then the error line
         code = e.code
     err = capsys.readouterr().err

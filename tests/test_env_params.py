@@ -17,7 +17,7 @@ import torch
 from conftest import REPO
 from python_trainer import cli
 from python_trainer.run import curriculum, train
-from python_trainer.tools import game_commands, playback
+from python_trainer.tools import game_commands
 from python_trainer import make_vec_env
 from python_trainer.envs.env_params import EnvParamError, Value, check_params, parse_flag
 from python_trainer.envs.game import GameExport, GodotGame
@@ -201,7 +201,7 @@ def test_refusals_before_training_and_envs_lists_parameters(headless_export, tmp
         assert cli.main(["train", *base, *flags]) == 2
         assert said in capsys.readouterr().err
     assert not runs.exists()
-    assert playback.play_main([str(JUMPER_POLICY), "--env-param", "gap_max=0.1", "--seconds", "1"]) == 2
+    assert cli.main(["play", str(JUMPER_POLICY), "--env-param", "gap_max=0.1", "--seconds", "1"]) == 2
     assert "godot-ppo play: error: --env-param gap_max=0.1: gap_max=0.1 is outside its declared range" in capsys.readouterr().err
     plugin_game = GodotGame(GameExport(headless_export), "my_game", rl_sync=False)
     with pytest.raises(EnvParamError, match="--env-param g=1: .* is a game made with godot_rl_agents' plugin, which "

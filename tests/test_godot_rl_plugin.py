@@ -131,9 +131,9 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     assert train.main(["--resume", str(run_dir), "--total-timesteps", "512"]) == 0
     assert "global_step=512" in capsys.readouterr().out
 
-    from python_trainer.tools.playback import play_main
+    from python_trainer.tools.play import play_main
 
-    assert play_main([str(run_dir)]) == 2  # in-engine playback needs our addon: one line says so
+    assert cli.main(["play", str(run_dir)]) == 2  # in-engine playback needs our addon: one line says so
     err = capsys.readouterr().err.strip()
     assert "needs the rl_sync addon" in err and "--python" in err and "\n" not in err
     assert play_main([str(run_dir), "--python", "--seconds", "1"]) == 0

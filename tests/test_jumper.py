@@ -10,7 +10,7 @@ import numpy as np
 
 from conftest import REPO
 from python_trainer import make_vec_env
-from python_trainer.tools import playback
+from python_trainer.engine import in_engine
 from python_trainer.run import train
 from python_trainer.variants import trained_agent
 from test_ppo import _run_dirs
@@ -53,7 +53,7 @@ def test_hybrid_training_end_to_end(headless_export, tmp_path):
     assert policy["action_rule"] == "per_key"
     assert policy["action_keys"] == [{"key": "move", "action_type": "continuous", "size": 2},
                                      {"key": "jump", "action_type": "discrete", "size": 2}]  # fmt: skip
-    report = playback.evaluate_in_engine(run_dir / "policy.json", episodes=2, agents=2, max_episode_steps=60)
+    report = in_engine.evaluate_in_engine(run_dir / "policy.json", episodes=2, agents=2, max_episode_steps=60)
     assert report["env"] == "jumper" and report["episodes"] == 2 and max(report["lengths"]) <= 60
 
     # The same network with a 3-choice "jump": a policy for another game's keys is refused when the game loads it.
@@ -73,6 +73,6 @@ def test_hybrid_training_end_to_end(headless_export, tmp_path):
 def test_committed_policy_reaches_goals_in_the_engine(headless_export):
     """exports/policies/jumper.json still fits the game (observation layout, action keys) and plays it: reaching a
     goal pays +2 and falling costs -1, so a mean return above 2 means goals reached (random play: about -1)."""
-    report = playback.evaluate_in_engine(REPO / "exports" / "policies" / "jumper.json", episodes=16, agents=16,
+    report = in_engine.evaluate_in_engine(REPO / "exports" / "policies" / "jumper.json", episodes=16, agents=16,
                                          max_episode_steps=300)  # fmt: skip
     assert report["episodes"] == 16 and report["mean_return"] > 3.0, report

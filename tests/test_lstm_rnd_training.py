@@ -12,7 +12,7 @@ from conftest import REPO
 from python_trainer import cli
 from python_trainer import agent as agent_mod
 from python_trainer import normalization, rollout
-from python_trainer.tools import playback
+from python_trainer.engine import in_engine
 from python_trainer.variants import recurrent, trained_agent
 from python_trainer.run import train
 from python_trainer.rollout import evaluate
@@ -45,7 +45,7 @@ def test_lstm_trains_saves_plays_in_engine_and_refuses_a_mismatched_resume(tmp_p
     obs = rng.uniform(-1.5, 1.5, (40, 4)).astype(np.float32)
     dones = np.zeros(40, bool)
     dones[[0, 17, 18, 30]] = True  # two resets in a row: an episode of one step
-    outputs, _ = playback.policy_forward(run_dir / "policy.json", obs, dones=dones)
+    outputs, _ = in_engine.policy_forward(run_dir / "policy.json", obs, dones=dones)
     agent = loaded.agent
     with torch.no_grad():
         h, _ = agent.lstm(agent.encoder(torch.from_numpy(obs)), agent.lstm.initial_state(1),
@@ -54,7 +54,7 @@ def test_lstm_trains_saves_plays_in_engine_and_refuses_a_mismatched_resume(tmp_p
     assert np.abs(expected).max() > 1e-3
     assert np.abs(outputs - expected).max() < 1e-5
     # the memory matters: without the resets the same observations give other outputs after the first reset
-    no_reset, _ = playback.policy_forward(run_dir / "policy.json", obs, dones=np.zeros(40, bool))
+    no_reset, _ = in_engine.policy_forward(run_dir / "policy.json", obs, dones=np.zeros(40, bool))
     assert np.abs(no_reset[:17] - outputs[:17]).max() < 1e-9 and np.abs(no_reset[17:] - outputs[17:]).max() > 1e-7
 
 
@@ -145,7 +145,7 @@ def test_pretrained_memory_policy_remembers_in_the_engine_and_in_python(tmp_path
     """exports/policies/memory_lstm.json (memory_lstm_1 of bench_memory_exploration.py): the engine's player keeps
     one LSTM state per agent and resets it with each episode, so 16 agents never miss; so does the PyTorch model."""
     policies = REPO / "exports" / "policies"
-    report = playback.evaluate_in_engine(policies / "memory_lstm.json", episodes=32, agents=16, seed=4, timeout=90)
+    report = in_engine.evaluate_in_engine(policies / "memory_lstm.json", episodes=32, agents=16, seed=4, timeout=90)
     assert report["episodes"] == 32 and report["mean_return"] >= 0.9
     loaded = trained_agent.load_agent(policies / "memory_lstm_model.pt")
     envs = make_vec_env("memory", num_instances=1, agents_per_instance=16, run_dir=tmp_path, seed=4)

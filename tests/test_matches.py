@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from conftest import REPO, wait_gone
 from test_playback import _xvfb_pid
-from python_trainer.tools import playback
+from python_trainer.engine import in_engine
 from python_trainer.envs.xvfb import Xvfb
 from python_trainer.engine.policy_file import policy_bundle, policy_dict, policy_json
 from python_trainer.base.processes import end_process_tree
@@ -48,12 +48,12 @@ def check_counts(report: dict, episodes: int) -> None:
 
 def test_scripted_opponent_beats_random(headless_export):
     # the scripted paddle as the policy, from its side: 200 matches on 8 courts take about 2 s
-    report = playback.play_matches("scripted", "random", episodes=200, env_id="pong", agents=16, seed=0)
+    report = in_engine.play_matches("scripted", "random", episodes=200, env_id="pong", agents=16, seed=0)
     check_counts(report, 200)
     assert report["policy"] == "scripted" and report["opponent"] == "random" and report["env"] == "pong"
     assert report["win_rate"] >= 0.95, report
     # and from the other side: random loses to it
-    assert playback.play_matches("random", "scripted", episodes=40, env_id="pong", agents=8)["win_rate"] <= 0.05
+    assert in_engine.play_matches("random", "scripted", episodes=40, env_id="pong", agents=8)["win_rate"] <= 0.05
 
 
 @pytest.mark.parametrize("flag, frames", [(None, 3), ("--action_repeat=2", 6)])
@@ -71,11 +71,11 @@ def test_a_policy_file_plays_a_policy_file_or_a_bundle(headless_export, tmp_path
     policy.write_text(policy_json(pong_policy(seed=1)))
     bundle = tmp_path / "bundle.json"  # RUN_DIR/policy.json of a run of several policies: any policy file will do
     bundle.write_text(policy_json(policy_bundle([pong_policy(seed=2)], env="pong", source=SOURCE)))
-    report = playback.play_matches(policy, bundle, episodes=12, agents=4, max_episode_steps=300)
+    report = in_engine.play_matches(policy, bundle, episodes=12, agents=4, max_episode_steps=300)
     check_counts(report, 12)
     assert report["policy"] == str(policy.resolve()) and report["opponent"] == str(bundle.resolve())
     # a network against itself, each side half of the time: a point is +1 on one side and -1 on the other
-    mirror = playback.play_matches(policy, policy, episodes=8, agents=4, max_episode_steps=300)
+    mirror = in_engine.play_matches(policy, policy, episodes=8, agents=4, max_episode_steps=300)
     check_counts(mirror, 8)
 
 
@@ -109,12 +109,12 @@ def test_bad_matches_get_one_line(headless_export, tmp_path, case):
 
 
 def test_play_matches_raises_the_games_line(headless_export, tmp_path):
-    with pytest.raises(playback.PlaybackError, match="give each agent of a two-sided game its side"):
-        playback.play_matches("random", "scripted", episodes=2, env_id="tag", agents=2)
-    with pytest.raises(playback.PlaybackError, match="policy file .*missing.json: the file does not exist"):
-        playback.play_matches("scripted", tmp_path / "missing.json", episodes=2, env_id="pong")
-    with pytest.raises(playback.PlaybackError, match="in a window: godot-ppo play RUN --opponent human"):
-        playback.play_matches("scripted", "human", episodes=2, env_id="pong")
+    with pytest.raises(in_engine.PlaybackError, match="give each agent of a two-sided game its side"):
+        in_engine.play_matches("random", "scripted", episodes=2, env_id="tag", agents=2)
+    with pytest.raises(in_engine.PlaybackError, match="policy file .*missing.json: the file does not exist"):
+        in_engine.play_matches("scripted", tmp_path / "missing.json", episodes=2, env_id="pong")
+    with pytest.raises(in_engine.PlaybackError, match="in a window: godot-ppo play RUN --opponent human"):
+        in_engine.play_matches("scripted", "human", episodes=2, env_id="pong")
 
 
 def _right_paddle_rows(frame_path) -> float:

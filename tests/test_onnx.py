@@ -17,8 +17,9 @@ import torch
 import torch.nn as nn
 
 from conftest import REPO
+from python_trainer import cli
 from python_trainer.engine import onnx_policy
-from python_trainer.tools import playback
+from python_trainer.engine.in_engine import evaluate_in_engine, policy_forward
 from python_trainer.engine.policy_file import PolicyFileError, write_policy
 
 ort = pytest.importorskip("onnxruntime")
@@ -54,7 +55,7 @@ def test_exported_mlp_agrees_with_the_engine(headless_export, tmp_path, name):
     policy = json.loads((POLICIES / f"{name}.json").read_text())
     obs = _observations(policy["observation_size"])
     output, state = model.run(None, {"obs": obs, "state_ins": np.zeros(N, np.float32)})
-    engine, _ = playback.policy_forward(POLICIES / f"{name}.json", obs)
+    engine, _ = policy_forward(POLICIES / f"{name}.json", obs)
     assert np.abs(output - engine).max() < 1e-5
     assert (state == 0).all() and state.shape == (N,)
     import onnx
@@ -78,7 +79,7 @@ def test_exported_lstm_carries_its_state_and_agrees_with_the_engine_over_resets(
             state[:] = 0
         output, state = model.run(None, {"obs": x[None], "state_ins": state})
         outputs.append(output[0])
-    engine, _ = playback.policy_forward(policy_path, obs, dones=dones)
+    engine, _ = policy_forward(policy_path, obs, dones=dones)
     assert np.abs(np.array(outputs) - engine).max() < 1e-5
 
 
@@ -107,13 +108,13 @@ def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_e
     assert result.returncode == 0, result.stderr
     obs = _observations(12)
     sb3_actions, _ = model.predict({"obs": obs}, deterministic=True)
-    _, engine_actions = playback.policy_forward(tmp_path / "p.json", obs)
+    _, engine_actions = policy_forward(tmp_path / "p.json", obs)
     engine = np.array([a["move"] for a in engine_actions])
     assert np.abs(engine - sb3_actions).max() < 1e-5
     # the same seed, SB3 acting from Python and the imported policy inside the engine: the same returns. Actions equal
     # to 1e-6 still part after many steps (an agent that grazes a wall in one and not the other: -1), so the episodes
     # are short and many, where one such parting moves the mean by 1/128.
-    in_engine = playback.evaluate_in_engine(tmp_path / "p.json", "ball_chase", episodes=128, seed=11, agents=16,
+    in_engine = evaluate_in_engine(tmp_path / "p.json", "ball_chase", episodes=128, seed=11, agents=16,
                                             timeout=90, max_episode_steps=100)  # fmt: skip
     from_python, _ = python_returns(lambda o: model.predict({"obs": o}, deterministic=True)[0], 128, 16, seed=11,
                                     max_episode_steps=100)  # fmt: skip
@@ -150,7 +151,7 @@ def test_sb3_discrete_and_multi_key_models_import(headless_export, tmp_path, mon
     write_policy(tmp_path / "m.json", onnx_policy.import_policy(tmp_path / "m.onnx", game))
     obs = _observations(5, seed=4)
     sb3_actions, _ = model.predict({"obs": obs}, deterministic=True)
-    _, engine = playback.policy_forward(tmp_path / "m.json", obs)
+    _, engine = policy_forward(tmp_path / "m.json", obs)
     assert np.array([[a[k] for k in keys] for a in engine]).tolist() == sb3_actions.tolist()
 
 
@@ -192,7 +193,7 @@ def test_imported_operators_play_with_the_same_numbers(headless_export, tmp_path
     write_policy(tmp_path / "m.json", policy)
     obs = _observations(6, seed=3)
     output, _ = _session(tmp_path / "m.onnx").run(None, {"obs": obs, "state_ins": np.zeros(N, np.float32)})
-    engine, actions = playback.policy_forward(tmp_path / "m.json", obs)
+    engine, actions = policy_forward(tmp_path / "m.json", obs)
     assert np.abs(output - engine).max() < 1e-5
     assert [a["turn"] for a in actions] == output[:, :3].argmax(1).tolist()
     assert [a["fire"] for a in actions] == output[:, 3:].argmax(1).tolist()
@@ -200,7 +201,7 @@ def test_imported_operators_play_with_the_same_numbers(headless_export, tmp_path
     _export(_Normalised(softmax=True), tmp_path / "s.onnx")
     write_policy(tmp_path / "s.json", onnx_policy.import_policy(tmp_path / "s.onnx", GAME))
     probabilities, _ = _session(tmp_path / "s.onnx").run(None, {"obs": obs, "state_ins": np.zeros(N, np.float32)})
-    _, actions = playback.policy_forward(tmp_path / "s.json", obs)
+    _, actions = policy_forward(tmp_path / "s.json", obs)
     assert [a["turn"] for a in actions] == probabilities[:, :3].argmax(1).tolist()
 
 
@@ -240,7 +241,7 @@ def test_bad_models_are_refused_in_one_line_and_nothing_is_written(headless_expo
     ]
     monkeypatch.chdir(tmp_path)
     for args, message in cases:
-        assert playback.import_policy_main([*args, "-o", str(tmp_path / "out.json")]) == 2, args
+        assert cli.main(["import-policy", *args, "-o", str(tmp_path / "out.json")]) == 2, args
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, (args, err)
         assert not (tmp_path / "out.json").exists()

@@ -17,7 +17,8 @@ import pytest
 from python_trainer import cli
 from python_trainer import checkpoint
 from python_trainer.base import files
-from python_trainer.tools import playback
+from python_trainer.engine import recording
+from python_trainer.tools import play
 from python_trainer.run import training
 from python_trainer.checkpoint import load_checkpoint
 from python_trainer.base.files import OutputError, check_output, remove_stale_scratch, scratch_dir
@@ -106,11 +107,11 @@ def _fake_recording_game(monkeypatch, calls):
             save(Image.new("RGB", (64, 36), (i * 30, 0, 0)), record_dir / f"frame_{i:05d}.png")
         return subprocess.CompletedProcess(cmd, 0, '{"run": {}}\n', "")
 
-    monkeypatch.setattr(playback, "_run_game", run_game)
-    monkeypatch.setattr(playback, "open_display", lambda xvfb, say=print, hint="": ":99")
-    monkeypatch.setattr(playback, "policy_game", lambda *a, **k: None)
-    monkeypatch.setattr(playback, "ensure_policy", lambda src: Path(src))
-    monkeypatch.setattr(playback.GameInstance, "command", lambda self, *args: ["game", *args])
+    monkeypatch.setattr(recording, "run_game", run_game)
+    monkeypatch.setattr(recording, "open_display", lambda xvfb, say=print, hint="": ":99")
+    monkeypatch.setattr(play, "policy_game", lambda *a, **k: None)
+    monkeypatch.setattr(play, "ensure_policy", lambda src: Path(src))
+    monkeypatch.setattr(recording.GameInstance, "command", lambda self, *args: ["game", *args])
 
 
 def test_play_record_to_a_path_under_a_file_fails_before_the_game_runs(tmp_path, monkeypatch, capsys):
@@ -118,7 +119,7 @@ def test_play_record_to_a_path_under_a_file_fails_before_the_game_runs(tmp_path,
     _fake_recording_game(monkeypatch, calls)
     (tmp_path / "a_file").write_text("x")
     out = tmp_path / "a_file" / "clip.gif"
-    assert playback.play_main([str(tmp_path / "policy.json"), "--record", str(out)]) == 2
+    assert cli.main(["play", str(tmp_path / "policy.json"), "--record", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == (f"godot-ppo play: error: cannot write {out}: {tmp_path / 'a_file'} is a file, not a folder; "
                    "give a path in a folder\n")  # fmt: skip
@@ -144,8 +145,8 @@ def test_a_disk_that_fills_up_while_the_clip_is_written_leaves_no_file(tmp_path,
             return subprocess.CompletedProcess(cmd, 1, "", f"[out#0/mp4] Error writing {cmd[-1]}: No space left "
                                                "on device\nConversion failed!\n")  # fmt: skip
 
-        monkeypatch.setattr(playback, "run_to_end", ffmpeg)
-    assert playback.play_main([str(tmp_path / "policy.json"), "--record", str(out)]) == 2
+        monkeypatch.setattr(recording, "run_to_end", ffmpeg)
+    assert cli.main(["play", str(tmp_path / "policy.json"), "--record", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"godot-ppo play: error: cannot write {out} (No space left on "
                                                    "device): the disk is full"), err  # fmt: skip
@@ -155,7 +156,7 @@ def test_a_disk_that_fills_up_while_the_clip_is_written_leaves_no_file(tmp_path,
 def test_capture_video_on_a_full_disk_leaves_no_final_mp4(tmp_path, monkeypatch, capsys):
     calls = []
     _fake_recording_game(monkeypatch, calls)
-    monkeypatch.setattr(playback, "run_to_end", lambda cmd, timeout=None, **kw: (
+    monkeypatch.setattr(recording, "run_to_end", lambda cmd, timeout=None, **kw: (
         Path(cmd[-1]).write_bytes(b""), subprocess.CompletedProcess(cmd, 1, "", "No space left on device\n"))[1])
     training.record_final_video(tmp_path, game=None, seed=1)
     err = capsys.readouterr().err
@@ -168,15 +169,15 @@ def test_the_frames_folder_of_a_killed_recording_is_removed_by_the_next(tmp_path
     """A folder named for a process that no longer runs is removed; one of a running process is not."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    stale = tmp_path / f"{playback.RECORD_PREFIX}{dead.pid}-abcd"
-    live = tmp_path / f"{playback.RECORD_PREFIX}{os.getppid()}-efgh"
+    stale = tmp_path / f"{recording.RECORD_PREFIX}{dead.pid}-abcd"
+    live = tmp_path / f"{recording.RECORD_PREFIX}{os.getppid()}-efgh"
     for d in (stale, live):
         d.mkdir()
         (d / "frame_00000.png").write_bytes(b"png")
-    with scratch_dir(playback.RECORD_PREFIX, root=tmp_path) as mine:
-        assert mine.name.startswith(f"{playback.RECORD_PREFIX}{os.getpid()}-")
+    with scratch_dir(recording.RECORD_PREFIX, root=tmp_path) as mine:
+        assert mine.name.startswith(f"{recording.RECORD_PREFIX}{os.getpid()}-")
         assert not stale.exists() and live.exists()
-        assert remove_stale_scratch(playback.RECORD_PREFIX, root=tmp_path) == []  # ours runs: kept
+        assert remove_stale_scratch(recording.RECORD_PREFIX, root=tmp_path) == []  # ours runs: kept
     assert not mine.exists() and live.exists()
 
 

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from conftest import REPO, wait_gone
-from python_trainer.tools import playback
+from python_trainer.engine import in_engine, policy_file, recording
+from python_trainer.tools import policy_export
 from python_trainer.run import train
 from python_trainer.agent import Agent
 from python_trainer.checkpoint import save_checkpoint
@@ -83,7 +84,7 @@ def torch_outputs(checkpoint, obs):
 )  # fmt: skip
 def test_gdscript_forward_matches_pytorch(headless_export, tmp_path, kind, space, godot_actions):
     checkpoint = make_checkpoint(tmp_path / "model.pt", space)
-    policy_path = playback.export_policy(checkpoint, env_info=env_info(godot_actions))
+    policy_path = policy_export.export_policy(checkpoint, env_info=env_info(godot_actions))
     assert policy_path == tmp_path / "model.policy.json"
     policy = json.loads(policy_path.read_text())
     assert policy["format"] == "godot-ppo-policy" and policy["version"] == 3
@@ -94,7 +95,7 @@ def test_gdscript_forward_matches_pytorch(headless_export, tmp_path, kind, space
         assert [k["key"] for k in policy["action_keys"]] == sorted(godot_actions)
 
     obs = np.random.default_rng(1).uniform(-1.5, 1.5, (300, OBS_DIM)).astype(np.float32)
-    outputs, actions = playback.policy_forward(policy_path, obs)
+    outputs, actions = in_engine.policy_forward(policy_path, obs)
     expected, loaded = torch_outputs(checkpoint, obs)
     assert outputs.shape == expected.shape
     assert np.abs(expected).max() > 0.5, "the test network should give outputs of order 1"
@@ -136,20 +137,20 @@ def test_export_refuses_nan_weights(tmp_path):
     state = torch.load(checkpoint, weights_only=True)
     state["model"]["actor.2.weight"][3, 5] = float("nan")
     torch.save(state, checkpoint)
-    with pytest.raises(playback.PlaybackError, match=r"layer 1 holds 1 NaN/inf weights"):
-        playback.export_policy(checkpoint, env_info=env_info({"choice": {"size": 3, "action_type": "discrete"}}))
+    with pytest.raises(in_engine.PlaybackError, match=r"layer 1 holds 1 NaN/inf weights"):
+        policy_export.export_policy(checkpoint, env_info=env_info({"choice": {"size": 3, "action_type": "discrete"}}))
     assert not (tmp_path / "model.policy.json").exists()
 
 
 def test_export_checks_the_game_spaces(tmp_path):
     checkpoint = make_checkpoint(tmp_path / "model.pt", gym.spaces.Discrete(3))
-    with pytest.raises(playback.PlaybackError, match=r"the actor's action space is Discrete\(3\), but parity_test's "
+    with pytest.raises(in_engine.PlaybackError, match=r"the actor's action space is Discrete\(3\), but parity_test's "
                        r"action keys \[choice \(discrete, 4\)\] make Discrete\(4\)"):
-        playback.export_policy(checkpoint, env_info=env_info({"choice": {"size": 4, "action_type": "discrete"}}))
+        policy_export.export_policy(checkpoint, env_info=env_info({"choice": {"size": 4, "action_type": "discrete"}}))
     hybrid = make_checkpoint(tmp_path / "hybrid.pt", gym.spaces.Dict(
         {"jump": gym.spaces.Discrete(2), "move": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}))
-    with pytest.raises(playback.PlaybackError, match=r"action keys \[jump \(discrete, 3\), move \(continuous, 2\)\]"):
-        playback.export_policy(hybrid, env_info=env_info({"move": {"size": 2, "action_type": "continuous"},
+    with pytest.raises(in_engine.PlaybackError, match=r"action keys \[jump \(discrete, 3\), move \(continuous, 2\)\]"):
+        policy_export.export_policy(hybrid, env_info=env_info({"move": {"size": 2, "action_type": "continuous"},
                                                           "jump": {"size": 3, "action_type": "discrete"}}))
 
 
@@ -159,8 +160,8 @@ def test_policy_written_by_training_equals_the_export_of_its_checkpoint(headless
             "--eval-episodes", "0", "--checkpoint-every", "1", "--run-dir-root", str(tmp_path / "runs")]  # fmt: skip
     assert train.main(argv) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
-    written = playback.read_policy(run_dir / "policy.json")
-    exported = playback.read_policy(playback.export_policy(run_dir / "model.pt", tmp_path / "exported.json"))
+    written = policy_file.read_policy(run_dir / "policy.json")
+    exported = policy_file.read_policy(policy_export.export_policy(run_dir / "model.pt", tmp_path / "exported.json"))
     assert written["source"].pop("created") and exported["source"].pop("created")
     assert written == exported
     assert written["source"]["checkpoint"] == "model.pt" and written["source"]["global_step"] == 128
@@ -204,8 +205,8 @@ def python_returns(policy, episodes, agents, seed, max_episode_steps=None):
 
 def test_committed_policy_scores_the_same_with_1_and_16_arenas(headless_export):
     """The physics world does not depend on how many arenas an instance lays out (nor on the view)."""
-    one = playback.evaluate_in_engine(COMMITTED_POLICY, agents=1, episodes=8, seed=0, timeout=90)
-    sixteen = playback.evaluate_in_engine(COMMITTED_POLICY, agents=16, episodes=32, seed=0, timeout=90)
+    one = in_engine.evaluate_in_engine(COMMITTED_POLICY, agents=1, episodes=8, seed=0, timeout=90)
+    sixteen = in_engine.evaluate_in_engine(COMMITTED_POLICY, agents=16, episodes=32, seed=0, timeout=90)
     assert one["mean_return"] > 20, one  # it plays well in both...
     assert abs(one["mean_return"] - sixteen["mean_return"]) < 0.1 * sixteen["mean_return"], (one, sixteen)
 
@@ -216,7 +217,7 @@ def test_committed_policy_in_engine_matches_python(headless_export):
     # 32 episodes cut to 300 steps (5 s of game time; the trained agent never ends one earlier), 2 per agent.
     agents, episodes, steps = 16, 32, 300
 
-    engine = playback.evaluate_in_engine(COMMITTED_POLICY, "ball_chase", episodes=episodes, seed=11, agents=agents,
+    engine = in_engine.evaluate_in_engine(COMMITTED_POLICY, "ball_chase", episodes=episodes, seed=11, agents=agents,
                                          timeout=90, max_episode_steps=steps)  # fmt: skip
     assert engine["episodes"] == episodes and len(engine["returns"]) == episodes
     python, seen = python_returns(lambda o: loaded.act(o, deterministic=True), episodes, agents, seed=5,
@@ -232,7 +233,7 @@ def test_committed_policy_in_engine_matches_python(headless_export):
     assert e.mean() > r.mean() + 5, (e.mean(), r.mean())  # about 10 against 0 in these 300 steps
 
     # The committed file is the committed model: GDScript on observations of a real game matches PyTorch.
-    outputs, _ = playback.policy_forward(COMMITTED_POLICY, seen[:400])
+    outputs, _ = in_engine.policy_forward(COMMITTED_POLICY, seen[:400])
     expected, _ = torch_outputs(COMMITTED_MODEL, seen[:400].astype(np.float32))
     assert np.abs(outputs - expected).max() < 1e-5
 
@@ -286,7 +287,7 @@ def test_play_records_a_gif_under_xvfb(windowed_export, tmp_path, monkeypatch):
 
     with Image.open(gif) as im:
         assert im.n_frames >= 20  # 2 s at 15 fps = 30
-        assert im.width == playback.GIF_WIDTH
+        assert im.width == recording.GIF_WIDTH
         im.seek(im.n_frames // 2)
         frame = np.asarray(im.convert("RGB")).astype(np.int32)
     luminance = frame.mean(axis=2)
@@ -356,8 +357,8 @@ def test_game_refuses_bad_policy_files(headless_export, tmp_path, case):
 
 def test_evaluate_in_engine_reports_the_game_error(headless_export, tmp_path):
     path, _ = _bad_files(tmp_path)["other_game"]
-    with pytest.raises(playback.PlaybackError, match="trained on"):
-        playback.evaluate_in_engine(path, "ball_chase", episodes=1, agents=1, timeout=20)
+    with pytest.raises(in_engine.PlaybackError, match="trained on"):
+        in_engine.evaluate_in_engine(path, "ball_chase", episodes=1, agents=1, timeout=20)
 
 
 @pytest.mark.parametrize("mode", ["engine", "python"])

@@ -14,7 +14,8 @@ import torch.nn as nn
 
 from conftest import REPO, wait_gone
 from test_playback import COMMITTED_POLICY, _xvfb_pid
-from python_trainer.tools import playback
+from python_trainer.engine import in_engine
+from python_trainer.tools import policy_export
 from python_trainer.engine.policy_file import (POLICIES_DIR, PolicyFileError, game_policy, policy_bundle, policy_dict,
                                         policy_file_name, policy_json, read_policy, write_policies,
                                         write_policies_or_warn)  # fmt: skip
@@ -124,7 +125,7 @@ def test_write_policies_or_warn_never_raises(tmp_path, capsys):
 def test_onnx_export_of_a_bundle_names_each_policys_file(run_dir):
     with pytest.raises(PolicyFileError, match=f"export each policy's own file, e.g. godot-ppo export-policy "
                                               f"{run_dir}/policies/chaser.json --format onnx"):  # fmt: skip
-        playback.export_onnx(run_dir / "policy.json")
+        policy_export.export_onnx(run_dir / "policy.json")
 
 
 # ---------------------------------------------------------------------------------------------- the engine
@@ -145,7 +146,7 @@ def _eval_report(result) -> dict:
 def test_tag_plays_each_agent_with_its_policy(headless_export, run_dir, files):
     policy_arg = ",".join(str(run_dir / f) for f in files)
     # the bundle, as `godot-ppo train`'s evaluation and `play RUN_DIR` give it; or the files, --policy=A,B
-    report = playback.evaluate_in_engine(policy_arg, episodes=8, agents=4, max_episode_steps=60)
+    report = in_engine.evaluate_in_engine(policy_arg, episodes=8, agents=4, max_episode_steps=60)
     assert report["policy"] == policy_arg and report["episodes"] == 8
     sides = report["by_policy"]
     assert sorted(sides) == ["chaser", "runner"] and sides["chaser"]["episodes"] == sides["runner"]["episodes"] == 4
@@ -192,10 +193,10 @@ def test_engine_refuses_policies_that_do_not_fit_in_one_line(headless_export, ru
 
 
 def test_policy_forward_runs_one_network_of_a_run(headless_export, run_dir):
-    outputs, _ = playback.policy_forward(run_dir / "policies/chaser.json", [[0.0] * 6])
+    outputs, _ = in_engine.policy_forward(run_dir / "policies/chaser.json", [[0.0] * 6])
     assert outputs.shape == (1, 2)
-    with pytest.raises(playback.PlaybackError, match=r"holds several policies \(a bundle\); give one policy's file"):
-        playback.policy_forward(run_dir / "policy.json", [[0.0] * 6])
+    with pytest.raises(in_engine.PlaybackError, match=r"holds several policies \(a bundle\); give one policy's file"):
+        in_engine.policy_forward(run_dir / "policy.json", [[0.0] * 6])
 
 
 def test_play_records_a_bundle(windowed_export, run_dir, tmp_path, monkeypatch):
@@ -217,7 +218,7 @@ TAG_INFO = {"env": "tag", "n_agents": 2, "agent_policy_names": ["chaser", "runne
 def test_onnx_round_trip_keeps_the_policy_name(run_dir, tmp_path):
     from python_trainer.engine.onnx_policy import import_policy
 
-    model = playback.export_onnx(run_dir / "policies/chaser.json", tmp_path / "chaser.onnx")
+    model = policy_export.export_onnx(run_dir / "policies/chaser.json", tmp_path / "chaser.onnx")
     assert import_policy(model)["policy_name"] == "chaser"  # from our export's metadata
     assert import_policy(model, TAG_INFO, policy_name="chaser")["action_keys"] == CHASER_KEYS  # the chaser's agents
     with pytest.raises(PolicyFileError, match="the model takes 6 observations, but tag gives 8"):
@@ -312,7 +313,7 @@ def test_a_checkpoint_of_several_policies_exports_as_a_bundle(tmp_path):
     both = {**parts["chaser"], **{key: None for key in keys}, "env_info": TAG_INFO,
             "policies": {name: {key: ckpt[key] for key in keys} for name, ckpt in parts.items()}}  # fmt: skip
     torch.save(both, tmp_path / "model.pt")
-    bundle = playback.policy_dict(tmp_path / "model.pt")
+    bundle = policy_export.checkpoint_policy(tmp_path / "model.pt")
     assert [entry["policy_name"] for entry in bundle["policies"]] == ["chaser", "runner"]
     for entry in bundle["policies"]:
         assert {k: v for k, v in entry.items() if k != "source"} == {

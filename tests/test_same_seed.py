@@ -123,7 +123,8 @@ def test_the_same_seed_gives_the_recorded_run(tmp_path, name, headless_export):
 def test_an_old_checkpoint_resumes_and_plays(tmp_path, name, more_steps, headless_export):
     """A run folder written by main 7743056 (an --lstm --rnd agent, and an MLP one) resumes for more updates, and
     its policy exports and plays in the engine."""
-    from python_trainer.tools import playback
+    from python_trainer.engine import in_engine
+    from python_trainer.tools import policy_export
 
     run_dir = tmp_path / f"{name}_old"
     shutil.copytree(OLD_RUNS / name, run_dir)
@@ -134,6 +135,6 @@ def test_an_old_checkpoint_resumes_and_plays(tmp_path, name, more_steps, headles
     after = torch.load(run_dir / "model.pt", weights_only=True)
     assert after["global_step"] == more_steps > before
     # the old file itself plays: exported to a policy file, then evaluated inside the engine
-    policy = playback.export_policy(OLD_RUNS / name / "model.pt", tmp_path / "old_policy.json")
-    report = playback.evaluate_in_engine(policy, episodes=4, agents=4)
+    policy = policy_export.export_policy(OLD_RUNS / name / "model.pt", tmp_path / "old_policy.json")
+    report = in_engine.evaluate_in_engine(policy, episodes=4, agents=4)
     assert report["episodes"] == 4 and np.isfinite(report["mean_return"])

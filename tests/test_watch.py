@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, wait_gone
 from python_trainer import cli
 from python_trainer.envs import launcher, xvfb
-from python_trainer.tools import playback
+from python_trainer.engine.watcher import start_policy_watcher
 from python_trainer.base.files import write_atomic
 from python_trainer.envs.game import GodotGame, Program, godot_game
 
@@ -122,7 +122,7 @@ def test_watcher_keeps_playing_through_a_half_written_policy(tmp_path, windowed_
     path = tmp_path / "policy.json"
     path.write_text(_policy_text(1))
     said = []
-    watcher = playback.start_policy_watcher(path, godot_game("ball_chase"), log_dir=tmp_path / "logs", say=said.append)
+    watcher = start_policy_watcher(path, godot_game("ball_chase"), log_dir=tmp_path / "logs", say=said.append)
     assert watcher is not None, said
     try:
         # Until the game has started, a new file is simply its first policy: rewrite until one is reloaded. These
@@ -162,12 +162,12 @@ def test_a_window_that_cannot_start_is_a_warning(tmp_path, monkeypatch):
     monkeypatch.setattr(xvfb, "xvfb_binary", lambda: None)
     said = []
     game = GodotGame(Program((str(tmp_path / "no_such_game"),)), "ball_chase")
-    assert playback.start_policy_watcher(policy, game, log_dir=tmp_path / "logs", say=said.append) is None
+    assert start_policy_watcher(policy, game, log_dir=tmp_path / "logs", say=said.append) is None
     assert len(said) == 1 and "warning: --watch: the window did not start" in said[0], said
     # A display, but a game that exits at once: one warning when it ends, while training would go on.
     monkeypatch.setenv("DISPLAY", ":9999")
     said.clear()
-    watcher = playback.start_policy_watcher(policy, game, log_dir=tmp_path / "logs", say=said.append)
+    watcher = start_policy_watcher(policy, game, log_dir=tmp_path / "logs", say=said.append)
     try:
         if watcher is not None:
             _wait_for(lambda: [m for m in said if "warning" in m], 10, "warning about the window's end")

@@ -13,9 +13,18 @@ GODOT_PROJECT = REPO_ROOT / "godot_project"
 EXPORTS_DIR = Path(os.environ.get("GODOT_PPO_EXPORTS", REPO_ROOT / "exports"))
 BINARY_NAME = "rl_games.x86_64"
 
-# A run folder's checkpoint files (written by ppo.py, read by playback and profiling).
+# A run folder's checkpoint files (written by the train command, read by the tools and profiling).
 CHECKPOINT_NAME = "checkpoint.pt"
 MODEL_NAME = "model.pt"
+
+
+def checkpoint_in(path) -> Path:
+    """The checkpoint a path names: a run folder's model.pt (the final model), else its checkpoint.pt (a run that
+    stopped before the end); any other path as it is."""
+    path = Path(path)
+    if path.is_dir():
+        return path / MODEL_NAME if (path / MODEL_NAME).is_file() else path / CHECKPOINT_NAME
+    return path
 
 
 class MissingExportError(FileNotFoundError):

@@ -1,1 +1,1 @@
-"""Policies the engine plays by itself: the policy file, ONNX both ways, the watcher of train --watch."""
+"""Policies the engine plays by itself: the policy file, ONNX both ways, evaluation, matches, recording, --watch."""

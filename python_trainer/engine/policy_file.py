@@ -28,8 +28,8 @@ Weights are float32 in PyTorch; they are written with the shortest decimal that 
 Normalisation statistics are float64 and written with Python's repr (exact).
 
 Built from what is in memory (`game_policy`: a trained agent's networks, its normaliser's statistics, the game's
-action keys): the train command writes it at every checkpoint, playback exports it from a checkpoint file.
-Imports neither.
+action keys): the train command writes it at every checkpoint, export-policy (tools/policy_export.py) builds it
+from a checkpoint file. Imports neither.
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from python_trainer.base.errors import UserError
 from python_trainer.base.files import write_atomic
 
-# torch and gymnasium are imported where they are used: playback imports this module to read policy files and
+# torch and gymnasium are imported where they are used: in_engine imports this module to read policy files and
 # should not pay for them.
 
 FORMAT = "godot-ppo-policy"
@@ -60,8 +61,9 @@ POLICIES_DIR = "policies"
 MAX_SIZE = 65536
 
 
-class PolicyFileError(Exception):
-    """A policy file that cannot be built or read (playback.PlaybackError is this class)."""
+class PolicyFileError(UserError):
+    """A policy file that cannot be built, read or played (in_engine.PlaybackError is this class), said in one line
+    that names the fix."""
 
 
 def f32(x) -> float:

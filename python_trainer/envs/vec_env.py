@@ -966,7 +966,7 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
         return make_gym_vec_env(game, num_envs=num_envs, seed=seed, video_dir=video_dir)
     if video_dir is not None:
         raise TypeError(f"video_dir records a gymnasium env's episodes; {game.env} is a Godot game (its videos come "
-                        "from the windowed export: playback.record)")
+                        "from the windowed export: engine.recording.record)")
     num_instances = godot_options.get("num_instances", 1)
     check_instance_options(num_instances, godot_options.get("agents_per_instance"))
     godot_options["agents_per_instance"] = agents_for(num_envs, num_instances, godot_options.get("agents_per_instance"))

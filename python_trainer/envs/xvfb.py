@@ -7,6 +7,7 @@ import os
 import select
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -45,8 +46,14 @@ def open_display(xvfb: "Xvfb", report: Callable[[str], None], why: str = "") -> 
     if display is not None:
         return display
     display = xvfb.start()
-    report(f"no $DISPLAY: started Xvfb on display {display} (pid {xvfb.pid}){' ' + why if why else ''}")
+    report(f"no $DISPLAY: started Xvfb on {display} (pid {xvfb.pid}){' ' + why if why else ''}")
     return display
+
+
+def temp_xvfb() -> "Xvfb":
+    """An Xvfb (not started) for a command without a run folder to log into (play, a recording): its log goes to the
+    temp dir, one per process."""
+    return Xvfb(Path(tempfile.gettempdir()) / f"godot-ppo-xvfb-{os.getpid()}.log")
 
 
 class Xvfb:

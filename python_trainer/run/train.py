@@ -28,6 +28,7 @@ from python_trainer.base.flags import (parse_flags,
     explicit_fields, flag, positive,
 )
 from python_trainer.base.signals import signal_policy, signum_of
+from python_trainer.engine.watcher import WATCH_FPS
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import GameError
 from python_trainer.envs.gym_env import MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
@@ -98,7 +99,7 @@ class EnvArgs:
     watch: bool = False
     """Godot games: open one more window, outside the training batch, in which the policy plays inside the engine at
     real time from RUN_DIR/policy.json, reloaded at every checkpoint (Xvfb without $DISPLAY)"""
-    watch_fps: int = flag(30, at_least(1, "an integer >= 1 (frames per second)", "30"))
+    watch_fps: int = flag(WATCH_FPS, at_least(1, "an integer >= 1 (frames per second)", str(WATCH_FPS)))
     """with --watch: the window's frame cap (it also runs at a lower CPU priority, so training keeps the CPU)"""
     max_restarts: int = flag(DEFAULT_MAX_RESTARTS, at_least(0, "an integer >= 0", "3"))
     """Godot games: how many times each instance may be restarted after a crash or a hang before training stops

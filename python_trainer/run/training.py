@@ -21,9 +21,12 @@ from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
 from python_trainer.base.signals import hold_signals, signals_deferred
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state
 from python_trainer.demos import DemoError, load_demos
+from python_trainer.engine.in_engine import PlaybackError
 from python_trainer.engine.policy_file import (
     POLICY_NAME, game_policy, policy_source, write_policies_or_warn, write_policy_or_warn,
 )
+from python_trainer.engine.recording import record
+from python_trainer.engine.watcher import start_policy_watcher
 from python_trainer.envs.failures import InstanceStartError
 from python_trainer.envs.game import GameBugError, GameError, GodotGame
 from python_trainer.rollout import NonFiniteEnvData, eval_seed
@@ -36,7 +39,6 @@ from python_trainer.run.learners import (
 from python_trainer.run.run_folder import (
     RunLock, RunLog, TrainError, discard_if_unused, new_run_dir, prepare_run, train_command, write_args_json,
 )
-from python_trainer.tools.playback import PlaybackError, record, start_policy_watcher
 from python_trainer.variants import cloning
 from python_trainer.variants.policies import lockstep
 from python_trainer.variants.trained_agent import LoadedAgent

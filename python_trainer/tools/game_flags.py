@@ -11,12 +11,17 @@ import tyro
 from python_trainer.base.flags import CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S, aliases, flag
 
 
+# The two flags' types, for a command that words their help its own way (a field of the same name, in its subclass).
+EnvPath = Annotated[Optional[str], tyro.conf.arg(metavar="PATH")]
+EnvId = Annotated[Optional[str], aliases("--env"), tyro.conf.arg(metavar="NAME")]
+
+
 @dataclass
 class GameArgs:
-    env_path: Annotated[Optional[str], tyro.conf.arg(metavar="PATH")] = None
+    env_path: EnvPath = None
     """an exported game binary (headless or windowed) of any Godot 3 project with the rl_sync addon (default: this
     repository's exports/headless/rl_games.x86_64)"""
-    env_id: Annotated[Optional[str], aliases("--env"), tyro.conf.arg(metavar="NAME")] = None
+    env_id: EnvId = None
     """a game in that binary (default: the binary's default game)"""
     connect_timeout: Annotated[float, tyro.conf.arg(metavar="SECONDS")] = flag(DEFAULT_CONNECT_TIMEOUT_S,
                                                                                CONNECT_TIMEOUT)

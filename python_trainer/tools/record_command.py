@@ -26,6 +26,7 @@ from python_trainer.base.flags import AGENTS_PER_INSTANCE, SPEEDUP, aliases, at_
 from python_trainer.base.processes import end_process_tree, spawn
 from python_trainer.base.signals import signal_policy
 from python_trainer.demos import DemoError, read_episodes
+from python_trainer.engine.in_engine import addon_error
 from python_trainer.envs.game import GameError, GameInstance, godot_game
 from python_trainer.envs.xvfb import user_display
 from python_trainer.tools.game_flags import GameArgs
@@ -56,14 +57,6 @@ def _episodes_in(path: Path) -> list:
         return read_episodes(path) if path.exists() else []
     except DemoError:
         return []
-
-
-def _addon_error(line: str) -> Optional[str]:
-    """The message of one of the addon's error lines (``rl_sync``, then the level ``error``, then the message, each
-    after a colon), else None."""
-    source, _, rest = line.partition(": ")
-    level, _, message = rest.partition(": ")
-    return message if source == "rl_sync" and level == "error" else None
 
 
 def _summary(episodes: list) -> str:
@@ -106,8 +99,8 @@ def record(args: RecordArgs) -> int:
                 if not (line.startswith("rl_sync") or "SCRIPT ERROR" in line):
                     continue
                 print(line, flush=True)
-                if _addon_error(line) is not None:
-                    failed.append(_addon_error(line))
+                if addon_error(line) is not None:
+                    failed.append(addon_error(line))
         code = proc.wait()
     except KeyboardInterrupt:
         code = 0

@@ -1,0 +1,281 @@
+"""`godot-ppo play`: watch a trained policy play in the game window, inside the engine (GDScript, no Python in the
+loop) or driven from Python by the PyTorch checkpoint; against an opponent (you, with the keyboard); or record it.
+
+    godot-ppo play runs/ball_chase__ppo__1__1700000000                    # window, real time, 4 agents
+    godot-ppo play exports/policies/ball_chase.json --record ball_chase.gif --record-seconds 10
+    godot-ppo play runs/... --python                                      # the PyTorch checkpoint drives the window
+    godot-ppo play runs/pong__ppo__1__1700000000 --opponent human         # you against it, with the keyboard
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated, Optional
+
+import numpy as np
+import tyro
+
+from python_trainer.base.errors import UserError
+from python_trainer.base.files import write_error
+from python_trainer.base.flags import (AGENTS_PER_INSTANCE, DEFAULT_CONNECT_TIMEOUT_S, FlagError, aliases, flag,
+                                       parse_flags, positive)  # fmt: skip
+from python_trainer.base.processes import end_process_tree, spawn
+from python_trainer.base.signals import signal_policy
+from python_trainer.engine.in_engine import (
+    HUMAN_OPPONENT, MATCH_KEYWORDS, PlaybackError, engine_policy_arg, match_policy_arg, policy_game,
+)
+from python_trainer.engine.recording import record
+from python_trainer.envs.env_params import CONSTANT, check_params, parse_flag
+from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
+from python_trainer.envs.game import FIXED_FPS, GameError, GameInstance, GodotGame, godot_game
+from python_trainer.envs.launcher import CappedLog
+from python_trainer.envs.protocol import GodotConnectionError
+from python_trainer.envs.xvfb import open_display, temp_xvfb
+from python_trainer.tools.game_flags import EnvId, EnvPath, GameArgs
+from python_trainer.tools.policy_export import ensure_policy, resolve_checkpoint
+
+PROG = "godot-ppo play"
+DEFAULT_RECORD_SECONDS = 10.0
+SECONDS = positive("10", "a number of seconds > 0")
+# What is said of a window started under our own Xvfb, which nobody sees.
+UNSEEN_WINDOW = "for the window, which nobody sees (--record FILE.gif records it)"
+
+
+@dataclass(kw_only=True)  # kw_only: the source, required, follows GameArgs' flags with defaults
+class PlayArgs(GameArgs):
+    """Watch a trained policy play in the game window. By default the policy runs inside the engine (GDScript, no
+    Python in the loop), in real time."""
+
+    src: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR_OR_CHECKPOINT_OR_POLICY")]
+    """a run folder, a model.pt/checkpoint.pt (exported first if needed) or a policy .json (several separated by
+    commas: each agent plays the file of its policy_name)"""
+    env_path: EnvPath = None
+    """the game's export, headless or windowed (default: the one the policy was trained with)"""
+    env_id: EnvId = None
+    """the game in that export (default: the one the policy was trained on)"""
+    agents_per_instance: Annotated[Optional[int], aliases("--agents")] = flag(None, AGENTS_PER_INSTANCE)
+    """arenas shown: the agents the game simulates (default 4; 1 with --opponent human: one match, e.g. one pong
+    court)"""
+    seed: int = 0
+    """game seed"""
+    seconds: Optional[float] = flag(None, SECONDS)
+    """stop after this many seconds (default: until closed)"""
+    python: bool = False
+    """drive the window from Python with the PyTorch checkpoint"""
+    record: Annotated[Optional[str], tyro.conf.arg(metavar="OUT.gif|OUT.mp4")] = None
+    """record the in-engine policy (game time, 15 fps) to a GIF (or MP4 with ffmpeg) instead of watching"""
+    record_seconds: Optional[float] = flag(None, SECONDS)
+    """length of the recording (default: --seconds, else 10)"""
+    opponent: Annotated[Optional[str], tyro.conf.arg(metavar="human|random|scripted|FILE")] = None
+    """a two-sided game (agents in teams 0 and 1, e.g. pong): the policy plays one team and this the other, the sides
+    swapping after each match; human: you, with the keyboard (pong: W/S on the left, the arrows on the right);
+    scripted: the game's scripted opponent; FILE: another policy file or run folder"""
+    env_param: Annotated[tuple[str, ...], tyro.conf.UseAppendAction, tyro.conf.arg(metavar="NAME=NUMBER")] = ()
+    """one of the game's environment parameters (repeat the flag for several; docs/env_params.md)"""
+
+
+def play_main(argv=None) -> int:
+    """`godot-ppo play`: the flags, checked, then the window (or the recording)."""
+    args = parse_flags(PlayArgs, list(sys.argv[1:] if argv is None else argv), PROG)
+    if args.opponent is not None and (args.python or args.record):
+        raise FlagError("--opponent plays in the engine's window: drop --python and --record")
+    if args.agents_per_instance is None:
+        args = replace(args, agents_per_instance=1 if args.opponent == HUMAN_OPPONENT else 4)
+    say = lambda msg: print(msg, flush=True)  # noqa: E731
+    # SIGTERM and SIGHUP (a closed terminal or SSH session) end `play` like Ctrl-C: the game and Xvfb are ended on
+    # the way out (cli.py's policy; `godot-ppo` installed it already, this covers a direct call).
+    with signal_policy():
+        return _play(args, say)
+
+
+def _play(args: PlayArgs, say) -> int:
+    agents = args.agents_per_instance
+    try:
+        if args.python:
+            if args.record:
+                raise PlaybackError("--record records the in-engine policy; drop --python")
+            if args.env_param:
+                raise PlaybackError("--env-param plays the policy inside the engine; drop --python")
+            return _watch_python(args.src, args.env_id, args.env_path, agents, args.seed, args.seconds, say,
+                                 args.connect_timeout)  # fmt: skip
+        policy = ensure_policy(args.src)
+        game = policy_game(policy, args.env_id, args.env_path, timeout=args.connect_timeout)
+        extra = _env_param_flags(game, args.env_param)
+        if args.record:
+            seconds = args.record_seconds or args.seconds or DEFAULT_RECORD_SECONDS
+            result = record(policy, args.record, game, agents=agents, seed=args.seed, seconds=seconds, say=say,
+                            connect_timeout=args.connect_timeout, extra_args=extra)  # fmt: skip
+            size = result["out"].stat().st_size
+            say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
+            return 0
+        opponent = None
+        if args.opponent is not None:
+            opponent = (args.opponent if args.opponent in MATCH_KEYWORDS + (HUMAN_OPPONENT,)
+                        else match_policy_arg(ensure_policy(args.opponent), "opponent"))  # fmt: skip
+        return _watch_in_engine(policy, game, agents, args.seed, args.seconds, say, opponent, extra)
+    except UserError:
+        raise
+    except (InstanceStartError, GameError, ValueError) as e:  # a game that cannot start, or cannot play the policy
+        raise UserError(str(e)) from None
+    except OSError as e:  # an output that failed past its checks (e.g. the disk filled up meanwhile)
+        raise UserError(str(write_error(getattr(e, "filename", None) or args.record or "?", e)), status=1) from None
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 0
+
+
+def _env_param_flags(game: GodotGame, flags) -> list:
+    """--env-param NAME=NUMBER flags checked against what the game declares, as the binary's --env_param flags."""
+    values, where = {}, {}
+    for text in flags:
+        name, value = parse_flag(text)
+        if value.kind != CONSTANT:
+            raise PlaybackError(f"--env-param {text}: the game takes a number here (samplers are for training)")
+        values[name], where[name] = [value], f"--env-param {text}"
+    check_params(game, values, where)
+    return [f"--env_param={name}={given[0].args[0]!r}" for name, given in values.items()]
+
+
+# ---------------------------------------------------------------------------------------------- in the engine
+def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seconds: Optional[float], say=print,
+                     opponent: Optional[str] = None, extra_args=()) -> int:  # fmt: skip
+    """The windowed game with the policy inside, real time (vsync); ends on Ctrl-C, window closed or --seconds.
+
+    --seconds S asks the game to quit after S seconds of wall time (--quit_after_seconds); should it not, it is
+    ended a few seconds later. The game's output goes to a log file (capped: a game printing every frame cannot
+    fill the disk); its rl_sync lines (errors) are shown.
+    """
+    log_path = Path(tempfile.gettempdir()) / f"godot-ppo-play-{os.getpid()}.log"
+    log_path.unlink(missing_ok=True)
+    with temp_xvfb() as xvfb, contextlib.closing(CappedLog(log_path)) as log:
+        # Real time (no --fixed-fps): the window shows the game at the speed a person plays it.
+        instance = GameInstance(game, agents=agents, seed=seed, headless=False,
+                                display=open_display(xvfb, say, UNSEEN_WINDOW), fixed_fps=None,
+                                extra_args=tuple(extra_args))  # fmt: skip
+        mode_args = [f"--policy={engine_policy_arg(policy)}"]
+        if opponent is not None:  # matches: the policy on one team, the opponent (human: the keyboard) on the other
+            mode_args.append(f"--opponent={opponent}")
+        if seconds is not None:
+            mode_args.append(f"--quit_after_seconds={seconds:g}")
+        against = f" against {opponent}" if opponent is not None else ""
+        keys = " (you: the keys of your side, pong: W/S left, arrows right)" if opponent == HUMAN_OPPONENT else ""
+        say(f"playing {policy}{against} in {game.env} with {agents} agents{keys}"
+            + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
+        proc = spawn(instance.command(*mode_args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, env=instance.environ())  # fmt: skip
+        deadline = None if seconds is None else time.monotonic() + 1.5 * seconds + 5.0
+        try:
+            ended_by_us = _follow(proc, log, deadline, say)
+            code = proc.wait(timeout=10)
+        except KeyboardInterrupt:
+            say("\ninterrupted: closing the game")
+            code, ended_by_us = 0, True
+        finally:
+            if proc.poll() is None:
+                end_process_tree([proc.pid])
+                proc.wait()
+    if code != 0 and not ended_by_us:
+        raise UserError(f"the game exited with code {code}; its output is in {log_path}", status=1)
+    log_path.unlink(missing_ok=True)
+    return 0
+
+
+def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], say) -> bool:
+    """The game's output into ``log`` until it ends, its rl_sync and script-error lines shown and its run report
+    said; True when it was ended here, at ``deadline``, because it did not end itself after --seconds."""
+    out_buf, err_buf = b"", b""
+    streams = {proc.stdout.fileno(): "out", proc.stderr.fileno(): "err"}
+    while streams:
+        wait = None if deadline is None else deadline - time.monotonic()
+        if wait is not None and wait <= 0:
+            end_process_tree([proc.pid])
+            return True
+        for fd in select.select(list(streams), [], [], wait)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                del streams[fd]
+                continue
+            log.write(chunk)
+            if streams[fd] == "err":
+                err_buf += chunk
+                while b"\n" in err_buf:
+                    line, err_buf = err_buf.split(b"\n", 1)
+                    if line.startswith(b"rl_sync") or b"SCRIPT ERROR" in line:
+                        print(line.decode(errors="replace"), file=sys.stderr, flush=True)
+            else:
+                out_buf += chunk
+                while b"\n" in out_buf:
+                    line, out_buf = out_buf.split(b"\n", 1)
+                    if line.startswith(b'{"run"'):
+                        run = json.loads(line)["run"]
+                        say(f"played {run['seconds']:.1f} s: {run['frames_drawn']} frames drawn, {run['fps']:.1f} fps")
+    return False
+
+
+# ---------------------------------------------------------------------------------------------- from Python
+def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, seconds: Optional[float],
+                  say=print, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> int:  # fmt: skip
+    """The windowed game driven step by step from Python by the PyTorch checkpoint, paced to the game's 60 physics
+    frames per second."""
+    import torch
+
+    from python_trainer.envs.vec_env import make_vec_env
+    from python_trainer.variants.trained_agent import load_agent  # torch: only when a checkpoint plays
+
+    torch.set_num_threads(1)  # a 64-64 MLP: more threads only add contention with the game
+
+    if Path(src).suffix == ".json":
+        raise PlaybackError("--python runs the PyTorch checkpoint: give a run folder or a .pt file, not a policy file")
+    checkpoint = resolve_checkpoint(src)
+    loaded = load_agent(checkpoint)
+    game = godot_game(env_id or loaded.env_id, env_path or loaded.env_path, timeout=connect_timeout)
+    with temp_xvfb() as xvfb:
+        display = open_display(xvfb, say, UNSEEN_WINDOW)
+        envs = None
+        try:
+            envs = make_vec_env(game, num_instances=1, agents_per_instance=agents, headless=False, seed=seed,
+                                max_restarts=0, display=display, connect_timeout=connect_timeout)  # fmt: skip
+            say(f"playing {checkpoint} from Python in {game.env} with {agents} agents ({FIXED_FPS} steps/s)"
+                + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
+            _drive(envs, loaded, seed, seconds, say)
+        except KeyboardInterrupt:
+            say("\ninterrupted: closing the game")
+        except (InstanceCrashedError, GodotConnectionError) as e:
+            inst = envs.launcher.instances[0] if envs is not None else None
+            if inst is None or inst.proc.poll() != 0:
+                raise UserError(str(e), status=1) from None
+            say("the window was closed")
+        finally:
+            if envs is not None:
+                envs.close()
+    return 0
+
+
+def _drive(envs, loaded, seed: int, seconds: Optional[float], say) -> None:
+    """Step ``envs`` with the agent's deterministic actions at real time, saying each episode's return."""
+    obs, _ = envs.reset(seed=seed)
+    start = next_t = time.monotonic()
+    returns = []
+    done = np.ones(len(obs), bool)  # a recurrent policy starts each agent's memory afresh
+    while seconds is None or time.monotonic() - start < seconds:
+        obs, _, terminated, truncated, infos = envs.step(loaded.act(obs, deterministic=True, done=done))
+        done = np.logical_or(terminated, truncated)
+        if "_episode" in infos:
+            for i in np.flatnonzero(infos["_episode"]):
+                returns.append(float(infos["episode"]["r"][i]))
+                say(f"episode return {returns[-1]:.2f} (mean of {len(returns)}: {np.mean(returns):.2f})")
+        next_t += 1.0 / FIXED_FPS
+        delay = next_t - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        elif delay < -0.25:  # fell behind (slow machine): do not race to catch up
+            next_t = time.monotonic()

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import FAKE_GAME, wait_gone
-from python_trainer.envs.vec_env import GodotVecEnv, make_vec_env, spaces_from_env_info
+from python_trainer.envs.spaces import spaces_from_env_info
+from python_trainer.envs.vec_env import GodotVecEnv, make_vec_env
 
 FAKE = [sys.executable, str(FAKE_GAME)]
 

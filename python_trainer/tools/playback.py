@@ -36,7 +36,8 @@ from python_trainer.base.errors import one_line
 from python_trainer.base.files import OutputError, atomic_output, check_output, scratch_dir, write_error
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, add_connect_timeout
 from python_trainer.envs.game import GameError, GameInstance, GodotGame, game_environ, godot_game, is_gym_id
-from python_trainer.envs.launcher import CappedLog, InstanceLauncher
+from python_trainer.envs.launcher import InstanceLauncher
+from python_trainer.envs.logs import CappedLog
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.xvfb import Xvfb
 from python_trainer.base.paths import CHECKPOINT_NAME, MODEL_NAME

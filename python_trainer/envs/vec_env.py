@@ -33,7 +33,7 @@ Conventions (shared with python_trainer.envs.gym_env.GymVecEnv):
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 from typing import Optional, Sequence
 
 import gymnasium as gym
@@ -41,18 +41,14 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, agents_for, check_instance_options
+from python_trainer.envs.game import (
+    PLUGIN_PHYSICS_LINE, GameBugError, GameError, GodotGame, godot_game, resolve_env,
+)
 from python_trainer.envs.grouped_env import GroupedVecEnv
 from python_trainer.envs.gym_env import EpisodeStatistics
-from python_trainer.envs.launcher import (
-    DEFAULT_MAX_RESTARTS,
-    InstanceLauncher,
-)
-from python_trainer.envs.game import (
-    PLUGIN_PHYSICS_LINE, GameBugError, GameError, GameInstance, GodotGame, godot_game, resolve_env,
-)
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.protocol import (
     BINARY_STEP_ENCODING,
-    DEFAULT_TIMEOUT_S,
     DIALECT_NAMES,
     GODOT_RL,
     STATUS_TRUNCATED,
@@ -62,51 +58,22 @@ from python_trainer.envs.spaces import (
     ActionCodec, ObsCodec, agent_policy_names, packed_floats, policies_from_env_info, reward_problem,
 )
 
-
 # ---------------------------------------------------------------------------------------------- the env
 class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
-    """A gymnasium VectorEnv over ``num_instances`` Godot instances × ``agents_per_instance`` agents."""
+    """A gymnasium VectorEnv over ``options.num_instances`` instances of ``game``, each simulating the agents its
+    env_info reports (``options.agents_per_instance`` asks for a number; see `launcher.LaunchOptions`)."""
 
     metadata = {"autoreset_mode": "same-step", "render_modes": []}
 
-    def __init__(
-        self,
-        env_id: str | GodotGame | None = None,
-        num_instances: int = 1,
-        agents_per_instance: Optional[int] = None,
-        seed: int = 0,
-        headless: bool = True,
-        speedup: float = 1,
-        action_repeat: int = 1,
-        max_episode_steps: Optional[int] = None,
-        run_dir=None,
-        max_restarts: int = DEFAULT_MAX_RESTARTS,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
-        step_timeout: float = DEFAULT_TIMEOUT_S,
-        extra_args: Sequence[str] = (),
-        binary=None,
-        report=None,
-        env_path=None,
-        display: Optional[str] = None,
-        allow_script_errors: bool = False,
-    ):
+    def __init__(self, game: GodotGame, options: LaunchOptions = LaunchOptions()):
         self.closed = True  # until the instances are up (VectorEnv.__del__ checks it)
         # A game that keeps raising script errors (launcher.SCRIPT_ERRORS_TO_STOP) ends the next step with a
         # GameBugError unless this is set; its first one is reported either way.
-        self.allow_script_errors = bool(allow_script_errors)
-        check_instance_options(num_instances, agents_per_instance, speedup, action_repeat)
-        game = env_id if isinstance(env_id, GodotGame) else godot_game(env_id, env_path, program=binary)
+        self.allow_script_errors = bool(options.allow_script_errors)
         self.game = game
         self.env_id = game.env
-        self.num_instances = int(num_instances)
-        instance = GameInstance(
-            game, agents=agents_per_instance, seed=seed, speedup=speedup, action_repeat=action_repeat,
-            max_episode_steps=max_episode_steps, headless=headless, display=display, extra_args=tuple(extra_args),
-        )
-        self.launcher = InstanceLauncher(
-            instance, self.num_instances, run_dir=run_dir, connect_timeout=connect_timeout,
-            max_restarts=max_restarts, step_timeout=step_timeout, report=report,
-        )
+        self.num_instances = int(options.num_instances)
+        self.launcher = InstanceLauncher(game, options)
         self.launcher.start()
         self.closed = False
         try:
@@ -130,7 +97,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self._set_spaces()
         self.metadata = dict(self.metadata)
         self._obs = np.zeros((self.num_envs, self.obs_dim), dtype=np.float32)
-        self._seed = seed
+        self._seed = options.seed
         self._needs_reset = True
         self.episode_stats = EpisodeStatistics(self.num_envs)
         # each agent's environment parameters as set_env_params left them (a restarted instance gets them again)
@@ -553,12 +520,15 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
 
     ``env_path``: an export of any Godot 3 project that uses the rl_sync addon (``env_id`` None: its default game);
     without it, a gymnasium id, else a game in this repository's export (`game.resolve_env` decides). For a Godot
-    game ``godot_options`` are GodotVecEnv's (num_instances, agents_per_instance, headless, speedup, ...),
+    game ``godot_options`` are `launcher.LaunchOptions`' (num_instances, agents_per_instance, headless, speedup, ...),
     ``num_envs`` (when given) must come out as the agents the instances report, and ``agents_per_instance``
     defaults to ``num_envs / num_instances`` or, without either, to the game's own choice. For a gymnasium id the
     Godot options are ignored and ``video_dir`` records the first env's episodes.
     """
     binary = godot_options.pop("binary", None)
+    unknown = set(godot_options) - {f.name for f in dataclasses.fields(LaunchOptions)}
+    if unknown:
+        raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
     if isinstance(env_id, GodotGame):
         game = env_id
     elif binary is not None:
@@ -566,9 +536,6 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
     else:
         game = resolve_env(env_id, env_path, godot_options.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT_S))
     if isinstance(game, str):
-        unknown = set(godot_options) - set(inspect.signature(GodotVecEnv).parameters)
-        if unknown:
-            raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
         from python_trainer.envs.gym_env import make_gym_vec_env
 
         return make_gym_vec_env(game, num_envs=num_envs, seed=seed, video_dir=video_dir)
@@ -578,7 +545,7 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
     num_instances = godot_options.get("num_instances", 1)
     check_instance_options(num_instances, godot_options.get("agents_per_instance"))
     godot_options["agents_per_instance"] = agents_for(num_envs, num_instances, godot_options.get("agents_per_instance"))
-    env = GodotVecEnv(game, seed=seed, **godot_options)
+    env = GodotVecEnv(game, LaunchOptions(seed=seed, **godot_options))
     if num_envs is not None and env.num_envs != num_envs:
         counts = env.agent_counts
         env.close()

@@ -36,7 +36,7 @@ from python_trainer.base.errors import one_line
 from python_trainer.base.files import OutputError, atomic_output, check_output, scratch_dir, write_error
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, add_connect_timeout
 from python_trainer.envs.game import GameError, GameInstance, GodotGame, game_environ, godot_game, is_gym_id
-from python_trainer.envs.launcher import InstanceLauncher
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.logs import CappedLog
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.xvfb import Xvfb
@@ -94,7 +94,7 @@ def default_policy_path(src) -> Path:
 
 def game_env_info(game: GodotGame) -> dict:
     """The game's env_info, read from one headless instance with one agent (about half a second)."""
-    with InstanceLauncher(GameInstance(game, agents=1), 1) as launcher:
+    with InstanceLauncher(game, LaunchOptions(agents_per_instance=1)) as launcher:
         return launcher.instances[0].env_info
 
 

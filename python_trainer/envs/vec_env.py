@@ -38,7 +38,6 @@ from typing import Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import batch_space
 
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, agents_for, check_instance_options
 from python_trainer.envs.game import (
@@ -54,11 +53,41 @@ from python_trainer.envs.protocol import (
     STATUS_TRUNCATED,
     GodotConnectionError,
 )
-from python_trainer.envs.spaces import (
-    ActionCodec, ObsCodec, agent_policy_names, packed_floats, policies_from_env_info, reward_problem,
-)
+from python_trainer.envs.policy_batch import PolicyBatch
+from python_trainer.envs.spaces import agent_policy_names, policies_from_env_info, reward_problem
 
 # ---------------------------------------------------------------------------------------------- the env
+class _StepBatch:
+    """step()'s arrays for a part of the batch, filled in from its instances' replies; ``final_obs`` and
+    ``final_info`` are made when the first episode ends."""
+
+    def __init__(self, obs: np.ndarray):
+        n = obs.shape[0]
+        self.obs = obs  # the next observations (same-step autoreset: a new episode's first where one ended)
+        self.rewards = np.zeros(n, dtype=np.float64)
+        self.terminated = np.zeros(n, dtype=np.bool_)
+        self.truncated = np.zeros(n, dtype=np.bool_)
+        self.final_obs: Optional[np.ndarray] = None
+        self.final_info: Optional[np.ndarray] = None
+
+    def end(self, rows, truncated, final_obs, final_info) -> None:
+        """The episodes of ``rows`` ended (truncated or terminated), with their last observations and infos."""
+        if self.final_obs is None:
+            self.final_obs = np.zeros(self.obs.shape, dtype=np.float32)
+            self.final_info = np.full(self.obs.shape[0], None, dtype=object)
+        self.truncated[rows] = truncated
+        self.terminated[rows] = np.logical_not(truncated)
+        self.final_obs[rows] = final_obs
+        self.final_info[rows] = final_info
+
+    def infos(self) -> dict:
+        """gymnasium's final_obs / final_info entries (and their masks) when an episode ended."""
+        if self.final_obs is None:
+            return {}
+        return {"final_obs": self.final_obs, "_final_obs": self.terminated | self.truncated,
+                "final_info": self.final_info, "_final_info": self.terminated | self.truncated}
+
+
 class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
     """A gymnasium VectorEnv over ``options.num_instances`` instances of ``game``, each simulating the agents its
     env_info reports (``options.agents_per_instance`` asks for a number; see `launcher.LaunchOptions`)."""
@@ -132,100 +161,16 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         return line
 
     # ---------------------------------------------------------------- several policies
-    # A game whose agents carry several policy names (agent_policy_names) reports them in ``policies``, and each
-    # env's policy (an index into it) in ``env_policy``. When the policies' spaces are the same, the env works as for
-    # one policy. When they differ (``mixed``), an observation is padded with zeros to the widest policy's size
-    # (``single_observation_space``), actions are a dict {policy name: that policy's batched actions, its envs in
-    # batch order} (``single_action_space`` is the Dict of each policy's space), and steps go as JSON.
     def _set_spaces(self) -> None:
-        first = self.policies[0]
-        self.mixed = any((p.observation_space, p.action_space) != (first.observation_space, first.action_space)
-                         for p in self.policies)  # fmt: skip
+        """Each env's policy and the batch's spaces (`policy_batch.PolicyBatch`: one policy, or several)."""
         names = [p.name for p in self.policies]
-        self.env_policy = np.concatenate([
+        env_policy = np.concatenate([
             [names.index(name) for name in agent_policy_names(inst.env_info)] for inst in self.launcher.instances
         ]).astype(np.int64)  # fmt: skip
-        self._obs_codecs = [ObsCodec(p.obs_layout) for p in self.policies]
-        self._act_codecs = [ActionCodec(p.action_space, p.act_kind, p.act_layout) for p in self.policies]
-        self._rows_cache: dict = {}
-        if not self.mixed:
-            self.single_observation_space, self.single_action_space = first.observation_space, first.action_space
-            self.obs_dim = first.observation_space.shape[0]
-            self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-            self.action_space = batch_space(self.single_action_space, self.num_envs)
-            return
-        self.obs_dim = max(p.observation_space.shape[0] for p in self.policies)
-        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.obs_dim,), np.float32)
-        self.single_action_space = gym.spaces.Dict({p.name: p.action_space for p in self.policies})
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = gym.spaces.Dict({
-            p.name: batch_space(p.action_space, int((self.env_policy == k).sum())) for k, p in enumerate(self.policies)
-        })  # fmt: skip
-
-    def _rows(self, part: slice) -> list:
-        """[(policy index, its envs' positions within ``part``)] for the envs of ``part``."""
-        key = (part.start, part.stop)
-        if key not in self._rows_cache:
-            mine = self.env_policy[part]
-            self._rows_cache[key] = [(k, np.flatnonzero(mine == k)) for k in range(len(self.policies))]
-        return self._rows_cache[key]
-
-    def _checked(self, actions, part: slice):
-        """The actions of ``part``'s envs, checked (ActionCodec.checked); mixed: {policy index: its checked rows}."""
-        n = part.stop - part.start
-        if not self.mixed:
-            return self._act_codecs[0].checked(actions, n)
-        names = [p.name for p in self.policies]
-        if not isinstance(actions, dict) or sorted(actions) != sorted(names):
-            got = sorted(map(str, actions)) if isinstance(actions, dict) else type(actions).__name__
-            raise ValueError(f"{self.env_id}'s policies have different spaces: actions must be a dict {{policy name: "
-                             f"that policy's batched actions}} with the keys {names}, got {got}")  # fmt: skip
-        return {k: self._act_codecs[k].checked(actions[names[k]], rows.size) for k, rows in self._rows(part)}
-
-    def _mixed_json(self, a: dict, part: slice) -> list:
-        """godot-rl's per-agent action dicts for ``part``'s envs from `_checked`'s dict."""
-        per_agent = [None] * (part.stop - part.start)
-        for k, rows in self._rows(part):
-            for row, action in zip(rows.tolist(), self._act_codecs[k].json(a[k])):
-                per_agent[row] = action
-        return per_agent
-
-    def _reply_obs(self, msg: dict, i: int, label: str) -> np.ndarray:
-        """Instance i's observations in a step or reset reply: (agents, obs_dim) float32 (mixed: zero-padded)."""
-        agents = self.agent_counts[i]
-        if not self.mixed:
-            return self._obs_codecs[0].from_reply(msg, agents, label)
-        out = np.zeros((agents, self.obs_dim), np.float32)
-        rows = self._rows(self._slice(i))
-        dims = np.zeros(agents, np.int64)
-        for k, r in rows:
-            dims[r] = self._obs_codecs[k].dim
-        if "obs_f32" in msg:
-            flat = packed_floats(msg["obs_f32"], label)
-            if flat.size != dims.sum():
-                raise GameBugError(f"{label}: {flat.size} packed observation values, expected {int(dims.sum())} (the "
-                                   "sizes its agents declared, get_obs_space()); an agent's observation must keep the "
-                                   "size it declared")  # fmt: skip
-            ends = np.cumsum(dims)
-            for j in range(agents):
-                out[j, : dims[j]] = flat[ends[j] - dims[j] : ends[j]]
-            return out
-        obs_list = msg["obs"]
-        if not isinstance(obs_list, list) or len(obs_list) != agents:
-            raise GameBugError(f"{label}: observations for {len(obs_list) if isinstance(obs_list, list) else '?'} "
-                               f"agents, expected {agents}")  # fmt: skip
-        for k, r in rows:
-            out[r, : dims[r[0]] if r.size else 0] = self._obs_codecs[k].flat([obs_list[j] for j in r.tolist()], label)
-        return out
-
-    def _one_obs(self, obs: dict, i: int, j: int) -> np.ndarray:
-        """Agent j of instance i's observation dict (a terminal observation) as a row of obs_dim (mixed: padded)."""
-        if not self.mixed:
-            return self._obs_codecs[0].one(obs)
-        k = int(self.env_policy[self._offsets[i] + j])
-        row = np.zeros(self.obs_dim, np.float32)
-        row[: self._obs_codecs[k].dim] = self._obs_codecs[k].one(obs)
-        return row
+        self.batch = batch = PolicyBatch(self.policies, env_policy, self.env_id)
+        self.env_policy, self.mixed, self.obs_dim = env_policy, batch.mixed, batch.obs_dim
+        self.single_observation_space, self.observation_space = batch.single_observation_space, batch.observation_space
+        self.single_action_space, self.action_space = batch.single_action_space, batch.action_space
 
     # ---------------------------------------------------------------- helpers
     def _check_same_spaces(self, inst) -> None:
@@ -271,7 +216,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         """Instance i's reply to "reset": its agents' first observations, packed when the handshake asked for it
         (float32-exact, where JSON keeps 6 digits) or JSON."""
         inst = self.launcher.instances[i]
-        return self._reply_obs(inst.conn.recv(expect="reset"), i, inst.label())
+        return self.batch.reply_obs(inst.conn.recv(expect="reset"), self._slice(i), inst.label())
 
     # ---------------------------------------------------------------- gymnasium API
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
@@ -313,7 +258,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             raise RuntimeError(f"group(s) {sorted(self._pending)} were sent actions with step_async: step_wait for "
                                "them before step()")  # fmt: skip
         everyone = range(self.num_instances)
-        failed = self._send(self._checked(actions, slice(0, self.num_envs)), everyone)
+        failed = self._send(self.batch.checked(actions, slice(0, self.num_envs)), everyone)
         return self._receive(everyone, failed)
 
     # ---------------------------------------------------------------- groups: pipelined rollouts
@@ -329,7 +274,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         if group in self._pending:
             raise RuntimeError(f"group {group} already has actions in flight: step_wait({group}) first")
         s = self.groups[group]
-        a = self._checked(actions, s)
+        a = self.batch.checked(actions, s)
         self._pending[group] = self._send(a, self._group_instances[group])
 
     def step_wait(self, group: int):
@@ -359,11 +304,10 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             try:
                 # binary step exchange when the instance's env_info says so (godot-rl's plugin never does)
                 if not self.mixed and inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING:
-                    inst.conn.send_bytes(self._act_codecs[0].packed(a, s))
+                    inst.conn.send_bytes(self.batch.packed(a, s))
                 else:
                     if per_agent is None:
-                        part = slice(base, self._offsets[insts.stop])
-                        per_agent = self._mixed_json(a, part) if self.mixed else self._act_codecs[0].json(a)
+                        per_agent = self.batch.json(a, slice(base, self._offsets[insts.stop]))
                     inst.conn.step_send(per_agent[s])
             except GodotConnectionError as e:
                 failed[i] = e
@@ -373,97 +317,84 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         """Read the step replies of ``insts`` (contiguous instances; ``failed``: those _send could not reach) and
         return step()'s tuple for their envs, restarting instances that failed."""
         part = slice(self._offsets[insts.start], self._offsets[insts.stop])
-        base, n = part.start, part.stop - part.start
-        rewards = np.zeros(n, dtype=np.float64)
-        terminated = np.zeros(n, dtype=np.bool_)
-        truncated = np.zeros(n, dtype=np.bool_)
-        final_obs = final_info = None
-        new_obs = self._obs[part].copy()
+        base = part.start
+        batch = _StepBatch(self._obs[part].copy())
         for i in insts:
             if i in failed:
                 continue
-            inst = self.launcher.instances[i]
             s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)
-            agents = s.stop - s.start
-            if not self.mixed and inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING:
-                try:
-                    obs, rew, status, term_obs, infos = inst.conn.step_recv_packed(agents, self.obs_dim)
-                except GodotConnectionError as e:
-                    failed[i] = e
-                    continue
-                new_obs[s] = obs
-                rewards[s] = rew
-                if term_obs.shape[0]:
-                    if final_obs is None:
-                        final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
-                        final_info = np.full(n, None, dtype=object)
-                    ended = np.flatnonzero(status)
-                    trunc = status[ended] == STATUS_TRUNCATED
-                    truncated[s.start + ended] = trunc
-                    terminated[s.start + ended] = ~trunc
-                    final_obs[s.start + ended] = term_obs
-                    for j in ended.tolist():
-                        final_info[s.start + j] = dict(infos.get(j) or {})  # the game's get_info() of the ended episode
-                continue
             try:
-                msg = inst.conn.step_recv()
+                if not self.mixed and self.launcher.instances[i].env_info.get("step_encoding") == BINARY_STEP_ENCODING:
+                    self._read_packed_reply(i, s, batch)
+                else:
+                    self._read_json_reply(i, s, batch)
             except GodotConnectionError as e:
                 failed[i] = e
-                continue
-            label = inst.label()
-            new_obs[s] = self._reply_obs(msg, i, label)
-            try:
-                rewards[s] = np.asarray(msg["reward"], dtype=np.float64)
-            except (TypeError, ValueError):
-                raise GameBugError(reward_problem(msg["reward"], label)) from None
-            done = np.asarray(msg["done"], dtype=np.bool_)
-            if done.shape != (agents,) or rewards[s].shape != (agents,):
-                raise ValueError(f"{label}: step reply for {done.shape} agents, expected {agents}")
-            if done.any():
-                # GODOT_RL (godot_rl_agents' plugin): no info, so done = terminated and final_obs is the observation
-                # that came with it (see protocol.py)
-                info = (self.dialect != GODOT_RL and msg.get("info")) or [{}] * agents
-                if final_obs is None:
-                    final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
-                    final_info = np.full(n, None, dtype=object)
-                for j in np.flatnonzero(done).tolist():
-                    agent_info = dict(info[j] or {})
-                    trunc = bool(agent_info.pop("TimeLimit.truncated", False))
-                    truncated[s.start + j] = trunc
-                    terminated[s.start + j] = not trunc
-                    term_obs = agent_info.pop("terminal_observation", None)
-                    final_obs[s.start + j] = self._one_obs(term_obs, i, j) if term_obs is not None else new_obs[s.start + j]
-                    final_info[s.start + j] = agent_info  # the game's get_info() of the ended episode
         for i, e in failed.items():
-            s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)
-            if final_obs is None:
-                final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
-                final_info = np.full(n, None, dtype=object)
-            final_obs[s] = self._obs[self._slice(i)]  # the last observation we know of
-            final_info[s] = [{} for _ in range(s.stop - s.start)]
-            truncated[s] = True
-            terminated[s] = False
-            rewards[s] = 0.0
-            new_obs[s] = self._restart(i, e)
-        infos: dict = {}
-        if final_obs is not None:
-            infos["final_obs"] = final_obs
-            infos["_final_obs"] = terminated | truncated
-            infos["final_info"] = final_info
-            infos["_final_info"] = terminated | truncated
+            self._end_failed(i, slice(self._offsets[i] - base, self._offsets[i + 1] - base), e, batch)
+        infos = batch.infos()
         if failed:
-            restarted = np.zeros(n, dtype=np.bool_)
+            restarted = np.zeros(part.stop - part.start, dtype=np.bool_)
             for i in failed:
                 restarted[self._offsets[i] - base : self._offsets[i + 1] - base] = True
             infos["instance_restarted"] = restarted
             infos["_instance_restarted"] = restarted.copy()
-        self._obs[part] = new_obs  # a copy: what we return is the caller's
+        self._obs[part] = batch.obs  # a copy: what we return is the caller's
+        self._check_script_errors()
+        infos = self.episode_stats.update(batch.rewards, batch.terminated, batch.truncated, infos, part)
+        return batch.obs, batch.rewards, batch.terminated, batch.truncated, infos
+
+    def _read_packed_reply(self, i: int, s: slice, batch: "_StepBatch") -> None:
+        """Instance i's packed step reply (the binary step exchange) into ``batch``'s rows ``s``."""
+        inst = self.launcher.instances[i]
+        obs, rewards, status, term_obs, infos = inst.conn.step_recv_packed(s.stop - s.start, self.obs_dim)
+        batch.obs[s] = obs
+        batch.rewards[s] = rewards
+        if term_obs.shape[0]:
+            ended = np.flatnonzero(status)
+            # each ended episode's last observation and the game's get_info() of it
+            batch.end(s.start + ended, status[ended] == STATUS_TRUNCATED, term_obs,
+                      [dict(infos.get(j) or {}) for j in ended.tolist()])  # fmt: skip
+
+    def _read_json_reply(self, i: int, s: slice, batch: "_StepBatch") -> None:
+        """Instance i's JSON step reply (godot-rl's) into ``batch``'s rows ``s``; a game bug in it raises."""
+        inst = self.launcher.instances[i]
+        msg = inst.conn.step_recv()
+        label, agents = inst.label(), s.stop - s.start
+        batch.obs[s] = self.batch.reply_obs(msg, self._slice(i), label)
+        try:
+            batch.rewards[s] = np.asarray(msg["reward"], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise GameBugError(reward_problem(msg["reward"], label)) from None
+        done = np.asarray(msg["done"], dtype=np.bool_)
+        if done.shape != (agents,) or batch.rewards[s].shape != (agents,):
+            raise ValueError(f"{label}: step reply for {done.shape} agents, expected {agents}")
+        if not done.any():
+            return
+        # GODOT_RL (godot_rl_agents' plugin): no info, so done = terminated and final_obs is the observation that came
+        # with it (see protocol.py)
+        info = (self.dialect != GODOT_RL and msg.get("info")) or [{}] * agents
+        for j in np.flatnonzero(done).tolist():
+            agent_info = dict(info[j] or {})
+            truncated = bool(agent_info.pop("TimeLimit.truncated", False))
+            term_obs = agent_info.pop("terminal_observation", None)
+            row = s.start + j
+            final_obs = batch.obs[row] if term_obs is None else self.batch.one_obs(term_obs, self._offsets[i] + j)
+            batch.end(row, truncated, final_obs, agent_info)  # agent_info: the game's get_info() of the ended episode
+
+    def _end_failed(self, i: int, s: slice, error: BaseException, batch: "_StepBatch") -> None:
+        """Instance i crashed or went silent: its agents' episodes end truncated, their final_obs the last observation
+        we know of; it is restarted and its agents' first observations come next."""
+        batch.end(s, True, self._obs[self._slice(i)], [{} for _ in range(s.stop - s.start)])
+        batch.rewards[s] = 0.0
+        batch.obs[s] = self._restart(i, error)
+
+    def _check_script_errors(self) -> None:
+        """A GameBugError once an instance keeps raising script errors, unless allow_script_errors."""
         if not self.allow_script_errors:
             broken = self.launcher.script_errors()
             if broken is not None:
                 raise GameBugError(f"{broken}: fix it, or train on regardless with --allow-script-errors")
-        infos = self.episode_stats.update(rewards, terminated, truncated, infos, part)
-        return new_obs, rewards, terminated, truncated, infos
 
     def call(self, method: str, *args, agent_args: Optional[Sequence] = None) -> list:
         """godot-rl's "call" message on every instance; returns the concatenated per-agent results. Our extension:

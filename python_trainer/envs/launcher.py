@@ -2,12 +2,12 @@
 
 For each instance the launcher first binds a listening socket on 127.0.0.1 port 0 (so the kernel picks a port
 nobody holds: a taken port cannot happen by construction), then starts the exported binary with
-``--port=<that port> --fixed-fps 60 ...`` (game.FIXED_FPS) in its own process group and a secret token in its environment
+``--port=<that port> --fixed-fps <game.FIXED_FPS> ...`` in its own process group and a secret token in its environment
 (``RL_SYNC_TOKEN``: ``/proc/PID/environ`` is readable only by the same user, the command line by everyone). All
-instances are awaited in parallel against one deadline; a connection is refused (closed, reported) and the wait goes
-on unless its first message is a ``hello`` carrying the instance's token and its other end belongs to the process
-the launcher started (or one of its descendants) whose pid the hello names; an instance that exits before connecting
-is reported (exit code + log tail) at once.
+instances are awaited in parallel against one deadline (envs/connect.py): a connection that is not the started
+process's, or whose hello lacks its token, is refused and the wait goes on; an instance that exits before connecting
+is reported (exit code + log tail) at once. `LaunchOptions` says how many instances, what each is given, and how they
+are kept.
 
 Logs (envs/logs.py): stdout+stderr go through a pipe and a reader thread per instance into
 ``run_dir/logs/instance_<i>.log``, which `CappedLog` keeps under ``max_log_bytes``; the first time it cuts output the

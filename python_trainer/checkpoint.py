@@ -23,13 +23,13 @@ import torch
 
 from python_trainer.base.errors import one_line
 from python_trainer.base.files import atomic_output
-# The file names in a run folder and which of them a folder's checkpoint is: defined once, in paths (which the
+# The file names in a run folder: defined once, in paths (which the
 # tools import them from without torch).
-from python_trainer.base.paths import CHECKPOINT_NAME, MODEL_NAME, checkpoint_in
+from python_trainer.base.paths import CHECKPOINT_NAME, MODEL_NAME
 
 __all__ = [
     "CHECKPOINT_FORMAT", "CheckpointError", "CHECKPOINT_NAME", "MODEL_NAME", "space_to_dict", "space_from_dict", "rng_state",
-    "set_rng_state", "save_checkpoint", "load_checkpoint", "checkpoint_in",
+    "set_rng_state", "save_checkpoint", "load_checkpoint",
 ]  # fmt: skip
 
 CHECKPOINT_FORMAT = "godot-ppo-checkpoint/1"

@@ -40,7 +40,7 @@ def snapshot_export() -> str:
 _SNAPSHOT = snapshot_export()
 
 from python_trainer.base.paths import export_binary  # noqa: E402
-from python_trainer.envs.vec_env import GodotVecEnv  # noqa: E402
+from python_trainer.envs.vec_env import make_vec_env  # noqa: E402
 
 
 def free_consecutive_ports(n: int, start: int = 20000) -> int:
@@ -73,7 +73,7 @@ def run_block(step, actions, seconds: float, offset: int) -> tuple[int, float]:
 
 
 def make_ours(n_inst, agents):
-    env = GodotVecEnv("ball_chase", num_instances=n_inst, agents_per_instance=agents, seed=0)
+    env = make_vec_env("ball_chase", num_instances=n_inst, agents_per_instance=agents, seed=0)
     env.reset()
     return env.step, env.close
 

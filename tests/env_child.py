@@ -10,15 +10,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from python_trainer.envs.vec_env import GodotVecEnv  # noqa: E402
+from python_trainer.envs.vec_env import make_vec_env  # noqa: E402
 
 
 def main():
     kind, instances, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     run_dir = sys.argv[4] if len(sys.argv) > 4 else None
     binary = [sys.executable, str(Path(__file__).resolve().parent / "fake_game.py")] if kind == "fake" else None
-    env = GodotVecEnv("ball_chase", num_instances=instances, agents_per_instance=4, binary=binary,
-                      connect_timeout=30, run_dir=run_dir)
+    env = make_vec_env("ball_chase", num_instances=instances, agents_per_instance=4, binary=binary,
+                       connect_timeout=30, run_dir=run_dir)
     env.reset()
     print(json.dumps({"pids": env.launcher.pids()}), flush=True)
     if mode == "raise":

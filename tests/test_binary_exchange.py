@@ -24,7 +24,7 @@ from python_trainer.envs.protocol import (
     pack_actions,
     unpack_step,
 )
-from python_trainer.envs.vec_env import GodotVecEnv, make_vec_env
+from python_trainer.envs.vec_env import make_vec_env
 
 FAKE = [sys.executable, str(FAKE_GAME)]
 TIMEOUT = 20
@@ -103,8 +103,8 @@ def test_connection_names_a_packed_reply_where_json_was_expected():
 
 # ---------------------------------------------------------------------------------------------- the fake game
 def fake_env(tmp_path, *extra, agents=3, instances=2, json_steps=False, **kw):
-    env = GodotVecEnv("ball_chase", num_instances=instances, agents_per_instance=agents, binary=FAKE,
-                      run_dir=tmp_path, extra_args=list(extra), **kw)
+    env = make_vec_env("ball_chase", num_instances=instances, agents_per_instance=agents, binary=FAKE,
+                       run_dir=tmp_path, extra_args=list(extra), **kw)
     if json_steps:  # as if the instances had not offered the binary exchange: JSON actions get JSON replies
         for inst in env.launcher.instances:
             inst.env_info["step_encoding"] = "json"

@@ -19,7 +19,8 @@ import pytest
 from conftest import REPO
 from python_trainer import cli
 from python_trainer.engine import in_engine
-from python_trainer.envs.vec_env import make_vec_env, spaces_from_env_info
+from python_trainer.envs.spaces import spaces_from_env_info
+from python_trainer.envs.vec_env import make_vec_env
 
 TOLERANCE = 1e-9
 X_THRESHOLD = 2.4

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import FAKE_GAME, REPO
 from python_trainer import cli
-from python_trainer.envs.game import GameInstance, godot_game
-from python_trainer.envs.launcher import InstanceLauncher
+from python_trainer.envs.game import godot_game
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.failures import InstanceStartError
 
 
@@ -27,9 +27,9 @@ def test_a_slow_game_is_timed_out_naming_the_flag_and_connects_when_given_more_t
     """Two launches of a game that is still loading: the one with 0.5 s gives up, naming --connect-timeout; the one
     with 60 s, started first, connects once the game has loaded (after the other's 0.5 s were over)."""
     loaded = tmp_path / "loaded"
-    slow = GameInstance(godot_game("ball_chase", program=fake_binary), agents=2,
-                        extra_args=(f"--fake_wait_for={loaded}",))  # fmt: skip
-    patient = InstanceLauncher(slow, 1, run_dir=tmp_path / "patient", connect_timeout=60)
+    slow = godot_game("ball_chase", program=fake_binary)
+    loading = {"agents_per_instance": 2, "extra_args": (f"--fake_wait_for={loaded}",)}
+    patient = InstanceLauncher(slow, LaunchOptions(**loading, run_dir=tmp_path / "patient", connect_timeout=60))
     outcome = {}
 
     def start():
@@ -42,7 +42,7 @@ def test_a_slow_game_is_timed_out_naming_the_flag_and_connects_when_given_more_t
     thread.start()
     try:
         _wait_for(lambda: patient.instances[0] is not None, 30, "patient instance started")
-        hasty = InstanceLauncher(slow, 1, run_dir=tmp_path / "hasty", connect_timeout=0.5)
+        hasty = InstanceLauncher(slow, LaunchOptions(**loading, run_dir=tmp_path / "hasty", connect_timeout=0.5))
         with pytest.raises(InstanceStartError) as e:
             hasty.start()
         first_line = str(e.value).splitlines()[0]

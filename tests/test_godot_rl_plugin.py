@@ -19,12 +19,12 @@ import pytest
 from conftest import FAKE_GAME, wait_gone
 from python_trainer import cli
 from python_trainer.run import train
-from python_trainer.envs.game import GameInstance, godot_game, resolve_env
-from python_trainer.envs.launcher import InstanceLauncher
+from python_trainer.envs.game import godot_game, resolve_env
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.failures import InstanceStartError
 from python_trainer.envs.protocol import GODOT_RL
 from python_trainer.tools.game_commands import envs_main
-from python_trainer.envs.vec_env import GodotVecEnv
+from python_trainer.envs.vec_env import make_vec_env
 
 PLAIN = ("--fake_dialect=godot_rl",)
 
@@ -43,8 +43,8 @@ def plain_export(tmp_path: Path, name: str = "reach", *extra: str) -> Path:
 
 
 def test_a_plain_game_handshakes_resets_steps_and_closes(fake_binary, tmp_path):
-    env = GodotVecEnv("plain", num_instances=2, binary=fake_binary, extra_args=PLAIN, seed=5, action_repeat=3,
-                      run_dir=tmp_path)  # fmt: skip
+    env = make_vec_env("plain", num_instances=2, binary=fake_binary, extra_args=PLAIN, seed=5, action_repeat=3,
+                       run_dir=tmp_path)  # fmt: skip
     pids = env.launcher.pids()
     try:
         # Told by its first message: env_info without our hello or extension keys.
@@ -86,8 +86,8 @@ def test_a_plain_game_handshakes_resets_steps_and_closes(fake_binary, tmp_path):
     (["--fake_first=step"], "its first message is neither our hello nor an env_info reply (type 'step')"),
 ])
 def test_a_peer_speaking_neither_dialect_gets_one_line(fake_binary, tmp_path, extra, said):
-    launcher = InstanceLauncher(GameInstance(godot_game("plain", program=fake_binary), extra_args=(*PLAIN, *extra)),
-                                1, run_dir=tmp_path, connect_timeout=20)  # fmt: skip
+    launcher = InstanceLauncher(godot_game("plain", program=fake_binary),
+                                LaunchOptions(extra_args=(*PLAIN, *extra), run_dir=tmp_path, connect_timeout=20))
     start = time.monotonic()
     with pytest.raises(InstanceStartError) as e:
         launcher.start()
@@ -98,8 +98,8 @@ def test_a_peer_speaking_neither_dialect_gets_one_line(fake_binary, tmp_path, ex
 
 def test_a_plugin_game_in_human_mode_is_timed_out_with_its_log_and_ended(fake_binary, tmp_path):
     launcher = InstanceLauncher(
-        GameInstance(godot_game("plain", program=fake_binary), extra_args=(*PLAIN, "--fake_mode=human_fallback")),
-        1, run_dir=tmp_path, connect_timeout=1.5)  # fmt: skip
+        godot_game("plain", program=fake_binary),
+        LaunchOptions(extra_args=(*PLAIN, "--fake_mode=human_fallback"), run_dir=tmp_path, connect_timeout=1.5))
     with pytest.raises(InstanceStartError) as e:
         launcher.start()
     text = str(e.value)
@@ -178,8 +178,8 @@ class StrayPlainLauncher(InstanceLauncher):
 
 def test_without_a_token_a_stray_client_is_still_refused(fake_binary, tmp_path):
     events = []
-    launcher = StrayPlainLauncher(GameInstance(godot_game("plain", program=fake_binary), extra_args=PLAIN), 1,
-                                  run_dir=tmp_path, connect_timeout=20, report=quiet(events))  # fmt: skip
+    launcher = StrayPlainLauncher(godot_game("plain", program=fake_binary), LaunchOptions(
+        extra_args=PLAIN, run_dir=tmp_path, connect_timeout=20, report=quiet(events)))
     try:
         with launcher:
             assert launcher.instances[0].dialect == GODOT_RL and launcher.instances[0].conn.reset()
@@ -198,8 +198,8 @@ def test_without_a_token_a_stray_client_is_still_refused(fake_binary, tmp_path):
 
 def test_a_crashed_plain_game_is_restarted_in_its_dialect(fake_binary, tmp_path):
     events = []
-    env = GodotVecEnv("plain", num_instances=2, binary=fake_binary, extra_args=(*PLAIN, "--fake_mode=crash_after=5"),
-                      max_restarts=1, run_dir=tmp_path, report=quiet(events))  # fmt: skip
+    env = make_vec_env("plain", num_instances=2, binary=fake_binary, extra_args=(*PLAIN, "--fake_mode=crash_after=5"),
+                       max_restarts=1, run_dir=tmp_path, report=quiet(events))  # fmt: skip
     try:
         env.reset()
         restarted = None

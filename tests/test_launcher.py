@@ -14,9 +14,9 @@ import pytest
 
 from conftest import FAKE_GAME, REPO, TESTS, alive, read_json_line, read_line, wait_gone
 from python_trainer.base import paths
-from python_trainer.envs.game import GameError, GameInstance, godot_game
+from python_trainer.envs.game import GameError, godot_game
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
-from python_trainer.envs.launcher import InstanceLauncher, launch_instances
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.protocol import GodotConnectionError
 
 
@@ -29,9 +29,13 @@ def binary(request):
     return [sys.executable, str(FAKE_GAME)]
 
 
-def instance(binary, **kw):
-    """ball_chase in the real export (binary None) or the fake game, as one GameInstance."""
-    return GameInstance(godot_game("ball_chase", program=binary), **kw)
+def launch(env, num_instances=1, *, binary=None, start=True, **options):
+    """Instances of ``env`` in the real export (binary None) or the fake game, launched as training launches them
+    (started, unless ``start`` is False)."""
+    launcher = InstanceLauncher(godot_game(env, program=binary), LaunchOptions(num_instances=num_instances, **options))
+    if start:
+        launcher.start()
+    return launcher
 
 
 def quiet(events):
@@ -39,8 +43,8 @@ def quiet(events):
 
 
 def test_start_connect_close(binary, tmp_path):
-    with launch_instances("ball_chase", 3, agents_per_instance=2, run_dir=tmp_path, binary=binary,
-                          connect_timeout=20) as launcher:
+    with launch("ball_chase", 3, agents_per_instance=2, run_dir=tmp_path, binary=binary,
+                connect_timeout=20) as launcher:
         pids = launcher.pids()
         ports = [inst.port for inst in launcher.instances]
         assert len(set(ports)) == 3 and len(set(pids)) == 3
@@ -63,7 +67,7 @@ def test_start_connect_close(binary, tmp_path):
 
 
 def test_close_is_fast_and_idempotent(fake_binary, tmp_path):
-    launcher = launch_instances("ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary)
+    launcher = launch("ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary)
     pids = launcher.pids()
     t0 = time.monotonic()
     launcher.close()
@@ -75,8 +79,8 @@ def test_close_is_fast_and_idempotent(fake_binary, tmp_path):
 
 def test_exception_inside_with_block_ends_instances(binary, tmp_path):
     with pytest.raises(ZeroDivisionError):
-        with launch_instances("ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=binary,
-                              connect_timeout=20) as launcher:
+        with launch("ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=binary,
+                    connect_timeout=20) as launcher:
             pids = launcher.pids()
             1 / 0
     assert wait_gone(pids, 10) == []
@@ -85,19 +89,19 @@ def test_exception_inside_with_block_ends_instances(binary, tmp_path):
 def test_missing_export_says_run_export(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "EXPORTS_DIR", tmp_path / "nowhere")
     with pytest.raises(GameError, match="godot-ppo export"):
-        launch_instances("ball_chase", 1)
+        launch("ball_chase", 1)
 
 
 def test_unknown_game_lists_valid_ones(headless_export):
     with pytest.raises(GameError, match="its games: ball_chase, .*jumper, .*sparse_goal"):
-        launch_instances("pong_deluxe", 1)
+        launch("pong_deluxe", 1)
 
 
 def test_instance_crashing_at_start_is_reported_at_once(binary, tmp_path):
     """A bad --env makes the game exit 1 at start: reported with exit code and log tail, long before the timeout."""
     t0 = time.monotonic()
-    launcher = InstanceLauncher(instance(binary, agents=1, extra_args=("--env=no_such_game",)), 2, run_dir=tmp_path,
-                                connect_timeout=60)
+    launcher = launch("ball_chase", 2, binary=binary, agents_per_instance=1, extra_args=("--env=no_such_game",),
+                      run_dir=tmp_path, connect_timeout=60, start=False)
     with pytest.raises(InstanceStartError) as ei:
         launcher.start()
     assert time.monotonic() - t0 < 15
@@ -110,8 +114,8 @@ def test_instance_crashing_at_start_is_reported_at_once(binary, tmp_path):
 def test_never_connects_times_out_naming_the_instance(fake_binary, tmp_path):
     t0 = time.monotonic()
     with pytest.raises(InstanceStartError) as ei:
-        launch_instances("ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
-                         connect_timeout=1.5, extra_args=["--fake_mode=never_connect"])
+        launch("ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
+               connect_timeout=1.5, extra_args=["--fake_mode=never_connect"])
     elapsed = time.monotonic() - t0
     assert 1.4 < elapsed < 8
     text = str(ei.value)
@@ -124,8 +128,8 @@ def test_instance_with_wrong_token_is_refused(fake_binary, tmp_path):
     events = []
     # Refused, the fake game quits (its connection dropped); the launcher reports it instead of accepting it.
     with pytest.raises(InstanceStartError, match="exited before connecting|timed out"):
-        launch_instances("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
-                         connect_timeout=3, extra_args=["--fake_mode=wrong_token"], report=quiet(events))
+        launch("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
+               connect_timeout=3, extra_args=["--fake_mode=wrong_token"], report=quiet(events))
     assert any("wrong or missing token" in e for e in events)
 
 
@@ -151,8 +155,8 @@ def test_stray_clients_are_refused_and_the_run_goes_on(binary, tmp_path, monkeyp
 
     events = []
     monkeypatch.setattr(ve, "InstanceLauncher", StrayLauncher)  # the vec env starts its instances with it
-    env = ve.GodotVecEnv("ball_chase", num_instances=2, agents_per_instance=2, run_dir=tmp_path, binary=binary,
-                         connect_timeout=20, report=quiet(events))
+    env = ve.make_vec_env("ball_chase", num_instances=2, agents_per_instance=2, run_dir=tmp_path, binary=binary,
+                          connect_timeout=20, report=quiet(events))
     try:
         env.reset()
         for _ in range(50):
@@ -192,8 +196,8 @@ def test_holding_many_ports_does_not_matter(binary, tmp_path):
             except OSError:
                 s.close()
         held_ports = {s.getsockname()[1] for s in held}
-        with launch_instances("ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=binary,
-                              connect_timeout=20) as launcher:
+        with launch("ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=binary,
+                    connect_timeout=20) as launcher:
             assert not held_ports & {inst.port for inst in launcher.instances}
             for inst in launcher.instances:  # each answers a reset (packed observations if it can, as asked)
                 inst.conn.reset_send()
@@ -210,7 +214,7 @@ def test_windowed_without_display_or_xvfb_says_install_it(fake_binary, tmp_path,
     monkeypatch.setattr(xvfb, "xvfb_binary", lambda: None)
     t0 = time.monotonic()
     with pytest.raises(InstanceStartError, match="apt-get install xvfb"):
-        launch_instances("ball_chase", 1, headless=False, run_dir=tmp_path, binary=fake_binary)
+        launch("ball_chase", 1, headless=False, run_dir=tmp_path, binary=fake_binary)
     assert time.monotonic() - t0 < 3
 
 
@@ -219,8 +223,8 @@ def test_windowed_without_display_starts_and_stops_xvfb(fake_binary, tmp_path, m
         pytest.skip("Xvfb is not installed")
     monkeypatch.delenv("DISPLAY", raising=False)
     events = []
-    with launch_instances("ball_chase", 1, agents_per_instance=1, headless=False, run_dir=tmp_path,
-                          binary=fake_binary, report=quiet(events)) as launcher:
+    with launch("ball_chase", 1, agents_per_instance=1, headless=False, run_dir=tmp_path,
+                binary=fake_binary, report=quiet(events)) as launcher:
         xvfb_pid = launcher._xvfb.pid
         assert launcher.display and launcher.display.startswith(":")
         assert any("started Xvfb" in e for e in events)
@@ -235,11 +239,11 @@ def launcher_which(name):
 
 
 def test_windowed_real_instance_under_xvfb(windowed_export, tmp_path, monkeypatch):
-    from python_trainer.envs.vec_env import GodotVecEnv
+    from python_trainer.envs.vec_env import make_vec_env
 
     monkeypatch.delenv("DISPLAY", raising=False)
-    env = GodotVecEnv("ball_chase", num_instances=1, agents_per_instance=2, headless=False, run_dir=tmp_path,
-                      connect_timeout=30, report=lambda m: None)
+    env = make_vec_env("ball_chase", num_instances=1, agents_per_instance=2, headless=False, run_dir=tmp_path,
+                       connect_timeout=30, report=lambda m: None)
     try:
         pids = env.launcher.pids() + [env.launcher._xvfb.pid]
         env.reset()
@@ -252,11 +256,11 @@ def test_windowed_real_instance_under_xvfb(windowed_export, tmp_path, monkeypatc
 
 # ---------------------------------------------------------------------------------------------- restarts
 def test_crash_mid_run_is_reported_and_restarted(fake_binary, tmp_path):
-    from python_trainer.envs.vec_env import GodotVecEnv
+    from python_trainer.envs.vec_env import make_vec_env
 
     events = []
-    env = GodotVecEnv("ball_chase", num_instances=2, agents_per_instance=3, run_dir=tmp_path, binary=fake_binary,
-                      max_restarts=2, extra_args=["--fake_mode=crash_after=5"], report=quiet(events))
+    env = make_vec_env("ball_chase", num_instances=2, agents_per_instance=3, run_dir=tmp_path, binary=fake_binary,
+                       max_restarts=2, extra_args=["--fake_mode=crash_after=5"], report=quiet(events))
     try:
         env.reset()
         first_pids = env.launcher.pids()
@@ -289,11 +293,11 @@ def test_crash_mid_run_is_reported_and_restarted(fake_binary, tmp_path):
 
 
 def test_silent_instance_times_out_and_is_restarted(fake_binary, tmp_path):
-    from python_trainer.envs.vec_env import GodotVecEnv
+    from python_trainer.envs.vec_env import make_vec_env
 
     events = []
-    env = GodotVecEnv("ball_chase", num_instances=1, agents_per_instance=2, run_dir=tmp_path, binary=fake_binary,
-                      step_timeout=0.5, extra_args=["--fake_mode=hang_after=3"], report=quiet(events))
+    env = make_vec_env("ball_chase", num_instances=1, agents_per_instance=2, run_dir=tmp_path, binary=fake_binary,
+                       step_timeout=0.5, extra_args=["--fake_mode=hang_after=3"], report=quiet(events))
     try:
         env.reset()
         hung = env.launcher.pids()[0]
@@ -310,11 +314,11 @@ def test_silent_instance_times_out_and_is_restarted(fake_binary, tmp_path):
 
 
 def test_sigkill_of_a_real_instance_is_recovered(headless_export, tmp_path):
-    from python_trainer.envs.vec_env import GodotVecEnv
+    from python_trainer.envs.vec_env import make_vec_env
 
     events = []
-    env = GodotVecEnv("ball_chase", num_instances=2, agents_per_instance=4, run_dir=tmp_path,
-                      report=quiet(events), connect_timeout=30)
+    env = make_vec_env("ball_chase", num_instances=2, agents_per_instance=4, run_dir=tmp_path,
+                       report=quiet(events), connect_timeout=30)
     try:
         env.reset()
         for _ in range(20):
@@ -385,8 +389,8 @@ def test_no_orphans_after_uncaught_exception(binary, tmp_path):
 
 
 def test_connection_error_names_instance_and_log(binary, tmp_path):
-    with launch_instances("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=binary,
-                          connect_timeout=20) as launcher:
+    with launch("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=binary,
+                connect_timeout=20) as launcher:
         inst = launcher.instances[0]
         os.kill(inst.pid, signal.SIGKILL)
         inst.conn.step_send([{"move": [0.0, 0.0]}])
@@ -420,7 +424,7 @@ def test_launch_command_exits_0_on_ctrl_c(headless_export, tmp_path):
 def test_close_ends_whole_process_trees(tmp_path):
     """A wrapper that leaves a child behind (here a `sleep`) loses it too when the launcher closes."""
     wrapper = ["bash", "-c", f'sleep 300 & "{sys.executable}" "{FAKE_GAME}" "$@"; exit 0', "wrapper"]
-    with launch_instances("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=wrapper) as launcher:
+    with launch("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=wrapper) as launcher:
         root = psutil.Process(launcher.instances[0].pid)
         sleeper = [p.pid for p in root.children(recursive=True) if p.name() == "sleep"]
         assert len(sleeper) == 1

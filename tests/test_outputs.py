@@ -261,12 +261,12 @@ def test_a_disk_that_fills_up_during_training_costs_one_line_and_leaves_no_empty
 def test_a_game_log_on_a_full_disk_drops_output_without_blocking_the_game_or_a_traceback(tmp_path, monkeypatch):
     """The launcher's log reader thread: a write the disk refuses drops the output and keeps draining the pipe (a
     game whose pipe fills up would block), with no thread's traceback."""
-    from python_trainer.envs import launcher
+    from python_trainer.envs import logs
 
     unhandled = []
     monkeypatch.setattr(threading, "excepthook", lambda args: unhandled.append(args))
-    log = launcher.CappedLog(tmp_path / "instance_0.log")
-    monkeypatch.setattr(launcher.os, "pwrite", _enospc)
+    log = logs.CappedLog(tmp_path / "instance_0.log")
+    monkeypatch.setattr(logs.os, "pwrite", _enospc)
     read_end, write_end = os.pipe()
     log.follow(read_end)
     writer = threading.Thread(target=lambda: [os.write(write_end, b"SCRIPT ERROR: x\n" * 4096) for _ in range(8)],

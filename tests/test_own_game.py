@@ -24,8 +24,8 @@ import pytest
 
 from conftest import FAKE_GAME, REPO
 from python_trainer.tools.export import ExportError, export
-from python_trainer.envs.game import GameError, GameInstance, resolve_env
-from python_trainer.envs.launcher import InstanceLauncher
+from python_trainer.envs.game import GameError, resolve_env
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.failures import InstanceStartError
 
 BEST_RETURN = 1.0  # every walker reaches its goal (it always can within the time limit)
@@ -168,7 +168,7 @@ def test_a_program_that_lists_games_but_never_connects_times_out_and_is_ended(tm
                                                  ' exit 0;; esac\nexec sleep 600\n')  # fmt: skip
     game = resolve_env(None, script)
     assert game.env == "mute"
-    launcher = InstanceLauncher(GameInstance(game), 1, run_dir=tmp_path, connect_timeout=2)
+    launcher = InstanceLauncher(game, LaunchOptions(run_dir=tmp_path, connect_timeout=2))
     t0 = time.monotonic()
     with pytest.raises(InstanceStartError, match="timed out after 2s waiting for instance 0"):
         launcher.start()
@@ -193,11 +193,11 @@ def test_unknown_env_id_names_the_games_of_the_binary(headless_export):
 
 
 def test_spaces_that_differ_between_instances_are_refused(tmp_path):
-    from python_trainer.envs.vec_env import GodotVecEnv
+    from python_trainer.envs.vec_env import make_vec_env
 
     with pytest.raises(GameError, match="every instance of a game must have the same policies, observation and action spaces"):
-        GodotVecEnv("ball_chase", num_instances=2, agents_per_instance=2, binary=[sys.executable, str(FAKE_GAME)],
-                    extra_args=["--fake_obs=by_seed"], run_dir=tmp_path)  # fmt: skip
+        make_vec_env("ball_chase", num_instances=2, agents_per_instance=2, binary=[sys.executable, str(FAKE_GAME)],
+                     extra_args=["--fake_obs=by_seed"], run_dir=tmp_path)  # fmt: skip
 
 
 def test_a_game_that_ignores_agents_sets_num_envs(tmp_path):

@@ -15,14 +15,14 @@ from conftest import FAKE_GAME
 from python_trainer.run import checks, train
 from python_trainer.envs.game import godot_game
 from python_trainer.envs.gym_env import GymVecEnv
-from python_trainer.envs.vec_env import GodotVecEnv
+from python_trainer.envs.vec_env import GodotVecEnv, make_vec_env
 
 FAKE = [sys.executable, str(FAKE_GAME)]
 
 
 def fake_env(tmp_path, instances, agents=3, **kw):
-    return GodotVecEnv("ball_chase", num_instances=instances, agents_per_instance=agents, binary=FAKE,
-                       run_dir=tmp_path, **kw)  # fmt: skip
+    return make_vec_env("ball_chase", num_instances=instances, agents_per_instance=agents, binary=FAKE,
+                        run_dir=tmp_path, **kw)  # fmt: skip
 
 
 def _same_step(a, b):

@@ -18,8 +18,8 @@ from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.envs.game import GameBugError
 from python_trainer.engine.in_engine import evaluate_in_engine
-from python_trainer.engine.policy_file import policy_env_info
-from python_trainer.envs.vec_env import make_vec_env, policies_from_env_info
+from python_trainer.envs.spaces import policies_from_env_info, policy_env_info
+from python_trainer.envs.vec_env import make_vec_env
 from test_godot_rl_plugin import plain_export
 
 OBS = {"obs": {"size": [3], "space": "box"}}

@@ -26,7 +26,7 @@ from python_trainer.envs.launcher import SCRIPT_ERRORS_TO_STOP
 from python_trainer.base.paths import godot_server
 from python_trainer.engine.policy_file import MAX_SIZE, PolicyFileError, policy_dict, read_policy
 from python_trainer.variants.recurrent import RecurrentAgent
-from python_trainer.envs.vec_env import GodotVecEnv, make_vec_env
+from python_trainer.envs.vec_env import make_vec_env
 
 OBS = 6
 KEYS = [{"key": "move", "action_type": "continuous", "size": 2}]
@@ -266,8 +266,8 @@ def test_an_addon_games_bug_is_one_line_never_restarted(tmp_path, capsys, bug):
 # ---------------------------------------------------------------------------------------------- script errors
 def test_a_game_that_keeps_raising_script_errors_is_reported_once_then_stopped(fake_binary, tmp_path):
     said = []
-    env = GodotVecEnv("ball_chase", num_instances=1, agents_per_instance=2, binary=fake_binary, run_dir=tmp_path,
-                      extra_args=["--fake_flood"], report=said.append)  # fmt: skip
+    env = make_vec_env("ball_chase", num_instances=1, agents_per_instance=2, binary=fake_binary, run_dir=tmp_path,
+                       extra_args=["--fake_flood"], report=said.append)  # fmt: skip
     try:
         env.reset()
         deadline = time.monotonic() + 30
@@ -287,8 +287,8 @@ def test_a_game_that_keeps_raising_script_errors_is_reported_once_then_stopped(f
 
 def test_allow_script_errors_trains_on_after_showing_the_first(fake_binary, tmp_path):
     said = []
-    env = GodotVecEnv("ball_chase", num_instances=1, agents_per_instance=2, binary=fake_binary, run_dir=tmp_path,
-                      extra_args=["--fake_flood"], report=said.append, allow_script_errors=True)  # fmt: skip
+    env = make_vec_env("ball_chase", num_instances=1, agents_per_instance=2, binary=fake_binary, run_dir=tmp_path,
+                       extra_args=["--fake_flood"], report=said.append, allow_script_errors=True)  # fmt: skip
     try:
         env.reset()
         watch = env.launcher.instances[0].log.watch
@@ -309,8 +309,7 @@ def test_healthy_games_raise_no_script_error_so_the_watch_never_fires(headless_e
     games = [(game, {}) for game in ours]
     games.append(("plain", {"binary": fake_binary, "extra_args": ["--fake_dialect=godot_rl"]}))
     for game, options in games:
-        env = (GodotVecEnv(game, run_dir=tmp_path / game, report=said.append, **options) if options
-               else make_vec_env(game, run_dir=tmp_path / game, report=said.append))  # fmt: skip
+        env = make_vec_env(game, run_dir=tmp_path / game, report=said.append, **options)
         try:
             env.reset(seed=1)
             for _ in range(500):

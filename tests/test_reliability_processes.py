@@ -17,8 +17,9 @@ import psutil
 import pytest
 
 from conftest import FAKE_GAME, REPO, alive, descendants, read_json_line, read_line, wait_gone
-from python_trainer.envs.game import GameInstance, godot_game
-from python_trainer.envs.launcher import CappedLog, InstanceLauncher, launch_instances
+from python_trainer.envs.game import godot_game
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
+from python_trainer.envs.logs import CappedLog
 from python_trainer.base.processes import end_process_tree, read_log_tail
 
 POLICY = REPO / "exports" / "policies" / "ball_chase.json"
@@ -26,6 +27,13 @@ POLICY = REPO / "exports" / "policies" / "ball_chase.json"
 
 def quiet(events):
     return lambda msg: events.append(msg)
+
+
+def launch(env, num_instances=1, *, binary=None, **options):
+    """Started instances of ``env`` (``binary``: the fake game's argv), launched as training launches them."""
+    launcher = InstanceLauncher(godot_game(env, program=binary), LaunchOptions(num_instances=num_instances, **options))
+    launcher.start()
+    return launcher
 
 
 def no_display_env():
@@ -113,7 +121,7 @@ def test_instances_started_on_a_worker_thread_outlive_the_thread(fake_binary, tm
     """The parent-death signal fires when the thread that forked exits: a launcher started on a short-lived thread
     must not lose its instances when that thread ends."""
     box = {}
-    worker = threading.Thread(target=lambda: box.update(launcher=launch_instances(
+    worker = threading.Thread(target=lambda: box.update(launcher=launch(
         "ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary, report=quiet([]))))
     worker.start()
     worker.join(60)
@@ -135,9 +143,9 @@ def test_instances_started_on_a_worker_thread_outlive_the_thread(fake_binary, tm
 IGNORING_CHILD = textwrap.dedent("""
     import json, select, sys
     sys.path.insert(0, sys.argv[1])
-    from python_trainer.envs.vec_env import GodotVecEnv
-    env = GodotVecEnv("ball_chase", num_instances=2, agents_per_instance=2, binary=[sys.executable, sys.argv[2]],
-                      run_dir=sys.argv[3], report=lambda msg: print(msg, file=sys.stderr, flush=True))
+    from python_trainer.envs.vec_env import make_vec_env
+    env = make_vec_env("ball_chase", num_instances=2, agents_per_instance=2, binary=[sys.executable, sys.argv[2]],
+                       run_dir=sys.argv[3], report=lambda msg: print(msg, file=sys.stderr, flush=True))
     env.reset()
     print(json.dumps({"pids": env.launcher.pids()}), flush=True)
     go_at = None
@@ -182,8 +190,8 @@ def test_an_ignored_signal_stays_ignored(fake_binary, tmp_path, sig):
 def test_a_flooding_instance_is_capped_reported_and_keeps_running(fake_binary, tmp_path):
     cap = 2**20
     events = []
-    launcher = launch_instances("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
-                                extra_args=["--fake_flood"], max_log_bytes=cap, report=quiet(events))  # fmt: skip
+    launcher = launch("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
+                      extra_args=["--fake_flood"], max_log_bytes=cap, report=quiet(events))  # fmt: skip
     try:
         inst = launcher.instances[0]
         log_path = tmp_path / "logs" / "instance_0.log"
@@ -229,8 +237,8 @@ def test_capped_log_keeps_the_start_and_the_newest_whole_lines(tmp_path):
 
 def test_a_crashed_instance_log_tail_holds_its_last_words(fake_binary, tmp_path):
     """The game's output goes through a pipe: what it printed just before dying must be in the tail we quote."""
-    with launch_instances("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
-                          extra_args=["--fake_mode=crash_after=1"], report=quiet([])) as launcher:  # fmt: skip
+    with launch("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
+                extra_args=["--fake_mode=crash_after=1"], report=quiet([])) as launcher:  # fmt: skip
         inst = launcher.instances[0]
         inst.conn.reset()
         for _ in range(2):
@@ -241,8 +249,8 @@ def test_a_crashed_instance_log_tail_holds_its_last_words(fake_binary, tmp_path)
 
 # ---------------------------------------------------------------------------------------------- item 8
 def test_the_token_is_in_the_environment_not_the_command_line(fake_binary, tmp_path):
-    with launch_instances("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
-                          report=quiet([])) as launcher:  # fmt: skip
+    with launch("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
+                report=quiet([])) as launcher:  # fmt: skip
         inst = launcher.instances[0]
         process = psutil.Process(inst.pid)
         assert inst.token not in " ".join(process.cmdline())  # /proc/PID/cmdline: every local user reads it
@@ -296,9 +304,9 @@ def test_a_local_process_with_the_token_is_refused(fake_binary, tmp_path, claim)
     events = []
     HostileLauncher.claim = claim
     launcher = HostileLauncher(
-        GameInstance(godot_game("ball_chase", program=fake_binary), agents=1,
-                     extra_args=(f"--fake_wait_for={tmp_path / 'gate'}",)),
-        1, run_dir=tmp_path, connect_timeout=30, report=quiet(events))  # fmt: skip
+        godot_game("ball_chase", program=fake_binary),
+        LaunchOptions(agents_per_instance=1, extra_args=(f"--fake_wait_for={tmp_path / 'gate'}",), run_dir=tmp_path,
+                      connect_timeout=30, report=quiet(events)))  # fmt: skip
     try:
         with launcher:
             inst = launcher.instances[0]

@@ -358,7 +358,7 @@ def test_the_env_refuses_unbounded_instances_before_starting_any(monkeypatch):
     for kw, word in [({"num_instances": 1000}, "num_instances"), ({"agents_per_instance": 100000}, "agents"),
                      ({"speedup": -1.0}, "speedup"), ({"action_repeat": 0}, "action_repeat")]:  # fmt: skip
         with pytest.raises(ValueError, match=word):
-            vec_env.GodotVecEnv("ball_chase", **kw)
+            vec_env.make_vec_env("ball_chase", **kw)
 
 
 def test_an_empty_or_truncated_checkpoint_says_what_it_is(tmp_path, capsys):

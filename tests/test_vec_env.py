@@ -12,15 +12,16 @@ import numpy as np
 import pytest
 
 from conftest import FAKE_GAME, wait_gone
-from python_trainer.envs.vec_env import GodotVecEnv, make_vec_env, spaces_from_env_info
+from python_trainer.envs.spaces import spaces_from_env_info
+from python_trainer.envs.vec_env import make_vec_env
 
 FAKE = [sys.executable, str(FAKE_GAME)]
 
 
 def fake_env(tmp_path, instances=2, agents=3, **kw):
     extra = kw.pop("extra_args", [])
-    return GodotVecEnv("ball_chase", num_instances=instances, agents_per_instance=agents, binary=FAKE,
-                       run_dir=tmp_path, extra_args=extra, **kw)
+    return make_vec_env("ball_chase", num_instances=instances, agents_per_instance=agents, binary=FAKE,
+                        run_dir=tmp_path, extra_args=extra, **kw)
 
 
 # ---------------------------------------------------------------------------------------------- spaces

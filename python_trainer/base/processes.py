@@ -1,4 +1,4 @@
-"""Child processes: start one in its own session, run one to the end within a timeout, end a process tree.
+"""Child processes: start one in its own session, run one to the end within a timeout, find and end a process tree.
 
 The launcher (game instances, Xvfb), playback (the game with a policy inside), profiling and the game listing all
 start processes through `spawn`, so none of them can leave a child running: a timeout, an exception or Ctrl-C ends
@@ -61,6 +61,16 @@ def describe_exit(code: Optional[int]) -> str:
     return f"exit code {code}"
 
 
+def descendants(pid: Optional[int] = None) -> list[psutil.Process]:
+    """The processes below ``pid`` (default: this one): its children, theirs, and so on; [] when it is gone. Kept as
+    psutil objects, a descendant can still be ended once its parent has quit (it is reparented then), and safely:
+    psutil checks a pid was not reused before it signals."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
 def end_process_tree(pids: Sequence[int], term_grace: float = TERM_GRACE_S) -> None:
     """SIGTERM every process in the trees rooted at ``pids``, wait, then SIGKILL what is left. Never raises."""
     procs = []
@@ -69,10 +79,7 @@ def end_process_tree(pids: Sequence[int], term_grace: float = TERM_GRACE_S) -> N
             root = psutil.Process(pid)
         except psutil.Error:
             continue
-        try:
-            procs.extend(root.children(recursive=True))
-        except psutil.Error:
-            pass
+        procs.extend(descendants(pid))
         procs.append(root)
     for p in procs:
         try:

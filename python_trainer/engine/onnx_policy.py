@@ -34,7 +34,6 @@ from python_trainer import __version__
 from python_trainer.base.errors import one_line
 from python_trainer.base.files import write_atomic
 from python_trainer.engine.policy_file import FORMAT, VERSION, PolicyFileError, action_rule, f32, obs_normalization
-from python_trainer.engine.policy_file import policy_env_info
 
 OPSET = 17
 INPUTS, OUTPUTS = ["obs", "state_ins"], ["output", "state_outs"]
@@ -369,11 +368,15 @@ def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[s
     """The policy file's content for an ONNX MLP policy: the game's action keys from ``env_info`` (godot-rl's order:
     SB3's and CleanRL's exports hold no description), else from our own export's metadata. ``policy_name``: the
     agents' policy_name it plays (None: our export's own, else none, and it plays every agent)."""
-    from python_trainer.envs.vec_env import spaces_from_env_info  # gymnasium: only with a game to check against
+    from python_trainer.envs.game import GameError  # gymnasium: only with a game to check against
+    from python_trainer.envs.spaces import policy_env_info, spaces_from_env_info
 
     where = str(path)
     if env_info is not None and policy_name is not None:  # a game of several policies: this one's agents
-        env_info = policy_env_info(env_info, policy_name)
+        try:
+            env_info = policy_env_info(env_info, policy_name)
+        except GameError as e:  # no agent plays it
+            raise PolicyFileError(str(e)) from None
     model = read_onnx(path)
     norm, layers, n_obs, n_out = onnx_to_policy(model, where)
     described = policy_from_metadata(model)

@@ -79,7 +79,7 @@ def _key_list(keys) -> str:
 def action_keys(game_spaces, obs_dim: int, action_space, where: str, game: str = "?") -> list[dict]:
     """[{key, action_type, size}] in the order of the network's outputs, checked against the actor's spaces.
 
-    ``game_spaces`` is ``vec_env.spaces_from_env_info(env_info)`` of the game that will run the policy:
+    ``game_spaces`` is ``spaces.spaces_from_env_info(env_info)`` of the game that will run the policy:
     (observation space, action space, observation layout, action kind, action layout [(key, size)]).
     The network's outputs (agent.action_heads): the continuous keys' means, then the discrete keys' logits, each kind in
     sorted key order (the game's layout is sorted, so a space of one kind keeps it).
@@ -274,33 +274,20 @@ def policy_json(policy: dict) -> str:
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
-def policy_env_info(env_info: dict, policy_name: str) -> dict:
-    """``env_info`` narrowed to the agents whose ``agent_policy_names`` entry is ``policy_name`` (their spaces, their
-    count), for what checks one policy against its agents (game_policy, import-policy). PolicyFileError, naming the
-    game's policies, when no agent plays it."""
-    n = int(env_info.get("n_agents", 1))
-    names = env_info.get("agent_policy_names") or ["shared_policy"] * n
-    mine = [i for i, name in enumerate(names) if name == policy_name]
-    if not mine:
-        raise PolicyFileError(f"no agent of {env_info.get('env', '?')} plays the policy {policy_name!r}; its agents play "
-                              f"{', '.join(dict.fromkeys(map(str, names)))}")  # fmt: skip
-    narrowed = dict(env_info, n_agents=len(mine), agent_policy_names=[policy_name] * len(mine))
-    for key in ("observation_space", "action_space", "agent_teams"):
-        if isinstance(env_info.get(key), list):
-            narrowed[key] = [env_info[key][i] for i in mine]
-    return narrowed
-
-
 def game_policy(agent, normalizer, action_space, env_info: dict, *, env_id: str, source: dict, where: str,
                 policy_name: Optional[str] = None) -> dict:  # fmt: skip
     """The policy file's content for a trained agent in memory (agent.Agent or recurrent.RecurrentAgent) and its
     normaliser, to be played in the Godot game whose ``env_info`` is given (its action keys name the outputs).
     ``policy_name``: see policy_dict; given, the agent is checked against that policy's agents only (policy_env_info).
     Raises PolicyFileError when the agent cannot be played in the engine (e.g. NaN weights)."""
-    from python_trainer.envs.vec_env import spaces_from_env_info  # here, so that reading a policy file needs no gymnasium
+    from python_trainer.envs.game import GameError  # here, so that reading a policy file needs no gymnasium
+    from python_trainer.envs.spaces import policy_env_info, spaces_from_env_info
 
     if policy_name is not None:
-        env_info = policy_env_info(env_info, policy_name)
+        try:
+            env_info = policy_env_info(env_info, policy_name)
+        except GameError as e:  # no agent plays it: the policy file cannot be built
+            raise PolicyFileError(str(e)) from None
 
     keys = action_keys(spaces_from_env_info(env_info), agent.obs_dim, action_space, where, env_info.get("env", "?"))
     parts = agent.policy_parts()

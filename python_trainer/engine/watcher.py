@@ -20,7 +20,7 @@ from python_trainer.base.errors import one_line
 from python_trainer.base.processes import describe_exit, end_process_tree, spawn
 from python_trainer.envs.failures import InstanceStartError
 from python_trainer.envs.game import GameError, GameInstance, GodotGame
-from python_trainer.envs.launcher import CappedLog
+from python_trainer.envs.logs import CappedLog
 from python_trainer.envs.xvfb import Xvfb, open_display
 
 WATCH_FPS = 30  # the window's frame cap (--watch-fps): enough to follow the agents, little CPU taken from training

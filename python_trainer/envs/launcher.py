@@ -2,16 +2,16 @@
 
 For each instance the launcher first binds a listening socket on 127.0.0.1 port 0 (so the kernel picks a port
 nobody holds: a taken port cannot happen by construction), then starts the exported binary with
-``--port=<that port> --fixed-fps 60 ...`` in its own process group and a secret token in its environment
+``--port=<that port> --fixed-fps <game.FIXED_FPS> ...`` in its own process group and a secret token in its environment
 (``RL_SYNC_TOKEN``: ``/proc/PID/environ`` is readable only by the same user, the command line by everyone). All
-instances are awaited in parallel against one deadline; a connection is refused (closed, reported) and the wait goes
-on unless its first message is a ``hello`` carrying the instance's token and its other end belongs to the process
-the launcher started (or one of its descendants) whose pid the hello names; an instance that exits before connecting
-is reported (exit code + log tail) at once.
+instances are awaited in parallel against one deadline (envs/connect.py): a connection that is not the started
+process's, or whose hello lacks its token, is refused and the wait goes on; an instance that exits before connecting
+is reported (exit code + log tail) at once. `LaunchOptions` says how many instances, what each is given, and how they
+are kept.
 
-Logs: stdout+stderr go through a pipe and a reader thread per instance (never through the step loop) into
-``run_dir/logs/instance_<i>.log``, which `CappedLog` keeps under ``max_log_bytes`` (a game printing every frame would
-otherwise fill the disk); the first time it cuts output it says so through ``report``.
+Logs (envs/logs.py): stdout+stderr go through a pipe and a reader thread per instance into
+``run_dir/logs/instance_<i>.log``, which `CappedLog` keeps under ``max_log_bytes``; the first time it cuts output the
+launcher says so through ``report``.
 
 No orphans: `close()` (also via the context manager, atexit, and SIGINT/SIGTERM handlers that close then
 re-raise; a signal that was ignored when the launcher started stays ignored) asks every instance to quit, then
@@ -29,17 +29,13 @@ one on a new port, at most ``max_restarts`` times per instance slot (like ML-Age
 from __future__ import annotations
 
 import atexit
-import hmac
 import math
 import os
 import secrets
-import select
-import selectors
 import shlex
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -52,35 +48,58 @@ from typing import Callable, Optional, Sequence
 
 import psutil
 
-from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
+from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, check_instance_options
+from python_trainer.base.processes import (LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, descendants, end_process_tree,
+                                           read_log_tail, spawn)  # fmt: skip
+from python_trainer.envs.connect import ConnectionWait
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
-from python_trainer.envs.game import PLUGIN_CONNECT_LINE, GameBugError, GameInstance, godot_game
-from python_trainer.base.processes import LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, end_process_tree, read_log_tail, spawn
+from python_trainer.envs.game import GameInstance, GodotGame
+from python_trainer.envs.logs import DEFAULT_MAX_LOG_BYTES, CappedLog, ScriptErrorWatch
+from python_trainer.envs.protocol import DEFAULT_TIMEOUT_S, GodotConnection, GodotConnectionError
 from python_trainer.envs.xvfb import Xvfb, open_display
-from python_trainer.envs.protocol import (
-    BINARY_STEP_ENCODING,
-    DEFAULT_TIMEOUT_S,
-    MAX_MESSAGE_BYTES,
-    PACKED_OBS_ENCODING,
-    GodotConnection,
-    GodotConnectionError,
-    decode_body,
-    dialect,
-    encode_message,
-    handshake_message,
-)
 
 DEFAULT_MAX_RESTARTS = 3
 CLOSE_GRACE_S = 2.0  # how long instances get to quit by themselves after the "close" message
-DEFAULT_MAX_LOG_BYTES = 20 * 2**20  # per instance slot; a game stuck in a per-frame script error writes ~20 MB/s
 TOKEN_ENV = "RL_SYNC_TOKEN"  # the instance's secret, in its environment (never in its command line)
-_POLL_S = 0.1  # how often the connect wait checks whether instances died (it sleeps in select meanwhile)
-# Godot's mark of an error in a game's script (the function stops there: a per-frame error freezes the agents). The
-# lines that follow it ("   At: res://file.gd:12", "ERROR: ...") say where.
-SCRIPT_ERROR_MARK = b"SCRIPT ERROR:"
 # An instance that has raised this many script errors since its handshake keeps raising them: a training run stops
 # (a per-frame error in a game of 16 agents reaches it within a frame).
 SCRIPT_ERRORS_TO_STOP = 10
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How a game's instances are launched and kept: the options `InstanceLauncher` and `vec_env.GodotVecEnv` take
+    (make_vec_env's keywords, train's and launch's flags). The first group goes on each instance's command line
+    (`instance`); the rest is the launcher's. Bad values raise a one-line ValueError (flags.check_instance_options).
+    """
+
+    num_instances: int = 1
+    agents_per_instance: Optional[int] = None  # None: the game's own choice (its env_info says how many)
+    seed: int = 0  # instance i gets seed + i (a restarted one another, see InstanceLauncher._spawn)
+    headless: bool = True
+    speedup: float = 1
+    action_repeat: int = 1
+    max_episode_steps: Optional[int] = None  # None: the game's own time limit
+    display: Optional[str] = None  # a windowed instance's X display (None: $DISPLAY, else a private Xvfb)
+    extra_args: Sequence[str] = ()  # appended to every instance's command line
+    # the launcher's
+    run_dir: Optional[str | os.PathLike] = None  # logs/instance_<i>.log go there (None: a temporary folder)
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S
+    step_timeout: float = DEFAULT_TIMEOUT_S  # how long a reply may take before the instance counts as silent
+    max_restarts: int = DEFAULT_MAX_RESTARTS  # per instance slot
+    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES  # per instance slot
+    report: Optional[Callable[[str], None]] = None  # where crashes, restarts and refusals are said (None: stderr)
+    # the vector env's: a game that keeps raising script errors (SCRIPT_ERRORS_TO_STOP) stops the run unless set
+    allow_script_errors: bool = False
+
+    def __post_init__(self):
+        check_instance_options(self.num_instances, self.agents_per_instance, self.speedup, self.action_repeat)
+
+    def instance(self, game: GodotGame) -> GameInstance:
+        """The command line and environment of ``game``'s instances (each then gets its own seed and port)."""
+        return GameInstance(game, agents=self.agents_per_instance, seed=self.seed, speedup=self.speedup,
+                            action_repeat=self.action_repeat, max_episode_steps=self.max_episode_steps,
+                            headless=self.headless, display=self.display, extra_args=tuple(self.extra_args))
 
 
 @dataclass
@@ -96,7 +115,7 @@ class Instance:
     seed: int
     restarts: int = 0
     listener: Optional[socket.socket] = None
-    log: Optional["CappedLog"] = None
+    log: Optional[CappedLog] = None
     conn: Optional[GodotConnection] = None
     hello: Optional[dict] = None  # our addon's hello (None from a game made with godot_rl_agents' plugin)
     env_info: Optional[dict] = None
@@ -117,6 +136,14 @@ class Instance:
 
     def exit_code(self) -> Optional[int]:
         return self.proc.poll()
+
+    def close_listener(self) -> None:
+        if self.listener is not None:
+            try:
+                self.listener.close()
+            except OSError:
+                pass
+            self.listener = None
 
 
 # ---------------------------------------------------------------------------------------------- global cleanup
@@ -161,275 +188,32 @@ def _install_cleanup_hooks() -> None:
             signal.signal(sig, _signal_handler)
 
 
-# ---------------------------------------------------------------------------------------------- logs
-class CappedLog:
-    """A log file that never grows past ``max_bytes``: the first half of it stays (how the game started), then one
-    line saying output was cut, then a rolling tail of the newest output (at least a quarter of ``max_bytes``, what an
-    error message quotes). A game that prints every frame (a script error in ``_process``) cannot fill the disk.
-
-    `follow` copies a pipe (a game's stdout+stderr) into the log on a daemon thread of its own, so the game's output
-    never passes through the step loop and costs a normal run nothing per step; `sync` copies what the pipes hold
-    right now, so a log tail read after a crash holds the game's last words. ``on_flood`` is called once, the first
-    time output is cut. Several pipes may follow one log in turn (a slot's restarts append to one file).
-    """
-
-    def __init__(self, path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_LOG_BYTES,
-                 on_flood: Optional[Callable[[], None]] = None):  # fmt: skip
-        if int(max_bytes) < 2**16:
-            raise ValueError(f"max_log_bytes must be at least 64 KiB, got {max_bytes}")
-        self.path = Path(path)
-        self.max_bytes = int(max_bytes)
-        self.on_flood = on_flood
-        self.bytes_in = 0  # everything written to it, kept or cut
-        self.flooded = False
-        self.write_error: Optional[OSError] = None  # the first write the disk refused (its data was dropped)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        self._size = os.fstat(self._fd).st_size
-        self._tail_start: Optional[int] = None  # where the rolling tail begins, once output has been cut
-        self._lock = threading.RLock()  # on_flood runs under it, and may read the log tail
-        self._pipes: set[int] = set()
-        self._threads: list[threading.Thread] = []
-        self._closed = False
-        self.watch: Optional[ScriptErrorWatch] = None  # fed what the followed pipes bring (the game's output)
-
-    def write(self, data: bytes) -> None:
-        with self._lock:
-            self._write(data)
-
-    def follow(self, fd: int) -> None:
-        """Copy the read end of a pipe into the log until every writer has closed it; the log then closes ``fd``."""
-        os.set_blocking(fd, False)
-        with self._lock:
-            self._pipes.add(fd)
-        thread = threading.Thread(target=self._pump, args=(fd,), name=f"log {self.path.name}", daemon=True)
-        self._threads.append(thread)
-        thread.start()
-
-    def sync(self) -> None:
-        """Copy into the file what the followed pipes hold now (bounded, in case a game floods them meanwhile)."""
-        with self._lock:
-            for fd in list(self._pipes):
-                self._copy(fd, 2**20)
-
-    def close(self, timeout: float = 1.0) -> None:
-        """Wait up to ``timeout`` for the followed pipes to end (their processes are gone), then close the file."""
-        deadline = time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        with self._lock:
-            self._closed = True
-            self._close_file_if_done()
-
-    # ---------------------------------------------------------------- internals (under the lock)
-    def _pump(self, fd: int) -> None:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        more = True
-        while more:
-            poller.poll()  # sleeps without the GIL until the game prints or exits
-            with self._lock:
-                more = self._copy(fd, 2**20)
-        with self._lock:
-            self._pipes.discard(fd)
-            os.close(fd)
-            self._close_file_if_done()
-
-    def _copy(self, fd: int, limit: int) -> bool:
-        """Copy up to ``limit`` bytes now in pipe ``fd``; False at its end."""
-        copied = 0
-        while copied < limit:
-            try:
-                chunk = os.read(fd, 2**16)
-            except BlockingIOError:
-                break
-            if not chunk:
-                return False
-            self._write(chunk)
-            if self.watch is not None:
-                self.watch.feed(chunk)
-            copied += len(chunk)
-        return True
-
-    def _write(self, data: bytes) -> None:
-        """Append ``data`` (see `_append`). A write the disk refuses (full) drops the data and keeps the pipe
-        drained, so the game never blocks on a full pipe and no reader thread dies with a traceback; the first such
-        error is kept in ``write_error``."""
-        try:
-            self._append(data)
-        except OSError as e:
-            self.write_error = self.write_error or e
-
-    def _append(self, data: bytes) -> None:
-        """Append ``data``, cutting the middle of the file when it would pass the cap."""
-        if self._fd < 0:
-            return
-        self.bytes_in += len(data)
-        if self._size + len(data) <= self.max_bytes:
-            os.pwrite(self._fd, data, self._size)
-            self._size += len(data)
-            return
-        first_cut = self._tail_start is None
-        if first_cut:  # keep the head up to its last whole line before half the cap, then say what was cut
-            end = min(self.max_bytes // 2, self._size)
-            window = max(0, end - 2**14)
-            cut = os.pread(self._fd, end - window, window).rfind(b"\n") + 1
-            start = window + cut if cut else end
-            marker = (b"" if cut or not start else b"\n") + (
-                f"# godot-ppo: this log is capped at {self.max_bytes / 2**20:g} MiB: output was cut here, "
-                "only the newest output follows\n").encode()  # fmt: skip
-        else:
-            start = self._tail_start
-        keep = self.max_bytes // 4
-        tail = os.pread(self._fd, keep, max(start, self._size - keep)) + data
-        if len(tail) > keep or self._size - start > keep:
-            tail = tail[-keep:]
-            newline = tail.find(b"\n")
-            if 0 <= newline < len(tail) - 1:
-                tail = tail[newline + 1:]  # start the tail at a whole line
-        if first_cut:
-            os.pwrite(self._fd, marker, start)
-            self._tail_start = start = start + len(marker)
-        os.pwrite(self._fd, tail, start)
-        self._size = start + len(tail)
-        os.ftruncate(self._fd, self._size)
-        if first_cut:
-            self.flooded = True
-            if self.on_flood is not None:
-                self.on_flood()
-
-    def _close_file_if_done(self) -> None:
-        if self._closed and not self._pipes and self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-
-class ScriptErrorWatch:
-    """Godot's script errors in one instance slot's output, counted once the instance has handshaken (``armed``).
-
-    The log's reader thread feeds it what the game prints (`CappedLog.watch`), so watching costs the step loop
-    nothing; a game that prints nothing costs nothing either. The first error, its ``SCRIPT ERROR:`` line with the
-    ``At:`` / ``ERROR:`` lines that follow it, goes to ``on_first`` at once (one line); ``count`` keeps counting.
-    """
-
-    def __init__(self, on_first: Callable[[str], None]):
-        self.armed = False
-        self.count = 0
-        self.first: Optional[str] = None
-        self._on_first = on_first
-        self._partial = b""  # the end of the last chunk, a line not yet complete
-
-    def feed(self, data: bytes) -> None:
-        if not self.armed:
-            return
-        if self.first is not None:  # only counting now: one native search per chunk
-            self.count += data.count(SCRIPT_ERROR_MARK)
-            return
-        lines = (self._partial + data).split(b"\n")
-        self._partial = lines.pop()[-4096:]
-        for i, line in enumerate(lines):
-            at = line.find(SCRIPT_ERROR_MARK)
-            if at < 0:
-                continue
-            said = [line[at:]]
-            for more in lines[i + 1:i + 4]:  # the At: / ERROR: lines that go with it, up to the next script error
-                if SCRIPT_ERROR_MARK in more or not more.strip().startswith((b"At:", b"ERROR:")):
-                    break
-                said.append(more.strip())
-            self.first = "; ".join(part.decode(errors="replace").strip() for part in said)[:600]
-            self.count = sum(line.count(SCRIPT_ERROR_MARK) for line in lines[i:])
-            self._partial = b""
-            try:
-                self._on_first(self.first)
-            except Exception:  # a report that cannot be said (stderr gone) must not stop the log's reader thread
-                pass
-            return
-
-
 # ---------------------------------------------------------------------------------------------- the launcher
-@dataclass
-class _Greeting:
-    """What an accepted connection has said so far, until its env_info tells its dialect."""
-
-    inst: Instance
-    owner: int  # the pid at the other end
-    buf: bytearray = field(default_factory=bytearray)
-    hello: Optional[dict] = None
-    dialect: Optional[str] = None
-
-    def feed(self, data: bytes, launcher: "InstanceLauncher"):
-        """None while a message is incomplete; a reason to refuse the connection; or the env_info once the dialect
-        is known. Raises InstanceStartError for the instance's own connection speaking neither dialect."""
-        self.buf += data
-        while len(self.buf) >= 4:
-            (n,) = struct.unpack_from("<I", self.buf, 0)
-            if n > MAX_MESSAGE_BYTES:
-                raise InstanceStartError(f"{self.inst.label()}: its first message announced {n} bytes, above the "
-                                         f"{MAX_MESSAGE_BYTES}-byte limit (corrupt stream?)")
-            if len(self.buf) < 4 + n:
-                return None
-            body = bytes(self.buf[4:4 + n])
-            del self.buf[:4 + n]
-            try:
-                msg = decode_body(body)
-            except ValueError as e:
-                raise InstanceStartError(f"{self.inst.label()}: its first message is not a JSON object ({e}): "
-                                         f"{body[:80]!r}") from None
-            if self.hello is None and msg.get("type") == "hello":
-                verdict = launcher._check_hello(self.inst, msg, self.owner)
-                if isinstance(verdict, str):
-                    return verdict
-                self.hello = verdict
-                continue
-            try:
-                self.dialect = dialect(self.hello, msg)
-            except GameBugError as e:  # a bug of the game's own: not a start to retry
-                raise GameBugError(f"{self.inst.label()}: {e}") from None
-            except ValueError as e:
-                raise InstanceStartError(f"{self.inst.label()}: {e}") from None
-            if self.buf:
-                raise InstanceStartError(f"{self.inst.label()}: it sent {len(self.buf)} more bytes after its env_info "
-                                         "before it was asked anything")
-            return msg
-        return None
-
-
 class InstanceLauncher:
-    """Starts ``num_instances`` instances described by ``instance`` (a `GameInstance`) and keeps them connected.
+    """Starts ``options.num_instances`` instances of ``game`` and keeps them connected.
 
     Use as a context manager (or call `start()` and `close()`). After `start()`, ``instances[i].conn`` is a
     handshaken `GodotConnection` and ``instances[i].env_info`` its env_info reply, whose ``n_agents`` says how many
-    agents that instance simulates (a game may ignore ``--agents``). Instance i gets seed ``instance.seed + i``.
+    agents that instance simulates (a game may ignore ``--agents``). Instance i gets seed ``options.seed + i``.
     """
 
-    def __init__(
-        self,
-        instance: GameInstance,
-        num_instances: int = 1,
-        run_dir: Optional[str | os.PathLike] = None,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
-        max_restarts: int = DEFAULT_MAX_RESTARTS,
-        step_timeout: float = DEFAULT_TIMEOUT_S,
-        report: Optional[Callable[[str], None]] = None,
-        max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
-    ):
-        if int(num_instances) < 1:
-            raise ValueError(f"num_instances must be >= 1, got {num_instances}")
-        if instance.agents is not None and int(instance.agents) < 1:
-            raise ValueError(f"agents_per_instance must be >= 1, got {instance.agents}")
-        self.instance = instance
-        self.env = instance.game.env
-        self.num_instances = int(num_instances)
-        self.headless = bool(instance.headless)
-        self.seed = int(instance.seed)
-        self.connect_timeout = float(connect_timeout)
-        self.max_restarts = int(max_restarts)
-        self.step_timeout = float(step_timeout)
-        self.max_log_bytes = int(max_log_bytes)
-        self.report = report or (lambda msg: print(f"godot-ppo: {msg}", file=sys.stderr, flush=True))
+    def __init__(self, game: GodotGame, options: LaunchOptions = LaunchOptions()):
+        self.options = options
+        self.instance = options.instance(game)
+        self.env = game.env
+        self.num_instances = int(options.num_instances)
+        self.headless = bool(options.headless)
+        self.seed = int(options.seed)
+        self.connect_timeout = float(options.connect_timeout)
+        self.max_restarts = int(options.max_restarts)
+        self.step_timeout = float(options.step_timeout)
+        self.max_log_bytes = int(options.max_log_bytes)
+        self.report = options.report or (lambda msg: print(f"godot-ppo: {msg}", file=sys.stderr, flush=True))
         self.events: list[str] = []  # everything reported (crashes, restarts, refused clients, Xvfb)
-        self.command_prefix = instance.game.export.command(self.headless)  # a GameError names the fix
+        self.command_prefix = game.export.command(self.headless)  # a GameError names the fix
 
         self._tmpdir = None
+        run_dir = options.run_dir
         if run_dir is None:
             self._tmpdir = tempfile.mkdtemp(prefix="godot-ppo-")
             run_dir = self._tmpdir
@@ -440,7 +224,7 @@ class InstanceLauncher:
         self.instances: list[Optional[Instance]] = [None] * self.num_instances
         self.restarts = [0] * self.num_instances
         self._logs: list[Optional[CappedLog]] = [None] * self.num_instances  # one per slot, restarts append to it
-        self.display: Optional[str] = instance.display
+        self.display: Optional[str] = options.display
         self._xvfb: Optional[Xvfb] = None
         self._started = False
         self._closed = False
@@ -507,7 +291,7 @@ class InstanceLauncher:
                 if code is None:
                     end_process_tree([old.pid])
                     self._reap(old.proc)
-                self._close_listener(old)
+                old.close_listener()
             what = str(error) if error is not None else "restart requested"
             status = describe_exit(code) if code is not None else "was still running (ended it)"
             msg = f"instance {index} failed: {what}\n  process: {status}; log: {old.log_path if old else '?'}"
@@ -543,17 +327,11 @@ class InstanceLauncher:
             live = [inst for inst in self.instances if inst is not None]
             # Remember any descendants now: once a game has quit, its children (it has none, but a wrapper
             # script might) would be reparented and out of reach. psutil's kill() is safe against pid reuse.
-            descendants = []
-            for inst in live:
-                if inst.proc.poll() is None:
-                    try:
-                        descendants += psutil.Process(inst.pid).children(recursive=True)
-                    except psutil.Error:
-                        pass
+            below = [p for inst in live if inst.proc.poll() is None for p in descendants(inst.pid)]
             for inst in live:
                 if inst.conn is not None:
                     inst.conn.close(send_close=True)
-                self._close_listener(inst)
+                inst.close_listener()
             deadline = time.monotonic() + CLOSE_GRACE_S
             for inst in live:
                 if inst.conn is None:
@@ -563,7 +341,7 @@ class InstanceLauncher:
                 except subprocess.TimeoutExpired:
                     pass
             end_process_tree([inst.pid for inst in live if inst.proc.poll() is None])
-            for p in descendants:
+            for p in below:
                 try:
                     p.kill()
                 except psutil.Error:
@@ -590,22 +368,13 @@ class InstanceLauncher:
         except subprocess.TimeoutExpired:
             pass
 
-    @staticmethod
-    def _close_listener(inst: Instance) -> None:
-        if inst.listener is not None:
-            try:
-                inst.listener.close()
-            except OSError:
-                pass
-            inst.listener = None
-
     def _command(self, port: int, seed: int) -> list[str]:
         timeout = max(1, math.ceil(self.connect_timeout))
         return self.instance.replace(seed=seed, display=self.display).command(
             f"--port={port}", f"--connect_timeout={timeout}"
         )
 
-    def _log(self, index: int) -> "CappedLog":
+    def _log(self, index: int) -> CappedLog:
         if self._logs[index] is None:
             self._logs[index] = CappedLog(self.log_dir / f"instance_{index}.log", self.max_log_bytes,
                                           on_flood=lambda: self._report_flood(index))  # fmt: skip
@@ -620,8 +389,7 @@ class InstanceLauncher:
     def _report_script_error(self, index: int, first: str) -> None:
         what, log = self._slot_name(index), self._logs[index]
         msg = f"{what} raised a script error: {first} (log: {log.path})"
-        self.events.append(msg)
-        self.report(msg)
+        self._note(msg)
 
     def script_errors(self) -> Optional[str]:
         """None, or one line naming an instance that keeps raising script errors (SCRIPT_ERRORS_TO_STOP since its
@@ -636,8 +404,7 @@ class InstanceLauncher:
         what, log = self._slot_name(index), self._logs[index]
         msg = (f"{what} printed more than {log.max_bytes / 2**20:g} MiB: its log {log.path} keeps the first half "
                "of that and the newest output (a game printing every frame, e.g. a script error, floods like this)")
-        self.events.append(msg)
-        self.report(msg)
+        self._note(msg)
 
     def _spawn(self, index: int, restarts: int) -> Instance:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -676,187 +443,21 @@ class InstanceLauncher:
             restarts=restarts, listener=listener, log=log,
         )
 
-    def _refuse(self, inst: Instance, sock: socket.socket, why: str) -> None:
-        try:
-            sock.close()
-        except OSError:
-            pass
-        msg = f"refused a connection on {inst.label()}'s port: {why}; still waiting for the instance"
-        self.events.append(msg)
-        self.report(msg)
-
     def _connect(self, pending_instances: Sequence[Instance], deadline: float) -> None:
         """Accept each instance's connection, handshake, read env_info and tell the game's dialect, all instances in
-        parallel against one deadline.
+        parallel against one deadline (`connect.ConnectionWait`)."""
+        ConnectionWait(pending_instances, env=self.env, connect_timeout=self.connect_timeout,
+                       step_timeout=self.step_timeout, note=self._note).run(deadline)  # fmt: skip
 
-        A connection is refused unless its other end belongs to the started process (or a descendant). On an
-        accepted one the handshake (asking for our packed encodings, which a plain game ignores) and the env_info
-        request go out at once, since a game made with godot_rl_agents' plugin says nothing first; what comes back
-        decides the dialect (`protocol.dialect`): our hello (its token and pid checked) then env_info, or env_info
-        alone. A peer that speaks neither ends the start with one line naming what was missing."""
-        sel = selectors.DefaultSelector()
-        waiting = {inst.index: inst for inst in pending_instances}
-        clients: dict[socket.socket, _Greeting] = {}
-        try:
-            for inst in pending_instances:
-                sel.register(inst.listener, selectors.EVENT_READ, ("listen", inst))
-            while waiting:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise InstanceStartError(self._connect_timeout_message(waiting, clients))
-                for key, _ in sel.select(timeout=min(_POLL_S, remaining)):
-                    kind, inst = key.data
-                    if kind == "listen":
-                        try:
-                            sock, _addr = inst.listener.accept()
-                        except (BlockingIOError, InterruptedError):
-                            continue
-                        owner = self._peer_owner(inst, sock)
-                        if isinstance(owner, str):
-                            self._refuse(inst, sock, owner)
-                            continue
-                        if any(g.inst is inst for g in clients.values()):
-                            self._refuse(inst, sock, "the instance already has a connection")
-                            continue
-                        try:
-                            sock.settimeout(2.0)
-                            sock.sendall(encode_message(handshake_message(PACKED_OBS_ENCODING, BINARY_STEP_ENCODING))
-                                         + encode_message({"type": "env_info"}))  # fmt: skip
-                            sock.setblocking(False)
-                        except OSError as e:
-                            self._refuse(inst, sock, f"the connection broke during the handshake ({e})")
-                            continue
-                        clients[sock] = _Greeting(inst, owner)
-                        sel.register(sock, selectors.EVENT_READ, ("client", inst))
-                        continue
-                    sock = key.fileobj
-                    greeting = clients[sock]
-                    try:
-                        data = sock.recv(65536)
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                    except OSError:
-                        data = b""
-                    verdict = greeting.feed(data, self) if data else "the client closed the connection before its env_info"
-                    if verdict is None:
-                        continue  # more to come
-                    sel.unregister(sock)
-                    del clients[sock]
-                    if isinstance(verdict, str):
-                        self._refuse(inst, sock, verdict)
-                        continue
-                    # The real instance: wrap the socket and stop listening on its port.
-                    sock.setblocking(True)
-                    inst.hello, inst.env_info, inst.dialect = greeting.hello, verdict, greeting.dialect
-                    inst.conn = GodotConnection(
-                        sock, label=inst.label, log_tail=inst.log_tail, timeout=self.step_timeout
-                    )
-                    sel.unregister(inst.listener)
-                    self._close_listener(inst)
-                    if inst.log is not None:
-                        inst.log.watch.armed = True
-                    del waiting[inst.index]
-                for i, inst in list(waiting.items()):
-                    code = inst.proc.poll()
-                    if code is not None:
-                        raise InstanceStartError(
-                            f"{inst.label()} exited before connecting: {describe_exit(code)}\n"
-                            f"--- last lines of {inst.log_path} ---\n" + (inst.log_tail() or "(nothing printed)")
-                        )
-        finally:
-            for sock in clients:
-                try:
-                    sock.close()
-                except OSError:
-                    pass
-            sel.close()
-
-    def _connect_timeout_message(self, waiting: dict, clients: dict) -> str:
-        connected = {g.inst.index for g in clients.values()}
-        names = ", ".join(waiting[i].label() for i in sorted(waiting))
-        what = "to connect" if not connected else "to connect and answer the handshake"
-        details = ""
-        plugin = False
-        for i in sorted(waiting):
-            inst = waiting[i]
-            tail = inst.log_tail() or "(nothing printed)"
-            plugin = plugin or PLUGIN_CONNECT_LINE in tail
-            state = "connected, but sent no env_info" if i in connected else describe_exit(inst.proc.poll())
-            details += f"\n--- {inst.label()}: {state}; last lines of {inst.log_path} ---\n" + tail
-        hint = ""
-        if plugin:
-            hint = (" (a game made with godot_rl_agents' plugin tries to connect once, one second after it starts, and "
-                    "then plays in human mode for ever: it was ended; a machine this busy needs fewer --instances)")
-        if not hint:
-            hint = f" ({SLOW_GAME_HINT})"
-        return f"timed out after {self.connect_timeout:g}s waiting for {names} {what}{hint}{details}"
-
-    def _check_hello(self, inst: Instance, msg: dict, owner: int):
-        """The hello if it carries the instance's token, names its game and the connecting pid; else why not."""
-        token = msg.get("token")
-        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), inst.token.encode()):
-            return "wrong or missing token"
-        if msg.get("env") not in (None, self.env):
-            return f"it runs game {msg.get('env')!r}, not {self.env!r}"
-        if msg.get("pid") != owner:
-            return f"its hello names pid {msg.get('pid')!r}, but the connection belongs to pid {owner}"
-        return msg
-
-    @staticmethod
-    def _peer_owner(inst: Instance, sock: socket.socket):
-        """The pid owning the other end of ``sock`` if it is the instance's process or a descendant (a wrapper
-        script's child); else why not. A local process cannot pass for the instance, token or no token (a game made
-        with godot_rl_agents' plugin has none). Once per connection, never on the step path."""
-        try:
-            peer = sock.getpeername()
-            root = psutil.Process(inst.pid)
-            tree = [root] + root.children(recursive=True)
-        except (OSError, psutil.Error):
-            return "the instance's process is gone"
-        for p in tree:
-            try:
-                if any(c.laddr == peer and c.raddr and c.raddr[1] == inst.port for c in p.net_connections("tcp4")):
-                    return p.pid
-            except psutil.Error:
-                continue
-        return f"the connecting process is not the instance (pid {inst.pid}) nor one of its children"
+    def _note(self, msg: str) -> None:
+        """Report ``msg`` and keep it in ``events``."""
+        self.events.append(msg)
+        self.report(msg)
 
     # ---------------------------------------------------------------- Xvfb
     def _ensure_display(self) -> None:
         if self.display is not None:
             return
-
-        def note(msg):
-            self.events.append(msg)
-            self.report(msg)
-
         self._xvfb = Xvfb(self.log_dir / "xvfb.log")
-        self.display = open_display(self._xvfb, note, "for the windowed instances")
+        self.display = open_display(self._xvfb, self._note, "for the windowed instances")
 
-
-def launch_instances(
-    env: Optional[str] = None,
-    num_instances: int = 1,
-    *,
-    env_path=None,
-    binary=None,
-    agents_per_instance: Optional[int] = None,
-    headless: bool = True,
-    seed: int = 0,
-    speedup: float = 1,
-    action_repeat: int = 1,
-    max_episode_steps: Optional[int] = None,
-    display: Optional[str] = None,
-    extra_args: Sequence[str] = (),
-    **launcher_kwargs,
-) -> InstanceLauncher:
-    """Start the instances of game ``env`` (in ``env_path``'s export; ``binary``: a stand-in argv) and return the
-    started `InstanceLauncher` (close it, or use it in a ``with``). ``launcher_kwargs`` are InstanceLauncher's."""
-    instance = GameInstance(
-        godot_game(env, env_path, program=binary), agents=agents_per_instance, seed=seed, speedup=speedup,
-        action_repeat=action_repeat, max_episode_steps=max_episode_steps, headless=headless, display=display,
-        extra_args=tuple(extra_args),
-    )
-    launcher = InstanceLauncher(instance, num_instances, **launcher_kwargs)
-    launcher.start()
-    return launcher

@@ -33,472 +33,76 @@ Conventions (shared with python_trainer.envs.gym_env.GymVecEnv):
 
 from __future__ import annotations
 
-import base64
-import binascii
-import inspect
-from dataclasses import dataclass
+import dataclasses
 from typing import Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import batch_space
 
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, agents_for, check_instance_options
+from python_trainer.envs.game import (
+    PLUGIN_PHYSICS_LINE, GameBugError, GameError, GodotGame, godot_game, resolve_env,
+)
 from python_trainer.envs.grouped_env import GroupedVecEnv
 from python_trainer.envs.gym_env import EpisodeStatistics
-from python_trainer.envs.launcher import (
-    DEFAULT_MAX_RESTARTS,
-    InstanceLauncher,
-)
-from python_trainer.envs.game import (
-    PLUGIN_PHYSICS_LINE, GameBugError, GameError, GameInstance, GodotGame, godot_game, resolve_env,
-)
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.protocol import (
     BINARY_STEP_ENCODING,
-    DEFAULT_TIMEOUT_S,
     DIALECT_NAMES,
     GODOT_RL,
     STATUS_TRUNCATED,
     GodotConnectionError,
-    pack_actions,
 )
-
-# ---------------------------------------------------------------------------------------------- spaces
-def _obs_layout(obs_space: dict) -> list[tuple[str, int]]:
-    """[(key, flat size)] in sorted key order for godot-rl's per-agent observation space dict."""
-    if not isinstance(obs_space, dict) or not obs_space:
-        raise GameBugError(f"the game's agents declare the observation space {str(obs_space)[:100]!r}: expected "
-                           '{key: {"size": [n], "space": "box"}} (get_obs_space(): does get_obs() return an Array of '
-                           "numbers?)")
-    layout = []
-    for key in sorted(obs_space):
-        spec = obs_space[key]
-        kind = spec.get("space")
-        if "2d" in key:
-            raise ValueError(f"observation {key!r}: godot-rl 2d (image) observations are not supported")
-        if kind == "box":
-            size = spec.get("size")
-            size = [size] if isinstance(size, int) else list(size)
-            layout.append((key, int(np.prod(size)) if size else 1))
-        elif kind == "discrete":
-            layout.append((key, 1))
-        else:
-            raise ValueError(f"observation {key!r}: unsupported space type {kind!r}")
-    return layout
-
-
-def _obs_bounds(obs_space: dict, layout: list[tuple[str, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """The flat observation's float32 (low, high) in ``layout``'s order. Our extension of godot-rl's schema (its client
-    ignores it and assumes [-1, 1]): a box key may carry "low" and "high", lists of its size's numbers (null:
-    unbounded); a key without them is unbounded."""
-    lows, highs = [], []
-    for key, size in layout:
-        spec = obs_space[key]
-        for name, parts, unbounded in (("low", lows, -np.inf), ("high", highs, np.inf)):
-            values = spec.get(name)
-            if values is None:
-                parts.append(np.full(size, unbounded))
-                continue
-            if not isinstance(values, list) or len(values) != size or not all(
-                v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values
-            ):
-                raise ValueError(f"observation {key!r}: {name!r} must be a list of {size} numbers (null: unbounded), "
-                                 f"got {values!r}")
-            parts.append(np.array([unbounded if v is None else v for v in values], dtype=np.float64))
-    with np.errstate(over="ignore"):  # a bound past float32's range is unbounded in float32
-        low, high = np.concatenate(lows).astype(np.float32), np.concatenate(highs).astype(np.float32)
-    if np.any(np.isnan(low) | np.isnan(high)) or np.any(low > high):
-        raise ValueError(f"observation bounds with low > high or NaN: low={low.tolist()}, high={high.tolist()}")
-    return low, high
-
-
-def _action_layout(action_space: dict):
-    """(gym space, kind, [(key, size)]) for godot-rl's per-agent action space dict."""
-    if not isinstance(action_space, dict) or not action_space:
-        raise GameBugError(f"the game's agents declare the action space {str(action_space)[:100]}: an agent needs at "
-                           'least one action key, e.g. {"move": {"size": 2, "action_type": "continuous"}} '
-                           "(get_action_space())")  # fmt: skip
-    keys = sorted(action_space)
-    for key in keys:
-        spec = action_space[key]
-        size = spec.get("size") if isinstance(spec, dict) else None
-        if not isinstance(size, (int, float)) or isinstance(size, bool) or size < 1 or size != int(size):
-            raise GameBugError(f"the game's agents declare the action key {key!r} with a size below 1 or none: "
-                               f"{str(spec)[:100]} in {str(action_space)[:200]} (get_action_space()): every key "
-                               "needs a whole size of at least 1")  # fmt: skip
-    kinds = {action_space[k].get("action_type") for k in keys}
-    bad = kinds - {"continuous", "discrete"}
-    if bad:
-        raise ValueError(f"unsupported action type(s) {sorted(map(str, bad))} in {action_space!r}")
-    sizes = [(k, int(action_space[k]["size"])) for k in keys]
-    if len(kinds) > 1:  # hybrid: one entry per key, in sorted key order
-        return gym.spaces.Dict({
-            k: gym.spaces.Discrete(size) if action_space[k]["action_type"] == "discrete"
-            else gym.spaces.Box(-1.0, 1.0, (size,), np.float32)
-            for k, size in sizes
-        }), "hybrid", sizes  # fmt: skip
-    if kinds == {"continuous"}:
-        dim = sum(s for _, s in sizes)
-        return gym.spaces.Box(-1.0, 1.0, (dim,), np.float32), "continuous", sizes
-    if len(sizes) == 1:
-        return gym.spaces.Discrete(sizes[0][1]), "discrete", sizes
-    return gym.spaces.MultiDiscrete([s for _, s in sizes]), "multidiscrete", sizes
-
-
-DEFAULT_POLICY = "shared_policy"  # the addon's and godot_rl_agents' policy name when a game names none
-
-
-@dataclass(frozen=True)
-class PolicySpaces:
-    """One policy of a game: its name, its agents (their indices within an instance), and the spaces they share."""
-
-    name: str
-    agents: tuple
-    observation_space: gym.spaces.Box
-    action_space: gym.Space
-    obs_layout: list
-    act_kind: str
-    act_layout: list
-
-
-def _per_agent(info: dict, field: str) -> list:
-    spaces = info[field]
-    return [spaces] * info["n_agents"] if isinstance(spaces, dict) else list(spaces)  # older plugins: one for all
-
-
-def agent_policy_names(info: dict) -> list:
-    """Each agent's policy name (godot-rl's ``agent_policy_names``; one "shared_policy" when the game sends none), or
-    a GameBugError naming the first agent whose name is empty or not a string."""
-    n = info["n_agents"]
-    names = info.get("agent_policy_names")
-    if names is None:
-        return [DEFAULT_POLICY] * n
-    if not isinstance(names, list) or len(names) != n:
-        raise GameBugError(f"env_info's agent_policy_names is {str(names)[:80]!r}: expected a list of {n} names, one "
-                           "per agent")  # fmt: skip
-    for j, name in enumerate(names):
-        if not isinstance(name, str) or not name.strip():
-            raise GameBugError(f"agent {j}'s policy name is {name!r}: every agent needs a non-empty String "
-                               "policy_name (the controller's policy_name; agents with the same name share one "
-                               "network)")  # fmt: skip
-    return names
-
-
-def policies_from_env_info(info: dict) -> list:
-    """The game's policies (`PolicySpaces`), in the order their first agents come; a GameBugError when two agents
-    of one policy declare different spaces (they would share one network)."""
-    names = agent_policy_names(info)
-    obs_spaces, act_spaces = _per_agent(info, "observation_space"), _per_agent(info, "action_space")
-    first: dict = {}
-    for j, name in enumerate(names):
-        f = first.setdefault(name, j)
-        if obs_spaces[j] != obs_spaces[f] or act_spaces[j] != act_spaces[f]:
-            raise GameBugError(
-                f"agents {f} and {j} both use the policy {name!r} but declare different spaces (agent {f}: "
-                f"{str(obs_spaces[f])[:80]} / {str(act_spaces[f])[:80]}; agent {j}: {str(obs_spaces[j])[:80]} / "
-                f"{str(act_spaces[j])[:80]}): agents of one policy share one network, so give agents with other "
-                "observations or actions another policy_name"
-            )
-    policies = []
-    for name, f in first.items():
-        obs_layout = _obs_layout(obs_spaces[f])
-        low, high = _obs_bounds(obs_spaces[f], obs_layout)
-        act_space, kind, act_layout = _action_layout(act_spaces[f])
-        agents = tuple(j for j, n in enumerate(names) if n == name)
-        policies.append(PolicySpaces(name, agents, gym.spaces.Box(low, high, dtype=np.float32), act_space,
-                                     obs_layout, kind, act_layout))  # fmt: skip
-    return policies
-
-
-def spaces_from_env_info(info: dict):
-    """(single observation space, single action space, obs layout, action kind, action layout) from env_info, for a
-    game whose agents all have the same spaces (else a ValueError: see policies_from_env_info)."""
-    obs_spaces, act_spaces = _per_agent(info, "observation_space"), _per_agent(info, "action_space")
-    if any(s != obs_spaces[0] for s in obs_spaces) or any(s != act_spaces[0] for s in act_spaces):
-        raise ValueError("the game's agents have different observation/action spaces (several policies: "
-                         "policies_from_env_info)")  # fmt: skip
-    (p,) = policies_from_env_info({**info, "agent_policy_names": None})
-    return p.observation_space, p.action_space, p.obs_layout, p.act_kind, p.act_layout
-
-
-def _reward_problem(rewards, label: str) -> str:
-    """One line naming the agent whose reward is not a number (the error path of a step reply's rewards)."""
-    if isinstance(rewards, list):
-        for j, r in enumerate(rewards):
-            if not isinstance(r, (int, float)):
-                return f"{label}: agent {j}'s reward is {str(r)[:60]!r}, not a number (the agent's reward must be a float)"
-    return f"{label}: the step reply's rewards are {str(rewards)[:80]!r}, not a list of numbers, one per agent"
-
-
-def _as_array(values, what: str) -> np.ndarray:
-    """np.asarray(values), or a ValueError naming ``what`` when the values do not make an array (a ragged list)."""
-    try:
-        return np.asarray(values)
-    except ValueError:
-        raise ValueError(f"{what} must be a rectangular array of numbers (one row per env, each of the same size); "
-                         "got a ragged list") from None
-
-
-# ---------------------------------------------------------------------------------------------- codecs
-def packed_floats(text, label: str) -> np.ndarray:
-    """The float32 values of a packed observation field ("obs_f32": base64 of little-endian floats)."""
-    try:
-        return np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4")
-    except (binascii.Error, TypeError, ValueError) as e:
-        raise ValueError(f"{label}: malformed packed observations from the game ({e!r})") from None
-
-
-class ObsCodec:
-    """One policy's observations: godot-rl's per-agent obs dicts (or a packed reply) -> (agents, dim) float32, and the
-    one-line GameBugError naming the agent whose observation does not fit what the game declared."""
-
-    def __init__(self, layout: list[tuple[str, int]]):
-        self.layout = layout
-        self.dim = sum(size for _, size in layout)
-        self.single_key = [k for k, _ in layout] == ["obs"] or len(layout) == 1
-
-    def flat(self, obs_list, inst_label="") -> np.ndarray:
-        """(agents, dim) float32 from godot-rl's list of per-agent obs dicts."""
-        try:
-            if self.single_key:
-                key = self.layout[0][0]
-                arr = np.asarray([o[key] for o in obs_list], dtype=np.float32)
-                arr = arr.reshape(len(obs_list), -1)
-            else:
-                arr = np.asarray(
-                    [np.concatenate([np.asarray(o[k], dtype=np.float32).ravel() for k, _ in self.layout])
-                     for o in obs_list],
-                    dtype=np.float32,
-                )
-        except (KeyError, TypeError, ValueError) as e:
-            raise self.problem(obs_list, inst_label) or ValueError(
-                f"{inst_label}: malformed observations from the game ({e!r})") from None
-        if arr.shape[1] != self.dim:
-            raise self.problem(obs_list, inst_label) or GameBugError(
-                f"{inst_label}: observation of size {arr.shape[1]}, expected {self.dim}")
-        return arr
-
-    def problem(self, obs_list, inst_label: str) -> Optional[GameBugError]:
-        """The first agent whose observation does not fit what the game declared, in one line (the error path)."""
-        declared = ", ".join(f"{key!r}: {size}" for key, size in self.layout)
-        for j, o in enumerate(obs_list):
-            for key, size in self.layout:
-                value = o.get(key) if isinstance(o, dict) else None
-                try:
-                    n = np.asarray(value, dtype=np.float32).size if value is not None else None
-                except (TypeError, ValueError):
-                    n = None
-                if n is None:
-                    what = f"is {str(value)[:60]!r}, not a list of numbers" if value is not None else "is missing"
-                elif n != size:
-                    what = f"has {n} values"
-                else:
-                    continue
-                return GameBugError(f"{inst_label}: agent {j}'s observation {key!r} {what}, but the game declared "
-                                    f"{{{declared}}} in its env_info (get_obs_space()); an agent's observation must "
-                                    "keep the size and kind it declared")  # fmt: skip
-        return None
-
-    def from_reply(self, msg: dict, agents: int, inst_label="") -> np.ndarray:
-        """(agents, obs_dim) float32 from a step reply: packed ("obs_f32", asked for in our handshake) or JSON."""
-        if "obs_f32" not in msg:
-            return self.flat(msg["obs"], inst_label)
-        arr = packed_floats(msg["obs_f32"], inst_label)
-        if arr.size != agents * self.dim:
-            raise GameBugError(f"{inst_label}: {arr.size} packed observation values, expected {agents} agents x "
-                               f"{self.dim} as the game declared (get_obs_space()); an agent's observation must "
-                               "keep the size it declared")  # fmt: skip
-        return arr.reshape(agents, self.dim)
-
-    def one(self, obs: dict) -> np.ndarray:
-        return self.flat([obs])[0]
-
-
-class ActionCodec:
-    """One policy's actions: batched actions checked against its space, then godot-rl's per-agent dicts (JSON) or
-    the packed action message (the binary step exchange)."""
-
-    def __init__(self, space: gym.Space, kind: str, layout: list[tuple[str, int]]):
-        self.space, self.kind, self.layout = space, kind, layout
-
-    def checked(self, actions, n: int):
-        """Validate the batched actions of ``n`` envs: (n, dim) float64 clipped to [-1, 1] for
-        continuous ones, (n, keys) int64 for discrete ones, each row's values in sorted key order (the packed
-        actions' layout); for a hybrid space the pair of both, (floats, ints)."""
-        if self.kind == "hybrid":
-            return self._checked_hybrid(actions, n)
-        a = _as_array(actions, "actions")
-        if self.kind == "continuous":
-            dim = self.space.shape[0]
-            if a.shape == (n,) and dim == 1:
-                a = a.reshape(n, 1)
-            if a.shape != (n, dim):
-                raise ValueError(f"actions must have shape ({n}, {dim}) for {self.space}, got {a.shape}")
-            if a.dtype.kind not in "fiu":  # floats or integers (not bools, not objects)
-                raise ValueError(f"continuous actions must be numbers, got dtype {a.dtype}")
-            if not np.isfinite(a).all():
-                bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
-                raise ValueError(f"actions contain NaN or infinite values (sub-envs {bad[:10].tolist()})")
-            # minimum(maximum()) is np.clip without its Python wrapper (a few µs per step); it returns a new array.
-            return np.minimum(np.maximum(a, -1.0, dtype=np.float64), 1.0)
-        # discrete / multidiscrete
-        k = len(self.layout)
-        if self.kind == "discrete":
-            if a.shape == (n, 1):
-                a = a.reshape(n)
-            if a.shape != (n,):
-                raise ValueError(f"actions must have shape ({n},) for {self.space}, got {a.shape}")
-        elif a.shape != (n, k):
-            raise ValueError(f"actions must have shape ({n}, {k}) for {self.space}, got {a.shape}")
-        if a.dtype.kind == "f":
-            if not np.isfinite(a).all():
-                raise ValueError("discrete actions contain NaN or infinite values")
-            if not (a == np.round(a)).all():
-                raise ValueError("discrete actions must be whole numbers")
-        elif a.dtype.kind not in "iu":
-            raise ValueError(f"discrete actions must be integers, got dtype {a.dtype}")
-        a = a.astype(np.int64)
-        nvec = np.array([s for _, s in self.layout])
-        a = a.reshape(n, -1)
-        if (a < 0).any() or (a >= nvec).any():
-            raise ValueError(f"discrete actions out of range for {self.space}")
-        return a
-
-    def _checked_hybrid(self, actions, n: int):
-        """(floats (n, continuous values) float64 clipped to [-1, 1], ints (n, discrete keys) int64), each row in
-        sorted key order, from {key: batched values}; a ValueError naming the key for anything else."""
-        space = self.space
-        keys = [key for key, _ in self.layout]
-        if not isinstance(actions, dict):
-            raise ValueError(f"actions for the hybrid space {space} must be a dict {{key: batched values}} with the "
-                             f"keys {keys}, got {type(actions).__name__}")  # fmt: skip
-        try:
-            given = sorted(actions)
-        except TypeError:  # keys that do not compare: a str key beside an int one
-            given = None
-        if given != keys:
-            odd = [k for k in actions if not isinstance(k, str)]
-            raise ValueError(f"actions have the keys [{', '.join(sorted(map(repr, actions)))}]; {space} needs {keys}"
-                             + (f" (the key {odd[0]!r} is not a string)" if odd else ""))
-        floats, ints = [], []
-        for key, size in self.layout:
-            a = _as_array(actions[key], f"actions[{key!r}]")
-            if isinstance(space[key], gym.spaces.Discrete):
-                if a.shape == (n, 1):
-                    a = a.reshape(n)
-                if a.shape != (n,):
-                    raise ValueError(f"actions[{key!r}] must have shape ({n},) (one index per env), got {a.shape}")
-                if a.dtype.kind == "f":
-                    if not np.isfinite(a).all():
-                        raise ValueError(f"actions[{key!r}] contains NaN or infinite values")
-                    if not (a == np.round(a)).all():
-                        raise ValueError(f"actions[{key!r}] must be whole numbers (discrete choices)")
-                elif a.dtype.kind not in "iu":
-                    raise ValueError(f"actions[{key!r}] must be integers, got dtype {a.dtype}")
-                if (a < 0).any() or (a >= size).any():
-                    bad = np.flatnonzero((a < 0) | (a >= size))
-                    raise ValueError(f"actions[{key!r}] out of range: must be in [0, {size}), got {a[bad[0]]} "
-                                     f"(sub-envs {bad[:10].tolist()})")  # fmt: skip
-                ints.append(a.astype(np.int64))
-                continue
-            if a.shape == (n,) and size == 1:
-                a = a.reshape(n, 1)
-            if a.shape != (n, size):
-                raise ValueError(f"actions[{key!r}] must have shape ({n}, {size}), got {a.shape}")
-            if a.dtype.kind not in "fiu":
-                raise ValueError(f"actions[{key!r}] must be numbers, got dtype {a.dtype}")
-            if not np.isfinite(a).all():
-                bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
-                raise ValueError(f"actions[{key!r}] contains NaN or infinite values (sub-envs {bad[:10].tolist()})")
-            floats.append(np.minimum(np.maximum(a, -1.0, dtype=np.float64), 1.0))
-        return np.concatenate(floats, axis=1), np.stack(ints, axis=1)
-
-    def packed(self, a: np.ndarray, s: slice) -> bytes:
-        """The framed packed action message (binary step exchange) for the agents in ``s``."""
-        if self.kind == "continuous":
-            return pack_actions(floats=a[s])
-        if self.kind == "hybrid":
-            return pack_actions(floats=a[0][s], ints=a[1][s])
-        return pack_actions(ints=a[s])
-
-    def json(self, a: np.ndarray) -> list:
-        """godot-rl's list of per-agent action dicts from `checked`'s array."""
-        if self.kind == "hybrid":
-            floats, ints = a
-            columns, f, d = [], 0, 0  # each key's column(s) in the floats or ints array
-            for key, size in self.layout:
-                if isinstance(self.space[key], gym.spaces.Discrete):
-                    columns.append((key, ints[:, d].tolist()))
-                    d += 1
-                else:
-                    columns.append((key, np.round(floats[:, f:f + size], 7).tolist()))
-                    f += size
-            return [{key: values[i] for key, values in columns} for i in range(len(ints))]
-        if self.kind == "continuous":
-            # Rounded to 7 decimals (float32 precision): short JSON numbers are quicker to write and to parse.
-            rows = np.round(a, 7).tolist()
-            if len(self.layout) == 1:
-                key = self.layout[0][0]
-                return [{key: r} for r in rows]
-            out, offsets = [], []
-            start = 0
-            for key, size in self.layout:
-                offsets.append((key, start, start + size))
-                start += size
-            for r in rows:
-                out.append({key: r[s:e] for key, s, e in offsets})
-            return out
-        if self.kind == "discrete":
-            key = self.layout[0][0]
-            return [{key: v} for v in a[:, 0].tolist()]
-        keys = [key for key, _ in self.layout]
-        return [dict(zip(keys, row)) for row in a.tolist()]
-
+from python_trainer.envs.policy_batch import PolicyBatch
+from python_trainer.envs.spaces import agent_policy_names, policies_from_env_info, reward_problem
 
 # ---------------------------------------------------------------------------------------------- the env
+class _StepBatch:
+    """step()'s arrays for a part of the batch, filled in from its instances' replies; ``final_obs`` and
+    ``final_info`` are made when the first episode ends."""
+
+    def __init__(self, obs: np.ndarray):
+        n = obs.shape[0]
+        self.obs = obs  # the next observations (same-step autoreset: a new episode's first where one ended)
+        self.rewards = np.zeros(n, dtype=np.float64)
+        self.terminated = np.zeros(n, dtype=np.bool_)
+        self.truncated = np.zeros(n, dtype=np.bool_)
+        self.final_obs: Optional[np.ndarray] = None
+        self.final_info: Optional[np.ndarray] = None
+
+    def end(self, rows, truncated, final_obs, final_info) -> None:
+        """The episodes of ``rows`` ended (truncated or terminated), with their last observations and infos."""
+        if self.final_obs is None:
+            self.final_obs = np.zeros(self.obs.shape, dtype=np.float32)
+            self.final_info = np.full(self.obs.shape[0], None, dtype=object)
+        self.truncated[rows] = truncated
+        self.terminated[rows] = np.logical_not(truncated)
+        self.final_obs[rows] = final_obs
+        self.final_info[rows] = final_info
+
+    def infos(self) -> dict:
+        """gymnasium's final_obs / final_info entries (and their masks) when an episode ended."""
+        if self.final_obs is None:
+            return {}
+        return {"final_obs": self.final_obs, "_final_obs": self.terminated | self.truncated,
+                "final_info": self.final_info, "_final_info": self.terminated | self.truncated}
+
+
 class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
-    """A gymnasium VectorEnv over ``num_instances`` Godot instances × ``agents_per_instance`` agents."""
+    """A gymnasium VectorEnv over ``options.num_instances`` instances of ``game``, each simulating the agents its
+    env_info reports (``options.agents_per_instance`` asks for a number; see `launcher.LaunchOptions`)."""
 
     metadata = {"autoreset_mode": "same-step", "render_modes": []}
 
-    def __init__(
-        self,
-        env_id: str | GodotGame | None = None,
-        num_instances: int = 1,
-        agents_per_instance: Optional[int] = None,
-        seed: int = 0,
-        headless: bool = True,
-        speedup: float = 1,
-        action_repeat: int = 1,
-        max_episode_steps: Optional[int] = None,
-        run_dir=None,
-        max_restarts: int = DEFAULT_MAX_RESTARTS,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
-        step_timeout: float = DEFAULT_TIMEOUT_S,
-        extra_args: Sequence[str] = (),
-        binary=None,
-        report=None,
-        env_path=None,
-        display: Optional[str] = None,
-        allow_script_errors: bool = False,
-    ):
+    def __init__(self, game: GodotGame, options: LaunchOptions = LaunchOptions()):
         self.closed = True  # until the instances are up (VectorEnv.__del__ checks it)
         # A game that keeps raising script errors (launcher.SCRIPT_ERRORS_TO_STOP) ends the next step with a
         # GameBugError unless this is set; its first one is reported either way.
-        self.allow_script_errors = bool(allow_script_errors)
-        check_instance_options(num_instances, agents_per_instance, speedup, action_repeat)
-        game = env_id if isinstance(env_id, GodotGame) else godot_game(env_id, env_path, program=binary)
+        self.allow_script_errors = bool(options.allow_script_errors)
         self.game = game
         self.env_id = game.env
-        self.num_instances = int(num_instances)
-        instance = GameInstance(
-            game, agents=agents_per_instance, seed=seed, speedup=speedup, action_repeat=action_repeat,
-            max_episode_steps=max_episode_steps, headless=headless, display=display, extra_args=tuple(extra_args),
-        )
-        self.launcher = InstanceLauncher(
-            instance, self.num_instances, run_dir=run_dir, connect_timeout=connect_timeout,
-            max_restarts=max_restarts, step_timeout=step_timeout, report=report,
-        )
+        self.num_instances = int(options.num_instances)
+        self.launcher = InstanceLauncher(game, options)
         self.launcher.start()
         self.closed = False
         try:
@@ -522,7 +126,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self._set_spaces()
         self.metadata = dict(self.metadata)
         self._obs = np.zeros((self.num_envs, self.obs_dim), dtype=np.float32)
-        self._seed = seed
+        self._seed = options.seed
         self._needs_reset = True
         self.episode_stats = EpisodeStatistics(self.num_envs)
         # each agent's environment parameters as set_env_params left them (a restarted instance gets them again)
@@ -557,100 +161,16 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         return line
 
     # ---------------------------------------------------------------- several policies
-    # A game whose agents carry several policy names (agent_policy_names) reports them in ``policies``, and each
-    # env's policy (an index into it) in ``env_policy``. When the policies' spaces are the same, the env works as for
-    # one policy. When they differ (``mixed``), an observation is padded with zeros to the widest policy's size
-    # (``single_observation_space``), actions are a dict {policy name: that policy's batched actions, its envs in
-    # batch order} (``single_action_space`` is the Dict of each policy's space), and steps go as JSON.
     def _set_spaces(self) -> None:
-        first = self.policies[0]
-        self.mixed = any((p.observation_space, p.action_space) != (first.observation_space, first.action_space)
-                         for p in self.policies)  # fmt: skip
+        """Each env's policy and the batch's spaces (`policy_batch.PolicyBatch`: one policy, or several)."""
         names = [p.name for p in self.policies]
-        self.env_policy = np.concatenate([
+        env_policy = np.concatenate([
             [names.index(name) for name in agent_policy_names(inst.env_info)] for inst in self.launcher.instances
         ]).astype(np.int64)  # fmt: skip
-        self._obs_codecs = [ObsCodec(p.obs_layout) for p in self.policies]
-        self._act_codecs = [ActionCodec(p.action_space, p.act_kind, p.act_layout) for p in self.policies]
-        self._rows_cache: dict = {}
-        if not self.mixed:
-            self.single_observation_space, self.single_action_space = first.observation_space, first.action_space
-            self.obs_dim = first.observation_space.shape[0]
-            self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-            self.action_space = batch_space(self.single_action_space, self.num_envs)
-            return
-        self.obs_dim = max(p.observation_space.shape[0] for p in self.policies)
-        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.obs_dim,), np.float32)
-        self.single_action_space = gym.spaces.Dict({p.name: p.action_space for p in self.policies})
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = gym.spaces.Dict({
-            p.name: batch_space(p.action_space, int((self.env_policy == k).sum())) for k, p in enumerate(self.policies)
-        })  # fmt: skip
-
-    def _rows(self, part: slice) -> list:
-        """[(policy index, its envs' positions within ``part``)] for the envs of ``part``."""
-        key = (part.start, part.stop)
-        if key not in self._rows_cache:
-            mine = self.env_policy[part]
-            self._rows_cache[key] = [(k, np.flatnonzero(mine == k)) for k in range(len(self.policies))]
-        return self._rows_cache[key]
-
-    def _checked(self, actions, part: slice):
-        """The actions of ``part``'s envs, checked (ActionCodec.checked); mixed: {policy index: its checked rows}."""
-        n = part.stop - part.start
-        if not self.mixed:
-            return self._act_codecs[0].checked(actions, n)
-        names = [p.name for p in self.policies]
-        if not isinstance(actions, dict) or sorted(actions) != sorted(names):
-            got = sorted(map(str, actions)) if isinstance(actions, dict) else type(actions).__name__
-            raise ValueError(f"{self.env_id}'s policies have different spaces: actions must be a dict {{policy name: "
-                             f"that policy's batched actions}} with the keys {names}, got {got}")  # fmt: skip
-        return {k: self._act_codecs[k].checked(actions[names[k]], rows.size) for k, rows in self._rows(part)}
-
-    def _mixed_json(self, a: dict, part: slice) -> list:
-        """godot-rl's per-agent action dicts for ``part``'s envs from `_checked`'s dict."""
-        per_agent = [None] * (part.stop - part.start)
-        for k, rows in self._rows(part):
-            for row, action in zip(rows.tolist(), self._act_codecs[k].json(a[k])):
-                per_agent[row] = action
-        return per_agent
-
-    def _reply_obs(self, msg: dict, i: int, label: str) -> np.ndarray:
-        """Instance i's observations in a step or reset reply: (agents, obs_dim) float32 (mixed: zero-padded)."""
-        agents = self.agent_counts[i]
-        if not self.mixed:
-            return self._obs_codecs[0].from_reply(msg, agents, label)
-        out = np.zeros((agents, self.obs_dim), np.float32)
-        rows = self._rows(self._slice(i))
-        dims = np.zeros(agents, np.int64)
-        for k, r in rows:
-            dims[r] = self._obs_codecs[k].dim
-        if "obs_f32" in msg:
-            flat = packed_floats(msg["obs_f32"], label)
-            if flat.size != dims.sum():
-                raise GameBugError(f"{label}: {flat.size} packed observation values, expected {int(dims.sum())} (the "
-                                   "sizes its agents declared, get_obs_space()); an agent's observation must keep the "
-                                   "size it declared")  # fmt: skip
-            ends = np.cumsum(dims)
-            for j in range(agents):
-                out[j, : dims[j]] = flat[ends[j] - dims[j] : ends[j]]
-            return out
-        obs_list = msg["obs"]
-        if not isinstance(obs_list, list) or len(obs_list) != agents:
-            raise GameBugError(f"{label}: observations for {len(obs_list) if isinstance(obs_list, list) else '?'} "
-                               f"agents, expected {agents}")  # fmt: skip
-        for k, r in rows:
-            out[r, : dims[r[0]] if r.size else 0] = self._obs_codecs[k].flat([obs_list[j] for j in r.tolist()], label)
-        return out
-
-    def _one_obs(self, obs: dict, i: int, j: int) -> np.ndarray:
-        """Agent j of instance i's observation dict (a terminal observation) as a row of obs_dim (mixed: padded)."""
-        if not self.mixed:
-            return self._obs_codecs[0].one(obs)
-        k = int(self.env_policy[self._offsets[i] + j])
-        row = np.zeros(self.obs_dim, np.float32)
-        row[: self._obs_codecs[k].dim] = self._obs_codecs[k].one(obs)
-        return row
+        self.batch = batch = PolicyBatch(self.policies, env_policy, self.env_id)
+        self.env_policy, self.mixed, self.obs_dim = env_policy, batch.mixed, batch.obs_dim
+        self.single_observation_space, self.observation_space = batch.single_observation_space, batch.observation_space
+        self.single_action_space, self.action_space = batch.single_action_space, batch.action_space
 
     # ---------------------------------------------------------------- helpers
     def _check_same_spaces(self, inst) -> None:
@@ -696,7 +216,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         """Instance i's reply to "reset": its agents' first observations, packed when the handshake asked for it
         (float32-exact, where JSON keeps 6 digits) or JSON."""
         inst = self.launcher.instances[i]
-        return self._reply_obs(inst.conn.recv(expect="reset"), i, inst.label())
+        return self.batch.reply_obs(inst.conn.recv(expect="reset"), self._slice(i), inst.label())
 
     # ---------------------------------------------------------------- gymnasium API
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
@@ -738,7 +258,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             raise RuntimeError(f"group(s) {sorted(self._pending)} were sent actions with step_async: step_wait for "
                                "them before step()")  # fmt: skip
         everyone = range(self.num_instances)
-        failed = self._send(self._checked(actions, slice(0, self.num_envs)), everyone)
+        failed = self._send(self.batch.checked(actions, slice(0, self.num_envs)), everyone)
         return self._receive(everyone, failed)
 
     # ---------------------------------------------------------------- groups: pipelined rollouts
@@ -754,7 +274,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         if group in self._pending:
             raise RuntimeError(f"group {group} already has actions in flight: step_wait({group}) first")
         s = self.groups[group]
-        a = self._checked(actions, s)
+        a = self.batch.checked(actions, s)
         self._pending[group] = self._send(a, self._group_instances[group])
 
     def step_wait(self, group: int):
@@ -784,11 +304,10 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             try:
                 # binary step exchange when the instance's env_info says so (godot-rl's plugin never does)
                 if not self.mixed and inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING:
-                    inst.conn.send_bytes(self._act_codecs[0].packed(a, s))
+                    inst.conn.send_bytes(self.batch.packed(a, s))
                 else:
                     if per_agent is None:
-                        part = slice(base, self._offsets[insts.stop])
-                        per_agent = self._mixed_json(a, part) if self.mixed else self._act_codecs[0].json(a)
+                        per_agent = self.batch.json(a, slice(base, self._offsets[insts.stop]))
                     inst.conn.step_send(per_agent[s])
             except GodotConnectionError as e:
                 failed[i] = e
@@ -798,97 +317,84 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         """Read the step replies of ``insts`` (contiguous instances; ``failed``: those _send could not reach) and
         return step()'s tuple for their envs, restarting instances that failed."""
         part = slice(self._offsets[insts.start], self._offsets[insts.stop])
-        base, n = part.start, part.stop - part.start
-        rewards = np.zeros(n, dtype=np.float64)
-        terminated = np.zeros(n, dtype=np.bool_)
-        truncated = np.zeros(n, dtype=np.bool_)
-        final_obs = final_info = None
-        new_obs = self._obs[part].copy()
+        base = part.start
+        batch = _StepBatch(self._obs[part].copy())
         for i in insts:
             if i in failed:
                 continue
-            inst = self.launcher.instances[i]
             s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)
-            agents = s.stop - s.start
-            if not self.mixed and inst.env_info.get("step_encoding") == BINARY_STEP_ENCODING:
-                try:
-                    obs, rew, status, term_obs, infos = inst.conn.step_recv_packed(agents, self.obs_dim)
-                except GodotConnectionError as e:
-                    failed[i] = e
-                    continue
-                new_obs[s] = obs
-                rewards[s] = rew
-                if term_obs.shape[0]:
-                    if final_obs is None:
-                        final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
-                        final_info = np.full(n, None, dtype=object)
-                    ended = np.flatnonzero(status)
-                    trunc = status[ended] == STATUS_TRUNCATED
-                    truncated[s.start + ended] = trunc
-                    terminated[s.start + ended] = ~trunc
-                    final_obs[s.start + ended] = term_obs
-                    for j in ended.tolist():
-                        final_info[s.start + j] = dict(infos.get(j) or {})  # the game's get_info() of the ended episode
-                continue
             try:
-                msg = inst.conn.step_recv()
+                if not self.mixed and self.launcher.instances[i].env_info.get("step_encoding") == BINARY_STEP_ENCODING:
+                    self._read_packed_reply(i, s, batch)
+                else:
+                    self._read_json_reply(i, s, batch)
             except GodotConnectionError as e:
                 failed[i] = e
-                continue
-            label = inst.label()
-            new_obs[s] = self._reply_obs(msg, i, label)
-            try:
-                rewards[s] = np.asarray(msg["reward"], dtype=np.float64)
-            except (TypeError, ValueError):
-                raise GameBugError(_reward_problem(msg["reward"], label)) from None
-            done = np.asarray(msg["done"], dtype=np.bool_)
-            if done.shape != (agents,) or rewards[s].shape != (agents,):
-                raise ValueError(f"{label}: step reply for {done.shape} agents, expected {agents}")
-            if done.any():
-                # GODOT_RL (godot_rl_agents' plugin): no info, so done = terminated and final_obs is the observation
-                # that came with it (see protocol.py)
-                info = (self.dialect != GODOT_RL and msg.get("info")) or [{}] * agents
-                if final_obs is None:
-                    final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
-                    final_info = np.full(n, None, dtype=object)
-                for j in np.flatnonzero(done).tolist():
-                    agent_info = dict(info[j] or {})
-                    trunc = bool(agent_info.pop("TimeLimit.truncated", False))
-                    truncated[s.start + j] = trunc
-                    terminated[s.start + j] = not trunc
-                    term_obs = agent_info.pop("terminal_observation", None)
-                    final_obs[s.start + j] = self._one_obs(term_obs, i, j) if term_obs is not None else new_obs[s.start + j]
-                    final_info[s.start + j] = agent_info  # the game's get_info() of the ended episode
         for i, e in failed.items():
-            s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)
-            if final_obs is None:
-                final_obs = np.zeros((n, self.obs_dim), dtype=np.float32)
-                final_info = np.full(n, None, dtype=object)
-            final_obs[s] = self._obs[self._slice(i)]  # the last observation we know of
-            final_info[s] = [{} for _ in range(s.stop - s.start)]
-            truncated[s] = True
-            terminated[s] = False
-            rewards[s] = 0.0
-            new_obs[s] = self._restart(i, e)
-        infos: dict = {}
-        if final_obs is not None:
-            infos["final_obs"] = final_obs
-            infos["_final_obs"] = terminated | truncated
-            infos["final_info"] = final_info
-            infos["_final_info"] = terminated | truncated
+            self._end_failed(i, slice(self._offsets[i] - base, self._offsets[i + 1] - base), e, batch)
+        infos = batch.infos()
         if failed:
-            restarted = np.zeros(n, dtype=np.bool_)
+            restarted = np.zeros(part.stop - part.start, dtype=np.bool_)
             for i in failed:
                 restarted[self._offsets[i] - base : self._offsets[i + 1] - base] = True
             infos["instance_restarted"] = restarted
             infos["_instance_restarted"] = restarted.copy()
-        self._obs[part] = new_obs  # a copy: what we return is the caller's
+        self._obs[part] = batch.obs  # a copy: what we return is the caller's
+        self._check_script_errors()
+        infos = self.episode_stats.update(batch.rewards, batch.terminated, batch.truncated, infos, part)
+        return batch.obs, batch.rewards, batch.terminated, batch.truncated, infos
+
+    def _read_packed_reply(self, i: int, s: slice, batch: "_StepBatch") -> None:
+        """Instance i's packed step reply (the binary step exchange) into ``batch``'s rows ``s``."""
+        inst = self.launcher.instances[i]
+        obs, rewards, status, term_obs, infos = inst.conn.step_recv_packed(s.stop - s.start, self.obs_dim)
+        batch.obs[s] = obs
+        batch.rewards[s] = rewards
+        if term_obs.shape[0]:
+            ended = np.flatnonzero(status)
+            # each ended episode's last observation and the game's get_info() of it
+            batch.end(s.start + ended, status[ended] == STATUS_TRUNCATED, term_obs,
+                      [dict(infos.get(j) or {}) for j in ended.tolist()])  # fmt: skip
+
+    def _read_json_reply(self, i: int, s: slice, batch: "_StepBatch") -> None:
+        """Instance i's JSON step reply (godot-rl's) into ``batch``'s rows ``s``; a game bug in it raises."""
+        inst = self.launcher.instances[i]
+        msg = inst.conn.step_recv()
+        label, agents = inst.label(), s.stop - s.start
+        batch.obs[s] = self.batch.reply_obs(msg, self._slice(i), label)
+        try:
+            batch.rewards[s] = np.asarray(msg["reward"], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise GameBugError(reward_problem(msg["reward"], label)) from None
+        done = np.asarray(msg["done"], dtype=np.bool_)
+        if done.shape != (agents,) or batch.rewards[s].shape != (agents,):
+            raise ValueError(f"{label}: step reply for {done.shape} agents, expected {agents}")
+        if not done.any():
+            return
+        # GODOT_RL (godot_rl_agents' plugin): no info, so done = terminated and final_obs is the observation that came
+        # with it (see protocol.py)
+        info = (self.dialect != GODOT_RL and msg.get("info")) or [{}] * agents
+        for j in np.flatnonzero(done).tolist():
+            agent_info = dict(info[j] or {})
+            truncated = bool(agent_info.pop("TimeLimit.truncated", False))
+            term_obs = agent_info.pop("terminal_observation", None)
+            row = s.start + j
+            final_obs = batch.obs[row] if term_obs is None else self.batch.one_obs(term_obs, self._offsets[i] + j)
+            batch.end(row, truncated, final_obs, agent_info)  # agent_info: the game's get_info() of the ended episode
+
+    def _end_failed(self, i: int, s: slice, error: BaseException, batch: "_StepBatch") -> None:
+        """Instance i crashed or went silent: its agents' episodes end truncated, their final_obs the last observation
+        we know of; it is restarted and its agents' first observations come next."""
+        batch.end(s, True, self._obs[self._slice(i)], [{} for _ in range(s.stop - s.start)])
+        batch.rewards[s] = 0.0
+        batch.obs[s] = self._restart(i, error)
+
+    def _check_script_errors(self) -> None:
+        """A GameBugError once an instance keeps raising script errors, unless allow_script_errors."""
         if not self.allow_script_errors:
             broken = self.launcher.script_errors()
             if broken is not None:
                 raise GameBugError(f"{broken}: fix it, or train on regardless with --allow-script-errors")
-        infos = self.episode_stats.update(rewards, terminated, truncated, infos, part)
-        return new_obs, rewards, terminated, truncated, infos
 
     def call(self, method: str, *args, agent_args: Optional[Sequence] = None) -> list:
         """godot-rl's "call" message on every instance; returns the concatenated per-agent results. Our extension:
@@ -945,12 +451,15 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
 
     ``env_path``: an export of any Godot 3 project that uses the rl_sync addon (``env_id`` None: its default game);
     without it, a gymnasium id, else a game in this repository's export (`game.resolve_env` decides). For a Godot
-    game ``godot_options`` are GodotVecEnv's (num_instances, agents_per_instance, headless, speedup, ...),
+    game ``godot_options`` are `launcher.LaunchOptions`' (num_instances, agents_per_instance, headless, speedup, ...),
     ``num_envs`` (when given) must come out as the agents the instances report, and ``agents_per_instance``
     defaults to ``num_envs / num_instances`` or, without either, to the game's own choice. For a gymnasium id the
     Godot options are ignored and ``video_dir`` records the first env's episodes.
     """
     binary = godot_options.pop("binary", None)
+    unknown = set(godot_options) - {f.name for f in dataclasses.fields(LaunchOptions)}
+    if unknown:
+        raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
     if isinstance(env_id, GodotGame):
         game = env_id
     elif binary is not None:
@@ -958,9 +467,6 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
     else:
         game = resolve_env(env_id, env_path, godot_options.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT_S))
     if isinstance(game, str):
-        unknown = set(godot_options) - set(inspect.signature(GodotVecEnv).parameters)
-        if unknown:
-            raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
         from python_trainer.envs.gym_env import make_gym_vec_env
 
         return make_gym_vec_env(game, num_envs=num_envs, seed=seed, video_dir=video_dir)
@@ -970,7 +476,7 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
     num_instances = godot_options.get("num_instances", 1)
     check_instance_options(num_instances, godot_options.get("agents_per_instance"))
     godot_options["agents_per_instance"] = agents_for(num_envs, num_instances, godot_options.get("agents_per_instance"))
-    env = GodotVecEnv(game, seed=seed, **godot_options)
+    env = GodotVecEnv(game, LaunchOptions(seed=seed, **godot_options))
     if num_envs is not None and env.num_envs != num_envs:
         counts = env.agent_counts
         env.close()

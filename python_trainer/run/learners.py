@@ -10,7 +10,8 @@ from typing import Optional
 from python_trainer.base.errors import say
 from python_trainer.checkpoint import space_to_dict
 from python_trainer.envs.game import GodotGame
-from python_trainer.envs.vec_env import agent_policy_names, make_vec_env
+from python_trainer.envs.spaces import agent_policy_names
+from python_trainer.envs.vec_env import make_vec_env
 from python_trainer.normalization import Normalizer
 from python_trainer.optimizer import Adam
 from python_trainer.rollout import LocalRollouts, RolloutBuffer

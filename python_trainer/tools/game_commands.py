@@ -19,6 +19,7 @@ from python_trainer.base.flags import (ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNE
                                        positive)  # fmt: skip
 from python_trainer.envs.env_params import describe
 from python_trainer.envs.game import GameError, GameExport, godot_game, list_games
+from python_trainer.envs.launcher import LaunchOptions
 from python_trainer.envs.protocol import DIALECT_NAMES
 from python_trainer.envs.vec_env import GodotVecEnv
 from python_trainer.tools.game_flags import GameArgs
@@ -72,7 +73,7 @@ def envs_main(argv=None) -> int:
     failed = []
     for game in games:
         try:
-            env = GodotVecEnv(game, num_instances=1, connect_timeout=args.connect_timeout)
+            env = GodotVecEnv(game, LaunchOptions(connect_timeout=args.connect_timeout))
         except Exception as e:
             failed.append(f"{game.env}: {one_line(e)}")
             continue
@@ -112,11 +113,11 @@ def launch_main(argv=None) -> int:
     env = None
     try:
         game = godot_game(args.env_id, args.env_path, timeout=args.connect_timeout)
-        env = GodotVecEnv(
-            game, num_instances=args.num_instances, agents_per_instance=args.agents_per_instance, seed=args.seed,
+        env = GodotVecEnv(game, LaunchOptions(
+            num_instances=args.num_instances, agents_per_instance=args.agents_per_instance, seed=args.seed,
             headless=not args.window, speedup=args.speedup, action_repeat=args.action_repeat,
             max_episode_steps=args.max_episode_steps, run_dir=args.run_dir, connect_timeout=args.connect_timeout,
-        )
+        ))
         print(env.startup_line(), flush=True)
         print(f"launched {args.num_instances} instance(s) of {game.env} ({env.num_envs} agents in all; "
               f"pids {env.launcher.pids()}, logs in {env.launcher.log_dir}); Ctrl-C to stop", flush=True)

@@ -37,7 +37,7 @@ from python_trainer.engine.recording import record
 from python_trainer.envs.env_params import CONSTANT, check_params, parse_flag
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import FIXED_FPS, GameError, GameInstance, GodotGame, godot_game
-from python_trainer.envs.launcher import CappedLog
+from python_trainer.envs.logs import CappedLog
 from python_trainer.envs.protocol import GodotConnectionError
 from python_trainer.envs.xvfb import open_display, temp_xvfb
 from python_trainer.tools.game_flags import EnvId, EnvPath, GameArgs

@@ -21,8 +21,8 @@ from python_trainer.engine.policy_file import (
     POLICIES_DIR, POLICY_NAME, PolicyFileError, game_policy, is_bundle, policy_bundle, policy_file_name, policy_source, read_policy,
     write_policy,
 )
-from python_trainer.envs.game import GameInstance, GodotGame, godot_game, is_gym_id
-from python_trainer.envs.launcher import InstanceLauncher
+from python_trainer.envs.game import GodotGame, godot_game, is_gym_id
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 
 
 def resolve_checkpoint(src) -> Path:
@@ -49,7 +49,7 @@ def default_policy_path(src) -> Path:
 
 def game_env_info(game: GodotGame, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> dict:
     """The game's env_info, read from one headless instance with one agent (about half a second)."""
-    with InstanceLauncher(GameInstance(game, agents=1), 1, connect_timeout=connect_timeout) as launcher:
+    with InstanceLauncher(game, LaunchOptions(agents_per_instance=1, connect_timeout=connect_timeout)) as launcher:
         return launcher.instances[0].env_info
 
 

@@ -20,8 +20,8 @@ from typing import Callable, Optional
 import numpy as np
 
 from python_trainer.agent import env_action
-from python_trainer.engine.policy_file import policy_env_info
 from python_trainer.envs.grouped_env import GroupedVecEnv
+from python_trainer.envs.spaces import policy_env_info
 from python_trainer.rollout import RolloutBuffer, Rollouts, Stopwatch, act, check_finite, evaluate, record
 
 

@@ -50,6 +50,7 @@ import numpy as np
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.files import write_atomic
 from python_trainer.base.flags import GoesWith, at_least, flag, positive
+from python_trainer.base.processes import descendants
 from python_trainer.envs.failures import WorkerLostError
 from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.rollout import NonFiniteEnvData, Rollouts
@@ -141,7 +142,7 @@ def _reap_when_driver_ends(pids_before):
 
     import psutil
 
-    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in pids_before]
+    started = [p for p in descendants() if p.pid not in pids_before]
     args = []
     for p in started:
         try:
@@ -179,9 +180,7 @@ def connect(address, num_cpus):
     reaper = None
     try:
         if address == LOCAL:
-            import psutil
-
-            before = {p.pid for p in psutil.Process().children(recursive=True)}
+            before = {p.pid for p in descendants()}
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="warning",
                      _node_ip_address=LOOPBACK)  # fmt: skip
             reaper = _reap_when_driver_ends(before)

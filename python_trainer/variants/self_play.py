@@ -34,6 +34,7 @@ from python_trainer.checkpoint import space_to_dict
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import atomic_output
 from python_trainer.base.flags import GoesWith, at_least, flag, in_range
+from python_trainer.envs.spaces import DEFAULT_POLICY
 from python_trainer.normalization import Normalizer
 from python_trainer.rollout import RolloutBuffer, Rollouts, evaluate
 from python_trainer.variants.policies import Route, collect_routes, merge_actions
@@ -82,7 +83,7 @@ def elo_update(rating: float, opponent: float, score: float, k: float = ELO_K) -
 def teams_of(env_info: dict, env_id: str) -> tuple[np.ndarray, np.ndarray]:
     """The envs (agents) of team 0 and of team 1 of a game made for self-play, or a SelfPlayError saying why not."""
     n = env_info["n_agents"]
-    names = env_info.get("agent_policy_names") or ["shared_policy"] * n
+    names = env_info.get("agent_policy_names") or [DEFAULT_POLICY] * n
     teams = env_info.get("agent_teams")
     fix = ("give both sides' controllers the same policy_name and set each one's team to 0 or 1 (pong does: "
            "docs/games.md), or drop --self-play")  # fmt: skip

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from python_trainer.agent import Agent, NO_STATE, env_action
-from python_trainer.checkpoint import checkpoint_in, load_checkpoint, space_from_dict
+from python_trainer.base.paths import checkpoint_in
+from python_trainer.checkpoint import load_checkpoint, space_from_dict
 from python_trainer.fast_acting import FastAgent
 from python_trainer.normalization import Normalizer
 from python_trainer.variants.recurrent import DEFAULT_HIDDEN_SIZE, RecurrentAgent

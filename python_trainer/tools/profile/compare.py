@@ -3,7 +3,6 @@ and the fastest windowed configuration, and the episodic return each reached."""
 
 from __future__ import annotations
 
-import csv
 import os
 import signal
 import subprocess
@@ -17,7 +16,7 @@ import psutil
 
 from python_trainer.base import paths
 from python_trainer.base.flags import to_argv
-from python_trainer.base.processes import end_process_tree, read_log_tail, spawn
+from python_trainer.base.processes import descendants, end_process_tree, read_log_tail, spawn
 from python_trainer.envs.game import GodotGame
 from python_trainer.run.run_folder import episode_rows
 from python_trainer.tools.profile.measure import Config
@@ -27,13 +26,6 @@ TOTAL_TIMESTEPS = 10**12  # never reached: the budget's SIGINT ends the training
 
 def _episode_returns(run_dir: Path) -> list[tuple[int, float]]:
     return [(int(r["global_step"]), float(r["return"])) for r in episode_rows(run_dir)]
-
-
-def _descendants(pid: int) -> list[int]:
-    try:
-        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
-        return []
 
 
 def _processes(pids) -> list[psutil.Process]:
@@ -70,7 +62,7 @@ def _run_for(cmd: list[str], log_path: Path, budget_s: float, result: dict) -> i
         try:
             code = proc.wait(timeout=budget_s)  # finishing by itself within the budget is unexpected: an error
         except subprocess.TimeoutExpired:
-            result["child_pids"] = _descendants(proc.pid)  # its Godot instances (and Xvfb): checked gone below
+            result["child_pids"] = [p.pid for p in descendants(proc.pid)]  # its Godot instances (and Xvfb): checked gone below
             proc.send_signal(signal.SIGINT)  # PPO: checkpoint, close the instances, exit 130
             code = proc.wait(timeout=60)
     except BaseException:

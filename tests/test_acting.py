@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
+from helpers import REPO
 from python_trainer import agent as agent_mod
 from python_trainer.agent import Agent
 from python_trainer.envs.gym_env import GymVecEnv

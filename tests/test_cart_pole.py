@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 from python_trainer.tools import playback
 from python_trainer.envs.vec_env import make_vec_env, spaces_from_env_info
 

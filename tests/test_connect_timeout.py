@@ -3,25 +3,17 @@
 saying what timed out and which flag gives it more time. The fake game loads until a file exists (--fake_wait_for):
 the test decides when it has loaded, no sleep stands for it."""
 
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import FAKE_GAME, REPO
+from helpers import REPO, fake_export, wait_for
 from python_trainer import cli
 from python_trainer.tools import playback
 from python_trainer.envs.game import GameInstance, godot_game
 from python_trainer.envs.launcher import InstanceLauncher
 from python_trainer.envs.failures import InstanceStartError
-
-
-def _wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.01)
 
 
 def test_a_slow_game_is_timed_out_naming_the_flag_and_connects_when_given_more_time(fake_binary, tmp_path):
@@ -42,7 +34,7 @@ def test_a_slow_game_is_timed_out_naming_the_flag_and_connects_when_given_more_t
     thread = threading.Thread(target=start)
     thread.start()
     try:
-        _wait_for(lambda: patient.instances[0] is not None, 30, "patient instance started")
+        wait_for(lambda: patient.instances[0] is not None, 30, "patient instance started")
         hasty = InstanceLauncher(slow, 1, run_dir=tmp_path / "hasty", connect_timeout=0.5)
         with pytest.raises(InstanceStartError) as e:
             hasty.start()
@@ -62,10 +54,7 @@ def test_a_slow_game_is_timed_out_naming_the_flag_and_connects_when_given_more_t
 
 def _slow_export(tmp_path):
     """An executable that runs the fake game, which never finishes loading (it does not even list its games)."""
-    game = tmp_path / "slow_game.x86_64"
-    game.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_GAME} "$@" --fake_wait_for={tmp_path / "never"}\n')
-    game.chmod(0o755)
-    return str(game)
+    return str(fake_export(tmp_path / "slow_game.x86_64", f"--fake_wait_for={tmp_path / 'never'}"))
 
 
 COMMANDS = {

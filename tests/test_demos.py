@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import read_scalars, run_dirs, wait_gone
 from python_trainer import cli
 from python_trainer.variants import cloning
 from python_trainer.run import train
@@ -25,8 +26,6 @@ from python_trainer.agent import Agent
 from python_trainer.demos import DemoError, episode, load_demos, write_demos
 from python_trainer.normalization import Normalizer
 from python_trainer.variants.recurrent import RecurrentAgent
-from tests.conftest import wait_gone
-from tests.test_ppo import _run_dirs, _scalars
 
 HYBRID = {"move": {"size": 2, "action_type": "continuous"}, "jump": {"size": 2, "action_type": "discrete"}}
 HYBRID_SPACE = gym.spaces.Dict({"jump": gym.spaces.Discrete(2), "move": gym.spaces.Box(-1, 1, (2,), np.float32)})
@@ -184,8 +183,8 @@ def test_train_with_demos_logs_cloning_and_total_timesteps_zero_needs_demos(tmp_
     argv = ["--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--eval-episodes", "2",
             "--run-dir-root", str(root), "--demos", str(demos), "--bc-epochs", "60"]  # fmt: skip
     assert train.main(argv + ["--total-timesteps", "512"]) == 0
-    (run_dir,) = _run_dirs(root)
-    _, scalars = _scalars(run_dir)
+    (run_dir,) = run_dirs(root)
+    scalars = read_scalars(run_dir)
     for tag in ("losses/bc_loss", "demos/accuracy", "demos/log_likelihood", "charts/bc_coef"):
         assert tag in scalars, tag
     assert scalars["demos/accuracy"][0][0] == 0 and scalars["demos/accuracy"][0][1] > 0.8  # the clone, before PPO
@@ -193,7 +192,7 @@ def test_train_with_demos_logs_cloning_and_total_timesteps_zero_needs_demos(tmp_
     assert "demonstrations: 4 demonstration episodes" in out and "behavioural cloning: epoch 60/60" in out
 
     assert train.main(argv + ["--total-timesteps", "0", "--lstm", "--num-minibatches", "2"]) == 0  # the clone alone
-    clone = [d for d in _run_dirs(root) if d != run_dir][0]
+    clone = [d for d in run_dirs(root) if d != run_dir][0]
     assert (clone / "model.pt").exists() and "eval: deterministic policy, 2 episodes" in capsys.readouterr().out
 
     assert cli.main(["train", "--env-id", "CartPole-v1", "--total-timesteps", "0", "--run-dir-root", str(root)]) == 2
@@ -245,7 +244,7 @@ def test_policy_driven_recording_trains_a_clone_that_plays_in_the_engine(headles
     assert train.main(["--env-path", str(headless_export), "--env-id", "jumper", "--demos", str(out), str(theirs),
                        "--total-timesteps", "0", "--bc-epochs", "5", "--eval-episodes", "0",
                        "--run-dir-root", str(root)]) == 0  # fmt: skip
-    (run_dir,) = _run_dirs(root)
+    (run_dir,) = run_dirs(root)
     several = subprocess.run([sys.executable, "-m", "python_trainer", "train", "--env-path", str(headless_export),
                               "--env-id", "tag", "--demos", str(out), "--total-timesteps", "0", "--run-dir-root",
                               str(tmp_path / "tag")], capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import alive, read_json_line, wait_gone
+from helpers import alive, read_json_line, wait_gone
 
 TIMEOUT = 20  # seconds for any single exchange with an instance
 

@@ -37,7 +37,7 @@ import numpy as np
 import psutil
 import pytest
 
-from conftest import descendants, wait_gone
+from helpers import descendants, wait_gone
 
 # godot-rl's GodotEnv.DEFAULT_PORT: none of the three entry points passes a port of its own.
 GODOT_RL_PORT = 11008

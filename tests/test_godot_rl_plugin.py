@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import FAKE_GAME, wait_gone
+from helpers import FAKE_GAME, wait_gone
 from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.envs.game import GameInstance, godot_game, resolve_env

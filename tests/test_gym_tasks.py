@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from conftest import REPO
+from helpers import REPO
 from python_trainer.run import train as train_command
 
 

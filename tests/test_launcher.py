@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from conftest import FAKE_GAME, REPO, TESTS, alive, read_json_line, read_line, wait_gone
+from helpers import FAKE_GAME, REPO, TESTS, alive, read_json_line, read_line, wait_gone
 from python_trainer.base import paths
 from python_trainer.envs.game import GameError, GameInstance, godot_game
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError

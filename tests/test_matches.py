@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import REPO, wait_gone
+from helpers import REPO, wait_gone
 from test_playback import _xvfb_pid
 from python_trainer.tools import playback
 from python_trainer.envs.xvfb import Xvfb

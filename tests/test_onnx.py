@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import REPO
+from helpers import REPO
 from python_trainer.engine import onnx_policy
 from python_trainer.tools import playback
 from python_trainer.engine.policy_file import PolicyFileError, write_policy

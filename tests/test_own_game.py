@@ -22,7 +22,7 @@ import numpy as np
 import psutil
 import pytest
 
-from conftest import FAKE_GAME, REPO
+from helpers import FAKE_GAME, REPO, read_scalars
 from python_trainer.tools.export import ExportError, export
 from python_trainer.envs.game import GameError, GameInstance, resolve_env
 from python_trainer.envs.launcher import InstanceLauncher
@@ -85,9 +85,7 @@ def test_readme_tutorial_trains_and_plays_an_outside_game(tmp_path, headless_exp
     policy = json.loads((run_dir / "policy.json").read_text())
     assert policy["env"] == "walker" and policy["action_keys"] == [{"key": "move", "action_type": "discrete", "size": 3}]
     # The controller's get_info() of ended episodes reached TensorBoard: a success rate that rose with training.
-    from test_ppo import _scalars
-
-    _, scalars = _scalars(run_dir)
+    scalars = read_scalars(run_dir)
     success = [v for _, v in scalars["episode_info/reached_goal"]]
     assert set(success) <= {0.0, 1.0} and np.mean(success[-200:]) > np.mean(success[:200])
 

@@ -5,24 +5,17 @@ computed (pipelined) or all groups' together (--no-pipeline, strict turns). Both
 the same model for the same seed: only the order of the waiting changes."""
 
 import csv
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import FAKE_GAME
+from helpers import FAKE, fake_env
 from python_trainer.run import checks, train
 from python_trainer.envs.game import godot_game
 from python_trainer.envs.gym_env import GymVecEnv
 from python_trainer.envs.vec_env import GodotVecEnv
 
-FAKE = [sys.executable, str(FAKE_GAME)]
-
-
-def fake_env(tmp_path, instances, agents=3, **kw):
-    return GodotVecEnv("ball_chase", num_instances=instances, agents_per_instance=agents, binary=FAKE,
-                       run_dir=tmp_path, **kw)  # fmt: skip
 
 
 def _same_step(a, b):
@@ -78,7 +71,7 @@ def test_groups_are_halves_of_the_instances(tmp_path):
 
 def test_grouped_steps_equal_whole_steps(tmp_path):
     """step_async/step_wait per group give step()'s results: autoreset, final_obs/final_info, episode statistics."""
-    envs = [fake_env(tmp_path / str(k), instances=3, extra_args=["--fake_info"]) for k in range(2)]
+    envs = [fake_env(tmp_path / str(k), "--fake_info", instances=3) for k in range(2)]
     try:
         for env in envs:
             env.reset(seed=0)
@@ -124,7 +117,7 @@ def test_group_misuse_is_a_clear_error(tmp_path):
 
 
 def test_a_crashed_instance_of_a_group_is_restarted(tmp_path):
-    env = fake_env(tmp_path, instances=2, max_restarts=3, extra_args=["--fake_mode=crash_after=4"],
+    env = fake_env(tmp_path, "--fake_mode=crash_after=4", instances=2, max_restarts=3,
                    report=lambda msg: None)  # fmt: skip
     try:
         env.reset()

@@ -14,7 +14,7 @@ import psutil
 import pytest
 import torch
 
-from conftest import REPO, wait_gone
+from helpers import REPO, wait_gone
 from python_trainer.tools import playback
 from python_trainer.run import train
 from python_trainer.agent import Agent

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import read_scalars
 from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.envs.game import GameBugError
@@ -79,8 +80,6 @@ def test_tag_steps_each_policy_with_its_own_spaces(headless_export):
 
 
 def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headless_export, tmp_path, capsys):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     root = tmp_path / "runs"
     flags = ["--env-id", "tag", "--num-instances", "2", "--agents-per-instance", "8", "--num-steps", "32",
              "--checkpoint-every", "1", "--eval-episodes", "2", "--run-dir-root", str(root)]  # fmt: skip
@@ -100,7 +99,7 @@ def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headle
     ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     assert sorted(ckpt["policies"]) == ["chaser", "runner"] and ckpt["model"] is None
     assert ckpt["policies"]["runner"]["action_space"]["type"] == "Discrete"
-    tags = EventAccumulator(str(run_dir)).Reload().Tags()["scalars"]
+    tags = read_scalars(run_dir)
     for name in ("chaser", "runner"):
         assert {f"{name}/losses/value_loss", f"{name}/charts/learning_rate", f"{name}/eval/episodic_return"} <= set(tags)
     assert "losses/value_loss" not in tags and "charts/SPS" in tags  # the run's speed stays the run's

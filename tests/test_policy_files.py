@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import REPO, wait_gone
+from helpers import REPO, wait_gone
 from test_playback import COMMITTED_POLICY, _xvfb_pid
 from python_trainer.tools import playback
 from python_trainer.engine.policy_file import (POLICIES_DIR, PolicyFileError, game_policy, policy_bundle, policy_dict,

@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from conftest import REPO, descendants, wait_gone
+from helpers import REPO, descendants, wait_gone
 from python_trainer import cli
 from python_trainer.base.flags import parse_flags, to_argv
 from python_trainer.run import train

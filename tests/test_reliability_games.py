@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from conftest import FAKE_GAME, REPO
+from helpers import FAKE_GAME, REPO
 from test_ppo import _NanAfterThree
 from python_trainer import cli
 from python_trainer.run import train

@@ -16,7 +16,7 @@ import time
 import psutil
 import pytest
 
-from conftest import FAKE_GAME, REPO, alive, descendants, read_json_line, read_line, wait_gone
+from helpers import FAKE_GAME, REPO, alive, descendants, read_json_line, read_line, wait_gone
 from python_trainer.envs.game import GameInstance, godot_game
 from python_trainer.envs.launcher import CappedLog, InstanceLauncher, launch_instances
 from python_trainer.base.processes import end_process_tree, read_log_tail

@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
+from helpers import REPO
 from python_trainer.run import train
 from same_seed_kernels import fingerprint, kernels_env, read_sets, set_of
 

@@ -6,11 +6,10 @@ import subprocess
 import sys
 import time
 
-from conftest import REPO, descendants, wait_gone
+from helpers import CLEANRL_TAGS, REPO, descendants, read_scalars, run_dirs, wait_gone
 from python_trainer.run import train
 from python_trainer.variants import trained_agent
 from python_trainer.checkpoint import load_checkpoint
-from test_ppo import CLEANRL_TAGS, _run_dirs, _scalars
 
 
 def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_export):
@@ -18,8 +17,8 @@ def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_e
             "--total-timesteps", "2048", "--eval-episodes", "2", "--checkpoint-every", "1",
             "--run-dir-root", str(tmp_path)]  # fmt: skip
     assert train.main(argv) == 0
-    (run_dir,) = _run_dirs(tmp_path)
-    _, scalars = _scalars(run_dir)
+    (run_dir,) = run_dirs(tmp_path)
+    scalars = read_scalars(run_dir)
     assert not [t for t in CLEANRL_TAGS if t not in scalars]
     assert "eval/episodic_return" in scalars
     assert sorted(p.name for p in (run_dir / "logs").glob("instance_*.log")) == ["instance_0.log", "instance_1.log"]
@@ -51,6 +50,6 @@ def test_ctrl_c_saves_a_checkpoint_and_leaves_no_godot_process(tmp_path, headles
             proc.communicate()
     assert proc.returncode == 130, err
     assert "--resume" in err
-    (run_dir,) = _run_dirs(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 4 * 32
     assert wait_gone(games, timeout=10) == [], "a Godot process outlived the interrupted training"

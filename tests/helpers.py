@@ -61,6 +61,11 @@ def fake_export(path: Path, *fake_args: str) -> Path:
     return path
 
 
+def plain_export(folder: Path, *fake_args: str, name: str = "reach") -> Path:
+    """An 'export' FOLDER/NAME.x86_64 of a game made with godot_rl_agents' plugin: the fake game in that dialect."""
+    return fake_export(Path(folder) / f"{name}.x86_64", "--fake_dialect=godot_rl", *fake_args)
+
+
 # ---------------------------------------------------------------------------------------------- training runs
 def train_argv(root, *flags: str) -> list:
     """`python -m python_trainer train FLAGS`, writing its run folder under ``root``."""

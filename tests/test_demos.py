@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import read_scalars, run_dirs, wait_gone
+from helpers import read_scalars, run_dirs, wait_for, wait_gone
 from python_trainer import cli
 from python_trainer.variants import cloning
 from python_trainer.run import train
@@ -286,19 +285,20 @@ def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
         subprocess.run(["xdotool", *args], env=env, check=True, timeout=10)
 
     def poll(what, until, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def reached():
             value = until()
-            if value:
-                return value
-            if proc.poll() is not None:
+            if not value and proc.poll() is not None:
                 reader.join(10)
                 log = next((line.rsplit("its output is in ", 1)[1].strip() for line in lines
                             if "its output is in " in line), None)  # fmt: skip
                 raise AssertionError(f"record ended early while waiting for {what}: {lines}; the game's output: "
                                      f"{Path(log).read_text()[-3000:] if log and Path(log).exists() else None}")
-            time.sleep(0.02)
-        raise AssertionError(f"no {what} within {timeout} s: {lines}")
+            return value
+
+        try:
+            return wait_for(reached, timeout, what)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {lines}") from None
 
     def episodes():
         try:

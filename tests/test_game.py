@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from helpers import alive, read_json_line, wait_gone
+from helpers import alive, free_port, read_json_line, wait_gone
 
 TIMEOUT = 20  # seconds for any single exchange with an instance
 
@@ -326,11 +326,6 @@ def test_list_envs_and_engine_only_benchmark(headless_export, tmp_path):
     bench = run_game(headless_export, "--env=ball_chase", "--agents=4", "--benchmark_steps=200", cwd=tmp_path)
     report = json.loads([line for line in bench.stdout.splitlines() if line.startswith("{")][-1])["benchmark"]
     assert report["agents"] == 4 and report["decision_steps"] == 200 and report["agent_steps_per_second"] > 0
-
-
-def free_port():
-    with socket.create_server(("127.0.0.1", 0)) as s:
-        return s.getsockname()[1]
 
 
 def test_godot_rl_client_drives_the_game(headless_export):

@@ -8,15 +8,12 @@ runs the same commands against a real game built on the plugin's own code.
 """
 
 import json
-import stat
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers import FAKE_GAME, wait_gone
+from helpers import plain_export, quiet, wait_gone
 from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.envs.game import GameInstance, godot_game, resolve_env
@@ -27,19 +24,6 @@ from python_trainer.tools.game_commands import envs_main
 from python_trainer.envs.vec_env import GodotVecEnv
 
 PLAIN = ("--fake_dialect=godot_rl",)
-
-
-def quiet(events):
-    return events.append
-
-
-def plain_export(tmp_path: Path, name: str = "reach", *extra: str) -> Path:
-    """An 'export' of a game made with godot_rl_agents' plugin: an executable that runs the fake game in that dialect."""
-    path = tmp_path / f"{name}.x86_64"
-    args = " ".join([*PLAIN, *extra])
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_GAME}" {args} "$@"\n')
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
 
 
 def test_a_plain_game_handshakes_resets_steps_and_closes(fake_binary, tmp_path):

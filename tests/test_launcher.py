@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from helpers import FAKE_GAME, REPO, TESTS, alive, read_json_line, read_line, wait_gone
+from helpers import FAKE_GAME, REPO, TESTS, alive, quiet, read_json_line, read_line, wait_gone
 from python_trainer.base import paths
 from python_trainer.envs.game import GameError, GameInstance, godot_game
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
@@ -32,10 +32,6 @@ def binary(request):
 def instance(binary, **kw):
     """ball_chase in the real export (binary None) or the fake game, as one GameInstance."""
     return GameInstance(godot_game("ball_chase", program=binary), **kw)
-
-
-def quiet(events):
-    return lambda msg: events.append(msg)
 
 
 def test_start_connect_close(binary, tmp_path):

@@ -13,8 +13,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from helpers import REPO, wait_gone
-from test_playback import _xvfb_pid
+from helpers import REPO, wait_gone, xvfb_pid
 from python_trainer.tools import playback
 from python_trainer.envs.xvfb import Xvfb
 from python_trainer.engine.policy_file import policy_bundle, policy_dict, policy_json
@@ -170,4 +169,4 @@ def test_play_opens_a_match_against_a_person(windowed_export, tmp_path, monkeypa
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"playing {policy} against human in pong with 1 agents" in result.stdout, result.stdout
     assert "SCRIPT ERROR" not in result.stderr and "rl_sync: error" not in result.stderr, result.stderr
-    assert wait_gone([_xvfb_pid(result.stdout)], timeout=5) == []
+    assert wait_gone([xvfb_pid(result.stdout)], timeout=5) == []

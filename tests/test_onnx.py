@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from helpers import REPO
+from helpers import REPO, free_port
 from python_trainer.engine import onnx_policy
 from python_trainer.tools import playback
 from python_trainer.engine.policy_file import PolicyFileError, write_policy
@@ -90,11 +90,10 @@ def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_e
 
     from godot_rl.wrappers.onnx.stable_baselines_export import export_model_as_onnx
     from godot_rl.wrappers.stable_baselines_wrapper import StableBaselinesGodotEnv
-    from test_godot_rl_examples import _require_port_free
     from test_playback import python_returns
 
-    _require_port_free()
-    env = StableBaselinesGodotEnv(env_path=str(headless_export), show_window=False, seed=0, n_parallel=1, speedup=8)
+    env = StableBaselinesGodotEnv(env_path=str(headless_export), show_window=False, seed=0, n_parallel=1, speedup=8,
+                                  port=free_port())  # fmt: skip
     try:
         torch.manual_seed(0)  # not PPO(seed=): it would call VecEnv.seed, which godot-rl's wrapper does not implement
         model = PPO("MultiInputPolicy", env, n_steps=32, batch_size=128, n_epochs=2, verbose=0)

@@ -22,7 +22,7 @@ import numpy as np
 import psutil
 import pytest
 
-from helpers import FAKE_GAME, REPO, read_scalars
+from helpers import FAKE_GAME, REPO, processes_mentioning, read_scalars
 from python_trainer.tools.export import ExportError, export
 from python_trainer.envs.game import GameError, GameInstance, resolve_env
 from python_trainer.envs.launcher import InstanceLauncher
@@ -42,18 +42,6 @@ def tutorial() -> tuple[dict, list[str]]:
     for block in re.findall(r"```bash\n(.*?)\n```", section, re.S):
         commands += [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
     return files, commands
-
-
-def our_processes(cwd: Path) -> list:
-    """Processes whose command line mentions the temporary folder (games, exports, trainers started there)."""
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if any(str(cwd) in part for part in (p.info["cmdline"] or [])):
-                found.append(p)
-        except psutil.Error:
-            pass
-    return found
 
 
 def test_readme_tutorial_trains_and_plays_an_outside_game(tmp_path, headless_export):
@@ -115,7 +103,7 @@ def test_readme_tutorial_trains_and_plays_an_outside_game(tmp_path, headless_exp
 
     play_out = outputs[-1]
     assert "playing" in play_out and "walker" in play_out
-    assert our_processes(tmp_path) == []
+    assert processes_mentioning(str(tmp_path)) == []  # no game, export or trainer started there
 
 
 # ---------------------------------------------------------------------------------------------- bad input

@@ -3,7 +3,6 @@ Xvfb, and the game's refusal of bad policy files. Every test runs the real expor
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import psutil
 import pytest
 import torch
 
-from helpers import REPO, wait_gone
+from helpers import REPO, processes_mentioning, wait_for, wait_gone, xvfb_pid
 from python_trainer.tools import playback
 from python_trainer.run import train
 from python_trainer.agent import Agent
@@ -238,15 +237,6 @@ def test_committed_policy_in_engine_matches_python(headless_export):
 
 
 # ---------------------------------------------------------------------------------------------- watching, recording
-def _our_processes(marker: str):
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if any(marker in c for c in cmd):
-            found.append(p.pid)
-    return found
-
-
 def _read_until(proc, marker: str, timeout: float) -> str:
     """stdout of ``proc`` up to and including the line holding ``marker``, within ``timeout`` seconds."""
     import selectors
@@ -265,12 +255,6 @@ def _read_until(proc, marker: str, timeout: float) -> str:
     return text
 
 
-def _xvfb_pid(stdout: str):
-    m = re.search(r"started Xvfb on :\d+ \(pid (\d+)\)", stdout)
-    assert m, f"play did not report starting Xvfb:\n{stdout}"
-    return int(m.group(1))
-
-
 def test_play_records_a_gif_under_xvfb(windowed_export, tmp_path, monkeypatch):
     from PIL import Image
 
@@ -281,8 +265,8 @@ def test_play_records_a_gif_under_xvfb(windowed_export, tmp_path, monkeypatch):
            "--record", str(gif), "--record-seconds", "2"]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=90)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert wait_gone([_xvfb_pid(result.stdout)], timeout=5) == []
-    assert wait_gone(_our_processes(f"--env_seed={seed}"), timeout=5) == []
+    assert wait_gone([xvfb_pid(result.stdout)], timeout=5) == []
+    assert wait_gone(processes_mentioning(f"--env_seed={seed}"), timeout=5) == []
 
     with Image.open(gif) as im:
         assert im.n_frames >= 20  # 2 s at 15 fps = 30
@@ -303,8 +287,8 @@ def test_play_watch_under_xvfb_ends_cleanly(windowed_export, tmp_path, monkeypat
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "played" in result.stdout
-    assert wait_gone([_xvfb_pid(result.stdout)], timeout=5) == []
-    assert wait_gone(_our_processes(f"--env_seed={seed}"), timeout=5) == []
+    assert wait_gone([xvfb_pid(result.stdout)], timeout=5) == []
+    assert wait_gone(processes_mentioning(f"--env_seed={seed}"), timeout=5) == []
 
 
 # ---------------------------------------------------------------------------------------------- bad policy files
@@ -362,8 +346,6 @@ def test_evaluate_in_engine_reports_the_game_error(headless_export, tmp_path):
 
 @pytest.mark.parametrize("mode", ["engine", "python"])
 def test_play_ctrl_c_ends_everything(windowed_export, monkeypatch, mode):
-    import time
-
     monkeypatch.delenv("DISPLAY", raising=False)
     seed = 626262 + 2 * (os.getpid() % 1000) + (mode == "python")
     src = COMMITTED_MODEL if mode == "python" else COMMITTED_POLICY
@@ -371,11 +353,8 @@ def test_play_ctrl_c_ends_everything(windowed_export, monkeypatch, mode):
     proc = subprocess.Popen(cmd + (["--python"] if mode == "python" else []), cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)  # fmt: skip
     try:
-        xvfb = _xvfb_pid(_read_until(proc, "playing", timeout=30))
-        deadline = time.monotonic() + 30
-        while not (games := _our_processes(f"--env_seed={seed}")) and time.monotonic() < deadline:
-            time.sleep(0.05)  # polling for the game process to appear, bounded
-        assert games, "the game process never started"
+        xvfb = xvfb_pid(_read_until(proc, "playing", timeout=30))
+        games = wait_for(lambda: processes_mentioning(f"--env_seed={seed}"), 30, "game process", proc)
         proc.send_signal(2)  # SIGINT, as Ctrl-C in a terminal
         assert proc.wait(timeout=20) == 0
     finally:
@@ -386,6 +365,6 @@ def test_play_ctrl_c_ends_everything(windowed_export, monkeypatch, mode):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-                for pid in _our_processes(f"--env_seed={seed}"):
+                for pid in processes_mentioning(f"--env_seed={seed}"):
                     psutil.Process(pid).kill()
     assert wait_gone(games + [xvfb], timeout=5) == []

@@ -8,20 +8,18 @@ carry two names trains two networks. How much each policy learns is scripts/benc
 """
 
 import json
-import socket
 
 import numpy as np
 import pytest
 import torch
 
-from helpers import read_scalars
+from helpers import free_port, plain_export, read_scalars
 from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.envs.game import GameBugError
 from python_trainer.tools.playback import evaluate_in_engine
 from python_trainer.engine.policy_file import policy_env_info
 from python_trainer.envs.vec_env import make_vec_env, policies_from_env_info
-from test_godot_rl_plugin import plain_export
 
 OBS = {"obs": {"size": [3], "space": "box"}}
 MOVE = {"move": {"size": 2, "action_type": "continuous"}}
@@ -130,7 +128,7 @@ def test_several_policies_are_refused_on_ray_in_one_line(headless_export, tmp_pa
 
 
 def test_a_plugin_game_with_two_policy_names_trains_two_networks(tmp_path, capsys):
-    export = plain_export(tmp_path, "duel", "--fake_policy_names=left,right", "--fake_fixed_agents=4")
+    export = plain_export(tmp_path, "--fake_policy_names=left,right", "--fake_fixed_agents=4", name="duel")
     root = tmp_path / "runs"
     assert train.main(["--env-path", str(export), "--num-steps", "16", "--total-timesteps", "128",
                        "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
@@ -143,10 +141,7 @@ def test_a_plugin_game_with_two_policy_names_trains_two_networks(tmp_path, capsy
 def test_godot_rls_pettingzoo_wrapper_steps_tag_and_sees_the_names(headless_export):
     from godot_rl.wrappers.petting_zoo_wrapper import GDRLPettingZooEnv
 
-    with socket.socket() as s:  # a free port for GodotEnv to listen on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = GDRLPettingZooEnv(port=port, show_window=False, seed=0, config={
+    env = GDRLPettingZooEnv(port=free_port(), show_window=False, seed=0, config={
         "env_path": str(headless_export), "action_repeat": 1, "speedup": 1, "env": "tag", "agents": 4})
     try:
         assert env.agent_policy_names == ["chaser", "runner"] * 2

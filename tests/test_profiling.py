@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from helpers import REPO, descendants, wait_gone
+from helpers import REPO, descendants, end, wait_for, wait_gone
 from python_trainer import cli
 from python_trainer.base.flags import parse_flags, to_argv
 from python_trainer.run import train
@@ -168,23 +168,18 @@ def test_ctrl_c_writes_what_was_measured(tmp_path, headless_export):
     )
     seen = set()
     try:
-        deadline = time.monotonic() + 60
-        # Wait for the first configuration's results, then for the second one's instances to be driven; Ctrl-C.
-        driven = False
-        while not driven:
-            assert time.monotonic() < deadline, "the profile never reached its second configuration"
-            assert proc.poll() is None, proc.communicate()
+
+        def second_configuration_driven():  # noting every process the profile starts
             children = descendants(proc.pid)
             seen.update(children)
-            if (out / "profile.json").exists():
-                driven = any(_is_driven(c) for c in children)
-            time.sleep(0.05)
+            return (out / "profile.json").exists() and any(_is_driven(c) for c in children)
+
+        # Wait for the first configuration's results, then for the second one's instances to be driven; Ctrl-C.
+        wait_for(second_configuration_driven, 60, "second configuration's instances driven", proc, poll=0.05)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        end(proc)
     assert proc.returncode == 130, stderr.decode()
     assert b"interrupted" in stderr
     report = json.loads((out / "profile.json").read_text())

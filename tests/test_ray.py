@@ -5,7 +5,6 @@ import ipaddress
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 
@@ -13,7 +12,7 @@ import numpy as np
 import psutil
 import pytest
 
-from helpers import (REPO, alive, descendants, end, read_scalars, run_dirs, train_argv, train_child, train_run,
+from helpers import (REPO, alive, descendants, end, free_port, read_scalars, run_dirs, train_argv, train_child, train_run,
                      wait_for, wait_gone)
 from python_trainer import cli
 from python_trainer.base import running_stats
@@ -158,9 +157,7 @@ def test_more_workers_than_the_cluster_has_cpus_for_is_refused(cluster, tmp_path
 
 
 def test_an_address_without_a_cluster_is_named_within_seconds(tmp_path):
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{s.getsockname()[1]}"
+    address = f"127.0.0.1:{free_port()}"  # a port nobody listens on
     start = time.monotonic()
     out = subprocess.run(_train(tmp_path, address, "--env-id", "CartPole-v1"), cwd=REPO, capture_output=True,
                          text=True, timeout=60)  # fmt: skip

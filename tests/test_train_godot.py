@@ -3,10 +3,8 @@
 import json
 import signal
 import subprocess
-import sys
-import time
 
-from helpers import CLEANRL_TAGS, REPO, descendants, read_scalars, run_dirs, wait_gone
+from helpers import CLEANRL_TAGS, REPO, descendants, end, read_scalars, run_dirs, train_argv, wait_for, wait_gone
 from python_trainer.run import train
 from python_trainer.variants import trained_agent
 from python_trainer.checkpoint import load_checkpoint
@@ -29,25 +27,22 @@ def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_e
 
 
 def test_ctrl_c_saves_a_checkpoint_and_leaves_no_godot_process(tmp_path, headless_export):
-    cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", "ball_chase", "--agents-per-instance", "4",
-           "--num-steps", "32", "--total-timesteps", "100000000", "--checkpoint-every", "1",
-           "--run-dir-root", str(tmp_path)]  # fmt: skip
+    cmd = train_argv(tmp_path, "--env-id", "ball_chase", "--agents-per-instance", "4", "--num-steps", "32",
+                     "--total-timesteps", "100000000", "--checkpoint-every", "1")  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
         games = []
-        while not list(tmp_path.glob("*/checkpoint.pt")):  # the first update is done
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no checkpoint within 120 s"
-            games = descendants(proc.pid)
-            time.sleep(0.05)
+
+        def first_update():  # noting the games the trainer runs until then
+            games[:] = descendants(proc.pid)
+            return list(tmp_path.glob("*/checkpoint.pt"))
+
+        wait_for(first_update, 120, "first checkpoint", proc)
         assert games, "the trainer started no game process"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        end(proc)
     assert proc.returncode == 130, err
     assert "--resume" in err
     (run_dir,) = run_dirs(tmp_path)

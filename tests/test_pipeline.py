@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import FAKE, fake_env
+from helpers import FAKE, fake_env, run_dirs
 from python_trainer.run import checks, train
 from python_trainer.envs.game import godot_game
 from python_trainer.envs.gym_env import GymVecEnv
@@ -180,7 +180,7 @@ def _train_and_record(monkeypatch, root, argv, fake=False):
         if fake:
             m.setattr(checks, "resolve_game", lambda args: godot_game("ball_chase", program=FAKE))
         assert train.main([*argv, "--run-dir-root", str(root), "--eval-episodes", "0"]) == 0
-    (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
+    (run_dir,) = run_dirs(root)
     model = torch.load(run_dir / "model.pt", weights_only=False)["model"]
     with open(run_dir / "episodes.csv") as f:
         episodes = list(csv.reader(f))
@@ -228,18 +228,14 @@ def _trailing_return(run_dir, n=100):
     return float(np.mean([float(r[1]) for r in rows[-n:]])), len(rows)
 
 
-def test_ppo_learns_ball_chase_either_way(tmp_path, headless_export):
-    """Two short trainings (2 instances x 16 agents, 150k steps, ~12 s each): random play scores about -0.5."""
-    out = {}
-    for mode in ("--pipeline", "--no-pipeline"):
-        root = tmp_path / mode
-        argv = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "16",
-                "--total-timesteps", "150000", "--eval-episodes", "0", "--checkpoint-every", "0",
-                "--run-dir-root", str(root), mode]  # fmt: skip
-        assert train.main(argv) == 0
-        (run_dir,) = list(root.iterdir())
-        out[mode] = _trailing_return(run_dir)
-    (piped, n_p), (strict, n_s) = out["--pipeline"], out["--no-pipeline"]
-    assert n_p > 100 and n_s > 100
-    assert piped > 3.0 and strict > 3.0, out  # well above random play
-    assert abs(piped - strict) <= 1.0, out  # (in fact equal: the same trajectories)
+def test_ppo_learns_ball_chase(tmp_path, headless_export):
+    """A short training (2 instances x 16 agents, 150k steps, ~12 s): random play scores about -0.5. Pipelined, the
+    default; strict turns give the same trajectories (the tests above), so they learn the same."""
+    argv = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "16",
+            "--total-timesteps", "150000", "--eval-episodes", "0", "--checkpoint-every", "0",
+            "--run-dir-root", str(tmp_path)]  # fmt: skip
+    assert train.main(argv) == 0
+    (run_dir,) = run_dirs(tmp_path)
+    trailing, episodes = _trailing_return(run_dir)
+    assert episodes > 100
+    assert trailing > 3.0, trailing  # well above random play

@@ -170,6 +170,7 @@ def test_observation_bounds_from_env_info():
         spaces_from_env_info(info)
 
 
+@pytest.mark.slow
 def test_capture_video_of_a_godot_game_records_the_final_policy_in_the_window(headless_export, windowed_export, tmp_path,
                                                                               monkeypatch):
     from python_trainer.run import training

@@ -123,6 +123,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("space, recurrent", [
     (gym.spaces.Discrete(2), False), (gym.spaces.Box(-1, 1, (2,)), False), (gym.spaces.MultiDiscrete([2, 2]), False),
     (HYBRID_SPACE, False), (gym.spaces.Discrete(2), True), (HYBRID_SPACE, True),
@@ -176,6 +177,7 @@ def _cartpole_demos(path, episodes=4, seed=0):
     return path
 
 
+@pytest.mark.slow
 def test_train_with_demos_logs_cloning_and_total_timesteps_zero_needs_demos(tmp_path, capsys):
     demos = _cartpole_demos(tmp_path / "demo.json")
     root = tmp_path / "runs"
@@ -211,6 +213,7 @@ def _game(binary, *args, timeout=90):
     return subprocess.run([str(binary), *args, "--fixed-fps", "60"], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_policy_driven_recording_trains_a_clone_that_plays_in_the_engine(headless_export, tmp_path):
     """jumper (hybrid actions) driven by --policy=random: the recorded file loads, a clone trains from it with
     --total-timesteps 0, and its policy.json plays in the engine; a second recording appends, another game's refuses
@@ -262,6 +265,7 @@ def test_record_refuses_without_a_display(tmp_path):
     assert result.stderr.strip().startswith("godot-ppo record: error: no display ($DISPLAY is not set)")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("xdotool") is None, reason="needs xdotool (make test installs it)")
 def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
     """`godot-ppo record` in the windowed export under Xvfb, played by xdotool: Right held makes an episode of

@@ -161,6 +161,7 @@ def test_the_trainer_message_sets_values_from_each_agents_next_episode(headless_
         env.close()
 
 
+@pytest.mark.slow
 def test_a_curriculum_advances_is_logged_and_resumed(headless_export, tmp_path, capsys):
     lessons = tmp_path / "lessons.toml"
     lessons.write_text('[[environment_parameters.gap_max.curriculum]]\nvalue = 2.2\n'

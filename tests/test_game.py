@@ -379,6 +379,7 @@ def test_game_quits_when_the_python_side_is_killed(headless_export):
             stream.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("xvfb-run") is None, reason="needs xvfb-run (apt-get install xvfb)")
 def test_windowed_export_trains_under_xvfb(windowed_export):
     """The windowed binary (godot3-runner template) speaks the same protocol while rendering."""

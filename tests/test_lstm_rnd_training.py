@@ -21,6 +21,7 @@ from python_trainer.envs.vec_env import make_vec_env
 SHORT = ["--num-steps", "64", "--total-timesteps", "2048", "--eval-episodes", "2", "--checkpoint-every", "1"]
 
 
+@pytest.mark.slow
 def test_lstm_trains_saves_plays_in_engine_and_refuses_a_mismatched_resume(tmp_path, capsys, headless_export):
     argv = ["--env-id", "memory", "--lstm", "--lstm-size", "16", *SHORT, "--run-dir-root", str(tmp_path)]
     assert train.main(argv) == 0
@@ -97,6 +98,7 @@ def test_recurrent_rollout_replays_exactly_in_the_update(tmp_path, headless_expo
         envs.close()
 
 
+@pytest.mark.slow
 def test_rnd_trains_logs_both_returns_and_keeps_its_state(tmp_path, capsys, headless_export):
     argv = ["--env-id", "sparse_goal", "--rnd", "--agents-per-instance", "8", *SHORT, "--run-dir-root", str(tmp_path)]
     assert train.main(argv) == 0

@@ -128,6 +128,7 @@ def _right_paddle_rows(frame_path) -> float:
     return float(rows.mean())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("xdotool") is None, reason="needs xdotool to press a key")
 def test_a_person_plays_the_policy_with_the_keyboard(windowed_export, tmp_path):
     """--opponent=human in a window: the person's paddle (court 0: the right one, the arrow keys) moves when Up is
@@ -160,6 +161,7 @@ def test_a_person_plays_the_policy_with_the_keyboard(windowed_export, tmp_path):
     assert min(rows) < max(rows) - 60, rows
 
 
+@pytest.mark.slow
 def test_play_opens_a_match_against_a_person(windowed_export, tmp_path, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     policy = tmp_path / "pong.json"

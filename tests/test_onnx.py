@@ -42,6 +42,7 @@ def _observations(n_obs, seed=0):
     return np.random.default_rng(seed).uniform(-1.5, 1.5, (N, n_obs)).astype(np.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ball_chase", "cart_pole", "jumper"])  # continuous, discrete, hybrid
 def test_exported_mlp_agrees_with_the_engine(headless_export, tmp_path, name):
     out = tmp_path / f"{name}.onnx"
@@ -63,6 +64,7 @@ def test_exported_mlp_agrees_with_the_engine(headless_export, tmp_path, name):
     assert meta["env"] == name and meta["action_keys"] == policy["action_keys"]
 
 
+@pytest.mark.slow
 def test_exported_lstm_carries_its_state_and_agrees_with_the_engine_over_resets(headless_export, tmp_path):
     policy_path = POLICIES / "memory_lstm.json"
     out = tmp_path / "memory.onnx"
@@ -82,6 +84,7 @@ def test_exported_lstm_carries_its_state_and_agrees_with_the_engine_over_resets(
     assert np.abs(np.array(outputs) - engine).max() < 1e-5
 
 
+@pytest.mark.slow
 def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_export, tmp_path, monkeypatch):
     """A short SB3 PPO training through godot-rl's StableBaselinesGodotEnv on our export, exported by godot-rl's
     export_model_as_onnx (torch 2.13's default exporter needs onnxscript: called with dynamo=False, as ours is), then
@@ -248,6 +251,7 @@ def test_bad_models_are_refused_in_one_line_and_nothing_is_written(headless_expo
             "move": {"action_type": "continuous", "size": 3}, "fire": {"action_type": "discrete", "size": 2}}})
 
 
+@pytest.mark.slow
 def test_the_docs_commands_run_as_written(headless_export, tmp_path):
     """docs/onnx.md's first block: export the pretrained ball_chase policy to ONNX, import it back, play it in the
     engine (run in a scratch folder that sees this repository's exports)."""

@@ -44,6 +44,7 @@ def tutorial() -> tuple[dict, list[str]]:
     return files, commands
 
 
+@pytest.mark.slow
 def test_readme_tutorial_trains_and_plays_an_outside_game(tmp_path, headless_export):
     files, commands = tutorial()
     assert set(files) == {"my_game/project.godot", "my_game/walker.tscn", "my_game/walker_agent.gd"}
@@ -211,6 +212,7 @@ def test_export_of_a_folder_without_project_godot(tmp_path):
     assert result.returncode == 1 and result.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_export_failure_shows_godots_error_and_user_presets_are_left_alone(tmp_path):
     files, _ = tutorial()
     project = tmp_path / "my_game"
@@ -251,6 +253,7 @@ def test_a_damaged_pck_is_named_at_once(tmp_path, headless_export):
     assert time.monotonic() - t0 < 10
 
 
+@pytest.mark.slow
 def test_a_copy_of_this_multi_game_project_exports_and_lists_its_games(tmp_path):
     """A project with a game registry (a Dictionary over several lines in project.godot) exports under its name."""
     project = tmp_path / "copy"

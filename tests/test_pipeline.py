@@ -210,12 +210,14 @@ def _check_same_training(monkeypatch, tmp_path, argv, fake=False, min_episodes=0
         assert torch.equal(model_p[name], model_s[name]), name
 
 
+@pytest.mark.slow
 def test_pipelined_and_strict_rollouts_match_on_the_fake_game(monkeypatch, tmp_path):
     argv = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "4", "--num-steps", "100",
             "--num-minibatches", "4", "--total-timesteps", str(3 * 100 * 8), "--norm-obs", "--norm-reward"]
     _check_same_training(monkeypatch, tmp_path, argv, fake=True, min_episodes=100)
 
 
+@pytest.mark.slow
 def test_pipelined_and_strict_rollouts_match_on_ball_chase(monkeypatch, tmp_path, headless_export):
     argv = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "4", "--num-steps", "128",
             "--total-timesteps", str(3 * 128 * 8)]  # (ball_chase's episodes are longer than this)
@@ -228,6 +230,7 @@ def _trailing_return(run_dir, n=100):
     return float(np.mean([float(r[1]) for r in rows[-n:]])), len(rows)
 
 
+@pytest.mark.slow
 def test_ppo_learns_ball_chase(tmp_path, headless_export):
     """A short training (2 instances x 16 agents, 150k steps, ~12 s): random play scores about -0.5. Pipelined, the
     default; strict turns give the same trajectories (the tests above), so they learn the same."""

@@ -152,6 +152,7 @@ def test_export_checks_the_game_spaces(tmp_path):
                                                           "jump": {"size": 3, "action_type": "discrete"}}))
 
 
+@pytest.mark.slow
 def test_policy_written_by_training_equals_the_export_of_its_checkpoint(headless_export, tmp_path):
     # training writes RUN_DIR/policy.json from the actor in memory; exporting the checkpoint file must give the same
     argv = ["--env-id", "ball_chase", "--agents-per-instance", "2", "--num-steps", "32", "--total-timesteps", "128",
@@ -201,6 +202,7 @@ def python_returns(policy, episodes, agents, seed, max_episode_steps=None):
     return [r for rs in per_agent for r in rs], np.concatenate(seen)
 
 
+@pytest.mark.slow
 def test_committed_policy_scores_the_same_with_1_and_16_arenas(headless_export):
     """The physics world does not depend on how many arenas an instance lays out (nor on the view)."""
     one = playback.evaluate_in_engine(COMMITTED_POLICY, agents=1, episodes=8, seed=0, timeout=90)
@@ -209,6 +211,7 @@ def test_committed_policy_scores_the_same_with_1_and_16_arenas(headless_export):
     assert abs(one["mean_return"] - sixteen["mean_return"]) < 0.1 * sixteen["mean_return"], (one, sixteen)
 
 
+@pytest.mark.slow
 def test_committed_policy_in_engine_matches_python(headless_export):
     assert COMMITTED_POLICY.is_file() and COMMITTED_MODEL.is_file()
     loaded = load_agent(COMMITTED_MODEL)
@@ -255,6 +258,7 @@ def _read_until(proc, marker: str, timeout: float) -> str:
     return text
 
 
+@pytest.mark.slow
 def test_play_records_a_gif_under_xvfb(windowed_export, tmp_path, monkeypatch):
     from PIL import Image
 
@@ -279,6 +283,7 @@ def test_play_records_a_gif_under_xvfb(windowed_export, tmp_path, monkeypatch):
     assert (overlay > 120).sum() > 30, "the overlay text (top left) should be visible"
 
 
+@pytest.mark.slow
 def test_play_watch_under_xvfb_ends_cleanly(windowed_export, tmp_path, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     seed = 525252 + os.getpid() % 1000
@@ -344,6 +349,7 @@ def test_evaluate_in_engine_reports_the_game_error(headless_export, tmp_path):
         playback.evaluate_in_engine(path, "ball_chase", episodes=1, agents=1, timeout=20)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["engine", "python"])
 def test_play_ctrl_c_ends_everything(windowed_export, monkeypatch, mode):
     monkeypatch.delenv("DISPLAY", raising=False)

@@ -77,6 +77,7 @@ def test_tag_steps_each_policy_with_its_own_spaces(headless_export):
         env.close()
 
 
+@pytest.mark.slow
 def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headless_export, tmp_path, capsys):
     root = tmp_path / "runs"
     flags = ["--env-id", "tag", "--num-instances", "2", "--agents-per-instance", "8", "--num-steps", "32",
@@ -120,6 +121,7 @@ def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headle
     assert "the checkpoint holds one policy, and tag now has the policies ['chaser', 'runner']: start a new run" in err
 
 
+@pytest.mark.slow
 def test_several_policies_are_refused_on_ray_in_one_line(headless_export, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     assert cli.main(["train", "--env-id", "tag", "--ray-address", "local", "--ray-workers", "1",

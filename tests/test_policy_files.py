@@ -198,6 +198,7 @@ def test_policy_forward_runs_one_network_of_a_run(headless_export, run_dir):
         playback.policy_forward(run_dir / "policy.json", [[0.0] * 6])
 
 
+@pytest.mark.slow
 def test_play_records_a_bundle(windowed_export, run_dir, tmp_path, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     gif = tmp_path / "tag.gif"

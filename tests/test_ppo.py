@@ -269,6 +269,7 @@ def test_smoke_run_writes_every_tag_and_a_reloadable_model(tmp_path, env_id, ext
         assert loaded.act(np.zeros((3, 4), np.float32)).shape == (3,)
 
 
+@pytest.mark.slow
 def test_resume_continues_at_the_saved_global_step(tmp_path, capsys):
     base = ["--num-envs", "2", "--num-steps", "128", "--eval-episodes", "0", "--run-dir-root", str(tmp_path)]
     assert train.main([*base, "--total-timesteps", "1024", "--checkpoint-every", "1"]) == 0
@@ -299,6 +300,7 @@ def test_resume_continues_at_the_saved_global_step(tmp_path, capsys):
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 2048
 
 
+@pytest.mark.slow
 def test_a_resume_with_another_number_of_envs_ends_at_its_total_timesteps(tmp_path, capsys):
     """The updates left are counted from the steps left, not from the update index: more envs (a bigger batch) do
     not stop short of --total-timesteps, fewer do not run past it (each within one batch)."""

@@ -38,6 +38,7 @@ def our_pids(report):
     return pids
 
 
+@pytest.mark.slow
 def test_engine_only_synced_and_pipelined_side_by_side(tmp_path, headless_export, capsys):
     out = tmp_path / "out"
     code = profiling.main(["--modes", "headless", "--num-instances", "1,2", "--agents-per-instance", "4",
@@ -55,6 +56,7 @@ def test_engine_only_synced_and_pipelined_side_by_side(tmp_path, headless_export
     assert "synced/engine" in printed.err  # the per-configuration line says it as it goes
 
 
+@pytest.mark.slow
 def test_tiny_profile_headless_and_windowed(tmp_path, headless_export, windowed_export, capsys):
     # --instances and --agents: the older names of --num-instances and --agents-per-instance
     code, out = run_profile(tmp_path, "--modes", "headless,windowed", "--instances", "1,2", "--agents", "3",
@@ -135,6 +137,7 @@ def _kill_first_instance(killed, stop):
         stop.wait(0.02)
 
 
+@pytest.mark.slow
 def test_crashed_instance_is_reported_and_the_profile_goes_on(tmp_path, headless_export, capsys):
     killed, stop = [], threading.Event()
     killer = threading.Thread(target=_kill_first_instance, args=(killed, stop), daemon=True)
@@ -159,6 +162,7 @@ def test_crashed_instance_is_reported_and_the_profile_goes_on(tmp_path, headless
     assert wait_gone(killed + our_pids(report)) == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_writes_what_was_measured(tmp_path, headless_export):
     out = tmp_path / "out"
     proc = subprocess.Popen(
@@ -189,6 +193,7 @@ def test_ctrl_c_writes_what_was_measured(tmp_path, headless_export):
     assert wait_gone(list(seen)) == []
 
 
+@pytest.mark.slow
 def test_compare_training(tmp_path, headless_export, capsys):
     code, out = run_profile(tmp_path, "--modes", "headless", "--instances", "1", "--agents", "4", "--steps", "50",
                             "--warmup-steps", "5", "--compare-training", "--compare-seconds", "12")

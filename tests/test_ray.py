@@ -52,6 +52,7 @@ def _where(run_dir):
     return json.loads((run_dir / WORKERS_JSON).read_text())
 
 
+@pytest.mark.slow
 def test_two_nodes_train_record_where_and_leave_no_game(cluster, tmp_path, headless_export):
     """One worker on each node trains ball_chase; the learner's return rises; ray_workers.json names both nodes."""
     run_dir = train_run(tmp_path, *_flags(cluster.address, "--ray-workers", "2", "--learning-rate", "1e-3",
@@ -74,6 +75,7 @@ def test_two_nodes_train_record_where_and_leave_no_game(cluster, tmp_path, headl
     assert len(late) >= 16 and late.mean() > 0.0, rows
 
 
+@pytest.mark.slow
 def test_lstm_and_rnd_train_on_two_nodes_and_resume(cluster, tmp_path, headless_export):
     """--lstm --rnd with Ray: two updates on the two nodes (each worker keeps its agents' LSTM state and rates its
     observations with the learner's RND; RND's warm-up runs in the workers), then --resume for two more."""
@@ -93,6 +95,7 @@ def test_lstm_and_rnd_train_on_two_nodes_and_resume(cluster, tmp_path, headless_
     assert wait_gone([p for w in _where(run_dir) for p in (w["pid"], *w["game_pids"])], timeout=15) == []
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, headless_export):
     proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--checkpoint-every", "1",
                                    total=16384), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -113,6 +116,7 @@ def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, h
     assert wait_gone([p for w in after for p in w["game_pids"]], timeout=10) == []
 
 
+@pytest.mark.slow
 def test_a_worker_out_of_restarts_stops_the_run_with_a_checkpoint_naming_it(cluster, tmp_path, headless_export):
     proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--ray-max-restarts", "0",
                                    "--checkpoint-every", "1", total=10**8), cwd=REPO, stdout=subprocess.PIPE,
@@ -133,6 +137,7 @@ def test_a_worker_out_of_restarts_stops_the_run_with_a_checkpoint_naming_it(clus
     assert wait_gone([p for w in where for p in (w["pid"], *w["game_pids"])], timeout=15) == []
 
 
+@pytest.mark.slow
 def test_a_killed_learner_leaves_no_worker_and_no_game(cluster, tmp_path, headless_export):
     """SIGKILL of the driver: Ray ends the driver's actors, and their games follow them (parent-death signal)."""
     proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--checkpoint-every", "1",
@@ -148,6 +153,7 @@ def test_a_killed_learner_leaves_no_worker_and_no_game(cluster, tmp_path, headle
     assert wait_gone(pids, timeout=20) == [], [p for p in pids if alive(p)]
 
 
+@pytest.mark.slow
 def test_more_workers_than_the_cluster_has_cpus_for_is_refused(cluster, tmp_path, headless_export):
     out = subprocess.run(_train(tmp_path, cluster.address, "--ray-workers", "3"), cwd=REPO, capture_output=True,
                          text=True, timeout=60)  # fmt: skip
@@ -156,6 +162,7 @@ def test_more_workers_than_the_cluster_has_cpus_for_is_refused(cluster, tmp_path
     assert run_dirs(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_an_address_without_a_cluster_is_named_within_seconds(tmp_path):
     address = f"127.0.0.1:{free_port()}"  # a port nobody listens on
     start = time.monotonic()
@@ -203,6 +210,7 @@ def _loopback(address: str) -> bool:
     return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
 
 
+@pytest.mark.slow
 def test_sigterm_with_a_local_ray_checkpoints_and_ends_every_process(cluster, tmp_path, headless_export):
     """--ray-address local: SIGTERM reaches our handler (not Ray's) and is reported as SIGTERM, the checkpoint is
     written, and the workers, their games and the local Ray are gone. While it trains, every Ray process of the run
@@ -232,6 +240,7 @@ def test_sigterm_with_a_local_ray_checkpoints_and_ends_every_process(cluster, tm
     assert wait_gone(pids, timeout=15) == [], [p for p in pids if alive(p)]
 
 
+@pytest.mark.slow
 def test_one_ray_worker_trains_the_model_the_local_path_trains(cluster, tmp_path):
     """The same algorithm: a Ray worker runs the local path's collect_rollout with the same seeds, so one worker
     gives the local run's model (CartPole: no normalisation statistics to merge)."""
@@ -250,6 +259,7 @@ def test_one_ray_worker_trains_the_model_the_local_path_trains(cluster, tmp_path
         assert (models[0][key] == models[1][key]).all(), key
 
 
+@pytest.mark.slow
 def test_a_node_without_the_binary_is_refused_at_start_naming_it(cluster, tmp_path, monkeypatch, headless_export):
     """The learner says the game is at a path where no node has it: every worker refuses before any game starts."""
     from python_trainer.variants import ray_rollouts
@@ -303,6 +313,7 @@ def test_merged_moments_equal_the_moments_of_all_the_data():
     np.testing.assert_allclose(learner.var, everything.var(0), rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_a_ray_worker_gives_its_games_the_runs_environment_parameters(cluster, tmp_path, headless_export):
     """jumper with its gaps widened by --env-param: one Ray worker's episodes are the local run's, and not those of a
     run without the parameters (one update, so no merged statistics differ)."""

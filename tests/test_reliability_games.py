@@ -293,6 +293,7 @@ def test_allow_script_errors_trains_on_after_showing_the_first(fake_binary, tmp_
         env.close()
 
 
+@pytest.mark.slow
 def test_healthy_games_raise_no_script_error_so_the_watch_never_fires(headless_export, tmp_path, fake_binary):
     """Each of our games, and the godot_rl_agents-plugin test game, in a short default run: not one script error."""
     said = []
@@ -328,6 +329,7 @@ def test_training_a_game_that_assigns_a_dictionary_to_reward_stops_naming_its_fi
     assert "Traceback" not in err and "restart" not in err
 
 
+@pytest.mark.slow
 def test_allow_script_errors_lets_a_user_train_on_deliberately(tmp_path, capsys):
     code, err, runs = train_broken(tmp_path, godot_game_with(tmp_path, "reward_dict"), capsys, "--total-timesteps",
                                    "256", "--allow-script-errors")  # fmt: skip

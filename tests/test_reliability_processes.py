@@ -65,6 +65,7 @@ def kill_parent_and_check_children(cmd, names, sig, tmp_path, ready=None):
 
 
 # ---------------------------------------------------------------------------------------------- item 2
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
 def test_play_children_die_with_play(windowed_export, tmp_path, sig):
     """`godot-ppo play` without $DISPLAY runs Xvfb and the windowed game; both end with it."""
@@ -72,6 +73,7 @@ def test_play_children_die_with_play(windowed_export, tmp_path, sig):
     kill_parent_and_check_children(cmd, ["Xvfb", "--policy="], sig, tmp_path, ready=b"playing")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
 def test_launch_window_children_die_with_launch(windowed_export, tmp_path, sig):
     """`godot-ppo launch --window` without $DISPLAY: the windowed instance and its Xvfb end with it."""

@@ -58,6 +58,7 @@ def _games(pid):
 # ======================================================================================================================
 # 1. One signal policy for every command
 # ======================================================================================================================
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_stop_training_like_ctrl_c(tmp_path, headless_export, sig):
     proc = _start([*TRAIN, *BALL_CHASE, "--run-dir-root", str(tmp_path)])
@@ -77,6 +78,7 @@ def test_sigterm_and_sighup_stop_training_like_ctrl_c(tmp_path, headless_export,
     assert wait_gone(games, timeout=10) == [], "a Godot process outlived the stopped training"
 
 
+@pytest.mark.slow
 def test_an_ignored_sigint_stays_ignored_and_sigterm_still_checkpoints(tmp_path):
     """`godot-ppo train ... &` from a script runs with SIGINT ignored: a SIGINT must not stop it."""
     proc = _start([*TRAIN, *CARTPOLE, "--total-timesteps", str(10**9), "--checkpoint-every", "1",
@@ -131,6 +133,7 @@ sys.exit(cli.main(["train", *argv]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["checkpoint", "update"])
 def test_a_signal_while_writing_a_checkpoint_or_updating_corrupts_nothing(tmp_path, where):
     argv = [*CARTPOLE, "--total-timesteps", str(512 * 50), "--checkpoint-every", "1", "--num-minibatches", "4",
@@ -164,6 +167,7 @@ def test_launch_ends_cleanly_on_sigterm_and_sighup(headless_export, sig):
     assert wait_gone(games, timeout=10) == []
 
 
+@pytest.mark.slow
 def test_profile_ends_cleanly_on_sigterm(tmp_path, headless_export):
     out = tmp_path / "profile"
     proc = subprocess.Popen([sys.executable, "-m", "python_trainer", "profile", "--env-id", "ball_chase", "--modes",
@@ -187,6 +191,7 @@ def test_profile_ends_cleanly_on_sigterm(tmp_path, headless_export):
 # ======================================================================================================================
 # 4. One lock per run folder
 # ======================================================================================================================
+@pytest.mark.slow
 def test_resume_of_a_run_still_training_is_refused_naming_its_pid(tmp_path):
     holder = _start([*TRAIN, *CARTPOLE, "--total-timesteps", str(10**9), "--checkpoint-every", "1",
                      "--run-dir-root", str(tmp_path)])  # fmt: skip
@@ -240,6 +245,7 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
 # ======================================================================================================================
 # 6. Crash paths keep the model
 # ======================================================================================================================
+@pytest.mark.slow
 def test_an_instance_out_of_restarts_ends_with_a_checkpoint_and_the_resume_hint(tmp_path, headless_export):
     proc = _start([*TRAIN, *BALL_CHASE, "--max-restarts", "0", "--step-timeout", "20", "--run-dir-root", str(tmp_path)])
     try:
@@ -260,6 +266,7 @@ def test_an_instance_out_of_restarts_ends_with_a_checkpoint_and_the_resume_hint(
     assert wait_gone(games, timeout=10) == []
 
 
+@pytest.mark.slow
 def test_a_closed_stdout_ends_with_a_checkpoint_and_the_resume_hint(tmp_path):
     """`godot-ppo train | head -1`: the next line written to stdout meets a closed pipe."""
     proc = _start([*TRAIN, *CARTPOLE, "--total-timesteps", str(512 * 400), "--checkpoint-every", "0",

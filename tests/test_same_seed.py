@@ -87,6 +87,7 @@ def _same_run(run_dir, fixture) -> None:
     assert {k: v for k, v in args_now.items() if k not in added} == args_then
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["cartpole", "ball_chase_pipelined", "ball_chase_no_pipeline"])
 def test_the_same_seed_gives_the_recorded_run(tmp_path, name, headless_export):
     env, here = _kernels()
@@ -107,6 +108,7 @@ def test_the_same_seed_gives_the_recorded_run(tmp_path, name, headless_export):
                 "make_same_seed_fixtures.py --set NAME, with the fixtures' trainer) to decide")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, more_steps", [("memory_lstm_rnd", 8192), ("ball_chase_pipelined", 106496)])
 def test_an_old_checkpoint_resumes_and_plays(tmp_path, name, more_steps, headless_export):
     """A run folder written by main 7743056 (an --lstm --rnd agent, and an MLP one) resumes for more updates, and

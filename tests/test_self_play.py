@@ -41,6 +41,7 @@ def test_a_game_that_is_not_two_teams_of_one_policy_is_refused_in_one_line(names
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.slow
 def test_pong_self_play_keeps_its_pool_elo_and_sides_across_a_resume(headless_export, tmp_path, capsys):
     root = tmp_path / "runs"
     flags = ["--env-id", "pong", "--self-play", "--num-steps", "64", "--agents-per-instance", "8",

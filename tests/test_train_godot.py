@@ -4,12 +4,15 @@ import json
 import signal
 import subprocess
 
+import pytest
+
 from helpers import CLEANRL_TAGS, REPO, descendants, end, read_scalars, run_dirs, train_argv, wait_for, wait_gone
 from python_trainer.run import train
 from python_trainer.variants import trained_agent
 from python_trainer.checkpoint import load_checkpoint
 
 
+@pytest.mark.slow
 def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_export):
     argv = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "2", "--num-steps", "256",
             "--total-timesteps", "2048", "--eval-episodes", "2", "--checkpoint-every", "1",
@@ -26,6 +29,7 @@ def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_e
     assert trained_agent.load_agent(run_dir).global_step == 2048
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_and_leaves_no_godot_process(tmp_path, headless_export):
     cmd = train_argv(tmp_path, "--env-id", "ball_chase", "--agents-per-instance", "4", "--num-steps", "32",
                      "--total-timesteps", "100000000", "--checkpoint-every", "1")  # fmt: skip

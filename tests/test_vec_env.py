@@ -292,6 +292,7 @@ def test_init_failure_leaves_nothing(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- real game
+@pytest.mark.slow
 def test_real_many_steps_stats_match(headless_export, tmp_path):
     env = make_vec_env("ball_chase", num_instances=2, agents_per_instance=16, run_dir=tmp_path, seed=3)
     try:

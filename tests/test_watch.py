@@ -31,6 +31,7 @@ def _reloads(log: Path) -> list:
     return [int(m) for m in re.findall(r"^rl_sync: policy reloaded \(global step (\d+)", text, re.MULTILINE)]
 
 
+@pytest.mark.slow
 def test_watch_window_reloads_newer_policies_and_ends_with_training(tmp_path, headless_export, windowed_export):
     proc = subprocess.Popen(_train_cmd(tmp_path, 12288), cwd=REPO, env=no_display_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -51,6 +52,7 @@ def test_watch_window_reloads_newer_policies_and_ends_with_training(tmp_path, he
     assert processes_mentioning(f"--policy={tmp_path}") == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_watch_window_ends_when_training_is_stopped_or_killed(tmp_path, headless_export, windowed_export, sig):
     proc = subprocess.Popen(_train_cmd(tmp_path, 10**8), cwd=REPO, env=no_display_env(), stdout=subprocess.PIPE,

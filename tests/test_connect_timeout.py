@@ -58,13 +58,13 @@ def _slow_export(tmp_path):
 
 
 COMMANDS = {
-    "train": lambda game, flag: cli.main(["train", "--env-path", game, flag, "1.5", "--run-dir-root", "runs_never"]),
-    "launch": lambda game, flag: cli.main(["launch", "--env-path", game, flag, "1.5", "--seconds", "1"]),
-    "envs": lambda game, flag: cli.main(["envs", "--env-path", game, flag, "1.5"]),
-    "profile": lambda game, flag: cli.main(["profile", "--env-path", game, flag, "1.5", "--modes", "headless",
+    "train": lambda game, flag: cli.main(["train", "--env-path", game, flag, "0.5", "--run-dir-root", "runs_never"]),
+    "launch": lambda game, flag: cli.main(["launch", "--env-path", game, flag, "0.5", "--seconds", "1"]),
+    "envs": lambda game, flag: cli.main(["envs", "--env-path", game, flag, "0.5"]),
+    "profile": lambda game, flag: cli.main(["profile", "--env-path", game, flag, "0.5", "--modes", "headless",
                                             "--num-instances", "1", "--out", "profile_never"]),
     "play": lambda game, flag: playback.play_main([str(REPO / "exports" / "policies" / "ball_chase.json"),
-                                                   "--env-path", game, flag, "1.5"]),
+                                                   "--env-path", game, flag, "0.5"]),
 }
 
 
@@ -76,9 +76,9 @@ def test_every_command_that_starts_games_takes_connect_timeout(command, flag, tm
     assert COMMANDS[command](game, flag) == 2
     elapsed = time.monotonic() - start
     err = capsys.readouterr().err
-    assert (f"{game} did not answer --list_envs within 1.5 s: a game that takes longer to load can be given more "
+    assert (f"{game} did not answer --list_envs within 0.5 s: a game that takes longer to load can be given more "
             "time with --connect-timeout SECONDS" in err), err
-    assert err.count("\n") == 1 and 1.5 <= elapsed < 15, (err, elapsed)  # its own 1.5 s, not the default 30
+    assert err.count("\n") == 1 and 0.5 <= elapsed < 15, (err, elapsed)  # its own 0.5 s, not the default 30
     assert sorted(p.name for p in tmp_path.iterdir()) == ["slow_game.x86_64"]  # no run or profile folder
 
 

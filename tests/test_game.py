@@ -328,6 +328,7 @@ def test_list_envs_and_engine_only_benchmark(headless_export, tmp_path):
     assert report["agents"] == 4 and report["decision_steps"] == 200 and report["agent_steps_per_second"] > 0
 
 
+@pytest.mark.slow
 def test_godot_rl_client_drives_the_game(headless_export):
     """godot-rl 0.8.2's own GodotEnv, unchanged: spaces, reset, thousands of random steps, close."""
     from godot_rl.core.godot_env import GodotEnv

@@ -140,6 +140,7 @@ def test_stable_baselines3_example_trains_the_default_game(headless_export, own_
     _assert_game_quit(godot_env)
 
 
+@pytest.mark.slow
 def test_clean_rl_example_env_runs_the_default_game(headless_export, own_games):
     """The env of examples/clean_rl_example.py --env_path=exports/headless/rl_games.x86_64, random actions."""
     from godot_rl.wrappers.clean_rl_wrapper import CleanRLGodotEnv

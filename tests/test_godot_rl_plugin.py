@@ -99,6 +99,7 @@ def test_an_export_without_our_addon_is_one_game_named_after_its_binary(tmp_path
         resolve_env("ball_chase", plain_export(tmp_path))
 
 
+@pytest.mark.slow
 def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     export = plain_export(tmp_path)
     root = tmp_path / "runs"
@@ -128,6 +129,7 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     assert "--watch runs the policy inside the game, which needs the rl_sync addon" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_profile_measures_a_plain_game_from_outside(tmp_path, capsys):
     from python_trainer.tools.profile import command as profiling
 

@@ -230,6 +230,7 @@ def launcher_which(name):
     return shutil.which(name)
 
 
+@pytest.mark.slow
 def test_windowed_real_instance_under_xvfb(windowed_export, tmp_path, monkeypatch):
     from python_trainer.envs.vec_env import GodotVecEnv
 

@@ -76,6 +76,7 @@ def _policy_text(global_step: int) -> str:
     return json.dumps(policy)
 
 
+@pytest.mark.slow
 def test_watcher_keeps_playing_through_a_half_written_policy(tmp_path, windowed_export, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     path = tmp_path / "policy.json"

@@ -72,6 +72,12 @@ def train_argv(root, *flags: str) -> list:
     return [sys.executable, "-m", "python_trainer", "train", *flags, "--run-dir-root", str(root)]
 
 
+def godot_ppo_child(*args: str, timeout: float = 120, cwd=REPO) -> subprocess.CompletedProcess:
+    """`python -m python_trainer ARGS` (the `godot-ppo` command) in a child process, its output captured as text."""
+    return subprocess.run([sys.executable, "-m", "python_trainer", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
 def train_child(root, *flags: str, timeout: float = 240, env: "dict | None" = None) -> subprocess.CompletedProcess:
     """Train in a child process (``env``: variables added to ours); asserts it succeeded, and returns it."""
     result = subprocess.run(train_argv(root, *flags), cwd=REPO, capture_output=True, text=True, timeout=timeout,

@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from helpers import REPO, free_port
+from helpers import REPO, free_port, godot_ppo_child
 from python_trainer.engine import onnx_policy
 from python_trainer.tools import playback
 from python_trainer.engine.policy_file import PolicyFileError, write_policy
@@ -27,11 +27,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:You are using the legacy TorchSc
                                         "ignore:The feature will be removed:DeprecationWarning")
 POLICIES = REPO / "exports" / "policies"
 N = 1000  # observations compared per model
-
-
-def _cli(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "python_trainer", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
 
 
 def _session(path):
@@ -46,7 +41,7 @@ def _observations(n_obs, seed=0):
 @pytest.mark.parametrize("name", ["ball_chase", "cart_pole", "jumper"])  # continuous, discrete, hybrid
 def test_exported_mlp_agrees_with_the_engine(headless_export, tmp_path, name):
     out = tmp_path / f"{name}.onnx"
-    result = _cli("export-policy", str(POLICIES / f"{name}_model.pt"), "--format", "onnx", "-o", str(out))
+    result = godot_ppo_child("export-policy", str(POLICIES / f"{name}_model.pt"), "--format", "onnx", "-o", str(out))
     assert result.returncode == 0, result.stderr
     model = _session(out)
     assert [i.name for i in model.get_inputs()] == ["obs", "state_ins"]
@@ -68,7 +63,8 @@ def test_exported_mlp_agrees_with_the_engine(headless_export, tmp_path, name):
 def test_exported_lstm_carries_its_state_and_agrees_with_the_engine_over_resets(headless_export, tmp_path):
     policy_path = POLICIES / "memory_lstm.json"
     out = tmp_path / "memory.onnx"
-    assert _cli("export-policy", str(policy_path), "-o", str(out)).returncode == 0  # a policy file converts too
+    # a policy file converts too
+    assert godot_ppo_child("export-policy", str(policy_path), "-o", str(out)).returncode == 0
     policy = json.loads(policy_path.read_text())
     hidden = policy["lstm"]["hidden_size"]
     obs = _observations(policy["observation_size"])
@@ -105,7 +101,8 @@ def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_e
         env.close()
     monkeypatch.setattr(torch.onnx, "export", functools.partial(torch.onnx.export, dynamo=False))
     export_model_as_onnx(model, str(tmp_path / "sb3.onnx"))  # it verifies itself against SB3 (10 observations)
-    result = _cli("import-policy", str(tmp_path / "sb3.onnx"), "--env-id", "ball_chase", "-o", str(tmp_path / "p.json"))
+    result = godot_ppo_child("import-policy", str(tmp_path / "sb3.onnx"), "--env-id", "ball_chase", "-o",
+                             str(tmp_path / "p.json"))  # fmt: skip
     assert result.returncode == 0, result.stderr
     obs = _observations(12)
     sb3_actions, _ = model.predict({"obs": obs}, deterministic=True)

@@ -22,7 +22,7 @@ import numpy as np
 import psutil
 import pytest
 
-from helpers import FAKE_GAME, REPO, processes_mentioning, read_scalars
+from helpers import FAKE_GAME, REPO, godot_ppo_child, processes_mentioning, read_scalars
 from python_trainer.tools.export import ExportError, export
 from python_trainer.envs.game import GameError, GameInstance, resolve_env
 from python_trainer.envs.launcher import InstanceLauncher
@@ -114,11 +114,6 @@ def write_script(path: Path, body: str) -> Path:
     return path
 
 
-def run_cli(*argv, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "python_trainer", *argv], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
-
-
 @pytest.mark.parametrize("case", ["missing", "folder", "not_executable", "exits", "silent"])
 def test_a_path_that_is_not_a_game_gets_a_one_line_error(tmp_path, case):
     path = {
@@ -143,7 +138,8 @@ def test_a_path_that_is_not_a_game_gets_a_one_line_error(tmp_path, case):
 
 
 def test_train_names_a_bad_env_path_in_one_line_and_creates_no_run(tmp_path):
-    result = run_cli("train", "--env-path", str(tmp_path / "nope.x86_64"), "--run-dir-root", str(tmp_path / "runs"))
+    result = godot_ppo_child("train", "--env-path", str(tmp_path / "nope.x86_64"), "--run-dir-root",
+                             str(tmp_path / "runs"))  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "godot-ppo train: error:" in result.stderr
     assert "no such file" in result.stderr
@@ -166,7 +162,7 @@ def test_a_program_that_lists_games_but_never_connects_times_out_and_is_ended(tm
 def test_envs_names_a_game_that_does_not_start_in_one_line_at_the_end(tmp_path):
     script = write_script(tmp_path / "mute.sh", 'case "$*" in *--list_envs*) echo \'{"envs": ["mute"], "default": "mute"}\';'
                                                  ' exit 0;; esac\nexec sleep 600\n')  # fmt: skip
-    result = run_cli("envs", "--env-path", str(script), "--connect-timeout", "2")
+    result = godot_ppo_child("envs", "--env-path", str(script), "--connect-timeout", "2")
     assert result.returncode == 1 and result.stdout.startswith(f"{script}: 1 game(s), default mute")
     assert result.stderr.startswith("godot-ppo envs: error: cannot start mute: timed out after 2s waiting for "
                                     "instance 0") and result.stderr.count("\n") == 1, result.stderr  # fmt: skip
@@ -175,7 +171,7 @@ def test_envs_names_a_game_that_does_not_start_in_one_line_at_the_end(tmp_path):
 def test_unknown_env_id_names_the_games_of_the_binary(headless_export):
     with pytest.raises(GameError, match=r"unknown env id 'volleyball': neither a game in --env-path .* \(its games: ball_chase, cart_pole, .*jumper.*sparse_goal.*\)"):
         resolve_env("volleyball", headless_export)
-    result = run_cli("envs", "--env-path", str(headless_export), "--env-id", "volleyball")
+    result = godot_ppo_child("envs", "--env-path", str(headless_export), "--env-id", "volleyball")
     assert result.returncode == 2 and re.search("its games: ball_chase, .*jumper, .*sparse_goal", result.stderr)
 
 
@@ -208,7 +204,7 @@ def test_a_game_that_ignores_agents_sets_num_envs(tmp_path):
 def test_export_of_a_folder_without_project_godot(tmp_path):
     with pytest.raises(ExportError, match="has no project.godot: give the folder of a Godot 3 project"):
         export(tmp_path, tmp_path / "out", quiet=True)
-    result = run_cli("export", "--project", str(tmp_path))
+    result = godot_ppo_child("export", "--project", str(tmp_path))
     assert result.returncode == 1 and result.stderr.count("\n") == 1
 
 

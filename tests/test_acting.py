@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
+from helpers import REPO
 from python_trainer import agent as agent_mod
 from python_trainer.agent import Agent
 from python_trainer.envs.gym_env import GymVecEnv
@@ -186,6 +186,7 @@ def test_the_numpy_path_draws_the_fast_agents_random_numbers(name, recurrent):
             np.testing.assert_allclose(fast_state.c.numpy(), slow_state.c.numpy(), **CLOSE)
 
 
+@pytest.mark.slow
 def test_the_trainer_acts_and_updates_with_the_fast_agent(tmp_path, monkeypatch):
     """make_agent builds the fast agent (and the recurrent one on it), and a training acts through its numpy
     RolloutPolicy and updates through its written-out heads, never through the reference's distributions."""

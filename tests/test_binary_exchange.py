@@ -10,12 +10,11 @@ import json
 import socket
 import struct
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import FAKE_GAME, wait_gone
+from helpers import fake_env, wait_gone
 from python_trainer.envs.protocol import (
     BINARY_STEP_ENCODING,
     GodotConnection,
@@ -26,7 +25,6 @@ from python_trainer.envs.protocol import (
 )
 from python_trainer.envs.vec_env import make_vec_env
 
-FAKE = [sys.executable, str(FAKE_GAME)]
 TIMEOUT = 20
 
 
@@ -102,12 +100,10 @@ def test_connection_names_a_packed_reply_where_json_was_expected():
 
 
 # ---------------------------------------------------------------------------------------------- the fake game
-def fake_env(tmp_path, *extra, agents=3, instances=2, json_steps=False, **kw):
-    env = make_vec_env("ball_chase", num_instances=instances, agents_per_instance=agents, binary=FAKE,
-                       run_dir=tmp_path, extra_args=list(extra), **kw)
-    if json_steps:  # as if the instances had not offered the binary exchange: JSON actions get JSON replies
-        for inst in env.launcher.instances:
-            inst.env_info["step_encoding"] = "json"
+def json_steps(env):
+    """As if the instances had not offered the binary exchange: JSON actions get JSON replies."""
+    for inst in env.launcher.instances:
+        inst.env_info["step_encoding"] = "json"
     return env
 
 
@@ -133,8 +129,9 @@ def eighths(actions):
 def test_fake_game_gives_the_same_steps_both_ways(tmp_path, spec):
     runs = {}
     for mode in ("binary", "json"):
-        env = fake_env(tmp_path / mode, f"--fake_action={spec}", "--fake_info", "--max_episode_steps=7",
-                       json_steps=mode == "json")
+        env = fake_env(tmp_path / mode, f"--fake_action={spec}", "--fake_info", "--max_episode_steps=7")
+        if mode == "json":
+            json_steps(env)
         try:
             assert env.launcher.instances[0].env_info["step_encoding"] == mode
             env.action_space.seed(5)

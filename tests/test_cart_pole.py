@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 from python_trainer import cli
 from python_trainer.engine import in_engine
 from python_trainer.envs.spaces import spaces_from_env_info
@@ -172,6 +172,7 @@ def test_observation_bounds_from_env_info():
         spaces_from_env_info(info)
 
 
+@pytest.mark.slow
 def test_capture_video_of_a_godot_game_records_the_final_policy_in_the_window(headless_export, windowed_export, tmp_path,
                                                                               monkeypatch):
     from python_trainer.run import training

@@ -3,24 +3,16 @@
 saying what timed out and which flag gives it more time. The fake game loads until a file exists (--fake_wait_for):
 the test decides when it has loaded, no sleep stands for it."""
 
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import FAKE_GAME, REPO
+from helpers import REPO, fake_export, wait_for
 from python_trainer import cli
 from python_trainer.envs.game import godot_game
 from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.failures import InstanceStartError
-
-
-def _wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.01)
 
 
 def test_a_slow_game_is_timed_out_naming_the_flag_and_connects_when_given_more_time(fake_binary, tmp_path):
@@ -41,7 +33,7 @@ def test_a_slow_game_is_timed_out_naming_the_flag_and_connects_when_given_more_t
     thread = threading.Thread(target=start)
     thread.start()
     try:
-        _wait_for(lambda: patient.instances[0] is not None, 30, "patient instance started")
+        wait_for(lambda: patient.instances[0] is not None, 30, "patient instance started")
         hasty = InstanceLauncher(slow, LaunchOptions(**loading, run_dir=tmp_path / "hasty", connect_timeout=0.5))
         with pytest.raises(InstanceStartError) as e:
             hasty.start()
@@ -61,20 +53,17 @@ def test_a_slow_game_is_timed_out_naming_the_flag_and_connects_when_given_more_t
 
 def _slow_export(tmp_path):
     """An executable that runs the fake game, which never finishes loading (it does not even list its games)."""
-    game = tmp_path / "slow_game.x86_64"
-    game.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_GAME} "$@" --fake_wait_for={tmp_path / "never"}\n')
-    game.chmod(0o755)
-    return str(game)
+    return str(fake_export(tmp_path / "slow_game.x86_64", f"--fake_wait_for={tmp_path / 'never'}"))
 
 
 COMMANDS = {
-    "train": lambda game, flag: cli.main(["train", "--env-path", game, flag, "1.5", "--run-dir-root", "runs_never"]),
-    "launch": lambda game, flag: cli.main(["launch", "--env-path", game, flag, "1.5", "--seconds", "1"]),
-    "envs": lambda game, flag: cli.main(["envs", "--env-path", game, flag, "1.5"]),
-    "profile": lambda game, flag: cli.main(["profile", "--env-path", game, flag, "1.5", "--modes", "headless",
+    "train": lambda game, flag: cli.main(["train", "--env-path", game, flag, "0.5", "--run-dir-root", "runs_never"]),
+    "launch": lambda game, flag: cli.main(["launch", "--env-path", game, flag, "0.5", "--seconds", "1"]),
+    "envs": lambda game, flag: cli.main(["envs", "--env-path", game, flag, "0.5"]),
+    "profile": lambda game, flag: cli.main(["profile", "--env-path", game, flag, "0.5", "--modes", "headless",
                                             "--num-instances", "1", "--out", "profile_never"]),
     "play": lambda game, flag: cli.main(["play", str(REPO / "exports" / "policies" / "ball_chase.json"),
-                                         "--env-path", game, flag, "1.5"]),
+                                         "--env-path", game, flag, "0.5"]),
 }
 
 
@@ -86,9 +75,9 @@ def test_every_command_that_starts_games_takes_connect_timeout(command, flag, tm
     assert COMMANDS[command](game, flag) == 2
     elapsed = time.monotonic() - start
     err = capsys.readouterr().err
-    assert (f"{game} did not answer --list_envs within 1.5 s: a game that takes longer to load can be given more "
+    assert (f"{game} did not answer --list_envs within 0.5 s: a game that takes longer to load can be given more "
             "time with --connect-timeout SECONDS" in err), err
-    assert err.count("\n") == 1 and 1.5 <= elapsed < 15, (err, elapsed)  # its own 1.5 s, not the default 30
+    assert err.count("\n") == 1 and 0.5 <= elapsed < 15, (err, elapsed)  # its own 0.5 s, not the default 30
     assert sorted(p.name for p in tmp_path.iterdir()) == ["slow_game.x86_64"]  # no run or profile folder
 
 

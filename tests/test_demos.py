@@ -4,13 +4,11 @@ TensorBoard tags, --total-timesteps 0, and the addon's recorder in the real engi
 refusing, an unwritable path, and the keyboard in the windowed export under Xvfb driven by xdotool."""
 
 import json
-import math
 import os
 import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -18,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import read_scalars, run_dirs, wait_for, wait_gone
 from python_trainer import cli
 from python_trainer.variants import cloning
 from python_trainer.run import train
@@ -25,8 +24,6 @@ from python_trainer.agent import Agent
 from python_trainer.demos import DemoError, episode, load_demos, write_demos
 from python_trainer.normalization import Normalizer
 from python_trainer.variants.recurrent import RecurrentAgent
-from tests.conftest import wait_gone
-from tests.test_ppo import _run_dirs, _scalars
 
 HYBRID = {"move": {"size": 2, "action_type": "continuous"}, "jump": {"size": 2, "action_type": "discrete"}}
 HYBRID_SPACE = gym.spaces.Dict({"jump": gym.spaces.Discrete(2), "move": gym.spaces.Box(-1, 1, (2,), np.float32)})
@@ -125,6 +122,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("space, recurrent", [
     (gym.spaces.Discrete(2), False), (gym.spaces.Box(-1, 1, (2,)), False), (gym.spaces.MultiDiscrete([2, 2]), False),
     (HYBRID_SPACE, False), (gym.spaces.Discrete(2), True), (HYBRID_SPACE, True),
@@ -178,14 +176,15 @@ def _cartpole_demos(path, episodes=4, seed=0):
     return path
 
 
+@pytest.mark.slow
 def test_train_with_demos_logs_cloning_and_total_timesteps_zero_needs_demos(tmp_path, capsys):
     demos = _cartpole_demos(tmp_path / "demo.json")
     root = tmp_path / "runs"
     argv = ["--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--eval-episodes", "2",
             "--run-dir-root", str(root), "--demos", str(demos), "--bc-epochs", "60"]  # fmt: skip
     assert train.main(argv + ["--total-timesteps", "512"]) == 0
-    (run_dir,) = _run_dirs(root)
-    _, scalars = _scalars(run_dir)
+    (run_dir,) = run_dirs(root)
+    scalars = read_scalars(run_dir)
     for tag in ("losses/bc_loss", "demos/accuracy", "demos/log_likelihood", "charts/bc_coef"):
         assert tag in scalars, tag
     assert scalars["demos/accuracy"][0][0] == 0 and scalars["demos/accuracy"][0][1] > 0.8  # the clone, before PPO
@@ -193,7 +192,7 @@ def test_train_with_demos_logs_cloning_and_total_timesteps_zero_needs_demos(tmp_
     assert "demonstrations: 4 demonstration episodes" in out and "behavioural cloning: epoch 60/60" in out
 
     assert train.main(argv + ["--total-timesteps", "0", "--lstm", "--num-minibatches", "2"]) == 0  # the clone alone
-    clone = [d for d in _run_dirs(root) if d != run_dir][0]
+    clone = [d for d in run_dirs(root) if d != run_dir][0]
     assert (clone / "model.pt").exists() and "eval: deterministic policy, 2 episodes" in capsys.readouterr().out
 
     assert cli.main(["train", "--env-id", "CartPole-v1", "--total-timesteps", "0", "--run-dir-root", str(root)]) == 2
@@ -213,6 +212,7 @@ def _game(binary, *args, timeout=90):
     return subprocess.run([str(binary), *args, "--fixed-fps", "60"], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_policy_driven_recording_trains_a_clone_that_plays_in_the_engine(headless_export, tmp_path):
     """jumper (hybrid actions) driven by --policy=random: the recorded file loads, a clone trains from it with
     --total-timesteps 0, and its policy.json plays in the engine; a second recording appends, another game's refuses
@@ -245,7 +245,7 @@ def test_policy_driven_recording_trains_a_clone_that_plays_in_the_engine(headles
     assert train.main(["--env-path", str(headless_export), "--env-id", "jumper", "--demos", str(out), str(theirs),
                        "--total-timesteps", "0", "--bc-epochs", "5", "--eval-episodes", "0",
                        "--run-dir-root", str(root)]) == 0  # fmt: skip
-    (run_dir,) = _run_dirs(root)
+    (run_dir,) = run_dirs(root)
     several = subprocess.run([sys.executable, "-m", "python_trainer", "train", "--env-path", str(headless_export),
                               "--env-id", "tag", "--demos", str(out), "--total-timesteps", "0", "--run-dir-root",
                               str(tmp_path / "tag")], capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -264,6 +264,7 @@ def test_record_refuses_without_a_display(tmp_path):
     assert result.stderr.strip().startswith("godot-ppo record: error: no display ($DISPLAY is not set)")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("xdotool") is None, reason="needs xdotool (make test installs it)")
 def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
     """`godot-ppo record` in the windowed export under Xvfb, played by xdotool: Right held makes an episode of
@@ -287,19 +288,20 @@ def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
         subprocess.run(["xdotool", *args], env=env, check=True, timeout=10)
 
     def poll(what, until, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def reached():
             value = until()
-            if value:
-                return value
-            if proc.poll() is not None:
+            if not value and proc.poll() is not None:
                 reader.join(10)
                 log = next((line.rsplit("its output is in ", 1)[1].strip() for line in lines
                             if "its output is in " in line), None)  # fmt: skip
                 raise AssertionError(f"record ended early while waiting for {what}: {lines}; the game's output: "
                                      f"{Path(log).read_text()[-3000:] if log and Path(log).exists() else None}")
-            time.sleep(0.02)
-        raise AssertionError(f"no {what} within {timeout} s: {lines}")
+            return value
+
+        try:
+            return wait_for(reached, timeout, what)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {lines}") from None
 
     def episodes():
         try:

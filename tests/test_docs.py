@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
+from helpers import REPO, read_scalars, run_dirs
 from python_trainer import cli
 from python_trainer.run import curriculum, train
 from python_trainer.tools import game_commands
@@ -22,7 +22,6 @@ from python_trainer import make_vec_env
 from python_trainer.envs.env_params import EnvParamError, Value, check_params, parse_flag
 from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.envs.protocol import GodotConnectionError
-from test_ppo import _run_dirs, _scalars
 
 JUMPER_POLICY = REPO / "exports" / "policies" / "jumper.json"
 
@@ -162,6 +161,7 @@ def test_the_trainer_message_sets_values_from_each_agents_next_episode(headless_
         env.close()
 
 
+@pytest.mark.slow
 def test_a_curriculum_advances_is_logged_and_resumed(headless_export, tmp_path, capsys):
     lessons = tmp_path / "lessons.toml"
     lessons.write_text('[[environment_parameters.gap_max.curriculum]]\nvalue = 2.2\n'
@@ -171,14 +171,14 @@ def test_a_curriculum_advances_is_logged_and_resumed(headless_export, tmp_path, 
             "--eval-episodes", "0", "--checkpoint-every", "1", "--run-dir-root", str(tmp_path / "runs"),
             "--curriculum", str(lessons), "--env-param", "rise_max=uniform(0.2,0.5)"]  # fmt: skip
     assert train.main(argv) == 0
-    (run_dir,) = _run_dirs(tmp_path / "runs")
+    (run_dir,) = run_dirs(tmp_path / "runs")
     assert "curriculum: lesson 1 'lesson 1' (progress 0.4 >= 0.4) at global step 1024: gap_max 2.2 -> 3" in capsys.readouterr().out
     rows = (run_dir / "episodes.csv").read_text().splitlines()
     assert rows[0] == "global_step,return,length,lesson,gap_max,rise_max"
     assert rows[1].endswith(',0,2.2,"uniform(0.2,0.5)"')
     # (an episode that ends after the change began under lesson 0; the first num_envs of them are logged as such)
     assert all(row.endswith((',0,2.2,"uniform(0.2,0.5)"', ',1,3,"uniform(0.2,0.5)"')) for row in rows[1:])
-    scalars = _scalars(run_dir)[1]
+    scalars = read_scalars(run_dir)
     assert scalars["curriculum/gap_max"][:2] == [(512, pytest.approx(2.2)), (1024, 3.0)]  # logged after the change
     assert scalars["curriculum/lesson"][-1][1] == 1 and scalars["curriculum/rise_max"][-1][1] == pytest.approx(0.35)
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["curriculum"]["lesson"] == {"gap_max": 1, "rise_max": 0}
@@ -188,7 +188,7 @@ def test_a_curriculum_advances_is_logged_and_resumed(headless_export, tmp_path, 
     out = capsys.readouterr().out
     assert "resuming" in out and "curriculum:" not in out
     assert (run_dir / "episodes.csv").read_text().splitlines()[: len(rows)] == rows  # kept, with their columns
-    assert _scalars(run_dir)[1]["curriculum/lesson"][-1] == (3584, 1)
+    assert read_scalars(run_dir)["curriculum/lesson"][-1] == (3584, 1)
 
 
 def test_refusals_before_training_and_envs_lists_parameters(headless_export, tmp_path, capsys):

@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import alive, read_json_line, wait_gone
+from helpers import alive, free_port, read_json_line, wait_gone
 
 TIMEOUT = 20  # seconds for any single exchange with an instance
 
@@ -328,11 +328,7 @@ def test_list_envs_and_engine_only_benchmark(headless_export, tmp_path):
     assert report["agents"] == 4 and report["decision_steps"] == 200 and report["agent_steps_per_second"] > 0
 
 
-def free_port():
-    with socket.create_server(("127.0.0.1", 0)) as s:
-        return s.getsockname()[1]
-
-
+@pytest.mark.slow
 def test_godot_rl_client_drives_the_game(headless_export):
     """godot-rl 0.8.2's own GodotEnv, unchanged: spaces, reset, thousands of random steps, close."""
     from godot_rl.core.godot_env import GodotEnv
@@ -384,6 +380,7 @@ def test_game_quits_when_the_python_side_is_killed(headless_export):
             stream.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("xvfb-run") is None, reason="needs xvfb-run (apt-get install xvfb)")
 def test_windowed_export_trains_under_xvfb(windowed_export):
     """The windowed binary (godot3-runner template) speaks the same protocol while rendering."""

@@ -17,7 +17,10 @@ godot_rl_agents documents three ways to train an exported game, and each launche
 
 So the export must run its default game (ball_chase: 16 agents, 12 observations, one continuous action "move" of
 size 2) when started without --env. The example scripts are not shipped in the godot-rl wheel (nor may we copy
-them), so the SB3 and CleanRL tests build the wrappers exactly as the scripts do; gdrl is run as docs/protocol.md shows.
+them), so the SB3 and CleanRL tests build the wrappers exactly as the scripts do; gdrl runs its console script's
+main() with its command line as docs/protocol.md shows. Each test gives godot-rl a free port in place of its fixed
+11008 (the wrappers take port=; gdrl reads GodotEnv.DEFAULT_PORT), so two test runs on one machine never cross-connect,
+and gdrl trains fewer steps than its fixed 200,000 (the default of its training function).
 
 Sample Factory, godot-rl's fourth backend, is not tested: its last release needs gymnasium<1.0, which cannot
 share this environment (we pin gymnasium==1.0.0).
@@ -26,10 +29,8 @@ share this environment (we pin gymnasium==1.0.0).
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -37,30 +38,26 @@ import numpy as np
 import psutil
 import pytest
 
-from conftest import descendants, wait_gone
+from helpers import descendants, free_port, wait_for, wait_gone
 
-# godot-rl's GodotEnv.DEFAULT_PORT: none of the three entry points passes a port of its own.
-GODOT_RL_PORT = 11008
 N_AGENTS = 16
 OBS_SIZE = 12
 ACTION_SIZE = 2
 EPISODE_LIMIT = 1000  # ball_chase's max_episode_steps (decision steps)
-# gdrl's fixed 200,000 steps take ~80 s alone on a 2-CPU machine and up to ~200 s when it is shared; this stays
-# under pytest's 300 s per test so the test itself ends gdrl and its game.
-GDRL_DEADLINE = 270
-
-
-def _require_port_free(port: int = GODOT_RL_PORT) -> None:
-    """The entry points bind godot-rl's default port as GodotEnv does (SO_REUSEADDR); fail clearly when another
-    trainer holds it rather than let two trainers and two games cross-connect."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-            s.listen(1)
-        except OSError as e:
-            pytest.fail(f"port {port} (godot-rl's default, used by its examples and gdrl) is busy: {e}; "
-                        "is another godot-rl training running on this machine?")
+# gdrl's training: 4 of its SB3 rollouts (32 steps x 16 agents) in place of its fixed 200,000 steps (~80 s alone on
+# 2 CPUs; its imports take 10 to 30 s more); the deadline stays under pytest's 300 s per test so the test itself ends
+# gdrl and its game.
+GDRL_STEPS = 4 * 32 * N_AGENTS
+GDRL_DEADLINE = 120
+# What the gdrl console script runs (godot_rl.main:main), with a free port and GDRL_STEPS (see the docstring).
+GDRL = """import sys
+from godot_rl.core.godot_env import GodotEnv
+from godot_rl.main import main
+from godot_rl.wrappers import stable_baselines_wrapper
+GodotEnv.DEFAULT_PORT = {port}
+stable_baselines_wrapper.stable_baselines_training.__defaults__ = ({steps},)
+sys.exit(main())
+"""
 
 
 def _kill(pids) -> None:
@@ -91,6 +88,7 @@ def _assert_game_quit(godot_env) -> None:
     assert godot_env.proc.wait(timeout=5) == 0
 
 
+@pytest.mark.slow
 def test_stable_baselines3_example_trains_the_default_game(headless_export, own_games):
     """examples/stable_baselines3_example.py --env_path=exports/headless/rl_games.x86_64, short budget."""
     from stable_baselines3 import PPO
@@ -109,9 +107,9 @@ def test_stable_baselines3_example_trains_the_default_game(headless_export, own_
         def close(self):
             pass
 
-    _require_port_free()
     # As the example builds it with its defaults (no --viz, --seed 0, --n_parallel 1, --speedup 1).
-    venv = StableBaselinesGodotEnv(env_path=str(headless_export), show_window=False, seed=0, n_parallel=1, speedup=1)
+    venv = StableBaselinesGodotEnv(env_path=str(headless_export), show_window=False, seed=0, n_parallel=1, speedup=1,
+                                   port=free_port())  # fmt: skip
     godot_env = venv.envs[0]
     try:
         assert venv.num_envs == N_AGENTS
@@ -142,13 +140,14 @@ def test_stable_baselines3_example_trains_the_default_game(headless_export, own_
     _assert_game_quit(godot_env)
 
 
+@pytest.mark.slow
 def test_clean_rl_example_env_runs_the_default_game(headless_export, own_games):
     """The env of examples/clean_rl_example.py --env_path=exports/headless/rl_games.x86_64, random actions."""
     from godot_rl.wrappers.clean_rl_wrapper import CleanRLGodotEnv
 
-    _require_port_free()
     # As the example builds it with its defaults (no --viz, --speedup 8, --seed 1, --n_parallel 1).
-    envs = CleanRLGodotEnv(env_path=str(headless_export), show_window=False, speedup=8, seed=1, n_parallel=1)
+    envs = CleanRLGodotEnv(env_path=str(headless_export), show_window=False, speedup=8, seed=1, n_parallel=1,
+                           port=free_port())  # fmt: skip
     godot_env = envs.envs[0]
     try:
         assert envs.num_envs == N_AGENTS
@@ -181,15 +180,18 @@ def test_clean_rl_example_env_runs_the_default_game(headless_export, own_games):
     _assert_game_quit(godot_env)
 
 
+@pytest.mark.slow
 def test_gdrl_console_script_trains_the_export(headless_export, tmp_path):
     """`gdrl --env=gdrl --env_path=exports/headless/rl_games.x86_64` as docs/protocol.md shows, headless (no --viz).
 
-    gdrl always trains 200,000 steps; --speedup is the only flag that shortens it (the rest is SB3's updates)."""
+    The console script's main() with its command line, on a free port and for GDRL_STEPS (no flag of gdrl's sets
+    either)."""
     gdrl = Path(sys.executable).parent / "gdrl"
     assert gdrl.is_file(), f"{gdrl} is missing: pip install -e '.[test]' installs godot-rl and stable-baselines3"
-    _require_port_free()
+    assert "from godot_rl.main import main" in gdrl.read_text()  # what GDRL runs
     log = tmp_path / "gdrl.log"
-    cmd = [str(gdrl), "--env=gdrl", f"--env_path={headless_export}", "--experiment_name=test", "--speedup=32"]
+    cmd = [sys.executable, "-c", GDRL.format(port=free_port(), steps=GDRL_STEPS), "--env=gdrl",
+           f"--env_path={headless_export}", "--experiment_name=test", "--speedup=32"]  # fmt: skip
     games = set()
     with open(log, "wb") as out:
         # gdrl writes its tensorboard logs under ./logs/sb3: run it in the temp folder.
@@ -197,12 +199,9 @@ def test_gdrl_console_script_trains_the_export(headless_export, tmp_path):
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
                                 env=dict(os.environ, OMP_NUM_THREADS="1"))
     try:
-        deadline = time.monotonic() + GDRL_DEADLINE
         # The game is gdrl's child (in its own session) until gdrl exits; note every one it starts.
-        while proc.poll() is None:
-            games.update(descendants(proc.pid))
-            assert time.monotonic() < deadline, f"gdrl did not finish within {GDRL_DEADLINE} s"
-            time.sleep(0.1)
+        wait_for(lambda: games.update(descendants(proc.pid)) or proc.poll() is not None, GDRL_DEADLINE, "end of gdrl",
+                 poll=0.1)  # fmt: skip
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
@@ -214,5 +213,5 @@ def test_gdrl_console_script_trains_the_export(headless_export, tmp_path):
     assert games, "gdrl started no game process"
     assert left == [], f"gdrl left the game running: {left}"
     steps = [int(line.split("|")[2]) for line in text.splitlines() if line.startswith("|    total_timesteps")]
-    assert steps and steps[-1] >= 200_000, text[-3000:]
+    assert steps and steps[-1] >= GDRL_STEPS, text[-3000:]
     assert list((tmp_path / "logs" / "sb3").glob("test_*")), "gdrl wrote no tensorboard run"

@@ -8,15 +8,12 @@ runs the same commands against a real game built on the plugin's own code.
 """
 
 import json
-import stat
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import FAKE_GAME, wait_gone
+from helpers import plain_export, quiet, wait_gone
 from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.envs.game import godot_game, resolve_env
@@ -27,19 +24,6 @@ from python_trainer.tools.game_commands import envs_main
 from python_trainer.envs.vec_env import make_vec_env
 
 PLAIN = ("--fake_dialect=godot_rl",)
-
-
-def quiet(events):
-    return events.append
-
-
-def plain_export(tmp_path: Path, name: str = "reach", *extra: str) -> Path:
-    """An 'export' of a game made with godot_rl_agents' plugin: an executable that runs the fake game in that dialect."""
-    path = tmp_path / f"{name}.x86_64"
-    args = " ".join([*PLAIN, *extra])
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_GAME}" {args} "$@"\n')
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
 
 
 def test_a_plain_game_handshakes_resets_steps_and_closes(fake_binary, tmp_path):
@@ -115,6 +99,7 @@ def test_an_export_without_our_addon_is_one_game_named_after_its_binary(tmp_path
         resolve_env("ball_chase", plain_export(tmp_path))
 
 
+@pytest.mark.slow
 def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     export = plain_export(tmp_path)
     root = tmp_path / "runs"
@@ -144,6 +129,7 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     assert "--watch runs the policy inside the game, which needs the rl_sync addon" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_profile_measures_a_plain_game_from_outside(tmp_path, capsys):
     from python_trainer.tools.profile import command as profiling
 

@@ -5,7 +5,9 @@ import json
 import subprocess
 import sys
 
-from conftest import REPO
+import pytest
+
+from helpers import REPO
 from python_trainer.run import train as train_command
 
 
@@ -21,6 +23,7 @@ def run_dir(tmp_path, env_id):
     return found
 
 
+@pytest.mark.slow
 def test_lunar_lander_trains_after_the_set_up(tmp_path):
     result = train(tmp_path, "--env-id", "LunarLander-v3", "--total-timesteps", "1024", "--num-envs", "2",
                    "--num-steps", "256", "--eval-episodes", "1")  # fmt: skip
@@ -39,6 +42,7 @@ def test_a_missing_optional_dependency_is_one_line_naming_the_package(tmp_path):
     assert list(tmp_path.iterdir()) == []  # no run folder left behind
 
 
+@pytest.mark.slow
 def test_the_cartpole_lectures_ablations_run_as_flags(tmp_path):
     args = train_command.Args(env_id="CartPole-v1", update_epochs=1, gae_lambda=1.0, clip=False)
     assert (args.update_epochs, args.gae_lambda, args.clip) == (1, 1.0, False)
@@ -49,6 +53,7 @@ def test_the_cartpole_lectures_ablations_run_as_flags(tmp_path):
     assert (saved["update_epochs"], saved["gae_lambda"], saved["clip"]) == (1, 1.0, False)
 
 
+@pytest.mark.slow
 def test_capture_video_of_a_gymnasium_id_writes_mp4s(tmp_path):
     result = train(tmp_path, "--env-id", "CartPole-v1", "--capture-video", "--total-timesteps", "1024",
                    "--eval-episodes", "0")  # fmt: skip

@@ -8,12 +8,11 @@ import subprocess
 import gymnasium as gym
 import numpy as np
 
-from conftest import REPO
+from helpers import REPO, run_dirs
 from python_trainer import make_vec_env
 from python_trainer.engine import in_engine
 from python_trainer.run import train
 from python_trainer.variants import trained_agent
-from test_ppo import _run_dirs
 
 JUMPER_ACTIONS = gym.spaces.Dict({"jump": gym.spaces.Discrete(2), "move": gym.spaces.Box(-1, 1, (2,), np.float32)})
 
@@ -42,7 +41,7 @@ def test_hybrid_training_end_to_end(headless_export, tmp_path):
     argv = ["--env-id", "jumper", "--agents-per-instance", "4", "--num-steps", "32", "--total-timesteps", "256",
             "--eval-episodes", "0", "--checkpoint-every", "1", "--run-dir-root", str(tmp_path / "runs")]  # fmt: skip
     assert train.main(argv) == 0
-    (run_dir,) = _run_dirs(tmp_path / "runs")
+    (run_dir,) = run_dirs(tmp_path / "runs")
     loaded = trained_agent.load_agent(run_dir)
     assert loaded.action_space == JUMPER_ACTIONS and loaded.global_step == 256
     assert loaded.agent.heads == [("move", "continuous", 2), ("jump", "discrete", 2)]

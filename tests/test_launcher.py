@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from conftest import FAKE_GAME, REPO, TESTS, alive, read_json_line, read_line, wait_gone
+from helpers import FAKE_GAME, REPO, TESTS, alive, quiet, read_json_line, read_line, wait_gone
 from python_trainer.base import paths
 from python_trainer.envs.game import GameError, godot_game
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
@@ -36,10 +36,6 @@ def launch(env, num_instances=1, *, binary=None, start=True, **options):
     if start:
         launcher.start()
     return launcher
-
-
-def quiet(events):
-    return lambda msg: events.append(msg)
 
 
 def test_start_connect_close(binary, tmp_path):
@@ -238,6 +234,7 @@ def launcher_which(name):
     return shutil.which(name)
 
 
+@pytest.mark.slow
 def test_windowed_real_instance_under_xvfb(windowed_export, tmp_path, monkeypatch):
     from python_trainer.envs.vec_env import make_vec_env
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
+from helpers import REPO, read_scalars, run_dirs
 from python_trainer import cli
 from python_trainer import agent as agent_mod
 from python_trainer import normalization, rollout
@@ -17,15 +17,15 @@ from python_trainer.variants import recurrent, trained_agent
 from python_trainer.run import train
 from python_trainer.rollout import evaluate
 from python_trainer.envs.vec_env import make_vec_env
-from test_ppo import _run_dirs, _scalars
 
 SHORT = ["--num-steps", "64", "--total-timesteps", "2048", "--eval-episodes", "2", "--checkpoint-every", "1"]
 
 
+@pytest.mark.slow
 def test_lstm_trains_saves_plays_in_engine_and_refuses_a_mismatched_resume(tmp_path, capsys, headless_export):
     argv = ["--env-id", "memory", "--lstm", "--lstm-size", "16", *SHORT, "--run-dir-root", str(tmp_path)]
     assert train.main(argv) == 0
-    (run_dir,) = _run_dirs(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     loaded = trained_agent.load_agent(run_dir)
     assert loaded.agent.recurrent and loaded.agent.lstm.hidden_size == 16 and loaded.global_step == 2048
     assert "eval: deterministic policy, 2 episodes" in capsys.readouterr().out
@@ -61,7 +61,7 @@ def test_lstm_trains_saves_plays_in_engine_and_refuses_a_mismatched_resume(tmp_p
 def test_resuming_a_plain_run_with_lstm_or_rnd_is_refused(tmp_path, capsys):
     base = ["--env-id", "CartPole-v1", "--num-steps", "32", "--eval-episodes", "0", "--run-dir-root", str(tmp_path)]
     assert train.main([*base, "--total-timesteps", "128", "--checkpoint-every", "1"]) == 0
-    (run_dir,) = _run_dirs(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     assert cli.main(["train", "--resume", str(run_dir), "--lstm", "--total-timesteps", "256"]) == 2
     assert "the checkpoint's agent has no LSTM, and this run asks for one with --lstm" in capsys.readouterr().err
     assert cli.main(["train", "--resume", str(run_dir), "--rnd", "--total-timesteps", "256"]) == 2
@@ -98,11 +98,12 @@ def test_recurrent_rollout_replays_exactly_in_the_update(tmp_path, headless_expo
         envs.close()
 
 
+@pytest.mark.slow
 def test_rnd_trains_logs_both_returns_and_keeps_its_state(tmp_path, capsys, headless_export):
     argv = ["--env-id", "sparse_goal", "--rnd", "--agents-per-instance", "8", *SHORT, "--run-dir-root", str(tmp_path)]
     assert train.main(argv) == 0
-    (run_dir,) = _run_dirs(tmp_path)
-    _, scalars = _scalars(run_dir)
+    (run_dir,) = run_dirs(tmp_path)
+    scalars = read_scalars(run_dir)
     assert {"charts/intrinsic_return", "charts/intrinsic_reward", "losses/rnd_loss"} <= set(scalars)
     ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     assert ckpt["rnd"]["stats"]["obs_rms"]["count"] > 8 * 50  # the warm-up and the rollouts' observations

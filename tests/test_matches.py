@@ -13,8 +13,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import REPO, wait_gone
-from test_playback import _xvfb_pid
+from helpers import REPO, wait_gone, xvfb_pid
 from python_trainer.engine import in_engine
 from python_trainer.envs.xvfb import Xvfb
 from python_trainer.engine.policy_file import policy_bundle, policy_dict, policy_json
@@ -129,6 +128,7 @@ def _right_paddle_rows(frame_path) -> float:
     return float(rows.mean())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("xdotool") is None, reason="needs xdotool to press a key")
 def test_a_person_plays_the_policy_with_the_keyboard(windowed_export, tmp_path):
     """--opponent=human in a window: the person's paddle (court 0: the right one, the arrow keys) moves when Up is
@@ -161,6 +161,7 @@ def test_a_person_plays_the_policy_with_the_keyboard(windowed_export, tmp_path):
     assert min(rows) < max(rows) - 60, rows
 
 
+@pytest.mark.slow
 def test_play_opens_a_match_against_a_person(windowed_export, tmp_path, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     policy = tmp_path / "pong.json"
@@ -170,4 +171,4 @@ def test_play_opens_a_match_against_a_person(windowed_export, tmp_path, monkeypa
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"playing {policy} against human in pong with 1 agents" in result.stdout, result.stdout
     assert "SCRIPT ERROR" not in result.stderr and "rl_sync: error" not in result.stderr, result.stderr
-    assert wait_gone([_xvfb_pid(result.stdout)], timeout=5) == []
+    assert wait_gone([xvfb_pid(result.stdout)], timeout=5) == []

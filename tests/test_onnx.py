@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import REPO
+from helpers import REPO, free_port, godot_ppo_child
 from python_trainer import cli
 from python_trainer.engine import onnx_policy
 from python_trainer.engine.in_engine import evaluate_in_engine, policy_forward
@@ -30,11 +30,6 @@ POLICIES = REPO / "exports" / "policies"
 N = 1000  # observations compared per model
 
 
-def _cli(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "python_trainer", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
-
-
 def _session(path):
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
@@ -43,10 +38,11 @@ def _observations(n_obs, seed=0):
     return np.random.default_rng(seed).uniform(-1.5, 1.5, (N, n_obs)).astype(np.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ball_chase", "cart_pole", "jumper"])  # continuous, discrete, hybrid
 def test_exported_mlp_agrees_with_the_engine(headless_export, tmp_path, name):
     out = tmp_path / f"{name}.onnx"
-    result = _cli("export-policy", str(POLICIES / f"{name}_model.pt"), "--format", "onnx", "-o", str(out))
+    result = godot_ppo_child("export-policy", str(POLICIES / f"{name}_model.pt"), "--format", "onnx", "-o", str(out))
     assert result.returncode == 0, result.stderr
     model = _session(out)
     assert [i.name for i in model.get_inputs()] == ["obs", "state_ins"]
@@ -64,10 +60,12 @@ def test_exported_mlp_agrees_with_the_engine(headless_export, tmp_path, name):
     assert meta["env"] == name and meta["action_keys"] == policy["action_keys"]
 
 
+@pytest.mark.slow
 def test_exported_lstm_carries_its_state_and_agrees_with_the_engine_over_resets(headless_export, tmp_path):
     policy_path = POLICIES / "memory_lstm.json"
     out = tmp_path / "memory.onnx"
-    assert _cli("export-policy", str(policy_path), "-o", str(out)).returncode == 0  # a policy file converts too
+    # a policy file converts too
+    assert godot_ppo_child("export-policy", str(policy_path), "-o", str(out)).returncode == 0
     policy = json.loads(policy_path.read_text())
     hidden = policy["lstm"]["hidden_size"]
     obs = _observations(policy["observation_size"])
@@ -83,6 +81,7 @@ def test_exported_lstm_carries_its_state_and_agrees_with_the_engine_over_resets(
     assert np.abs(np.array(outputs) - engine).max() < 1e-5
 
 
+@pytest.mark.slow
 def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_export, tmp_path, monkeypatch):
     """A short SB3 PPO training through godot-rl's StableBaselinesGodotEnv on our export, exported by godot-rl's
     export_model_as_onnx (torch 2.13's default exporter needs onnxscript: called with dynamo=False, as ours is), then
@@ -91,11 +90,10 @@ def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_e
 
     from godot_rl.wrappers.onnx.stable_baselines_export import export_model_as_onnx
     from godot_rl.wrappers.stable_baselines_wrapper import StableBaselinesGodotEnv
-    from test_godot_rl_examples import _require_port_free
     from test_playback import python_returns
 
-    _require_port_free()
-    env = StableBaselinesGodotEnv(env_path=str(headless_export), show_window=False, seed=0, n_parallel=1, speedup=8)
+    env = StableBaselinesGodotEnv(env_path=str(headless_export), show_window=False, seed=0, n_parallel=1, speedup=8,
+                                  port=free_port())  # fmt: skip
     try:
         torch.manual_seed(0)  # not PPO(seed=): it would call VecEnv.seed, which godot-rl's wrapper does not implement
         model = PPO("MultiInputPolicy", env, n_steps=32, batch_size=128, n_epochs=2, verbose=0)
@@ -104,7 +102,8 @@ def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_e
         env.close()
     monkeypatch.setattr(torch.onnx, "export", functools.partial(torch.onnx.export, dynamo=False))
     export_model_as_onnx(model, str(tmp_path / "sb3.onnx"))  # it verifies itself against SB3 (10 observations)
-    result = _cli("import-policy", str(tmp_path / "sb3.onnx"), "--env-id", "ball_chase", "-o", str(tmp_path / "p.json"))
+    result = godot_ppo_child("import-policy", str(tmp_path / "sb3.onnx"), "--env-id", "ball_chase", "-o",
+                             str(tmp_path / "p.json"))  # fmt: skip
     assert result.returncode == 0, result.stderr
     obs = _observations(12)
     sb3_actions, _ = model.predict({"obs": obs}, deterministic=True)
@@ -250,6 +249,7 @@ def test_bad_models_are_refused_in_one_line_and_nothing_is_written(headless_expo
             "move": {"action_type": "continuous", "size": 3}, "fire": {"action_type": "discrete", "size": 2}}})
 
 
+@pytest.mark.slow
 def test_the_docs_commands_run_as_written(headless_export, tmp_path):
     """docs/onnx.md's first block: export the pretrained ball_chase policy to ONNX, import it back, play it in the
     engine (run in a scratch folder that sees this repository's exports)."""

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from conftest import REPO
+from helpers import REPO
 from python_trainer.fast_acting import FastAgent
 from python_trainer.optimizer import Adam, clip_grad_norm
 

@@ -22,7 +22,7 @@ import numpy as np
 import psutil
 import pytest
 
-from conftest import FAKE_GAME, REPO
+from helpers import FAKE_GAME, REPO, godot_ppo_child, processes_mentioning, read_scalars
 from python_trainer.tools.export import ExportError, export
 from python_trainer.envs.game import GameError, resolve_env
 from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
@@ -44,18 +44,7 @@ def tutorial() -> tuple[dict, list[str]]:
     return files, commands
 
 
-def our_processes(cwd: Path) -> list:
-    """Processes whose command line mentions the temporary folder (games, exports, trainers started there)."""
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if any(str(cwd) in part for part in (p.info["cmdline"] or [])):
-                found.append(p)
-        except psutil.Error:
-            pass
-    return found
-
-
+@pytest.mark.slow
 def test_readme_tutorial_trains_and_plays_an_outside_game(tmp_path, headless_export):
     files, commands = tutorial()
     assert set(files) == {"my_game/project.godot", "my_game/walker.tscn", "my_game/walker_agent.gd"}
@@ -85,9 +74,7 @@ def test_readme_tutorial_trains_and_plays_an_outside_game(tmp_path, headless_exp
     policy = json.loads((run_dir / "policy.json").read_text())
     assert policy["env"] == "walker" and policy["action_keys"] == [{"key": "move", "action_type": "discrete", "size": 3}]
     # The controller's get_info() of ended episodes reached TensorBoard: a success rate that rose with training.
-    from test_ppo import _scalars
-
-    _, scalars = _scalars(run_dir)
+    scalars = read_scalars(run_dir)
     success = [v for _, v in scalars["episode_info/reached_goal"]]
     assert set(success) <= {0.0, 1.0} and np.mean(success[-200:]) > np.mean(success[:200])
 
@@ -117,7 +104,7 @@ def test_readme_tutorial_trains_and_plays_an_outside_game(tmp_path, headless_exp
 
     play_out = outputs[-1]
     assert "playing" in play_out and "walker" in play_out
-    assert our_processes(tmp_path) == []
+    assert processes_mentioning(str(tmp_path)) == []  # no game, export or trainer started there
 
 
 # ---------------------------------------------------------------------------------------------- bad input
@@ -125,11 +112,6 @@ def write_script(path: Path, body: str) -> Path:
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
-
-
-def run_cli(*argv, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "python_trainer", *argv], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
 
 
 @pytest.mark.parametrize("case", ["missing", "folder", "not_executable", "exits", "silent"])
@@ -156,7 +138,8 @@ def test_a_path_that_is_not_a_game_gets_a_one_line_error(tmp_path, case):
 
 
 def test_train_names_a_bad_env_path_in_one_line_and_creates_no_run(tmp_path):
-    result = run_cli("train", "--env-path", str(tmp_path / "nope.x86_64"), "--run-dir-root", str(tmp_path / "runs"))
+    result = godot_ppo_child("train", "--env-path", str(tmp_path / "nope.x86_64"), "--run-dir-root",
+                             str(tmp_path / "runs"))  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "godot-ppo train: error:" in result.stderr
     assert "no such file" in result.stderr
@@ -179,7 +162,7 @@ def test_a_program_that_lists_games_but_never_connects_times_out_and_is_ended(tm
 def test_envs_names_a_game_that_does_not_start_in_one_line_at_the_end(tmp_path):
     script = write_script(tmp_path / "mute.sh", 'case "$*" in *--list_envs*) echo \'{"envs": ["mute"], "default": "mute"}\';'
                                                  ' exit 0;; esac\nexec sleep 600\n')  # fmt: skip
-    result = run_cli("envs", "--env-path", str(script), "--connect-timeout", "2")
+    result = godot_ppo_child("envs", "--env-path", str(script), "--connect-timeout", "2")
     assert result.returncode == 1 and result.stdout.startswith(f"{script}: 1 game(s), default mute")
     assert result.stderr.startswith("godot-ppo envs: error: cannot start mute: timed out after 2s waiting for "
                                     "instance 0") and result.stderr.count("\n") == 1, result.stderr  # fmt: skip
@@ -188,7 +171,7 @@ def test_envs_names_a_game_that_does_not_start_in_one_line_at_the_end(tmp_path):
 def test_unknown_env_id_names_the_games_of_the_binary(headless_export):
     with pytest.raises(GameError, match=r"unknown env id 'volleyball': neither a game in --env-path .* \(its games: ball_chase, cart_pole, .*jumper.*sparse_goal.*\)"):
         resolve_env("volleyball", headless_export)
-    result = run_cli("envs", "--env-path", str(headless_export), "--env-id", "volleyball")
+    result = godot_ppo_child("envs", "--env-path", str(headless_export), "--env-id", "volleyball")
     assert result.returncode == 2 and re.search("its games: ball_chase, .*jumper, .*sparse_goal", result.stderr)
 
 
@@ -221,10 +204,11 @@ def test_a_game_that_ignores_agents_sets_num_envs(tmp_path):
 def test_export_of_a_folder_without_project_godot(tmp_path):
     with pytest.raises(ExportError, match="has no project.godot: give the folder of a Godot 3 project"):
         export(tmp_path, tmp_path / "out", quiet=True)
-    result = run_cli("export", "--project", str(tmp_path))
+    result = godot_ppo_child("export", "--project", str(tmp_path))
     assert result.returncode == 1 and result.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_export_failure_shows_godots_error_and_user_presets_are_left_alone(tmp_path):
     files, _ = tutorial()
     project = tmp_path / "my_game"
@@ -265,6 +249,7 @@ def test_a_damaged_pck_is_named_at_once(tmp_path, headless_export):
     assert time.monotonic() - t0 < 10
 
 
+@pytest.mark.slow
 def test_a_copy_of_this_multi_game_project_exports_and_lists_its_games(tmp_path):
     """A project with a game registry (a Dictionary over several lines in project.godot) exports under its name."""
     project = tmp_path / "copy"

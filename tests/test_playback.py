@@ -3,7 +3,6 @@ Xvfb, and the game's refusal of bad policy files. Every test runs the real expor
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import psutil
 import pytest
 import torch
 
-from conftest import REPO, wait_gone
+from helpers import REPO, processes_mentioning, wait_for, wait_gone, xvfb_pid
 from python_trainer.engine import in_engine, policy_file, recording
 from python_trainer.tools import policy_export
 from python_trainer.run import train
@@ -154,6 +153,7 @@ def test_export_checks_the_game_spaces(tmp_path):
                                                           "jump": {"size": 3, "action_type": "discrete"}}))
 
 
+@pytest.mark.slow
 def test_policy_written_by_training_equals_the_export_of_its_checkpoint(headless_export, tmp_path):
     # training writes RUN_DIR/policy.json from the actor in memory; exporting the checkpoint file must give the same
     argv = ["--env-id", "ball_chase", "--agents-per-instance", "2", "--num-steps", "32", "--total-timesteps", "128",
@@ -203,6 +203,7 @@ def python_returns(policy, episodes, agents, seed, max_episode_steps=None):
     return [r for rs in per_agent for r in rs], np.concatenate(seen)
 
 
+@pytest.mark.slow
 def test_committed_policy_scores_the_same_with_1_and_16_arenas(headless_export):
     """The physics world does not depend on how many arenas an instance lays out (nor on the view)."""
     one = in_engine.evaluate_in_engine(COMMITTED_POLICY, agents=1, episodes=8, seed=0, timeout=90)
@@ -211,6 +212,7 @@ def test_committed_policy_scores_the_same_with_1_and_16_arenas(headless_export):
     assert abs(one["mean_return"] - sixteen["mean_return"]) < 0.1 * sixteen["mean_return"], (one, sixteen)
 
 
+@pytest.mark.slow
 def test_committed_policy_in_engine_matches_python(headless_export):
     assert COMMITTED_POLICY.is_file() and COMMITTED_MODEL.is_file()
     loaded = load_agent(COMMITTED_MODEL)
@@ -239,15 +241,6 @@ def test_committed_policy_in_engine_matches_python(headless_export):
 
 
 # ---------------------------------------------------------------------------------------------- watching, recording
-def _our_processes(marker: str):
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if any(marker in c for c in cmd):
-            found.append(p.pid)
-    return found
-
-
 def _read_until(proc, marker: str, timeout: float) -> str:
     """stdout of ``proc`` up to and including the line holding ``marker``, within ``timeout`` seconds."""
     import selectors
@@ -266,12 +259,7 @@ def _read_until(proc, marker: str, timeout: float) -> str:
     return text
 
 
-def _xvfb_pid(stdout: str):
-    m = re.search(r"started Xvfb on :\d+ \(pid (\d+)\)", stdout)
-    assert m, f"play did not report starting Xvfb:\n{stdout}"
-    return int(m.group(1))
-
-
+@pytest.mark.slow
 def test_play_records_a_gif_under_xvfb(windowed_export, tmp_path, monkeypatch):
     from PIL import Image
 
@@ -282,8 +270,8 @@ def test_play_records_a_gif_under_xvfb(windowed_export, tmp_path, monkeypatch):
            "--record", str(gif), "--record-seconds", "2"]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=90)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert wait_gone([_xvfb_pid(result.stdout)], timeout=5) == []
-    assert wait_gone(_our_processes(f"--env_seed={seed}"), timeout=5) == []
+    assert wait_gone([xvfb_pid(result.stdout)], timeout=5) == []
+    assert wait_gone(processes_mentioning(f"--env_seed={seed}"), timeout=5) == []
 
     with Image.open(gif) as im:
         assert im.n_frames >= 20  # 2 s at 15 fps = 30
@@ -296,6 +284,7 @@ def test_play_records_a_gif_under_xvfb(windowed_export, tmp_path, monkeypatch):
     assert (overlay > 120).sum() > 30, "the overlay text (top left) should be visible"
 
 
+@pytest.mark.slow
 def test_play_watch_under_xvfb_ends_cleanly(windowed_export, tmp_path, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     seed = 525252 + os.getpid() % 1000
@@ -304,8 +293,8 @@ def test_play_watch_under_xvfb_ends_cleanly(windowed_export, tmp_path, monkeypat
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "played" in result.stdout
-    assert wait_gone([_xvfb_pid(result.stdout)], timeout=5) == []
-    assert wait_gone(_our_processes(f"--env_seed={seed}"), timeout=5) == []
+    assert wait_gone([xvfb_pid(result.stdout)], timeout=5) == []
+    assert wait_gone(processes_mentioning(f"--env_seed={seed}"), timeout=5) == []
 
 
 # ---------------------------------------------------------------------------------------------- bad policy files
@@ -361,10 +350,9 @@ def test_evaluate_in_engine_reports_the_game_error(headless_export, tmp_path):
         in_engine.evaluate_in_engine(path, "ball_chase", episodes=1, agents=1, timeout=20)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["engine", "python"])
 def test_play_ctrl_c_ends_everything(windowed_export, monkeypatch, mode):
-    import time
-
     monkeypatch.delenv("DISPLAY", raising=False)
     seed = 626262 + 2 * (os.getpid() % 1000) + (mode == "python")
     src = COMMITTED_MODEL if mode == "python" else COMMITTED_POLICY
@@ -372,11 +360,8 @@ def test_play_ctrl_c_ends_everything(windowed_export, monkeypatch, mode):
     proc = subprocess.Popen(cmd + (["--python"] if mode == "python" else []), cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)  # fmt: skip
     try:
-        xvfb = _xvfb_pid(_read_until(proc, "playing", timeout=30))
-        deadline = time.monotonic() + 30
-        while not (games := _our_processes(f"--env_seed={seed}")) and time.monotonic() < deadline:
-            time.sleep(0.05)  # polling for the game process to appear, bounded
-        assert games, "the game process never started"
+        xvfb = xvfb_pid(_read_until(proc, "playing", timeout=30))
+        games = wait_for(lambda: processes_mentioning(f"--env_seed={seed}"), 30, "game process", proc)
         proc.send_signal(2)  # SIGINT, as Ctrl-C in a terminal
         assert proc.wait(timeout=20) == 0
     finally:
@@ -387,6 +372,6 @@ def test_play_ctrl_c_ends_everything(windowed_export, monkeypatch, mode):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-                for pid in _our_processes(f"--env_seed={seed}"):
+                for pid in processes_mentioning(f"--env_seed={seed}"):
                     psutil.Process(pid).kill()
     assert wait_gone(games + [xvfb], timeout=5) == []

@@ -8,19 +8,18 @@ carry two names trains two networks. How much each policy learns is scripts/benc
 """
 
 import json
-import socket
 
 import numpy as np
 import pytest
 import torch
 
+from helpers import free_port, plain_export, read_scalars
 from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.envs.game import GameBugError
 from python_trainer.engine.in_engine import evaluate_in_engine
 from python_trainer.envs.spaces import policies_from_env_info, policy_env_info
 from python_trainer.envs.vec_env import make_vec_env
-from test_godot_rl_plugin import plain_export
 
 OBS = {"obs": {"size": [3], "space": "box"}}
 MOVE = {"move": {"size": 2, "action_type": "continuous"}}
@@ -78,9 +77,8 @@ def test_tag_steps_each_policy_with_its_own_spaces(headless_export):
         env.close()
 
 
+@pytest.mark.slow
 def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headless_export, tmp_path, capsys):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     root = tmp_path / "runs"
     flags = ["--env-id", "tag", "--num-instances", "2", "--agents-per-instance", "8", "--num-steps", "32",
              "--checkpoint-every", "1", "--eval-episodes", "2", "--run-dir-root", str(root)]  # fmt: skip
@@ -100,7 +98,7 @@ def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headle
     ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     assert sorted(ckpt["policies"]) == ["chaser", "runner"] and ckpt["model"] is None
     assert ckpt["policies"]["runner"]["action_space"]["type"] == "Discrete"
-    tags = EventAccumulator(str(run_dir)).Reload().Tags()["scalars"]
+    tags = read_scalars(run_dir)
     for name in ("chaser", "runner"):
         assert {f"{name}/losses/value_loss", f"{name}/charts/learning_rate", f"{name}/eval/episodic_return"} <= set(tags)
     assert "losses/value_loss" not in tags and "charts/SPS" in tags  # the run's speed stays the run's
@@ -123,6 +121,7 @@ def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headle
     assert "the checkpoint holds one policy, and tag now has the policies ['chaser', 'runner']: start a new run" in err
 
 
+@pytest.mark.slow
 def test_several_policies_are_refused_on_ray_in_one_line(headless_export, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     assert cli.main(["train", "--env-id", "tag", "--ray-address", "local", "--ray-workers", "1",
@@ -131,7 +130,7 @@ def test_several_policies_are_refused_on_ray_in_one_line(headless_export, tmp_pa
 
 
 def test_a_plugin_game_with_two_policy_names_trains_two_networks(tmp_path, capsys):
-    export = plain_export(tmp_path, "duel", "--fake_policy_names=left,right", "--fake_fixed_agents=4")
+    export = plain_export(tmp_path, "--fake_policy_names=left,right", "--fake_fixed_agents=4", name="duel")
     root = tmp_path / "runs"
     assert train.main(["--env-path", str(export), "--num-steps", "16", "--total-timesteps", "128",
                        "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
@@ -144,10 +143,7 @@ def test_a_plugin_game_with_two_policy_names_trains_two_networks(tmp_path, capsy
 def test_godot_rls_pettingzoo_wrapper_steps_tag_and_sees_the_names(headless_export):
     from godot_rl.wrappers.petting_zoo_wrapper import GDRLPettingZooEnv
 
-    with socket.socket() as s:  # a free port for GodotEnv to listen on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = GDRLPettingZooEnv(port=port, show_window=False, seed=0, config={
+    env = GDRLPettingZooEnv(port=free_port(), show_window=False, seed=0, config={
         "env_path": str(headless_export), "action_repeat": 1, "speedup": 1, "env": "tag", "agents": 4})
     try:
         assert env.agent_policy_names == ["chaser", "runner"] * 2

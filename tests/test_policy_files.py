@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import REPO, wait_gone
-from test_playback import COMMITTED_POLICY, _xvfb_pid
+from helpers import REPO, wait_gone, xvfb_pid
+from test_playback import COMMITTED_POLICY
 from python_trainer.engine import in_engine
 from python_trainer.tools import policy_export
 from python_trainer.engine.policy_file import (POLICIES_DIR, PolicyFileError, game_policy, policy_bundle, policy_dict,
@@ -199,6 +199,7 @@ def test_policy_forward_runs_one_network_of_a_run(headless_export, run_dir):
         in_engine.policy_forward(run_dir / "policy.json", [[0.0] * 6])
 
 
+@pytest.mark.slow
 def test_play_records_a_bundle(windowed_export, run_dir, tmp_path, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     gif = tmp_path / "tag.gif"
@@ -206,7 +207,7 @@ def test_play_records_a_bundle(windowed_export, run_dir, tmp_path, monkeypatch):
            "--record", str(gif), "--record-seconds", "1"]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=90)
     assert result.returncode == 0 and gif.stat().st_size > 0, result.stdout + result.stderr
-    assert wait_gone([_xvfb_pid(result.stdout)], timeout=5) == []
+    assert wait_gone([xvfb_pid(result.stdout)], timeout=5) == []
 
 
 TAG_INFO = {"env": "tag", "n_agents": 2, "agent_policy_names": ["chaser", "runner"],

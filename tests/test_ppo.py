@@ -1,19 +1,16 @@
 """PPO trainer and gymnasium vector env: pure functions against hand numbers, then tiny real training runs."""
 
 import json
-import subprocess
 import sys
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from helpers import CLEANRL_TAGS, event_accumulator, read_scalars, run_dirs
 from python_trainer import cli
 from python_trainer import ppo
-from python_trainer.run import run_folder
 from python_trainer.base import flags
 from python_trainer.checkpoint import load_checkpoint
 from python_trainer import normalization
@@ -24,11 +21,6 @@ from python_trainer.agent import Agent
 from python_trainer.fast_acting import FastAgent
 from python_trainer.envs.gym_env import EpisodeStatistics, GymVecEnv
 
-CLEANRL_TAGS = [
-    "charts/episodic_return", "charts/episodic_length", "charts/learning_rate", "charts/SPS",
-    "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/old_approx_kl", "losses/approx_kl",
-    "losses/clipfrac", "losses/explained_variance", "diagnostics/grad_norm", "eval/episodic_return",
-]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -230,16 +222,6 @@ def test_episode_statistics_alone():
 # ---------------------------------------------------------------------------------------------------------------------
 # Training runs (tiny budgets)
 # ---------------------------------------------------------------------------------------------------------------------
-def _run_dirs(root):
-    return sorted(p for p in root.iterdir() if p.is_dir())
-
-
-def _scalars(run_dir):
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})
-    acc.Reload()
-    return acc, {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
-
-
 @pytest.mark.parametrize(
     "env_id, extra",
     [
@@ -260,12 +242,12 @@ def test_smoke_run_writes_every_tag_and_a_reloadable_model(tmp_path, env_id, ext
         "1",
     ]
     assert train.main(argv) == 0
-    (run_dir,) = _run_dirs(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     assert run_dir.name.startswith(f"{env_id}__ppo__1__")
-    acc, scalars = _scalars(run_dir)
+    scalars = read_scalars(run_dir)
     missing = [t for t in CLEANRL_TAGS if t not in scalars]
     assert not missing, f"missing TensorBoard tags: {missing}"
-    assert any("hyperparameters" in t for t in acc.Tags()["tensors"])
+    assert any("hyperparameters" in t for t in event_accumulator(run_dir).Tags()["tensors"])
     batch, total = int(extra[1]) * int(extra[3]), int(extra[5])  # num_envs * num_steps; total_timesteps
     assert [s for s, _ in scalars["charts/SPS"]] == list(range(batch, total + 1, batch))  # one event per update
     for name in ("args.json", "checkpoint.pt", "model.pt", "learning_curve.png", "episodes.csv"):
@@ -284,19 +266,20 @@ def test_smoke_run_writes_every_tag_and_a_reloadable_model(tmp_path, env_id, ext
         assert loaded.act(np.zeros((3, 4), np.float32)).shape == (3,)
 
 
+@pytest.mark.slow
 def test_resume_continues_at_the_saved_global_step(tmp_path, capsys):
     base = ["--num-envs", "2", "--num-steps", "128", "--eval-episodes", "0", "--run-dir-root", str(tmp_path)]
     assert train.main([*base, "--total-timesteps", "1024", "--checkpoint-every", "1"]) == 0
-    (run_dir,) = _run_dirs(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 1024
     capsys.readouterr()
 
     # flags not given (num-envs, num-steps, ...) come from the run's args.json
     assert train.main(["--resume", str(run_dir), "--total-timesteps", "2048"]) == 0
-    assert "resuming" in capsys.readouterr().out and _run_dirs(tmp_path) == [run_dir]
+    assert "resuming" in capsys.readouterr().out and run_dirs(tmp_path) == [run_dir]
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert (ckpt["global_step"], ckpt["update"]) == (2048, 8)
-    _, scalars = _scalars(run_dir)
+    scalars = read_scalars(run_dir)
     # One event per update, nothing repeated or skipped. Sorted: the two runs' event files are read in the order of
     # their names, which end in a per-process counter (".9" sorts after ".10").
     steps = sorted(s for s, _ in scalars["charts/SPS"])
@@ -314,12 +297,13 @@ def test_resume_continues_at_the_saved_global_step(tmp_path, capsys):
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 2048
 
 
+@pytest.mark.slow
 def test_a_resume_with_another_number_of_envs_ends_at_its_total_timesteps(tmp_path, capsys):
     """The updates left are counted from the steps left, not from the update index: more envs (a bigger batch) do
     not stop short of --total-timesteps, fewer do not run past it (each within one batch)."""
     base = ["--num-steps", "64", "--eval-episodes", "0", "--run-dir-root", str(tmp_path)]
     assert train.main([*base, "--num-envs", "4", "--total-timesteps", "1024"]) == 0
-    (run_dir,) = _run_dirs(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     capsys.readouterr()
     # 6 envs: batch 384. Counted from the update index (4 of 3000 // 384 = 7) it would stop at 2176 of 3000
     assert train.main(["--resume", str(run_dir), "--num-envs", "6", "--total-timesteps", "3000"]) == 0
@@ -330,7 +314,7 @@ def test_a_resume_with_another_number_of_envs_ends_at_its_total_timesteps(tmp_pa
     # 2 envs: batch 128. Counted from the update index (7 of 4096 // 128 = 32) it would run on to 6144
     assert train.main(["--resume", str(run_dir), "--num-envs", "2", "--total-timesteps", "4096"]) == 0
     assert load_checkpoint(run_dir / "model.pt")["global_step"] == 4096
-    _, scalars = _scalars(run_dir)
+    scalars = read_scalars(run_dir)
     lr = dict(scalars["charts/learning_rate"])
     # the steps done, in batches of 384, number the updates: 1024 // 384 = 2 done, the first resumed one is 3 of 7
     assert lr[1024 + 384] == pytest.approx(2.5e-4 * (1 - 2 / 7))
@@ -353,7 +337,7 @@ def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path, monkeypatch, capsys):
             "--run-dir-root", str(tmp_path)]  # fmt: skip
     assert cli.main(["train", *argv]) == 130
     assert closed  # envs.close() ran
-    (run_dir,) = _run_dirs(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert (ckpt["global_step"], ckpt["update"]) == (4 * 128, 4)
     assert "--resume" in capsys.readouterr().err
@@ -426,10 +410,10 @@ def test_target_kl_stops_the_update_epochs_early(tmp_path):
     base = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--eval-episodes", "0"]
     assert train.main([*base, "--run-dir-root", str(tmp_path / "a"), "--target-kl", "1e-9"]) == 0
     assert train.main([*base, "--run-dir-root", str(tmp_path / "b")]) == 0
-    (stopped,), (full,) = _run_dirs(tmp_path / "a"), _run_dirs(tmp_path / "b")
+    (stopped,), (full,) = run_dirs(tmp_path / "a"), run_dirs(tmp_path / "b")
     # after the first gradient step any KL exceeds 1e-9: the update stops inside epoch 1 (0 epochs completed)
-    assert [v for _, v in _scalars(stopped)[1]["diagnostics/update_epochs_done"]] == [0.0, 0.0]
-    assert [v for _, v in _scalars(full)[1]["diagnostics/update_epochs_done"]] == [4.0, 4.0]
+    assert [v for _, v in read_scalars(stopped)["diagnostics/update_epochs_done"]] == [0.0, 0.0]
+    assert [v for _, v in read_scalars(full)["diagnostics/update_epochs_done"]] == [4.0, 4.0]
 
 
 def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
@@ -437,7 +421,7 @@ def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
     rollout, update, checkpoint, resume and the deterministic evaluation."""
     import stat
 
-    from conftest import FAKE_GAME
+    from helpers import FAKE_GAME
 
     script = tmp_path / "hybrid_game.sh"
     script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_GAME}" "$@" --fake_action=continuous:2,discrete:3\n')
@@ -446,7 +430,7 @@ def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
     argv = ["--env-path", str(script), "--agents-per-instance", "4", "--num-steps", "16", "--num-minibatches", "2",
             "--total-timesteps", "128", "--eval-episodes", "2", "--checkpoint-every", "1", "--run-dir-root", str(root)]
     assert train.main(argv) == 0
-    (run_dir,) = _run_dirs(root)
+    (run_dir,) = run_dirs(root)
     loaded = trained_agent.load_agent(run_dir)
     assert loaded.action_space == gym.spaces.Dict({"a0": gym.spaces.Box(-1, 1, (2,), np.float32),
                                                    "a1": gym.spaces.Discrete(3)})  # fmt: skip

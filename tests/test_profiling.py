@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from conftest import REPO, descendants, wait_gone
+from helpers import REPO, descendants, end, wait_for, wait_gone
 from python_trainer import cli
 from python_trainer.base.flags import parse_flags, to_argv
 from python_trainer.run import train
@@ -38,6 +38,7 @@ def our_pids(report):
     return pids
 
 
+@pytest.mark.slow
 def test_engine_only_synced_and_pipelined_side_by_side(tmp_path, headless_export, capsys):
     out = tmp_path / "out"
     code = profiling.main(["--modes", "headless", "--num-instances", "1,2", "--agents-per-instance", "4",
@@ -55,6 +56,7 @@ def test_engine_only_synced_and_pipelined_side_by_side(tmp_path, headless_export
     assert "synced/engine" in printed.err  # the per-configuration line says it as it goes
 
 
+@pytest.mark.slow
 def test_tiny_profile_headless_and_windowed(tmp_path, headless_export, windowed_export, capsys):
     # --instances and --agents: the older names of --num-instances and --agents-per-instance
     code, out = run_profile(tmp_path, "--modes", "headless,windowed", "--instances", "1,2", "--agents", "3",
@@ -135,6 +137,7 @@ def _kill_first_instance(killed, stop):
         stop.wait(0.02)
 
 
+@pytest.mark.slow
 def test_crashed_instance_is_reported_and_the_profile_goes_on(tmp_path, headless_export, capsys):
     killed, stop = [], threading.Event()
     killer = threading.Thread(target=_kill_first_instance, args=(killed, stop), daemon=True)
@@ -159,6 +162,7 @@ def test_crashed_instance_is_reported_and_the_profile_goes_on(tmp_path, headless
     assert wait_gone(killed + our_pids(report)) == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_writes_what_was_measured(tmp_path, headless_export):
     out = tmp_path / "out"
     proc = subprocess.Popen(
@@ -168,23 +172,18 @@ def test_ctrl_c_writes_what_was_measured(tmp_path, headless_export):
     )
     seen = set()
     try:
-        deadline = time.monotonic() + 60
-        # Wait for the first configuration's results, then for the second one's instances to be driven; Ctrl-C.
-        driven = False
-        while not driven:
-            assert time.monotonic() < deadline, "the profile never reached its second configuration"
-            assert proc.poll() is None, proc.communicate()
+
+        def second_configuration_driven():  # noting every process the profile starts
             children = descendants(proc.pid)
             seen.update(children)
-            if (out / "profile.json").exists():
-                driven = any(_is_driven(c) for c in children)
-            time.sleep(0.05)
+            return (out / "profile.json").exists() and any(_is_driven(c) for c in children)
+
+        # Wait for the first configuration's results, then for the second one's instances to be driven; Ctrl-C.
+        wait_for(second_configuration_driven, 60, "second configuration's instances driven", proc, poll=0.05)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        end(proc)
     assert proc.returncode == 130, stderr.decode()
     assert b"interrupted" in stderr
     report = json.loads((out / "profile.json").read_text())
@@ -194,6 +193,7 @@ def test_ctrl_c_writes_what_was_measured(tmp_path, headless_export):
     assert wait_gone(list(seen)) == []
 
 
+@pytest.mark.slow
 def test_compare_training(tmp_path, headless_export, capsys):
     code, out = run_profile(tmp_path, "--modes", "headless", "--instances", "1", "--agents", "4", "--steps", "50",
                             "--warmup-steps", "5", "--compare-training", "--compare-seconds", "12")

@@ -5,16 +5,15 @@ import ipaddress
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 
 import numpy as np
 import psutil
 import pytest
 
-from conftest import REPO, alive, descendants, wait_gone
+from helpers import (REPO, alive, descendants, end, free_port, read_scalars, run_dirs, train_argv, train_child, train_run,
+                     wait_for, wait_gone)
 from python_trainer import cli
 from python_trainer.base import running_stats
 from python_trainer.run import learners, train
@@ -22,7 +21,6 @@ from python_trainer.variants import trained_agent
 from python_trainer.checkpoint import load_checkpoint
 from python_trainer.variants.ray_rollouts import LOOPBACK, WORKERS_JSON
 from python_trainer.variants.ray_worker import RolloutWorker, export_digest
-from test_ppo import _run_dirs, _scalars
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
 
@@ -41,30 +39,24 @@ def cluster():
         c.shutdown()
 
 
+def _flags(address, *extra, total=8192):
+    return ["--env-id", "ball_chase", "--num-instances", "1", "--agents-per-instance", "16", "--num-steps", "128",
+            "--total-timesteps", str(total), "--eval-episodes", "0", "--ray-address", address, *extra]  # fmt: skip
+
+
 def _train(tmp_path, address, *extra, total=8192):
-    return [sys.executable, "-m", "python_trainer", "train", "--env-id", "ball_chase", "--num-instances", "1",
-            "--agents-per-instance", "16", "--num-steps", "128", "--total-timesteps", str(total),
-            "--eval-episodes", "0", "--run-dir-root", str(tmp_path), "--ray-address", address, *extra]  # fmt: skip
+    return train_argv(tmp_path, *_flags(address, *extra, total=total))
 
 
 def _where(run_dir):
     return json.loads((run_dir / WORKERS_JSON).read_text())
 
 
-def _wait_for(predicate, proc, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.05)
-
-
+@pytest.mark.slow
 def test_two_nodes_train_record_where_and_leave_no_game(cluster, tmp_path, headless_export):
     """One worker on each node trains ball_chase; the learner's return rises; ray_workers.json names both nodes."""
-    out = subprocess.run(_train(tmp_path, cluster.address, "--ray-workers", "2", "--learning-rate", "1e-3",
-                                total=49152), cwd=REPO, capture_output=True, text=True, timeout=240)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    (run_dir,) = _run_dirs(tmp_path)
+    run_dir = train_run(tmp_path, *_flags(cluster.address, "--ray-workers", "2", "--learning-rate", "1e-3",
+                                          total=49152))  # fmt: skip
     where = _where(run_dir)
     assert [w["worker"] for w in where] == [0, 1]
     assert len({w["node_id"] for w in where}) == 2, where
@@ -72,8 +64,7 @@ def test_two_nodes_train_record_where_and_leave_no_game(cluster, tmp_path, headl
     games = [p for w in where for p in w["game_pids"]]
     assert wait_gone(games, timeout=10) == [], "a game process outlived the run"
     assert wait_gone([w["pid"] for w in where], timeout=10) == [], "a Ray worker outlived the run"
-    _, scalars = _scalars(run_dir)
-    assert {"ray/worker_0_steps_per_s", "ray/worker_1_steps_per_s", "ray/fragment_bytes"} <= set(scalars)
+    assert {"ray/worker_0_steps_per_s", "ray/worker_1_steps_per_s", "ray/fragment_bytes"} <= set(read_scalars(run_dir))
     assert trained_agent.load_agent(run_dir).global_step == 49152
     for w in (0, 1):  # each worker's game logs under the run's name
         assert (run_dir / "workers" / f"worker_{w}" / "logs" / "instance_0.log").exists()
@@ -84,45 +75,39 @@ def test_two_nodes_train_record_where_and_leave_no_game(cluster, tmp_path, headl
     assert len(late) >= 16 and late.mean() > 0.0, rows
 
 
+@pytest.mark.slow
 def test_lstm_and_rnd_train_on_two_nodes_and_resume(cluster, tmp_path, headless_export):
     """--lstm --rnd with Ray: two updates on the two nodes (each worker keeps its agents' LSTM state and rates its
     observations with the learner's RND; RND's warm-up runs in the workers), then --resume for two more."""
     memory = ["--env-id", "memory", "--lstm", "--rnd", "--ray-workers", "2", "--num-steps", "64"]
-    out = subprocess.run(_train(tmp_path, cluster.address, *memory, total=4096), cwd=REPO, capture_output=True,
-                         text=True, timeout=240)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    (run_dir,) = _run_dirs(tmp_path)
+    run_dir = train_run(tmp_path, *_flags(cluster.address, *memory, total=4096))
     assert len({w["node_id"] for w in _where(run_dir)}) == 2
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert ckpt["global_step"] == 4096 and ckpt["update"] == 2
     assert any(k.startswith("lstm.") for k in ckpt["model"]) and ckpt["model"]["critic.0.weight"].shape[0] == 2
     # the workers' warm-up (50 random steps x 32 envs) and the two rollouts' reached observations (2 x 64 x 32)
     assert ckpt["rnd"]["stats"]["obs_rms"]["count"] == pytest.approx(50 * 32 + 2 * 64 * 32, abs=1)
-    _, scalars = _scalars(run_dir)
-    assert {"charts/intrinsic_reward", "losses/rnd_loss", "ray/worker_1_steps_per_s"} <= set(scalars)
-    out = subprocess.run([sys.executable, "-m", "python_trainer", "train", "--resume", str(run_dir),
-                          "--total-timesteps", "8192"], cwd=REPO, capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert {"charts/intrinsic_reward", "losses/rnd_loss", "ray/worker_1_steps_per_s"} <= set(read_scalars(run_dir))
+    out = train_child(tmp_path / "unused", "--resume", str(run_dir), "--total-timesteps", "8192")
     assert f"resuming {run_dir} at global step 4096 (update 2/4)" in out.stdout
     assert load_checkpoint(run_dir / "model.pt")["global_step"] == 8192
     assert json.loads((run_dir / "policy.json").read_text())["lstm"]["hidden_size"] == 64
     assert wait_gone([p for w in _where(run_dir) for p in (w["pid"], *w["game_pids"])], timeout=15) == []
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, headless_export):
     proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--checkpoint-every", "1",
                                    total=16384), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
-        (run_dir,) = _run_dirs(tmp_path)
+        wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 120, "first update", proc)
+        (run_dir,) = run_dirs(tmp_path)
         before = _where(run_dir)[1]
         os.kill(before["pid"], signal.SIGKILL)
         assert wait_gone(before["game_pids"], timeout=10) == [], "the killed worker's game outlived it"
         _, err = proc.communicate(timeout=180)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        end(proc)
     assert proc.returncode == 0, err[-3000:]
     assert "worker 1" in err and "restart 1/3" in err, err[-3000:]
     after = _where(run_dir)
@@ -131,20 +116,19 @@ def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, h
     assert wait_gone([p for w in after for p in w["game_pids"]], timeout=10) == []
 
 
+@pytest.mark.slow
 def test_a_worker_out_of_restarts_stops_the_run_with_a_checkpoint_naming_it(cluster, tmp_path, headless_export):
     proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--ray-max-restarts", "0",
                                    "--checkpoint-every", "1", total=10**8), cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
-        (run_dir,) = _run_dirs(tmp_path)
+        wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 120, "first update", proc)
+        (run_dir,) = run_dirs(tmp_path)
         where = _where(run_dir)
         os.kill(where[1]["pid"], signal.SIGKILL)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        end(proc)
     assert proc.returncode == 1, err[-3000:]
     node = f"node {where[1]['node_ip']} (Ray node id {where[1]['node_id'][:12]})"
     assert f"Ray worker 1 (pid {where[1]['pid']}) on {node} died after 0 restart(s)" in err, err[-3000:]
@@ -153,13 +137,14 @@ def test_a_worker_out_of_restarts_stops_the_run_with_a_checkpoint_naming_it(clus
     assert wait_gone([p for w in where for p in (w["pid"], *w["game_pids"])], timeout=15) == []
 
 
+@pytest.mark.slow
 def test_a_killed_learner_leaves_no_worker_and_no_game(cluster, tmp_path, headless_export):
     """SIGKILL of the driver: Ray ends the driver's actors, and their games follow them (parent-death signal)."""
     proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--checkpoint-every", "1",
                                    total=10**8), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
-        (run_dir,) = _run_dirs(tmp_path)
+        wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 120, "first update", proc)
+        (run_dir,) = run_dirs(tmp_path)
         where = _where(run_dir)
     finally:
         proc.kill()
@@ -168,25 +153,25 @@ def test_a_killed_learner_leaves_no_worker_and_no_game(cluster, tmp_path, headle
     assert wait_gone(pids, timeout=20) == [], [p for p in pids if alive(p)]
 
 
+@pytest.mark.slow
 def test_more_workers_than_the_cluster_has_cpus_for_is_refused(cluster, tmp_path, headless_export):
     out = subprocess.run(_train(tmp_path, cluster.address, "--ray-workers", "3"), cwd=REPO, capture_output=True,
                          text=True, timeout=60)  # fmt: skip
     assert out.returncode == 2, out.stderr[-2000:]
     assert "--ray-workers 3" in out.stderr and "room for 2 worker(s)" in out.stderr, out.stderr[-2000:]
-    assert _run_dirs(tmp_path) == []
+    assert run_dirs(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_an_address_without_a_cluster_is_named_within_seconds(tmp_path):
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{s.getsockname()[1]}"
+    address = f"127.0.0.1:{free_port()}"  # a port nobody listens on
     start = time.monotonic()
     out = subprocess.run(_train(tmp_path, address, "--env-id", "CartPole-v1"), cwd=REPO, capture_output=True,
                          text=True, timeout=60)  # fmt: skip
     assert time.monotonic() - start < 20
     assert out.returncode == 2
     assert f"--ray-address {address}: no Ray cluster answers there" in out.stderr, out.stderr[-2000:]
-    assert _run_dirs(tmp_path) == []
+    assert run_dirs(tmp_path) == []
 
 
 def test_ray_flags_without_an_address_are_refused(tmp_path, capsys):
@@ -225,6 +210,7 @@ def _loopback(address: str) -> bool:
     return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
 
 
+@pytest.mark.slow
 def test_sigterm_with_a_local_ray_checkpoints_and_ends_every_process(cluster, tmp_path, headless_export):
     """--ray-address local: SIGTERM reaches our handler (not Ray's) and is reported as SIGTERM, the checkpoint is
     written, and the workers, their games and the local Ray are gone. While it trains, every Ray process of the run
@@ -234,20 +220,18 @@ def test_sigterm_with_a_local_ray_checkpoints_and_ends_every_process(cluster, tm
     env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}  # set by our code
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 120, "first update")
-        (run_dir,) = _run_dirs(tmp_path)
+        wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 120, "first update", proc)
+        (run_dir,) = run_dirs(tmp_path)
         where = _where(run_dir)
         rays = descendants(proc.pid)
         listening = _listening_addresses([proc.pid, *rays, *descendants(os.getpid())])
         # into ray.get, where Ray turns our handler's exception into a plain KeyboardInterrupt: the learner waits
         # for the workers' fragments there (the rollout), blocked (sleeping) for most of each update
-        _wait_for(lambda: _blocked(proc.pid), proc, 60, "learner waiting for the workers")
+        wait_for(lambda: _blocked(proc.pid), 60, "learner waiting for the workers", proc)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        end(proc)
     assert proc.returncode == 143, err[-3000:]
     assert "interrupted by SIGTERM: checkpoint at global step" in err and "--resume" in err, err[-3000:]
     assert listening and all(_loopback(address) for address in listening), listening
@@ -256,26 +240,26 @@ def test_sigterm_with_a_local_ray_checkpoints_and_ends_every_process(cluster, tm
     assert wait_gone(pids, timeout=15) == [], [p for p in pids if alive(p)]
 
 
+@pytest.mark.slow
 def test_one_ray_worker_trains_the_model_the_local_path_trains(cluster, tmp_path):
     """The same algorithm: a Ray worker runs the local path's collect_rollout with the same seeds, so one worker
     gives the local run's model (CartPole: no normalisation statistics to merge)."""
     models = []
     for name, extra in (("local", []), ("ray", ["--ray-address", cluster.address, "--ray-workers", "1"])):
         argv = ["--env-id", "CartPole-v1", "--num-envs", "4", "--total-timesteps", "1024", "--eval-episodes", "0",
-                "--run-dir-root", str(tmp_path / name), *extra]
+                *extra]
         if extra:  # the learner joins Ray from its own process, as `godot-ppo train` does
-            cmd = [sys.executable, "-m", "python_trainer", "train", *argv]
-            out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
-            assert out.returncode == 0, out.stderr[-3000:]
+            train_child(tmp_path / name, *argv, timeout=120)
         else:
-            assert train.main(argv) == 0
-        (run_dir,) = _run_dirs(tmp_path / name)
+            assert train.main([*argv, "--run-dir-root", str(tmp_path / name)]) == 0
+        (run_dir,) = run_dirs(tmp_path / name)
         models.append(load_checkpoint(run_dir / "model.pt")["model"])
     assert models[0].keys() == models[1].keys()
     for key in models[0]:
         assert (models[0][key] == models[1][key]).all(), key
 
 
+@pytest.mark.slow
 def test_a_node_without_the_binary_is_refused_at_start_naming_it(cluster, tmp_path, monkeypatch, headless_export):
     """The learner says the game is at a path where no node has it: every worker refuses before any game starts."""
     from python_trainer.variants import ray_rollouts
@@ -329,6 +313,7 @@ def test_merged_moments_equal_the_moments_of_all_the_data():
     np.testing.assert_allclose(learner.var, everything.var(0), rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_a_ray_worker_gives_its_games_the_runs_environment_parameters(cluster, tmp_path, headless_export):
     """jumper with its gaps widened by --env-param: one Ray worker's episodes are the local run's, and not those of a
     run without the parameters (one update, so no merged statistics differ)."""
@@ -336,16 +321,14 @@ def test_a_ray_worker_gives_its_games_the_runs_environment_parameters(cluster, t
     for name, extra in (("local", []), ("ray", ["--ray-address", cluster.address, "--ray-workers", "1"]),
                         ("default", None)):  # fmt: skip
         argv = ["--env-id", "jumper", "--agents-per-instance", "4", "--num-steps", "256", "--total-timesteps", "1024",
-                "--num-minibatches", "4", "--eval-episodes", "0", "--run-dir-root", str(tmp_path / name),
+                "--num-minibatches", "4", "--eval-episodes", "0",
                 *(["--env-param", "gap_min=3.5", "--env-param", "gap_max=4.0"] if extra is not None else []),
                 *(extra or [])]  # fmt: skip
         if extra:  # the learner joins Ray from its own process, as `godot-ppo train` does
-            out = subprocess.run([sys.executable, "-m", "python_trainer", "train", *argv], cwd=REPO,
-                                 capture_output=True, text=True, timeout=180)  # fmt: skip
-            assert out.returncode == 0, out.stderr[-3000:]
+            train_child(tmp_path / name, *argv, timeout=180)
         else:
-            assert train.main(argv) == 0
-        (run_dir,) = _run_dirs(tmp_path / name)
+            assert train.main([*argv, "--run-dir-root", str(tmp_path / name)]) == 0
+        (run_dir,) = run_dirs(tmp_path / name)
         episodes[name] = [line.split(",")[:3] for line in (run_dir / "episodes.csv").read_text().splitlines()[1:]]
     assert len(episodes["local"]) >= 4 and episodes["ray"] == episodes["local"]
     assert episodes["default"] != episodes["local"]

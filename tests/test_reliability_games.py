@@ -17,10 +17,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from conftest import FAKE_GAME, REPO
+from helpers import REPO, plain_export
 from test_ppo import _NanAfterThree
 from python_trainer import cli
-from python_trainer.run import train
 from python_trainer.envs.game import GameBugError, GameExport, list_games
 from python_trainer.envs.launcher import SCRIPT_ERRORS_TO_STOP
 from python_trainer.base.paths import godot_server
@@ -116,14 +115,6 @@ def test_the_game_refuses_a_policy_claiming_huge_sizes_at_once_in_little_memory(
 
 
 # ---------------------------------------------------------------------------------------------- broken games
-def plain_export(tmp_path: Path, *extra: str) -> Path:
-    """An 'export' of a game made with godot_rl_agents' plugin (tests/fake_game.py in that dialect)."""
-    path = tmp_path / "plain.x86_64"
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_GAME}" --fake_dialect=godot_rl {" ".join(extra)} "$@"\n')
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
-
-
 AGENT = '''extends "res://addons/rl_sync/agent_controller.gd"
 # A controller with one bug, or none: {case}
 
@@ -233,7 +224,7 @@ STEP_BUGS = {"obs_size:3": "agent 1's observation 'obs' has 6 values, but the ga
 @pytest.mark.parametrize("bug", list(START_BUGS) + list(STEP_BUGS))
 def test_a_plugin_games_bug_is_one_line_never_restarted(tmp_path, capsys, bug):
     """Checked in Python, so games made with godot_rl_agents' plugin are covered too (JSON steps)."""
-    code, err, runs = train_broken(tmp_path, plain_export(tmp_path, f"--fake_bug={bug}"), capsys)
+    code, err, runs = train_broken(tmp_path, plain_export(tmp_path, f"--fake_bug={bug}", name="plain"), capsys)
     assert_named_once(code, err, {**START_BUGS, **STEP_BUGS}[bug])
     if bug in START_BUGS:  # before training: no stub run folder (logs/, train.lock) either
         assert runs == [], [list(r.rglob("*")) for r in runs]
@@ -301,6 +292,7 @@ def test_allow_script_errors_trains_on_after_showing_the_first(fake_binary, tmp_
         env.close()
 
 
+@pytest.mark.slow
 def test_healthy_games_raise_no_script_error_so_the_watch_never_fires(headless_export, tmp_path, fake_binary):
     """Each of our games, and the godot_rl_agents-plugin test game, in a short default run: not one script error."""
     said = []
@@ -335,6 +327,7 @@ def test_training_a_game_that_assigns_a_dictionary_to_reward_stops_naming_its_fi
     assert "Traceback" not in err and "restart" not in err
 
 
+@pytest.mark.slow
 def test_allow_script_errors_lets_a_user_train_on_deliberately(tmp_path, capsys):
     code, err, runs = train_broken(tmp_path, godot_game_with(tmp_path, "reward_dict"), capsys, "--total-timesteps",
                                    "256", "--allow-script-errors")  # fmt: skip

@@ -16,17 +16,13 @@ import time
 import psutil
 import pytest
 
-from conftest import FAKE_GAME, REPO, alive, descendants, read_json_line, read_line, wait_gone
+from helpers import FAKE_GAME, REPO, alive, descendants, no_display_env, quiet, read_json_line, read_line, wait_for, wait_gone
 from python_trainer.envs.game import godot_game
 from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.logs import CappedLog
 from python_trainer.base.processes import end_process_tree, read_log_tail
 
 POLICY = REPO / "exports" / "policies" / "ball_chase.json"
-
-
-def quiet(events):
-    return lambda msg: events.append(msg)
 
 
 def launch(env, num_instances=1, *, binary=None, **options):
@@ -36,31 +32,21 @@ def launch(env, num_instances=1, *, binary=None, **options):
     return launcher
 
 
-def no_display_env():
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("DISPLAY", None)
-    return env
-
-
 def wait_for_children(pid, names, timeout=60.0):
     """Poll until the process tree below ``pid`` holds a process matching each of ``names`` (in its command line);
     returns every descendant's pid then."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = {}
+
+    def all_there():
+        found = set()
         for child in descendants(pid):
             try:
                 cmdline = " ".join(psutil.Process(child).cmdline())
             except psutil.Error:
                 continue
-            for name in names:
-                if name in cmdline:
-                    found[name] = child
-        if len(found) == len(names):
-            return descendants(pid)
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{names} did not all appear below pid {pid} within {timeout}s (found {found})")
-        time.sleep(0.05)
+            found |= {name for name in names if name in cmdline}
+        return len(found) == len(names) and descendants(pid)
+
+    return wait_for(all_there, timeout, f"{names} all below pid {pid}")
 
 
 def kill_parent_and_check_children(cmd, names, sig, tmp_path, ready=None):
@@ -87,6 +73,7 @@ def kill_parent_and_check_children(cmd, names, sig, tmp_path, ready=None):
 
 
 # ---------------------------------------------------------------------------------------------- item 2
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
 def test_play_children_die_with_play(windowed_export, tmp_path, sig):
     """`godot-ppo play` without $DISPLAY runs Xvfb and the windowed game; both end with it."""
@@ -94,6 +81,7 @@ def test_play_children_die_with_play(windowed_export, tmp_path, sig):
     kill_parent_and_check_children(cmd, ["Xvfb", "--policy="], sig, tmp_path, ready=b"playing")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
 def test_launch_window_children_die_with_launch(windowed_export, tmp_path, sig):
     """`godot-ppo launch --window` without $DISPLAY: the windowed instance and its Xvfb end with it."""

@@ -8,12 +8,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import psutil
 import pytest
 
-from conftest import REPO, descendants, read_line, wait_gone
+from helpers import REPO, descendants, read_line, run_dirs, wait_for, wait_gone
 from python_trainer import cli
 from python_trainer.run import learners, run_folder, train
 from python_trainer.checkpoint import load_checkpoint
@@ -44,11 +43,6 @@ def _finish(proc, timeout=60):
     return proc.returncode, err.decode(errors="replace") if isinstance(err, bytes) else (err or "")
 
 
-def _only_run_dir(root):
-    (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
-    return run_dir
-
-
 def _games(pid):
     """The Godot processes below ``pid`` (profile runs other short-lived tools too)."""
     found = []
@@ -61,17 +55,10 @@ def _games(pid):
     return found
 
 
-def _wait_for(predicate, proc, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert proc.poll() is None, f"the process ended ({proc.returncode}) before {what}: {_finish(proc)[1][-3000:]}"
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.02)
-
-
 # ======================================================================================================================
 # 1. One signal policy for every command
 # ======================================================================================================================
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_stop_training_like_ctrl_c(tmp_path, headless_export, sig):
     proc = _start([*TRAIN, *BALL_CHASE, "--run-dir-root", str(tmp_path)])
@@ -85,19 +72,20 @@ def test_sigterm_and_sighup_stop_training_like_ctrl_c(tmp_path, headless_export,
         _finish(proc, timeout=1)
     assert code == 128 + sig, err
     assert f"interrupted by {sig.name}" in err and "godot-ppo train --resume" in err and "Traceback" not in err
-    run_dir = _only_run_dir(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert ckpt["global_step"] >= 128 * 20 and ckpt["global_step"] == 128 * ckpt["update"]
     assert wait_gone(games, timeout=10) == [], "a Godot process outlived the stopped training"
 
 
+@pytest.mark.slow
 def test_an_ignored_sigint_stays_ignored_and_sigterm_still_checkpoints(tmp_path):
     """`godot-ppo train ... &` from a script runs with SIGINT ignored: a SIGINT must not stop it."""
     proc = _start([*TRAIN, *CARTPOLE, "--total-timesteps", str(10**9), "--checkpoint-every", "1",
                    "--run-dir-root", str(tmp_path)],
                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # fmt: skip
     try:
-        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), proc, 60, "first checkpoint")
+        wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 60, "first checkpoint", proc)
         ckpt_path = next(tmp_path.glob("*/checkpoint.pt"))
         proc.send_signal(signal.SIGINT)
         seen = {os.stat(ckpt_path).st_ino}  # each checkpoint is a new file renamed over the old one
@@ -106,7 +94,7 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_still_checkpoints(tmp_path)
             seen.add(os.stat(ckpt_path).st_ino)
             return len(seen) >= 3
 
-        _wait_for(two_more_checkpoints, proc, 60, "two more checkpoints after SIGINT")
+        wait_for(two_more_checkpoints, 60, "two more checkpoints after SIGINT", proc)
         proc.send_signal(signal.SIGTERM)
         code, err = _finish(proc)
     finally:
@@ -145,6 +133,7 @@ sys.exit(cli.main(["train", *argv]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["checkpoint", "update"])
 def test_a_signal_while_writing_a_checkpoint_or_updating_corrupts_nothing(tmp_path, where):
     argv = [*CARTPOLE, "--total-timesteps", str(512 * 50), "--checkpoint-every", "1", "--num-minibatches", "4",
@@ -152,7 +141,7 @@ def test_a_signal_while_writing_a_checkpoint_or_updating_corrupts_nothing(tmp_pa
     code, err = _finish(_start([sys.executable, "-c", _DRIVER, where, *argv]))
     assert code == 128 + signal.SIGTERM, err
     assert "SIGHUP received: already stopping" in err and "--resume" in err and "Traceback" not in err
-    run_dir = _only_run_dir(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     assert not list(run_dir.glob(".*tmp*")), "a temporary file was left"
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert (ckpt["update"], ckpt["global_step"]) == (2, 1024)  # the last completed update
@@ -178,6 +167,7 @@ def test_launch_ends_cleanly_on_sigterm_and_sighup(headless_export, sig):
     assert wait_gone(games, timeout=10) == []
 
 
+@pytest.mark.slow
 def test_profile_ends_cleanly_on_sigterm(tmp_path, headless_export):
     out = tmp_path / "profile"
     proc = subprocess.Popen([sys.executable, "-m", "python_trainer", "profile", "--env-id", "ball_chase", "--modes",
@@ -186,7 +176,7 @@ def test_profile_ends_cleanly_on_sigterm(tmp_path, headless_export):
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         read_line(proc, b"profiling 1 configuration", timeout=60)  # then it launches the instance it measures
-        _wait_for(lambda: _games(proc.pid), proc, 60, "game process")
+        wait_for(lambda: _games(proc.pid), 60, "game process", proc)
         games = _games(proc.pid)
         proc.send_signal(signal.SIGTERM)
         output = proc.communicate(timeout=60)[0].decode(errors="replace")
@@ -201,12 +191,13 @@ def test_profile_ends_cleanly_on_sigterm(tmp_path, headless_export):
 # ======================================================================================================================
 # 4. One lock per run folder
 # ======================================================================================================================
+@pytest.mark.slow
 def test_resume_of_a_run_still_training_is_refused_naming_its_pid(tmp_path):
     holder = _start([*TRAIN, *CARTPOLE, "--total-timesteps", str(10**9), "--checkpoint-every", "1",
                      "--run-dir-root", str(tmp_path)])  # fmt: skip
     try:
-        _wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), holder, 60, "first checkpoint")
-        run_dir = _only_run_dir(tmp_path)
+        wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 60, "first checkpoint", holder)
+        (run_dir,) = run_dirs(tmp_path)
         step = load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
         code, err = _finish(_start([*TRAIN, "--resume", str(run_dir), "--total-timesteps", str(step + 1024)]))
         assert code == 2, err
@@ -227,7 +218,7 @@ def test_a_run_without_env_id_is_named_for_the_default_game_and_resumes_with_it(
     """No --env-id and no --env-path trains CleanRL's CartPole-v1: the folder and the checkpoint say so (not None)."""
     argv = ["--num-envs", "4", "--num-steps", "128", "--eval-episodes", "0", "--run-dir-root", str(tmp_path)]
     assert train.main([*argv, "--total-timesteps", "512"]) == 0
-    run_dir = _only_run_dir(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     assert run_dir.name.startswith("CartPole-v1__ppo__1__"), run_dir.name
     assert train.main(["--resume", str(run_dir), "--env-id", "CartPole-v1", "--total-timesteps", "1024"]) == 0
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 1024
@@ -254,6 +245,7 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
 # ======================================================================================================================
 # 6. Crash paths keep the model
 # ======================================================================================================================
+@pytest.mark.slow
 def test_an_instance_out_of_restarts_ends_with_a_checkpoint_and_the_resume_hint(tmp_path, headless_export):
     proc = _start([*TRAIN, *BALL_CHASE, "--max-restarts", "0", "--step-timeout", "20", "--run-dir-root", str(tmp_path)])
     try:
@@ -268,11 +260,13 @@ def test_an_instance_out_of_restarts_ends_with_a_checkpoint_and_the_resume_hint(
     error = [line for line in err.splitlines() if line.startswith("godot-ppo train: error:")]
     assert len(error) == 1 and "--max-restarts" in error[0] and "giving up" in error[0]
     assert "godot-ppo train --resume" in err
-    ckpt = load_checkpoint(_only_run_dir(tmp_path) / "checkpoint.pt")
+    (run_dir,) = run_dirs(tmp_path)
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert ckpt["global_step"] >= 128 * 20 and ckpt["args"]["max_restarts"] == 0
     assert wait_gone(games, timeout=10) == []
 
 
+@pytest.mark.slow
 def test_a_closed_stdout_ends_with_a_checkpoint_and_the_resume_hint(tmp_path):
     """`godot-ppo train | head -1`: the next line written to stdout meets a closed pipe."""
     proc = _start([*TRAIN, *CARTPOLE, "--total-timesteps", str(512 * 400), "--checkpoint-every", "0",
@@ -286,7 +280,8 @@ def test_a_closed_stdout_ends_with_a_checkpoint_and_the_resume_hint(tmp_path):
     assert code == 1, err
     assert "broken pipe" in err and "godot-ppo train --resume" in err
     assert "Traceback" not in err and "Exception ignored" not in err
-    assert load_checkpoint(_only_run_dir(tmp_path) / "checkpoint.pt")["global_step"] >= 512 * 20
+    (run_dir,) = run_dirs(tmp_path)
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 512 * 20
 
 
 def test_an_unexpected_error_keeps_the_model_and_its_traceback(tmp_path, monkeypatch, capsys):
@@ -303,7 +298,7 @@ def test_an_unexpected_error_keeps_the_model_and_its_traceback(tmp_path, monkeyp
     assert cli.main(["train", *argv]) == 1
     err = capsys.readouterr().err
     assert "godot-ppo train: error: RuntimeError: a bug in the logging" in err and "--resume" in err
-    run_dir = _only_run_dir(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     assert load_checkpoint(run_dir / "checkpoint.pt")["update"] == 3
     assert "Traceback" in (run_dir / "error.log").read_text()
     assert {s: signal.getsignal(s) for s in handlers} == handlers  # the policy is undone when main returns
@@ -364,7 +359,7 @@ def test_the_env_refuses_unbounded_instances_before_starting_any(monkeypatch):
 def test_an_empty_or_truncated_checkpoint_says_what_it_is(tmp_path, capsys):
     assert train.main([*CARTPOLE, "--total-timesteps", "512", "--checkpoint-every", "1",
                      "--run-dir-root", str(tmp_path)]) == 0  # fmt: skip
-    run_dir = _only_run_dir(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     data = (run_dir / "checkpoint.pt").read_bytes()
     capsys.readouterr()
     for content, words in [(b"", "empty file"), (data[: len(data) // 2], "truncated"), (b"hello", "not a checkpoint")]:
@@ -413,10 +408,7 @@ def test_a_sigterm_that_ray_turns_into_a_plain_keyboard_interrupt_is_still_named
         try:
             try:
                 os.kill(os.getpid(), signal.SIGTERM)
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline:  # the handler raises at the next bytecode
-                    time.sleep(0.01)
-                pytest.fail("SIGTERM did not interrupt")
+                wait_for(lambda: False, 10, "interruption by SIGTERM")  # the handler raises at the next bytecode
             except signals.Interrupted:
                 raise KeyboardInterrupt from None  # what Ray's check_signals does with it
         except KeyboardInterrupt as e:

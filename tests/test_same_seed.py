@@ -25,16 +25,13 @@ other kernels from a change of the numbers and skips, saying so (record a set th
 import dataclasses
 import functools
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
+from helpers import REPO, train_child, train_run
 from python_trainer.run import train
 from same_seed_kernels import fingerprint, kernels_env, read_sets, set_of
 
@@ -53,14 +50,6 @@ def _kernels() -> tuple:
     if isinstance(env, str):
         pytest.skip(f"{env}: float results may differ in the last bits")
     return env, fingerprint(env)
-
-
-def _train(tmp_path, *flags, timeout=600, env=None):
-    result = subprocess.run([sys.executable, "-m", "python_trainer", "train", *flags, "--run-dir-root",
-                             str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                            env=dict(os.environ, **(env or {})))  # fmt: skip
-    assert result.returncode == 0, f"train failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
-    return result
 
 
 def _equal(a, b, where=""):
@@ -98,11 +87,11 @@ def _same_run(run_dir, fixture) -> None:
     assert {k: v for k, v in args_now.items() if k not in added} == args_then
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["cartpole", "ball_chase_pipelined", "ball_chase_no_pipeline"])
 def test_the_same_seed_gives_the_recorded_run(tmp_path, name, headless_export):
     env, here = _kernels()
-    _train(tmp_path, *TABLE["runs"][name], *TABLE["common"], env=env)
-    (run_dir,) = tmp_path.iterdir()
+    run_dir = train_run(tmp_path, *TABLE["runs"][name], *TABLE["common"], timeout=600, env=env)
     ours = set_of(KERNELS, here)
     if ours is not None:  # this machine's kernels recorded these runs: the same numbers, exactly
         _same_run(run_dir, FIXTURES / ours / name)
@@ -119,6 +108,7 @@ def test_the_same_seed_gives_the_recorded_run(tmp_path, name, headless_export):
                 "make_same_seed_fixtures.py --set NAME, with the fixtures' trainer) to decide")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, more_steps", [("memory_lstm_rnd", 8192), ("ball_chase_pipelined", 106496)])
 def test_an_old_checkpoint_resumes_and_plays(tmp_path, name, more_steps, headless_export):
     """A run folder written by main 7743056 (an --lstm --rnd agent, and an MLP one) resumes for more updates, and
@@ -130,7 +120,8 @@ def test_an_old_checkpoint_resumes_and_plays(tmp_path, name, more_steps, headles
     shutil.copytree(OLD_RUNS / name, run_dir)
     shutil.copy(run_dir / "model.pt", run_dir / "checkpoint.pt")  # the run's checkpoint.pt had the same bytes
     before = torch.load(run_dir / "checkpoint.pt", weights_only=True)["global_step"]
-    result = _train(tmp_path / "unused", "--resume", str(run_dir), "--total-timesteps", str(more_steps))
+    result = train_child(tmp_path / "unused", "--resume", str(run_dir), "--total-timesteps", str(more_steps),
+                         timeout=600)  # fmt: skip
     assert f"resuming {run_dir} at global step {before}" in result.stdout
     after = torch.load(run_dir / "model.pt", weights_only=True)
     assert after["global_step"] == more_steps > before

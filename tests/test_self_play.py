@@ -12,6 +12,7 @@ import re
 import pytest
 import torch
 
+from helpers import event_accumulator
 from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.variants.self_play import SelfPlayError, elo_update, expected_score, teams_of
@@ -40,9 +41,8 @@ def test_a_game_that_is_not_two_teams_of_one_policy_is_refused_in_one_line(names
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.slow
 def test_pong_self_play_keeps_its_pool_elo_and_sides_across_a_resume(headless_export, tmp_path, capsys):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     root = tmp_path / "runs"
     flags = ["--env-id", "pong", "--self-play", "--num-steps", "64", "--agents-per-instance", "8",
              "--self-play-save-steps", "256", "--self-play-swap-steps", "512", "--self-play-window", "3",
@@ -56,7 +56,7 @@ def test_pong_self_play_keeps_its_pool_elo_and_sides_across_a_resume(headless_ex
     assert sorted(p.name for p in (run_dir / "self_play").iterdir()) == [p["file"] for p in state["pool"]]
     # the sides change before a rollout once the count is reached: before update 5 (1024 steps done)
     assert state["learning_team"] == 1 and state["last_team_change"] == 1024
-    events = EventAccumulator(str(run_dir)).Reload()
+    events = event_accumulator(run_dir)
     elo = [e.value for e in events.Scalars("self_play/elo")]
     teams = [e.value for e in events.Scalars("self_play/learning_team")]
     assert len(elo) == 8 and state["elo"] == pytest.approx(elo[-1]) and len(set(elo)) > 1  # matches moved it

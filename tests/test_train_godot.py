@@ -3,23 +3,23 @@
 import json
 import signal
 import subprocess
-import sys
-import time
 
-from conftest import REPO, descendants, wait_gone
+import pytest
+
+from helpers import CLEANRL_TAGS, REPO, descendants, end, read_scalars, run_dirs, train_argv, wait_for, wait_gone
 from python_trainer.run import train
 from python_trainer.variants import trained_agent
 from python_trainer.checkpoint import load_checkpoint
-from test_ppo import CLEANRL_TAGS, _run_dirs, _scalars
 
 
+@pytest.mark.slow
 def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_export):
     argv = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "2", "--num-steps", "256",
             "--total-timesteps", "2048", "--eval-episodes", "2", "--checkpoint-every", "1",
             "--run-dir-root", str(tmp_path)]  # fmt: skip
     assert train.main(argv) == 0
-    (run_dir,) = _run_dirs(tmp_path)
-    _, scalars = _scalars(run_dir)
+    (run_dir,) = run_dirs(tmp_path)
+    scalars = read_scalars(run_dir)
     assert not [t for t in CLEANRL_TAGS if t not in scalars]
     assert "eval/episodic_return" in scalars
     assert sorted(p.name for p in (run_dir / "logs").glob("instance_*.log")) == ["instance_0.log", "instance_1.log"]
@@ -29,28 +29,26 @@ def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_e
     assert trained_agent.load_agent(run_dir).global_step == 2048
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_and_leaves_no_godot_process(tmp_path, headless_export):
-    cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", "ball_chase", "--agents-per-instance", "4",
-           "--num-steps", "32", "--total-timesteps", "100000000", "--checkpoint-every", "1",
-           "--run-dir-root", str(tmp_path)]  # fmt: skip
+    cmd = train_argv(tmp_path, "--env-id", "ball_chase", "--agents-per-instance", "4", "--num-steps", "32",
+                     "--total-timesteps", "100000000", "--checkpoint-every", "1")  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
         games = []
-        while not list(tmp_path.glob("*/checkpoint.pt")):  # the first update is done
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no checkpoint within 120 s"
-            games = descendants(proc.pid)
-            time.sleep(0.05)
+
+        def first_update():  # noting the games the trainer runs until then
+            games[:] = descendants(proc.pid)
+            return list(tmp_path.glob("*/checkpoint.pt"))
+
+        wait_for(first_update, 120, "first checkpoint", proc)
         assert games, "the trainer started no game process"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        end(proc)
     assert proc.returncode == 130, err
     assert "--resume" in err
-    (run_dir,) = _run_dirs(tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 4 * 32
     assert wait_gone(games, timeout=10) == [], "a Godot process outlived the interrupted training"

@@ -4,24 +4,16 @@ The fake game (tests/fake_game.py) has known dynamics: observation [t, agent, se
 reward 0.1 + 0.01 * agent, truncation at max_episode_steps. Tests marked real use the headless export."""
 
 import re
-import sys
 import time
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from conftest import FAKE_GAME, wait_gone
+from helpers import FAKE, fake_env, wait_gone
 from python_trainer.envs.spaces import spaces_from_env_info
 from python_trainer.envs.vec_env import make_vec_env
 
-FAKE = [sys.executable, str(FAKE_GAME)]
-
-
-def fake_env(tmp_path, instances=2, agents=3, **kw):
-    extra = kw.pop("extra_args", [])
-    return make_vec_env("ball_chase", num_instances=instances, agents_per_instance=agents, binary=FAKE,
-                        run_dir=tmp_path, extra_args=extra, **kw)
 
 
 # ---------------------------------------------------------------------------------------------- spaces
@@ -55,7 +47,7 @@ def test_space_flattening():
 
 
 def test_env_basics_and_obs_layout(tmp_path):
-    env = fake_env(tmp_path, extra_args=["--fake_obs=b:2,a:3"])
+    env = fake_env(tmp_path, "--fake_obs=b:2,a:3")
     try:
         assert env.num_envs == 6 and env.metadata["autoreset_mode"] == "same-step"
         assert env.single_observation_space.shape == (5,)
@@ -75,7 +67,7 @@ def test_env_basics_and_obs_layout(tmp_path):
     ("continuous:2,continuous:1", gym.spaces.Box(-1, 1, (3,), np.float32)),
 ])
 def test_action_kinds_reach_the_game(tmp_path, spec, space):
-    env = fake_env(tmp_path, instances=1, agents=4, extra_args=[f"--fake_action={spec}"])
+    env = fake_env(tmp_path, f"--fake_action={spec}", instances=1, agents=4)
     try:
         assert env.single_action_space == space
         env.reset()
@@ -105,7 +97,7 @@ def test_action_validation(tmp_path):
             env.step(np.zeros((2, 2)))
     finally:
         env.close()
-    denv = fake_env(tmp_path, instances=1, agents=2, extra_args=["--fake_action=discrete:3"])
+    denv = fake_env(tmp_path, "--fake_action=discrete:3", instances=1, agents=2)
     try:
         denv.reset()
         with pytest.raises(ValueError, match="out of range"):
@@ -121,7 +113,7 @@ def test_action_validation(tmp_path):
 
 def test_hybrid_actions_reach_the_game(tmp_path):
     # a0: 2 continuous values, a1: a discrete key of 3 choices (godot-rl's SB3/CleanRL wrappers refuse this space)
-    env = fake_env(tmp_path, instances=2, agents=3, extra_args=["--fake_action=continuous:2,discrete:3"])
+    env = fake_env(tmp_path, "--fake_action=continuous:2,discrete:3", instances=2, agents=3)
     try:
         assert env.single_action_space == gym.spaces.Dict(
             {"a0": gym.spaces.Box(-1, 1, (2,), np.float32), "a1": gym.spaces.Discrete(3)})
@@ -155,7 +147,7 @@ def test_hybrid_actions_reach_the_game(tmp_path):
     ({"a0": [[0, 0], [0], [0, 0], [0, 0]], "a1": np.zeros(4, int)}, r"actions\['a0'\] must be a rectangular array.*ragged"),
 ])  # fmt: skip
 def test_hybrid_action_validation(tmp_path, actions, message):
-    env = fake_env(tmp_path, instances=1, agents=4, extra_args=["--fake_action=continuous:2,discrete:3"])
+    env = fake_env(tmp_path, "--fake_action=continuous:2,discrete:3", instances=1, agents=4)
     try:
         env.reset()
         with pytest.raises(ValueError, match=message):
@@ -185,7 +177,7 @@ def test_bad_actions_of_any_kind_are_a_value_error_naming_the_problem(tmp_path):
         env.step(np.zeros((4, 2)))
     finally:
         env.close()
-    denv = fake_env(tmp_path, instances=1, agents=2, extra_args=["--fake_action=discrete:3,discrete:2"])
+    denv = fake_env(tmp_path, "--fake_action=discrete:3,discrete:2", instances=1, agents=2)
     try:
         denv.reset()
         with pytest.raises(ValueError, match="ragged"):
@@ -198,7 +190,7 @@ def test_bad_actions_of_any_kind_are_a_value_error_naming_the_problem(tmp_path):
 def test_instances_simulate_in_parallel(tmp_path):
     """Actions go to every instance before any reply is read: 4 instances that each take 50 ms per step
     step in about 50 ms, not 200 ms (sleeping, so this holds whatever the number of cores)."""
-    env = fake_env(tmp_path, instances=4, agents=1, extra_args=["--fake_step_delay=0.05"])
+    env = fake_env(tmp_path, "--fake_step_delay=0.05", instances=4, agents=1)
     try:
         env.reset()
         env.step(env.action_space.sample())
@@ -221,7 +213,7 @@ def test_step_before_reset_is_an_error(tmp_path):
 
 
 def test_autoreset_final_obs_and_episode_stats_fake(tmp_path):
-    env = fake_env(tmp_path, instances=2, agents=3, extra_args=["--max_episode_steps=7"])
+    env = fake_env(tmp_path, "--max_episode_steps=7", instances=2, agents=3)
     try:
         obs, _ = env.reset()
         returns = np.zeros(env.num_envs)
@@ -294,13 +286,14 @@ def test_init_failure_leaves_nothing(tmp_path):
 
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(Exception, match="exited before connecting"):
-        fake_env(tmp_path, instances=3, extra_args=["--fake_mode=exit_at_start"])
+        fake_env(tmp_path, "--fake_mode=exit_at_start", instances=3)
     left = [p for p in psutil.Process().children(recursive=True)
             if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
     assert left == []
 
 
 # ---------------------------------------------------------------------------------------------- real game
+@pytest.mark.slow
 def test_real_many_steps_stats_match(headless_export, tmp_path):
     env = make_vec_env("ball_chase", num_instances=2, agents_per_instance=16, run_dir=tmp_path, seed=3)
     try:

@@ -3,20 +3,16 @@ at every checkpoint, and ends with the training run. Every test runs under an Xv
 the half-written file case is also covered without a window by godot_project/tests/test_policy_reloader.gd."""
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-from conftest import REPO, wait_gone
+from helpers import REPO, end, no_display_env, processes_mentioning, train_argv, wait_for, wait_gone, xvfb_pid
 from python_trainer import cli
-from python_trainer.envs import launcher, xvfb
+from python_trainer.envs import xvfb
 from python_trainer.engine.watcher import start_policy_watcher
 from python_trainer.base.files import write_atomic
 from python_trainer.envs.game import GodotGame, Program, godot_game
@@ -25,25 +21,9 @@ COMMITTED_POLICY = REPO / "exports" / "policies" / "ball_chase.json"
 
 
 def _train_cmd(tmp_path: Path, total: int) -> list:
-    return [sys.executable, "-m", "python_trainer", "train", "--env-id", "ball_chase", "--num-instances", "1",
-            "--agents-per-instance", "4", "--num-steps", "32", "--checkpoint-every", "1", "--total-timesteps",
-            str(total), "--eval-episodes", "0", "--watch", "--run-dir-root", str(tmp_path)]  # fmt: skip
-
-
-def _no_display_env() -> dict:
-    return {k: v for k, v in os.environ.items() if k != "DISPLAY"}
-
-
-def _processes_naming(text: str) -> list:
-    """pids of live processes with an argument that starts with ``text``."""
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if any(part.startswith(text) for part in p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p.pid)
-        except psutil.Error:
-            pass
-    return found
+    return train_argv(tmp_path, "--env-id", "ball_chase", "--num-instances", "1", "--agents-per-instance", "4",
+                      "--num-steps", "32", "--checkpoint-every", "1", "--total-timesteps", str(total),
+                      "--eval-episodes", "0", "--watch")  # fmt: skip
 
 
 def _reloads(log: Path) -> list:
@@ -51,37 +31,15 @@ def _reloads(log: Path) -> list:
     return [int(m) for m in re.findall(r"^rl_sync: policy reloaded \(global step (\d+)", text, re.MULTILINE)]
 
 
-def _xvfb_pid(text: str) -> int:
-    m = re.search(r"started Xvfb on :\d+ \(pid (\d+)\)", text)
-    assert m, f"the trainer did not report starting Xvfb:\n{text}"
-    return int(m.group(1))
-
-
-def _wait_for(predicate, timeout: float, what: str, proc=None):
-    deadline = time.monotonic() + timeout
-    while not (result := predicate()):
-        if proc is not None and proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"the trainer exited ({proc.returncode}) before {what}:\n{out[-2000:]}\n{err[-3000:]}")
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.05)
-    return result
-
-
-def _end(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.kill()
-        proc.communicate()
-
-
+@pytest.mark.slow
 def test_watch_window_reloads_newer_policies_and_ends_with_training(tmp_path, headless_export, windowed_export):
-    proc = subprocess.Popen(_train_cmd(tmp_path, 12288), cwd=REPO, env=_no_display_env(), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(_train_cmd(tmp_path, 12288), cwd=REPO, env=no_display_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        games = _wait_for(lambda: _processes_naming(f"--policy={tmp_path}"), 60, "watched game process", proc)
+        games = wait_for(lambda: processes_mentioning(f"--policy={tmp_path}"), 60, "watched game process", proc)
         out, err = proc.communicate(timeout=120)
     finally:
-        _end(proc)
+        end(proc)
     assert proc.returncode == 0, err[-3000:]
     assert "watching: a window plays" in err
     (log,) = tmp_path.glob("*/logs/watch.log")
@@ -90,25 +48,26 @@ def test_watch_window_reloads_newer_policies_and_ends_with_training(tmp_path, he
     assert len(set(steps)) >= 2, f"the window reloaded {len(steps)} policies:\n{log.read_text()[-3000:]}"
     assert steps == sorted(steps), f"reloads not of ever newer policies: {steps}"
     assert "--max_fps=30" in log.read_text() and "--policy_reload" in log.read_text()
-    assert wait_gone(games + [_xvfb_pid(err)], timeout=10) == [], "the watched window or its Xvfb outlived training"
-    assert _processes_naming(f"--policy={tmp_path}") == []
+    assert wait_gone(games + [xvfb_pid(err)], timeout=10) == [], "the watched window or its Xvfb outlived training"
+    assert processes_mentioning(f"--policy={tmp_path}") == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_watch_window_ends_when_training_is_stopped_or_killed(tmp_path, headless_export, windowed_export, sig):
-    proc = subprocess.Popen(_train_cmd(tmp_path, 10**8), cwd=REPO, env=_no_display_env(), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(_train_cmd(tmp_path, 10**8), cwd=REPO, env=no_display_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        log = _wait_for(lambda: next(iter(tmp_path.glob("*/logs/watch.log")), None), 60, "watch.log", proc)
-        _wait_for(lambda: _reloads(log), 60, "policy reload", proc)
-        games = _processes_naming(f"--policy={tmp_path}")  # the watched game
+        log = wait_for(lambda: next(iter(tmp_path.glob("*/logs/watch.log")), None), 60, "watch.log", proc)
+        wait_for(lambda: _reloads(log), 60, "policy reload", proc)
+        games = processes_mentioning(f"--policy={tmp_path}")  # the watched game
         assert games
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
-        _end(proc)
+        end(proc)
     assert proc.returncode == (128 + sig if sig == signal.SIGTERM else -sig), err[-3000:]
-    assert wait_gone(games + [_xvfb_pid(err)], timeout=10) == [], "a game or Xvfb outlived the training run"
+    assert wait_gone(games + [xvfb_pid(err)], timeout=10) == [], "a game or Xvfb outlived the training run"
 
 
 def _policy_text(global_step: int) -> str:
@@ -117,6 +76,7 @@ def _policy_text(global_step: int) -> str:
     return json.dumps(policy)
 
 
+@pytest.mark.slow
 def test_watcher_keeps_playing_through_a_half_written_policy(tmp_path, windowed_export, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     path = tmp_path / "policy.json"
@@ -128,18 +88,21 @@ def test_watcher_keeps_playing_through_a_half_written_policy(tmp_path, windowed_
         # Until the game has started, a new file is simply its first policy: rewrite until one is reloaded. These
         # versions are written whole (atomically, as the trainer writes them): a game that starts while a half file
         # is on disk rightly refuses it as its first policy, and only the half file below is the test's.
-        step, deadline = 1, time.monotonic() + 60
-        while not _reloads(watcher.log_path):
-            assert watcher.proc.poll() is None and time.monotonic() < deadline, watcher.log_path.read_text()[-3000:]
-            step += 1
-            write_atomic(path, _policy_text(step))
-            time.sleep(0.5)
+        versions = iter(range(2, 10**6))
+
+        def reloaded_or_rewritten():
+            if _reloads(watcher.log_path):
+                return True
+            assert watcher.proc.poll() is None, watcher.log_path.read_text()[-3000:]
+            write_atomic(path, _policy_text(next(versions)))
+
+        wait_for(reloaded_or_rewritten, 60, "first policy reload", poll=0.5)
         full = _policy_text(10**6)
         path.write_text(full[: len(full) // 2])  # not atomically, as a user's editor or copy might
-        _wait_for(lambda: "policy not reloaded" in watcher.log_path.read_text(), 10, "refusal of the half file")
+        wait_for(lambda: "policy not reloaded" in watcher.log_path.read_text(), 10, "refusal of the half file")
         assert watcher.proc.poll() is None, watcher.log_path.read_text()[-3000:]  # the game plays on
         path.write_text(full)
-        _wait_for(lambda: 10**6 in _reloads(watcher.log_path), 10, "reload of the completed file")
+        wait_for(lambda: 10**6 in _reloads(watcher.log_path), 10, "reload of the completed file")
         assert watcher.reloads()[-1][0] == 10**6
         assert watcher.log_path.read_text().count("policy not reloaded") == 1
         game, xvfb = watcher.proc.pid, watcher.xvfb.pid
@@ -170,7 +133,7 @@ def test_a_window_that_cannot_start_is_a_warning(tmp_path, monkeypatch):
     watcher = start_policy_watcher(policy, game, log_dir=tmp_path / "logs", say=said.append)
     try:
         if watcher is not None:
-            _wait_for(lambda: [m for m in said if "warning" in m], 10, "warning about the window's end")
+            wait_for(lambda: [m for m in said if "warning" in m], 10, "warning about the window's end")
     finally:
         if watcher is not None:
             watcher.close()

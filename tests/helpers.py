@@ -127,11 +127,10 @@ def alive(pid: int) -> bool:
 
 
 def descendants(pid: int) -> list:
-    """pids of every process below ``pid`` (empty once it is gone)."""
-    try:
-        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
-        return []
+    """pids of every process below ``pid`` (empty once it is gone): base.processes.descendants, as pids."""
+    from python_trainer.base import processes
+
+    return [p.pid for p in processes.descendants(pid)]
 
 
 def processes_mentioning(text: str) -> list:

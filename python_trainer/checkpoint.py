@@ -23,8 +23,7 @@ import torch
 
 from python_trainer.base.errors import one_line
 from python_trainer.base.files import atomic_output
-# The file names in a run folder: defined once, in paths (which the
-# tools import them from without torch).
+# The file names in a run folder: defined once, in paths (which the tools import them from without torch).
 from python_trainer.base.paths import CHECKPOINT_NAME, MODEL_NAME
 
 __all__ = [

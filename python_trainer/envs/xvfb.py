@@ -52,8 +52,8 @@ def open_display(xvfb: "Xvfb", report: Callable[[str], None], why: str = "") -> 
 
 def temp_xvfb() -> "Xvfb":
     """An Xvfb (not started) for a command without a run folder to log into (play, a recording): its log goes to the
-    temp dir, one per process."""
-    return Xvfb(Path(tempfile.gettempdir()) / f"godot-ppo-xvfb-{os.getpid()}.log")
+    temp dir, one per process, and is removed when the command ends well (kept when it failed: errors name it)."""
+    return Xvfb(Path(tempfile.gettempdir()) / f"godot-ppo-xvfb-{os.getpid()}.log", temporary_log=True)
 
 
 class Xvfb:
@@ -63,9 +63,10 @@ class Xvfb:
     two trainings at once never collide and nothing polls for a socket file.
     """
 
-    def __init__(self, log_path: str | os.PathLike, screen: str = "1280x800x24"):
+    def __init__(self, log_path: str | os.PathLike, screen: str = "1280x800x24", temporary_log: bool = False):
         self.log_path = Path(log_path)
         self.screen = screen
+        self.temporary_log = temporary_log  # removed at the end of a `with` block that raised nothing
         self.proc: Optional[subprocess.Popen] = None
         self.display: Optional[str] = None
 
@@ -118,5 +119,7 @@ class Xvfb:
     def __enter__(self) -> "Xvfb":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         self.stop()
+        if self.temporary_log and exc_type is None:
+            self.log_path.unlink(missing_ok=True)

@@ -202,6 +202,10 @@ NUM_INSTANCES = in_range(1, MAX_INSTANCES, f"1 to {MAX_INSTANCES} (one Godot pro
                          "contend for its cores and memory)", "2")  # fmt: skip
 AGENTS_PER_INSTANCE = in_range(1, MAX_AGENTS_PER_INSTANCE, f"1 to {MAX_AGENTS_PER_INSTANCE} (an instance sets its "
                                "agents up before it connects: spread more over more instances)", "16")  # fmt: skip
+# Copies of a game's scene in one instance (the addon's scene_copies.gd), each in its own Viewport and World.
+MAX_COPIES = 256
+COPIES = in_range(1, MAX_COPIES, f"1 to {MAX_COPIES} (copies of the game's scene in each instance, each in its own "
+                  "Viewport and World)", "16")  # fmt: skip
 SPEEDUP = positive("8", "a number > 0 (the engine's time scale)")
 ACTION_REPEAT = Rule(lambda v: _finite(v) and v == int(v) and v >= 1,
                      "an integer >= 1 (physics frames per decision step)", "8")  # fmt: skip
@@ -243,9 +247,10 @@ def agents_for(num_envs, num_instances, agents_per_instance=None, as_flags=False
     return per
 
 
-def check_instance_options(num_instances, agents_per_instance=None, speedup=1, action_repeat=1) -> None:
+def check_instance_options(num_instances, agents_per_instance=None, speedup=1, action_repeat=1, copies=1) -> None:
     """FlagError (a ValueError, one line with the reason) for settings no game should be started with."""
     NUM_INSTANCES.check_keyword("num_instances", num_instances)
     AGENTS_PER_INSTANCE.check_keyword("agents_per_instance", agents_per_instance)
+    COPIES.check_keyword("copies", copies)
     SPEEDUP.check_keyword("speedup", speedup)
     ACTION_REPEAT.check_keyword("action_repeat", action_repeat)

@@ -272,7 +272,8 @@ class GameInstance:
     """Everything that makes one game instance's command line and environment.
 
     ``agents`` None lets the game choose (its env_info then says how many it simulates); ``fixed_fps`` None runs
-    at real time (watching); ``display`` is the X display of a windowed instance (None: the user's $DISPLAY).
+    at real time (watching); ``display`` is the X display of a windowed instance (None: the user's $DISPLAY);
+    ``copies`` > 1 runs that many copies of the game's scene in the process, copy k seeded ``seed + k``.
     """
 
     game: GodotGame
@@ -285,6 +286,7 @@ class GameInstance:
     display: Optional[str] = None
     fixed_fps: Optional[int] = FIXED_FPS
     extra_args: tuple = ()
+    copies: int = 1  # copies of the game's scene in the process (the addon's scene_copies.gd), each seeded seed + k
 
     def replace(self, **changes) -> "GameInstance":
         return dataclasses.replace(self, **changes)
@@ -301,6 +303,8 @@ class GameInstance:
             cmd.append(f"--agents={int(self.agents)}")
         if self.max_episode_steps is not None:
             cmd.append(f"--max_episode_steps={int(self.max_episode_steps)}")
+        if self.copies != 1:
+            cmd.append(f"--copies={int(self.copies)}")
         cmd += [str(a) for a in mode_args] + [str(a) for a in self.extra_args]
         if self.fixed_fps is not None:
             cmd += ["--fixed-fps", str(int(self.fixed_fps))]

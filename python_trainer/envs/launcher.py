@@ -75,13 +75,14 @@ class LaunchOptions:
 
     num_instances: int = 1
     agents_per_instance: Optional[int] = None  # None: the game's own choice (its env_info says how many)
-    seed: int = 0  # instance i gets seed + i (a restarted one another, see InstanceLauncher._spawn)
+    seed: int = 0  # instance i gets seed + i x copies (a restarted one another, see InstanceLauncher._spawn)
     headless: bool = True
     speedup: float = 1
     action_repeat: int = 1
     max_episode_steps: Optional[int] = None  # None: the game's own time limit
     display: Optional[str] = None  # a windowed instance's X display (None: $DISPLAY, else a private Xvfb)
     extra_args: Sequence[str] = ()  # appended to every instance's command line
+    copies: int = 1  # copies of the game's scene in each instance (the addon's scene_copies.gd)
     # the launcher's
     run_dir: Optional[str | os.PathLike] = None  # logs/instance_<i>.log go there (None: a temporary folder)
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S
@@ -93,13 +94,15 @@ class LaunchOptions:
     allow_script_errors: bool = False
 
     def __post_init__(self):
-        check_instance_options(self.num_instances, self.agents_per_instance, self.speedup, self.action_repeat)
+        check_instance_options(self.num_instances, self.agents_per_instance, self.speedup, self.action_repeat,
+                               self.copies)  # fmt: skip
 
     def instance(self, game: GodotGame) -> GameInstance:
         """The command line and environment of ``game``'s instances (each then gets its own seed and port)."""
         return GameInstance(game, agents=self.agents_per_instance, seed=self.seed, speedup=self.speedup,
                             action_repeat=self.action_repeat, max_episode_steps=self.max_episode_steps,
-                            headless=self.headless, display=self.display, extra_args=tuple(self.extra_args))
+                            headless=self.headless, display=self.display, extra_args=tuple(self.extra_args),
+                            copies=int(self.copies))  # fmt: skip
 
 
 @dataclass
@@ -194,7 +197,8 @@ class InstanceLauncher:
 
     Use as a context manager (or call `start()` and `close()`). After `start()`, ``instances[i].conn`` is a
     handshaken `GodotConnection` and ``instances[i].env_info`` its env_info reply, whose ``n_agents`` says how many
-    agents that instance simulates (a game may ignore ``--agents``). Instance i gets seed ``options.seed + i``.
+    agents that instance simulates (a game may ignore ``--agents``). Instance i gets seed ``options.seed + i``
+    (``options.seed + i * copies`` with copies of the scene, whose copy k plays that seed + k).
     """
 
     def __init__(self, game: GodotGame, options: LaunchOptions = LaunchOptions()):
@@ -414,8 +418,9 @@ class InstanceLauncher:
             listener.setblocking(False)
             port = listener.getsockname()[1]
             token = secrets.token_hex(16)
-            # A restarted slot gets a new seed so it does not replay its predecessor's episodes.
-            seed = self.seed + index + restarts * self.num_instances
+            # A restarted slot gets a new seed so it does not replay its predecessor's episodes; with copies, copy k
+            # of an instance seeded s plays seed s + k, so instances are spaced by the copies.
+            seed = self.seed + (index + restarts * self.num_instances) * self.instance.copies
             cmd = self._command(port, seed)
             log = self._log(index)
             log.watch.armed = False  # until this process has handshaken: a game's start may print what it likes

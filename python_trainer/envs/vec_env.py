@@ -112,6 +112,10 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             # godot_rl_agents' plugin (GODOT_RL) speaks JSON, has no "info" and reports done = terminated.
             self.dialect = self.launcher.instances[0].dialect
             self.policies = policies_from_env_info(info)
+            # copies of the scene (our extension): what the addon's check of the game's scripts found, said once
+            self.copies = int((info.get("copies") or {}).get("count", 1))
+            for finding in (info.get("copies") or {}).get("findings", []):
+                self.launcher.report(f"copies of {self.env_id}'s scene share what they should not: {finding}")
             for inst in self.launcher.instances[1:]:
                 self._check_same_spaces(inst)
         except BaseException:
@@ -150,7 +154,8 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         godot_rl_agents' plugin, what its own log says it applied)."""
         g = self.game_settings
         seeds = g["env_seed"]
-        line = (f"game {self.env_id}: {self.num_instances} instance(s) x {self.agent_counts[0]} agents, speaking "
+        copies = f" ({self.copies} copies of its scene each)" if self.copies > 1 else ""
+        line = (f"game {self.env_id}: {self.num_instances} instance(s) x {self.agent_counts[0]} agents{copies}, speaking "
                 f"{DIALECT_NAMES[self.dialect]}; given --env_seed={seeds[0]}{f'..{seeds[-1]}' if len(seeds) > 1 else ''}"
                 f" --speedup={g['speedup']:g} --action_repeat={g['action_repeat']}")
         if self.dialect == GODOT_RL:

@@ -37,6 +37,8 @@ def env_kwargs(args, game, global_step, run_dir):
     if isinstance(game, GodotGame):
         kwargs.update(num_instances=args.num_instances, agents_per_instance=args.agents_per_instance,
                       headless=not args.window)  # fmt: skip
+        if args.copies != 1:
+            kwargs["copies"] = args.copies
         if args.speedup is not None:
             kwargs["speedup"] = args.speedup
         if args.action_repeat is not None:

@@ -24,8 +24,8 @@ from typing import Optional
 from python_trainer import ppo
 from python_trainer.base.errors import UserError, say
 from python_trainer.base.flags import (parse_flags, 
-    ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S, NUM_INSTANCES, SPEEDUP, at_least,
-    explicit_fields, flag, positive,
+    ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, COPIES, DEFAULT_CONNECT_TIMEOUT_S, NUM_INSTANCES, SPEEDUP,
+    at_least, explicit_fields, flag, positive,
 )
 from python_trainer.base.signals import signal_policy, signum_of
 from python_trainer.engine.watcher import WATCH_FPS
@@ -90,6 +90,10 @@ class EnvArgs:
     agents_per_instance: Optional[int] = flag(None, AGENTS_PER_INSTANCE)
     """Godot games: agents each process is asked to simulate (--agents; default: the game's own choice, which a
     game with a fixed number of agents keeps whatever is asked)"""
+    copies: int = flag(1, COPIES)
+    """Godot games: copies of the game's scene each instance runs, each in its own Viewport and World (ML-Agents'
+    training areas; the addon checks the game's scripts for what the copies would share, see docs/own_game.md):
+    each instance then simulates copies x agents-per-instance agents"""
     speedup: Optional[float] = flag(None, SPEEDUP)
     """Godot games: engine time scale (default: the Godot env's)"""
     action_repeat: Optional[int] = flag(None, ACTION_REPEAT)

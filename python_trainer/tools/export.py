@@ -68,7 +68,7 @@ include_filter=""
 exclude_filter="{exclude_filter}"
 export_path=""
 patch_list=PoolStringArray(  )
-script_export_mode=1
+script_export_mode=0
 script_encryption_key=""
 
 [preset.{i}.options]

@@ -5,6 +5,10 @@
 # Errors go through fail(), which prints one clear line on stderr and quits with exit code 1, so a
 # headless instance with bad input never keeps running.
 
+# While scene_copies.gd builds a copy of the scene, that copy's own settings (its --env_seed) stand in
+# for the command line's, so the copy's scripts read them as a run of one reads its own.
+const OVERRIDE_META := "rl_sync_args_override"
+
 
 static func parse() -> Dictionary:
 	var result := {}
@@ -17,7 +21,20 @@ static func parse() -> Dictionary:
 			result[body] = "true"
 		else:
 			result[body.substr(0, eq)] = body.substr(eq + 1, body.length() - eq - 1)
+	if Engine.has_meta(OVERRIDE_META):
+		var override: Dictionary = Engine.get_meta(OVERRIDE_META)
+		for key in override:
+			result[key] = override[key]
 	return result
+
+
+# The settings that stand in for the command line's until the next call ({}: none).
+static func set_override(values: Dictionary) -> void:
+	if values.empty():
+		if Engine.has_meta(OVERRIDE_META):
+			Engine.remove_meta(OVERRIDE_META)
+	else:
+		Engine.set_meta(OVERRIDE_META, values.duplicate())
 
 
 static func has(key: String) -> bool:

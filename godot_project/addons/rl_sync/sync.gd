@@ -24,6 +24,7 @@ const WindowHelpers = preload("res://addons/rl_sync/window_helpers.gd")
 const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
 const DemoHooks = preload("res://addons/rl_sync/demo_hooks.gd")
 const EnvParams = preload("res://addons/rl_sync/env_params.gd")
+const SceneCopies = preload("res://addons/rl_sync/scene_copies.gd")
 
 # The game's name, sent to the trainer and checked against policy files. Empty: the scene file's
 # base name. A game picked through the project's registry (rl_sync/games) takes its name there.
@@ -32,6 +33,8 @@ export var env_name := ""
 # policy's in the engine, a person's): --action_repeat multiplies it. A game whose agents would decide
 # too often for their credit to reach far enough sets it in its scene (pong: 3, 20 decisions a second).
 export var frames_per_decision := 1
+# Copies of this scene to run in one process, each in its own Viewport and World (scene_copies.gd).
+export var copies := 1
 
 var agents := []
 var action_spaces := []
@@ -59,6 +62,8 @@ func _ready() -> void:
 	process_priority = -1000
 	set_physics_process(false)
 	set_process(false)
+	if SceneCopies.is_copy(self):  # the first scene's RLSync drives every copy's agents
+		return
 	if env_name == "":
 		env_name = _scene_file_name()
 	# When this scene is the first of the run (not one the game selector or another scene picked),
@@ -84,7 +89,7 @@ func _scene_file_name() -> String:
 
 
 func _start() -> void:
-	if RlArgs.has_failed():
+	if RlArgs.has_failed() or SceneCopies.take_over(self):  # --copies=N: builds them, starts again
 		return
 	var flags := RunFlags.new()
 	if not flags.read(get_tree()):

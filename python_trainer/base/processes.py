@@ -96,9 +96,12 @@ def end_process_tree(pids: Sequence[int], term_grace: float = TERM_GRACE_S) -> N
         psutil.wait_procs(alive, timeout=term_grace)
 
 
-def _child_setup(parent_pid: int) -> None:
-    """Runs in the child between fork and exec: let it be interrupted again, and have it die with its parent."""
+def _child_setup(parent_pid: int, batch: bool) -> None:
+    """Runs in the child between fork and exec: let it be interrupted again, and have it die with its parent (and,
+    ``batch``, schedule it as SCHED_BATCH)."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING_SIGNALS)
+    if batch:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     if _prctl is not None:
         _prctl(_PR_SET_PDEATHSIG, int(DEATH_SIGNAL), 0, 0, 0)
         if os.getppid() != parent_pid:  # the parent died before prctl: the signal will never come
@@ -106,10 +109,11 @@ def _child_setup(parent_pid: int) -> None:
 
 
 def _popen(cmd: Sequence[str], kwargs: dict) -> subprocess.Popen:
-    parent = os.getpid()
+    parent, batch = os.getpid(), bool(kwargs.pop("batch", False))
     old = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
     try:
-        return subprocess.Popen(list(cmd), start_new_session=True, preexec_fn=lambda: _child_setup(parent), **kwargs)
+        return subprocess.Popen(list(cmd), start_new_session=True, preexec_fn=lambda: _child_setup(parent, batch),
+                                **kwargs)  # fmt: skip
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
@@ -133,6 +137,8 @@ def spawn(cmd: Sequence[str], **kwargs) -> subprocess.Popen:
     interrupt arriving while the child starts would otherwise leave a running child that nobody holds a handle to.
 
     From a thread other than the main one, the child is started on the spawner thread (see the module's docstring).
+    ``batch=True`` schedules the child (and its threads) as SCHED_BATCH: woken, it does not preempt the process that
+    woke it (Linux's wakeup preemption), but waits for a free core or the next tick.
     """
     global _spawner
     if threading.current_thread() is threading.main_thread():

@@ -155,7 +155,8 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         g = self.game_settings
         seeds = g["env_seed"]
         copies = f" ({self.copies} copies of its scene each)" if self.copies > 1 else ""
-        line = (f"game {self.env_id}: {self.num_instances} instance(s) x {self.agent_counts[0]} agents{copies}, speaking "
+        line = (f"game {self.env_id}: {self.num_instances} instance(s) x {self.agent_counts[0]} agents{copies}, "
+                "speaking "
                 f"{DIALECT_NAMES[self.dialect]}; given --env_seed={seeds[0]}{f'..{seeds[-1]}' if len(seeds) > 1 else ''}"
                 f" --speedup={g['speedup']:g} --action_repeat={g['action_repeat']}")
         if self.dialect == GODOT_RL:

@@ -138,7 +138,7 @@ class TrainingRun:
         and the first reset; then training has started (``ready``)."""
         args, ckpt, rollouts, policy_set = self.args, self.ckpt, self.rollouts, self.policy_set
         self.start_update, self.num_iterations = update_budget(args.total_timesteps, self.batch_size, self.global_step)
-        asked = None if args.agents_per_instance is None else args.agents_per_instance * args.copies  # each copy's agents
+        asked = None if args.agents_per_instance is None else args.agents_per_instance * args.copies  # copies' agents
         if asked is not None and rollouts.agents_per_instance not in (None, asked):
             say(f"note: {args.env_id} simulates {rollouts.agents_per_instance} agents per instance whatever "
                 f"--agents-per-instance says; training {self.num_envs} envs")  # fmt: skip

@@ -93,22 +93,35 @@ func build(sync_node: Node, scene: Node, count: int) -> void:
 	tree.current_scene = self
 	add_child(sync_node)
 	var headless := RlArgs.is_headless()
+	var is_3d := false
 	for k in range(count):
 		var viewport := Viewport.new()
 		viewport.name = "Copy%d" % k
 		viewport.size = tree.root.size
 		viewport.world_2d = World2D.new()
-		viewport.own_world = true
 		viewport.set_meta(COPY_META, k)
 		viewport.render_target_update_mode = Viewport.UPDATE_DISABLED if headless else Viewport.UPDATE_ALWAYS
 		viewport.render_target_v_flip = true
-		add_child(viewport)
 		RlArgs.set_override({"env_seed": str(seed_value + k)})
-		viewport.add_child(packed.instance())
+		var copy := packed.instance()  # its nodes exist, and enter the tree (their _ready) with the viewport
+		is_3d = is_3d or _has_3d(copy)
+		viewport.own_world = is_3d  # a World of its own (3D physics, scenario) only where there is 3D to hold
+		viewport.add_child(copy)
+		add_child(viewport)
 		copies.append(viewport)
 	RlArgs.set_override({})
 	if not headless:
 		_show_tiles()
+
+
+static func _has_3d(root: Node) -> bool:
+	var nodes := [root]
+	while not nodes.empty():
+		var node: Node = nodes.pop_back()
+		if node is Spatial:
+			return true
+		nodes += node.get_children()
+	return false
 
 
 func _show_tiles() -> void:

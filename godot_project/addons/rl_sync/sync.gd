@@ -24,6 +24,7 @@ const WindowHelpers = preload("res://addons/rl_sync/window_helpers.gd")
 const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
 const DemoHooks = preload("res://addons/rl_sync/demo_hooks.gd")
 const EnvParams = preload("res://addons/rl_sync/env_params.gd")
+const StepOrder = preload("res://addons/rl_sync/step_order.gd")
 
 # The game's name, sent to the trainer and checked against policy files. Empty: the scene file's
 # base name. A game picked through the project's registry (rl_sync/games) takes its name there.
@@ -52,11 +53,13 @@ var _overlay = null
 var _clock: RunClock = null
 # --record_demos: records one agent's episodes, whatever drives it (null otherwise; demo_hooks.gd).
 var _demos: DemoRecorder = null
+var _order := StepOrder.new()  # a step that ends an episode waits for the game's deferred calls
 
 
 func _ready() -> void:
 	# Run before every agent in the physics frame: the action chosen now moves the agents this frame.
 	process_priority = -1000
+	pause_mode = PAUSE_MODE_PROCESS  # and while the tree is paused for a reset (step_order.gd)
 	set_physics_process(false)
 	set_process(false)
 	if env_name == "":
@@ -155,10 +158,15 @@ func _find_agents() -> Array:
 func _physics_process(_delta: float) -> void:
 	if stopping:
 		return
-	_frame += 1
-	# An action holds for action_repeat physics frames; decisions happen on the first of them.
-	if (_frame - 1) % action_repeat != 0:
-		return
+	if _order.is_settling():
+		if not _order.advance(get_tree(), agents):
+			return
+	else:
+		_frame += 1
+		# An action holds for action_repeat physics frames; decisions happen on the first of them. The
+		# first replies to nothing, so it cannot end an episode.
+		if (_frame - 1) % action_repeat != 0 or (_frame > 1 and _order.hold(get_tree(), agents)):
+			return
 	var ended := _run.step()
 	if ended != "":
 		_end(ended)
@@ -185,7 +193,7 @@ func decision_step() -> Dictionary:
 		if _demos != null:
 			_demos.on_step(first, true)
 		return first
-	var step := DecisionStep.json(agents)
+	var step := DecisionStep.json(agents, _order.take_closed())
 	if _demos != null:
 		var error := _demos.on_step(step, false)
 		if error != "":
@@ -199,7 +207,7 @@ func decision_step() -> Dictionary:
 # step reply wants them ([values, infos], see DecisionStep.packed(); with the declared observation
 # sizes, a String when an agent's observation no longer has its size).
 func decision_step_packed(declared: PoolIntArray = PoolIntArray(), declared_total: int = 0):
-	var step = DecisionStep.packed(agents, declared, declared_total)
+	var step = DecisionStep.packed(agents, declared, declared_total, _order.take_closed())
 	if _overlay != null and typeof(step) == TYPE_ARRAY:
 		_overlay.show_agents(_mode_text(), agents)
 	return step

@@ -103,7 +103,7 @@ def event_accumulator(run_dir):
     """The run's TensorBoard events, loaded."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    return EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0}).Reload()
+    return EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0, "histograms": 0}).Reload()
 
 
 def read_scalars(run_dir) -> dict:

@@ -274,6 +274,9 @@ def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
     xvfb = Xvfb(tmp_path / "xvfb.log")
     display = xvfb.start()
     env = {**os.environ, "DISPLAY": display, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    # The server answers a client before the game opens its window (once, on CI, the game found no display).
+    wait_for(lambda: subprocess.run(["xdotool", "getdisplaygeometry"], env=env, capture_output=True,
+                                    timeout=10).returncode == 0, 10, f"Xvfb on {display} answering xdotool")  # fmt: skip
     out = tmp_path / "kb.json"
     proc = subprocess.Popen([sys.executable, "-m", "python_trainer", "record", "--env-path", str(windowed_export),
                              "--env-id", "sparse_goal", "--out", str(out), "--episodes", "6",
@@ -295,7 +298,8 @@ def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
                 log = next((line.rsplit("its output is in ", 1)[1].strip() for line in lines
                             if "its output is in " in line), None)  # fmt: skip
                 raise AssertionError(f"record ended early while waiting for {what}: {lines}; the game's output: "
-                                     f"{Path(log).read_text()[-3000:] if log and Path(log).exists() else None}")
+                                     f"{Path(log).read_text()[-3000:] if log and Path(log).exists() else None}; "
+                                     f"Xvfb's log: {xvfb.log_path.read_text()[-2000:]}")
             return value
 
         try:

@@ -397,7 +397,7 @@ def test_when_it_does_not_learn_names_real_tags_and_every_ablation_switch():
 
     text = section(DOCS / "training.md", "When it does not learn")
     source = trainer_source()
-    tags = set(re.findall(r"`((?:charts|losses|perf|diagnostics|eval|episode_info)/[\w<>]+)`", text))
+    tags = set(re.findall(r"`((?:charts|losses|perf|diagnostics|eval|episode_info|actions)/[\w<>]+)`", text))
     assert {"charts/episodic_return", "losses/approx_kl", "perf/update_s"} <= tags
     unwritten = [t for t in sorted(tags) if t not in source and f"{t.split('/')[0]}/{{" not in source]
     assert not unwritten, f"tags the trainer never writes: {unwritten}"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import free_port, plain_export, read_scalars
+from helpers import event_accumulator, free_port, plain_export, read_scalars
 from python_trainer import cli
 from python_trainer.run import train
 from python_trainer.envs.game import GameBugError
@@ -138,6 +138,9 @@ def test_a_plugin_game_with_two_policy_names_trains_two_networks(tmp_path, capsy
     ckpt = torch.load(run_dir / "model.pt", weights_only=True)
     assert sorted(ckpt["policies"]) == ["left", "right"]
     assert "mean_return_left" in capsys.readouterr().out
+    # each policy's behaviour under its name (behaviour.py), as its other tags
+    assert {"left/charts/truncated_share", "right/charts/truncated_share"} <= set(read_scalars(run_dir))
+    assert {"left/actions/move", "right/actions/move/1"} <= set(event_accumulator(run_dir).Tags()["histograms"])
 
 
 def test_godot_rls_pettingzoo_wrapper_steps_tag_and_sees_the_names(headless_export):

@@ -1,6 +1,8 @@
 extends "res://tests/sync_test_case.gd"
 # The sync node's episode bookkeeping and action validation, without a trainer.
 
+const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
+
 
 func test_reward_is_collected_and_zeroed() -> void:
 	_setup(2, 100)
@@ -131,3 +133,25 @@ func test_action_messages_are_checked_before_any_agent_moves() -> void:
 	check_eq(error, "", "a good message")
 	check_eq(agents[0].last_action, {"move": [0.5, 0.5], "jump": 1}, "agent 0's action")
 	check_eq(agents[1].last_action, {"move": [1, -1], "jump": 0}, "agent 1's action")
+
+
+# step_order.gd: a step that ends an episode is closed a frame before its reply; the reply is the one an
+# immediate reset gives, and changes the game made between the close and the reply reach it.
+func test_a_closed_step_replies_as_an_immediate_reset_does() -> void:
+	_setup(2, 3)
+	agents[0].reward = 0.5
+	agents[1].position = 7.0
+	agents[1].done = true
+	check(DecisionStep.any_ending(agents), "a done agent ends its episode at this step")
+	var closed: Array = DecisionStep.close(agents)
+	check_eq(agents[1].resets, 2, "the close resets the ended agent")
+	agents[0].position = 4.0  # what a deferred call of the game may do before the reply
+	var step: Dictionary = DecisionStep.json(agents, closed)
+	check_eq(step["reward"], [0.5, 0.0], "rewards taken at the close")
+	check_eq(step["done"], [false, true], "dones")
+	check_eq(step["info"][1]["terminal_observation"], {"obs": [7.0, 1.0]}, "the terminal observation, before the reset")
+	check_eq(step["obs"], [{"obs": [4.0, 1.0]}, {"obs": [0.0, 2.0]}], "observations taken at the reply")
+	check_eq(agents[1].resets, 2, "the reply resets nothing more")
+	check(not DecisionStep.any_ending(agents), "nobody ends at the next step")
+	agents[0].n_steps = 2
+	check(DecisionStep.any_ending(agents), "the time limit ends an episode at the step that reaches it")

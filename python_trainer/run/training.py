@@ -31,6 +31,7 @@ from python_trainer.envs.failures import InstanceStartError
 from python_trainer.envs.game import GameBugError, GameError, GodotGame
 from python_trainer.rollout import NonFiniteEnvData, eval_seed
 from python_trainer.run import crash, curriculum
+from python_trainer.run.behaviour import Behaviour
 from python_trainer.run.checks import check_args, check_game, check_policies, check_sizes, update_budget
 from python_trainer.run.curriculum import Schedule
 from python_trainer.run.learners import (
@@ -234,7 +235,8 @@ class TrainingRun:
     # ---- the loop -----------------------------------------------------------------------------------------------------
     def loop(self) -> None:
         """ppo.iterations, every policy's in lockstep; what each update leaves: its episodes (TensorBoard,
-        episodes.csv), the curriculum's next lesson, the scalars, a checkpoint every --checkpoint-every, progress."""
+        episodes.csv), the curriculum's next lesson, the scalars, each policy's behaviour (its actions' histograms
+        and truncated share: behaviour.py), a checkpoint every --checkpoint-every, progress."""
         args, learners, first, schedule, writer = self.args, self.learners, self.first, self.schedule, self.writer
         rollouts, log, batch_size, num_envs = self.rollouts, self.log, self.batch_size, self.num_envs
         updates = lockstep([ppo.iterations(args, ln.agent, ln.optimizer, ln.rollouts, ln.buf, ln.normalizer, ln.bonus,
@@ -243,6 +245,7 @@ class TrainingRun:
                             for ln in learners])  # fmt: skip
         start_time, start_step = self.start_time, self.start_step
         self.timing, since = TimeShares(), time.perf_counter()
+        behaviours = [Behaviour(ln.rollouts.single_action_space, ln.rollouts.env_info, ln.tag, say) for ln in learners]
         try:
             for its in updates:
                 self.global_step += batch_size
@@ -266,6 +269,8 @@ class TrainingRun:
                     tags.update({ln.tag + k: v for k, v in it.scalars.items() if not k.startswith("perf/")})
                 for tag, value in tags.items():
                     writer.add_scalar(tag, value, global_step)
+                for ln, behaviour in zip(learners, behaviours):
+                    behaviour.log(writer, ln.buf, global_step)
 
                 # ---- CHECKPOINT (episodes.csv flushed first) and progress ------------------------------------------
                 self.done_step, self.done_update = global_step, its[0].iteration

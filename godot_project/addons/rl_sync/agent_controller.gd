@@ -8,8 +8,9 @@ extends Node
 # During play, add to `reward` whenever something good or bad happens and set `done = true` when the
 # episode ends by success or failure. The sync node does the rest once per decision step: it collects
 # and zeroes the reward, applies the time limit (`max_episode_steps`), and when the episode has ended
-# it calls `begin_episode()` (and so `reset_episode()`) at once, so the observation it sends is the
-# first one of the next episode. Never reset the episode yourself. See README.md in this folder.
+# it calls `begin_episode()` (and so `reset_episode()`), after the ending frame's deferred calls have
+# run, so the observation it sends is the first one of the next episode. Never reset the episode
+# yourself. See README.md in this folder ("The order of a decision step").
 
 const AGENT_GROUP := "AGENT"
 

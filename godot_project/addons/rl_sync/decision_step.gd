@@ -3,14 +3,16 @@ extends Reference
 # for every mode but the binary step exchange) and our packed one (packed(), see wire.gd). Both run
 # the same episode bookkeeping, end_step(), so the two formats cannot drift apart.
 #
-# RLSync (sync.gd) calls these through its decision_step() and decision_step_packed().
+# RLSync (sync.gd) calls these through its decision_step() and decision_step_packed(). A step in which
+# an episode ends is closed (close()) a frame before its reply is built, once the game's deferred calls
+# have run (step_order.gd): json() and packed() take that closed step, or close it themselves.
 
 const Wire = preload("res://addons/rl_sync/wire.gd")
 
 
 # One agent's decision step: the step is counted, the reward earned since the last one moves into
 # the episode's return (and onto `rewards`) and the time limit applies. Returns null while the
-# episode goes on. When it ended, the agent starts the next one at once (the reply's observation is
+# episode goes on. When it ended, the agent starts the next one now (the reply's observation is
 # the first of it), and this returns what the reply says of the ended episode, taken before the
 # reset: [a copy of get_info() (a controller may return a Dictionary it keeps and clears), the last
 # observation, whether the time limit ended it].
@@ -27,6 +29,23 @@ static func end_step(agent, rewards: Array):
 	agent.last_episode_length = agent.n_steps
 	agent.begin_episode()
 	return ended
+
+
+# Whether end_step() would end an agent's episode now (the same test, without its effects).
+static func any_ending(agents: Array) -> bool:
+	for agent in agents:
+		if agent.done or agent.n_steps + 1 >= agent.max_episode_steps:
+			return true
+	return false
+
+
+# end_step() for every agent: [the rewards, what each ended episode's reply says (null: it goes on)].
+static func close(agents: Array) -> Array:
+	var rewards := []
+	var ended := []
+	for agent in agents:
+		ended.append(end_step(agent, rewards))
+	return [rewards, ended]
 
 
 # An agent's observation size as get_obs_space() declares it (every key's values), -1 when it
@@ -82,14 +101,16 @@ static func observation_problem(agents: Array, declared: PoolIntArray) -> String
 
 
 # godot-rl's step: {"obs": [{"obs": [...]}, ...], "reward", "done", "info"}, the info of an ended
-# episode with its "terminal_observation" and "TimeLimit.truncated".
-static func json(agents: Array) -> Dictionary:
+# episode with its "terminal_observation" and "TimeLimit.truncated". `closed`: close()'s result, or null.
+static func json(agents: Array, closed = null) -> Dictionary:
+	if closed == null:
+		closed = close(agents)
 	var obs := []
-	var rewards := []
 	var dones := []
 	var infos := []
-	for agent in agents:
-		var ended = end_step(agent, rewards)
+	for i in range(agents.size()):
+		var agent = agents[i]
+		var ended = closed[1][i]
 		if ended == null:
 			var info: Dictionary = agent.get_info()
 			infos.append(info)
@@ -100,7 +121,7 @@ static func json(agents: Array) -> Dictionary:
 			infos.append(info)
 		obs.append({"obs": agent.get_obs()})
 		dones.append(ended != null)
-	return {"obs": obs, "reward": rewards, "done": dones, "info": infos}
+	return {"obs": obs, "reward": closed[0], "done": dones, "info": infos}
 
 
 # The first decision step of a local mode (policy, benchmark, human), before anything was simulated:
@@ -125,9 +146,12 @@ static func first(agents: Array) -> Dictionary:
 # `declared`: each agent's observation size as its env_info declared it (declared_size()) and
 # `declared_total` their sum; then observations of another size return a String naming the agent (the
 # trainer cannot tell which agent's were off from the packed values): two comparisons per step.
-static func packed(agents: Array, declared: PoolIntArray = PoolIntArray(), declared_total: int = 0):
+# `closed`: close()'s result, or null.
+static func packed(agents: Array, declared: PoolIntArray = PoolIntArray(), declared_total: int = 0, closed = null):
+	if closed == null:
+		closed = close(agents)
+	var rewards: Array = closed[0]
 	var values := PoolRealArray()
-	var rewards := []
 	var statuses := PoolRealArray()
 	var terminal := PoolRealArray()
 	var infos := {}
@@ -135,7 +159,7 @@ static func packed(agents: Array, declared: PoolIntArray = PoolIntArray(), decla
 	var terminal_total := 0
 	for i in range(agents.size()):
 		var agent = agents[i]
-		var ended = end_step(agent, rewards)
+		var ended = closed[1][i]
 		if ended == null:
 			statuses.append(Wire.STATUS_RUNNING)
 		else:

@@ -4,11 +4,11 @@ extends Node
 # not written for them (a screen-sized game of one agent). One process then steps many agents per
 # round trip with the trainer instead of one.
 #
-# Asked for with --copies=N (the trainer's --copies), or the RLSync node's `copies` property. When
-# RLSync starts (sync.gd's _start()), take_over() replaces the current scene by this host node:
+# Asked for with --copies=N (the trainer's --copies: a run's choice, not the scene's). When RLSync
+# starts (sync.gd's _start()), take_over() replaces the current scene by this host node:
 #   - the RLSync node moves under the host and drives every copy's agents (its agent list is the tree's
-#     "AGENT" group: copy 0's agents, then copy 1's, ...); each copy's own RLSync stays passive
-#     (is_copy()), so one connection talks to the trainer;
+#     "AGENT" group: copy 0's agents, then copy 1's, ...); each copy's own RLSync node is removed before
+#     the copy enters the tree, so one connection talks to the trainer;
 #   - copy k is an instance of the scene's file in Viewport "Copy<k>", the window's size, built while
 #     rl_args.gd answers --env_seed with env_seed + k, so a game that seeds its generators from
 #     --env_seed in its _ready plays copy k's episodes as a run of one with that seed would;
@@ -34,12 +34,6 @@ var findings := []
 var _tiles := []
 
 
-# Whether `node` is in a copy (its viewport is a copy's): a copy's RLSync does nothing.
-static func is_copy(node: Node) -> bool:
-	var viewport := node.get_viewport()
-	return viewport != null and viewport.has_meta(COPY_META)
-
-
 # The first step of RLSync._start(): with more than one copy asked for, builds them and starts the sync
 # node again, deferred (so that the copies' own deferred set-up has run when it gathers their agents).
 # True when it took the start over (or failed the run); false to start as usual.
@@ -47,7 +41,7 @@ static func take_over(sync_node: Node) -> bool:
 	var tree := sync_node.get_tree()
 	if sync_node.get_parent().has_meta(HOST_META):
 		return false  # the copies are built: start
-	var count = RlArgs.get_int(tree, "copies", sync_node.copies, 1, MAX_COPIES)
+	var count = RlArgs.get_int(tree, "copies", 1, 1, MAX_COPIES)
 	if count == null:
 		return true
 	if count == 1:
@@ -104,6 +98,7 @@ func build(sync_node: Node, scene: Node, count: int) -> void:
 		viewport.render_target_v_flip = true
 		RlArgs.set_override({"env_seed": str(seed_value + k)})
 		var copy := packed.instance()  # its nodes exist, and enter the tree (their _ready) with the viewport
+		_remove_sync_nodes(copy, sync_node.get_script())
 		is_3d = is_3d or _has_3d(copy)
 		viewport.own_world = is_3d  # a World of its own (3D physics, scenario) only where there is 3D to hold
 		viewport.add_child(copy)
@@ -112,6 +107,17 @@ func build(sync_node: Node, scene: Node, count: int) -> void:
 	RlArgs.set_override({})
 	if not headless:
 		_show_tiles()
+
+
+static func _remove_sync_nodes(root: Node, sync_script: Script) -> void:
+	var nodes := [root]
+	while not nodes.empty():
+		var node: Node = nodes.pop_back()
+		if node.get_script() == sync_script:
+			node.get_parent().remove_child(node)
+			node.free()
+		else:
+			nodes += node.get_children()
 
 
 static func _has_3d(root: Node) -> bool:

@@ -1,15 +1,14 @@
 extends Node
 # RLSync: drives every agent controller of a scene from a trainer, a policy file, or the keyboard.
 #
-# Add one RLSync node to a game scene. When that scene is the first of a run, the node also answers
-# --list_envs and --env (see game_registry.gd). Its mode comes from the command line (run_mode.gd):
-# --port=P trains with a trainer on 127.0.0.1:P in godot-rl's protocol, --policy=FILE runs trained
-# networks in the engine, --benchmark_steps=N random actions; without them a person plays.
-# This node owns the run: it starts it in its mode, drives each physics frame and stops it. Its
-# helpers: run_flags.gd (the flags), run_mode.gd (the mode and its helper: trainer_session.gd, the
-# trainer's conversation in godot-rl's wire protocol, see "The wire protocol" in this folder's
-# README.md; policy_mode.gd; benchmark_mode.gd), decision_step.gd (the episode bookkeeping),
-# run_clock.gd (--quit_after_*), window_helpers.gd (overlay, recording) and demo_recorder.gd.
+# Add one RLSync node to a game scene. When that scene is the first of a run, the node also answers --list_envs and --env
+# (see game_registry.gd). Its mode comes from the command line (run_mode.gd): --port=P trains with a trainer on
+# 127.0.0.1:P in godot-rl's protocol, --policy=FILE runs trained networks in the engine, --benchmark_steps=N random
+# actions; without them a person plays. This node owns the run: it starts it in its mode, drives each physics frame and
+# stops it. Its helpers: run_flags.gd (the flags), run_mode.gd (the mode and its helper: trainer_session.gd, the trainer's
+# conversation in godot-rl's wire protocol, see "The wire protocol" in this folder's README.md; policy_mode.gd;
+# benchmark_mode.gd), decision_step.gd (the episode bookkeeping), run_clock.gd (--quit_after_*), window_helpers.gd
+# (overlay, recording), demo_recorder.gd and scene_copies.gd (--copies).
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const AgentController = preload("res://addons/rl_sync/agent_controller.gd")
@@ -24,6 +23,7 @@ const WindowHelpers = preload("res://addons/rl_sync/window_helpers.gd")
 const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
 const DemoHooks = preload("res://addons/rl_sync/demo_hooks.gd")
 const EnvParams = preload("res://addons/rl_sync/env_params.gd")
+const StepOrder = preload("res://addons/rl_sync/step_order.gd")
 const SceneCopies = preload("res://addons/rl_sync/scene_copies.gd")
 
 # The game's name, sent to the trainer and checked against policy files. Empty: the scene file's
@@ -33,8 +33,6 @@ export var env_name := ""
 # policy's in the engine, a person's): --action_repeat multiplies it. A game whose agents would decide
 # too often for their credit to reach far enough sets it in its scene (pong: 3, 20 decisions a second).
 export var frames_per_decision := 1
-# Copies of this scene to run in one process, each in its own Viewport and World (scene_copies.gd).
-export var copies := 1
 
 var agents := []
 var action_spaces := []
@@ -55,15 +53,15 @@ var _overlay = null
 var _clock: RunClock = null
 # --record_demos: records one agent's episodes, whatever drives it (null otherwise; demo_hooks.gd).
 var _demos: DemoRecorder = null
+var _order := StepOrder.new()  # a step that ends an episode waits for the game's deferred calls
 
 
 func _ready() -> void:
 	# Run before every agent in the physics frame: the action chosen now moves the agents this frame.
 	process_priority = -1000
+	pause_mode = PAUSE_MODE_PROCESS  # and while the tree is paused for a reset (step_order.gd)
 	set_physics_process(false)
 	set_process(false)
-	if SceneCopies.is_copy(self):  # the first scene's RLSync drives every copy's agents
-		return
 	if env_name == "":
 		env_name = _scene_file_name()
 	# When this scene is the first of the run (not one the game selector or another scene picked),
@@ -160,10 +158,15 @@ func _find_agents() -> Array:
 func _physics_process(_delta: float) -> void:
 	if stopping:
 		return
-	_frame += 1
-	# An action holds for action_repeat physics frames; decisions happen on the first of them.
-	if (_frame - 1) % action_repeat != 0:
-		return
+	if _order.is_settling():
+		if not _order.advance(get_tree(), agents):
+			return
+	else:
+		_frame += 1
+		# An action holds for action_repeat physics frames; decisions happen on the first of them. The
+		# first replies to nothing, so it cannot end an episode.
+		if (_frame - 1) % action_repeat != 0 or (_frame > 1 and _order.hold(get_tree(), agents)):
+			return
 	var ended := _run.step()
 	if ended != "":
 		_end(ended)
@@ -190,7 +193,7 @@ func decision_step() -> Dictionary:
 		if _demos != null:
 			_demos.on_step(first, true)
 		return first
-	var step := DecisionStep.json(agents)
+	var step := DecisionStep.json(agents, _order.take_closed())
 	if _demos != null:
 		var error := _demos.on_step(step, false)
 		if error != "":
@@ -204,7 +207,7 @@ func decision_step() -> Dictionary:
 # step reply wants them ([values, infos], see DecisionStep.packed(); with the declared observation
 # sizes, a String when an agent's observation no longer has its size).
 func decision_step_packed(declared: PoolIntArray = PoolIntArray(), declared_total: int = 0):
-	var step = DecisionStep.packed(agents, declared, declared_total)
+	var step = DecisionStep.packed(agents, declared, declared_total, _order.take_closed())
 	if _overlay != null and typeof(step) == TYPE_ARRAY:
 		_overlay.show_agents(_mode_text(), agents)
 	return step

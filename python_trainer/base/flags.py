@@ -228,22 +228,27 @@ def add_connect_timeout(parser: argparse.ArgumentParser, *aliases: str) -> None:
                         help=CONNECT_TIMEOUT_HELP)  # fmt: skip
 
 
-def agents_for(num_envs, num_instances, agents_per_instance=None, as_flags=False):
+def agents_for(num_envs, num_instances, agents_per_instance=None, as_flags=False, copies=1):
     """The agents each instance is asked for, from num_envs = num_instances x agents_per_instance: the one given, or
     num_envs / num_instances, or None (the game chooses) when neither num_envs nor agents_per_instance is given.
-    FlagError when they do not fit together; ``as_flags`` names the command-line flags, else the keywords."""
+    FlagError when they do not fit together; ``as_flags`` names the command-line flags, else the keywords. With
+    ``copies`` of the scene in each instance, each copy is asked for them: num_envs = instances x copies x agents."""
     name = (lambda n: "--" + n.replace("_", "-")) if as_flags else (lambda n: n)
     given = (lambda n, v: f"{name(n)} {v}") if as_flags else (lambda n, v: f"{n}={v}")
     if num_envs is None:
         return agents_per_instance
-    if agents_per_instance is None and num_envs % num_instances:
-        raise FlagError(f"{given('num_envs', num_envs)} is not a multiple of {given('num_instances', num_instances)}: "
-                        f"num_envs = num_instances x agents_per_instance (give {name('agents_per_instance')} instead)")
-    per = agents_per_instance or num_envs // num_instances
-    if num_envs != num_instances * per:
+    areas = num_instances * copies  # each copy of the scene is asked for the agents
+    instances = given("num_instances", num_instances) + (f" x {given('copies', copies)}" if copies != 1 else "")
+    if agents_per_instance is None and num_envs % areas:
+        raise FlagError(f"{given('num_envs', num_envs)} is not a multiple of {instances}: num_envs = num_instances x "
+                        f"agents_per_instance{' x copies' if copies != 1 else ''} (give {name('agents_per_instance')} "
+                        "instead)")  # fmt: skip
+    per = agents_per_instance or num_envs // areas
+    if num_envs != areas * per:
         raise FlagError(f"{given('num_envs', num_envs)} must equal {name('num_instances')} x "
-                        f"{name('agents_per_instance')} = {num_instances} x {per} = {num_instances * per}: drop "
-                        f"{name('num_envs')} or make them agree")
+                        f"{name('agents_per_instance')}{' x ' + name('copies') if copies != 1 else ''} = "
+                        f"{num_instances} x {per}{f' x {copies}' if copies != 1 else ''} = {areas * per}: drop "
+                        f"{name('num_envs')} or make them agree")  # fmt: skip
     return per
 
 

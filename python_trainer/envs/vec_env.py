@@ -481,7 +481,8 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
                         "from the windowed export: engine.recording.record)")
     num_instances = godot_options.get("num_instances", 1)
     check_instance_options(num_instances, godot_options.get("agents_per_instance"))
-    godot_options["agents_per_instance"] = agents_for(num_envs, num_instances, godot_options.get("agents_per_instance"))
+    godot_options["agents_per_instance"] = agents_for(num_envs, num_instances, godot_options.get("agents_per_instance"),
+                                                      copies=godot_options.get("copies", 1))  # fmt: skip
     env = GodotVecEnv(game, LaunchOptions(seed=seed, **godot_options))
     if num_envs is not None and env.num_envs != num_envs:
         counts = env.agent_counts

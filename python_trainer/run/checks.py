@@ -113,7 +113,7 @@ def check_game(args, params, params_where):
         # The game's name as the binary reports it, and its export's absolute path (a resume or `play` from another
         # folder finds it).
         args = replace(args, env_id=game.env, env_path=game.env_path if args.env_path is not None else None)
-        agents_for(args.num_envs, args.num_instances, args.agents_per_instance, as_flags=True)  # before any game
+        agents_for(args.num_envs, args.num_instances, args.agents_per_instance, as_flags=True, copies=args.copies)
         if args.watch:
             game.require_addon("--watch")
     else:

@@ -142,3 +142,14 @@ def test_the_script_check_names_each_finding_and_refuses_an_agent_that_presses_i
     assert '"agents":3' in ran.stdout and ran.stdout.count("rl_sync: copies: ") == 3
     alone = _run(project)
     assert alone.returncode == 0 and '"agents":1' in alone.stdout and "rl_sync: copies" not in alone.stdout
+
+
+def test_a_game_that_runs_no_copies_is_refused_when_copies_are_asked_for(tmp_path):
+    """An export whose addon predates copies (here the fake game) ignores --copies: said in one line, not trained on
+    with a sixteenth of the agents."""
+    from helpers import FAKE
+
+    from python_trainer.envs.game import GameError
+
+    with pytest.raises(GameError, match=r"runs 1 copy of its scene, not the 4 asked for \(--copies\): export it again"):
+        make_vec_env("ball_chase", num_instances=1, agents_per_instance=2, binary=FAKE, copies=4, run_dir=tmp_path)

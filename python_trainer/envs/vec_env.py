@@ -114,6 +114,10 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             self.policies = policies_from_env_info(info)
             # copies of the scene (our extension): what the addon's check of the game's scripts found, said once
             self.copies = int((info.get("copies") or {}).get("count", 1))
+            if self.copies != options.copies:
+                raise GameError(f"{game.env} runs {self.copies} copy of its scene, not the {options.copies} asked for "
+                                "(--copies): export it again with this addon (scene_copies.gd; godot_rl_agents' "
+                                "plugin has no copies)")  # fmt: skip
             for finding in (info.get("copies") or {}).get("findings", []):
                 self.launcher.report(f"copies of {self.env_id}'s scene share what they should not: {finding}")
             for inst in self.launcher.instances[1:]:

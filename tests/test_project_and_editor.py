@@ -61,7 +61,7 @@ def the_error(code: int, err: str) -> str:
 @pytest.mark.slow
 def test_train_project_trains_the_walker_from_its_folder_with_no_export(tmp_path, capsys):
     project = walker_project(tmp_path)
-    runs = tmp_path / "runs"
+    runs = project / "runs"  # as when training from the project's folder: Godot's editor must not import it
     result = subprocess.run(train_argv(runs, "--project", str(project), "--num-instances", "2", *BUDGET), cwd=REPO,
                             capture_output=True, text=True, timeout=240)  # fmt: skip
     assert result.returncode == 0, f"{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
@@ -74,7 +74,9 @@ def test_train_project_trains_the_walker_from_its_folder_with_no_export(tmp_path
     assert f"godot3-server --path {project.resolve()} --env=walker" in log
     assert not list(project.rglob("*.pck")) and not (project / "exports").exists()
     assert processes_mentioning(str(tmp_path)) == []
-    # The import is kept: the next start of the game from its folder runs no editor.
+    # The import is kept, and the run's episodes.csv and learning curve are no assets: the next start of the game from
+    # its folder runs no editor.
+    assert (runs / ".gdignore").is_file() and (run_dir / "episodes.csv").is_file()
     capsys.readouterr()
     assert resolve_env(None, project).env == "walker"
     assert "importing" not in capsys.readouterr().err
@@ -115,6 +117,15 @@ def test_the_import_runs_once_and_again_only_for_what_changed(tmp_path, monkeypa
     assert not project_import.ensure_imported(project) and calls(tmp_path) == 4
     shutil.rmtree(project / ".import")
     assert project_import.ensure_imported(project) and calls(tmp_path) == 5
+    # A run folder in the project (training from its folder) holds a CSV and a PNG, which Godot's editor would import
+    # (and fail on the CSV): its root is kept out of the project.
+    (project / "runs" / "walker__ppo__1__1").mkdir(parents=True)
+    (project / "runs" / "walker__ppo__1__1" / "episodes.csv").write_text("global_step,return,length\n")
+    project_import.keep_out_of_projects(project / "runs")
+    assert (project / "runs" / ".gdignore").is_file()
+    assert not project_import.ensure_imported(project) and calls(tmp_path) == 5
+    project_import.keep_out_of_projects(tmp_path / "elsewhere")  # not in a project: left alone
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_an_import_that_does_not_finish_is_ended_and_named_in_one_line(tmp_path, monkeypatch):
@@ -173,7 +184,8 @@ def test_train_editor_trains_the_walker_that_play_starts(tmp_path):
     trainer = editor_trainer(runs, port, *BUDGET)
     game = None
     try:
-        with Xvfb(tmp_path / "xvfb.log") as xvfb:
+        # A client that connects first and says nothing cannot hold up the game's one look (0.5 s) at the port.
+        with Xvfb(tmp_path / "xvfb.log") as xvfb, socket.create_connection(("127.0.0.1", port)):
             env = dict(os.environ, DISPLAY=xvfb.start(), RL_SYNC_EDITOR_PORT=str(port))
             game = subprocess.Popen(["godot3-runner", "--path", str(project)], env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)  # fmt: skip

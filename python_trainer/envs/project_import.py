@@ -112,3 +112,12 @@ def ensure_imported(project, timeout: Optional[float] = None, env=None,
     (project / STAMP).parent.mkdir(exist_ok=True)
     write_atomic(project / STAMP, import_state(project))
     return True
+
+
+def keep_out_of_projects(folder) -> None:
+    """A folder of ours inside a Godot project (runs/, when training from the project's folder) gets a .gdignore
+    file, so that Godot's editor skips it: it would import every run's learning curve, and fail on every
+    episodes.csv, which it takes for a table of translations."""
+    folder = Path(folder).resolve()
+    if not (folder / ".gdignore").exists() and any((p / "project.godot").is_file() for p in (folder, *folder.parents)):
+        (folder / ".gdignore").touch()

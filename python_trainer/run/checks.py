@@ -89,7 +89,7 @@ def _check_editor(args):
     defaults = {f.name: f.default for f in dataclasses.fields(args)}
     for name in EDITOR_DECIDES:
         if getattr(args, name) != defaults[name]:
-            flag = "--" + name.replace("_", "-")
+            flag = "--" + name.replace("_", "-") + (" (--project)" if name == "env_path" else "")
             raise TrainError(f"--editor trains the one game that Play starts in the Godot editor, with the editor's "
                              f"settings: drop {flag} (or drop --editor, and godot-ppo starts the games)")  # fmt: skip
 

@@ -29,6 +29,7 @@ from python_trainer.engine.recording import record
 from python_trainer.engine.watcher import start_policy_watcher
 from python_trainer.envs.failures import GameClosedError, InstanceStartError
 from python_trainer.envs.game import GameBugError, GameError, GodotGame
+from python_trainer.envs.project_import import keep_out_of_projects
 from python_trainer.rollout import NonFiniteEnvData, eval_seed
 from python_trainer.run import crash, curriculum
 from python_trainer.run.checks import check_args, check_game, check_policies, check_sizes, update_budget
@@ -93,6 +94,7 @@ class TrainingRun:
         args = self.args
         fresh = self.run_dir is None
         self.run_dir = self.run_dir or new_run_dir(args.run_dir_root, args.env_id, args.exp_name, args.seed)
+        keep_out_of_projects(self.run_dir.parent)  # runs/ inside a Godot project: its editor must not import it
         self.global_step = self.ckpt["global_step"] if self.ckpt else 0
         self.saved_step = self.global_step if self.ckpt else None
 

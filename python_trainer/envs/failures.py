@@ -1,6 +1,6 @@
 """The ways a game instance fails the trainer: it did not start, it crashed past its restarts, the editor's game was
-closed, or the worker that held it (a Ray actor) was lost. One place, so that the launcher, the Xvfb display and the Ray workers raise the same
-errors and every command catches them by one name."""
+closed, or the worker that held it (a Ray actor) was lost. One place, so that the launcher, the Xvfb display and the
+Ray workers raise the same errors and every command catches them by one name."""
 
 
 class InstanceStartError(RuntimeError):

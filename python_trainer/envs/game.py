@@ -154,8 +154,9 @@ class GameProject:
         template = HEADLESS_TEMPLATE if headless else WINDOWED_TEMPLATE
         exe = shutil.which(template)
         if exe is None:
-            raise GameError(f"{template} is not installed (it runs {self.path} {'headless' if headless else 'in a window'}): "
-                            f"run `sudo apt-get install {template}`")  # fmt: skip
+            how = "headless" if headless else "in a window"
+            raise GameError(f"{template} is not installed (it runs {self.path} {how}): run `sudo apt-get install "
+                            f"{template}`")
         return [exe, "--path", str(self.path)]
 
 

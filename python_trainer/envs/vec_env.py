@@ -43,6 +43,7 @@ from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, agents_for, che
 from python_trainer.envs.game import (
     PLUGIN_PHYSICS_LINE, GameBugError, GameError, GodotGame, godot_game, resolve_env,
 )
+from python_trainer.envs.editor import EditorLauncher, EditorPlay
 from python_trainer.envs.grouped_env import GroupedVecEnv
 from python_trainer.envs.gym_env import EpisodeStatistics
 from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
@@ -102,7 +103,8 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self.game = game
         self.env_id = game.env
         self.num_instances = int(options.num_instances)
-        self.launcher = InstanceLauncher(game, options)
+        # the game the Godot editor runs (train --editor) is connected already: it has a launcher of its own
+        self.launcher = (EditorLauncher if isinstance(game.export, EditorPlay) else InstanceLauncher)(game, options)
         self.launcher.start()
         self.closed = False
         try:
@@ -148,6 +150,8 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
     def startup_line(self) -> str:
         """One line: the game, its dialect, and what its instances were given (and, for a game made with
         godot_rl_agents' plugin, what its own log says it applied)."""
+        if isinstance(self.launcher, EditorLauncher):  # the editor gives its game no flags
+            return f"game {self.env_id}: run by the Godot editor, {self.agent_counts[0]} agents, at its own settings"
         g = self.game_settings
         seeds = g["env_seed"]
         line = (f"game {self.env_id}: {self.num_instances} instance(s) x {self.agent_counts[0]} agents, speaking "

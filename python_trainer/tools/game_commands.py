@@ -18,7 +18,7 @@ from python_trainer.base.flags import (ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNE
                                        NUM_INSTANCES, SPEEDUP, aliases, at_least, flag, parse_flags,
                                        positive)  # fmt: skip
 from python_trainer.envs.env_params import describe
-from python_trainer.envs.game import GameError, GameExport, godot_game, list_games
+from python_trainer.envs.game import GameError, godot_game, list_games, open_game_path
 from python_trainer.envs.launcher import LaunchOptions
 from python_trainer.envs.protocol import DIALECT_NAMES
 from python_trainer.envs.vec_env import GodotVecEnv
@@ -63,7 +63,7 @@ def envs_main(argv=None) -> int:
     """`godot-ppo envs`: the games in a binary and their spaces, read from a running headless instance of each."""
     args = parse_flags(EnvsArgs, list(sys.argv[1:] if argv is None else argv), "godot-ppo envs")
     try:
-        export = GameExport.open(args.env_path or paths.default_export(headless=True))
+        export = open_game_path(args.env_path or paths.default_export(headless=True))
         listing = list_games(export, args.connect_timeout)
         names = [args.env_id] if args.env_id else list(listing.envs)
         games = [godot_game(name, export.path) for name in names]

@@ -68,6 +68,14 @@ func connect_to_trainer(port: int, timeout_s: float, token: String) -> String:
 	return error
 
 
+# The editor's Play: one try, no token (see TrainerHandshake.try_connect()).
+func try_connect(port: int, timeout_s: float) -> String:
+	var error := handshake.try_connect(port, timeout_s)
+	stream = handshake.stream
+	_read_encodings()
+	return error
+
+
 func close() -> void:
 	if stream != null:
 		stream.disconnect_from_host()

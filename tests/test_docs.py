@@ -410,6 +410,22 @@ def test_when_it_does_not_learn_names_real_tags_and_every_ablation_switch():
     assert switches == named, f"switches without a word: {sorted(switches - named)}; no such switch: {sorted(named - switches)}"
 
 
+# The families of tags the trainer writes; a `{name}` in the source is a `<name>` in the docs (or one real name).
+TAG = re.compile(r"(?<![\w/])((?:charts|losses|perf|diagnostics|eval|demos|curriculum|episode_info)/[\w{}]+)")
+
+
+def test_the_tensorboard_table_names_every_tag_the_trainer_writes():
+    documented = set(re.findall(r"`([\w/<>]+)`", section(DOCS / "training.md", "TensorBoard tags")))
+    written = set(TAG.findall(trainer_source()))
+    assert {"charts/episodic_return", "losses/approx_kl", "diagnostics/update_epochs_done"} <= written
+    missing = []
+    for tag in sorted(written):
+        pattern = re.sub(r"\\\{\w+\\\}", r"(<\\w+>|\\w+)", re.escape(tag))
+        if not any(re.fullmatch(pattern, name) for name in documented):
+            missing.append(tag)
+    assert not missing, f"tags the trainer writes that docs/training.md's TensorBoard table does not name: {missing}"
+
+
 MACHINE = re.compile(r"^- \*\*([A-Z])\*\*: ", re.M)
 
 

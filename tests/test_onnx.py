@@ -165,9 +165,9 @@ def test_a_model_exported_as_godot_rls_cleanrl_example_exports_it_imports(headle
     torch.manual_seed(2)
     actor_mean = nn.Sequential(nn.Linear(12, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2)).eval()
     batch = {name: {0: "batch_size"} for name in ("obs", "state_ins", "output", "state_outs")}
-    torch.onnx.export(OnnxPolicy(actor_mean).eval(), args=(torch.zeros(1, 12), torch.zeros(1)), f=str(tmp_path / "c.onnx"),
-                      opset_version=15, input_names=["obs", "state_ins"], output_names=["output", "state_outs"],
-                      dynamic_axes=batch)  # fmt: skip
+    policy = OnnxPolicy(actor_mean).eval()
+    torch.onnx.export(policy, args=(torch.zeros(1, 12), torch.zeros(1)), f=str(tmp_path / "c.onnx"), opset_version=15,
+                      input_names=["obs", "state_ins"], output_names=["output", "state_outs"], dynamic_axes=batch)
     assert cli.main(["import-policy", str(tmp_path / "c.onnx"), "--env-id", "ball_chase", "-o",
                      str(tmp_path / "c.json")]) == 0  # fmt: skip
     obs = _observations(12, seed=5)

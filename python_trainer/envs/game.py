@@ -35,6 +35,7 @@ from python_trainer.base import paths
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
 from python_trainer.base.processes import describe_exit, run_to_end
 from python_trainer.envs.project_import import ImportFailed, ensure_imported
+from python_trainer.envs.logs import shown_lines
 
 HEADLESS_TEMPLATE = "godot3-server"
 WINDOWED_TEMPLATE = "godot3-runner"
@@ -225,10 +226,10 @@ def _list_envs(export: Union[GameExport, GameProject], mtime: float, timeout: fl
                 break
     if PLUGIN_CONNECT_LINE in out:
         return GameList((path.stem,), path.stem, rl_sync=False)
-    # Godot's own first error says most (a damaged .pck: "Corrupted header in binary project.binary"); its noise about
-    # the locale and TLS certificates says nothing.
-    noise = ("locale", "certificate", "At: ")
-    printed = [line.strip() for line in (err + out).splitlines() if line.strip() and not any(n in line for n in noise)]
+    # Godot's own first error says most (a damaged .pck: "Corrupted header in binary project.binary"); its harmless
+    # lines (logs.shown_lines) and its noise about TLS certificates say nothing.
+    noise = ("certificate", "At: ")
+    printed = [line.strip() for line in shown_lines(err + out) if line.strip() and not any(n in line for n in noise)]
     errors = [line for line in printed if line.startswith("ERROR")]
     said = (errors or printed[-1:] or ["nothing"])[0][:200]
     raise GameError(f"{path} does not list its games ({describe_exit(code)}; it said {said!r}): {fix}")

@@ -50,11 +50,11 @@ import psutil
 
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, check_instance_options
 from python_trainer.base.processes import (LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, descendants, end_process_tree,
-                                           read_log_tail, spawn)  # fmt: skip
+                                           spawn)  # fmt: skip
 from python_trainer.envs.connect import ConnectionWait
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import GameInstance, GodotGame
-from python_trainer.envs.logs import DEFAULT_MAX_LOG_BYTES, CappedLog, ScriptErrorWatch
+from python_trainer.envs.logs import DEFAULT_MAX_LOG_BYTES, CappedLog, ScriptErrorWatch, shown_tail
 from python_trainer.envs.protocol import DEFAULT_TIMEOUT_S, GodotConnection, GodotConnectionError
 from python_trainer.envs.xvfb import Xvfb, open_display
 
@@ -132,7 +132,7 @@ class Instance:
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         if self.log is not None:
             self.log.sync()  # what the game printed just before it died may still be in the pipe
-        return read_log_tail(self.log_path, lines)
+        return shown_tail(self.log_path, lines)
 
     def exit_code(self) -> Optional[int]:
         return self.proc.poll()

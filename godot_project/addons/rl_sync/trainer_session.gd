@@ -16,6 +16,7 @@ const PackedActions = preload("res://addons/rl_sync/packed_actions.gd")
 const AgentCalls = preload("res://addons/rl_sync/agent_calls.gd")
 const SessionStats = preload("res://addons/rl_sync/session_stats.gd")
 const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
+const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 
 # What step() returns when the trainer sent "close".
 const CLOSED := "the trainer closed the session"
@@ -209,6 +210,7 @@ func _env_info() -> Dictionary:
 		"obs_encoding": handshake.obs_encoding,
 		"step_encoding": handshake.step_encoding,
 		"env_params": _sync.env_params.declared,  # our extension: name -> {"default", "min", "max"}
+		"agents_from_flag": ArenaGrid.agents_from_flag(),  # our extension: --agents sets the count
 	}
 
 

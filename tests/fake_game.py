@@ -13,6 +13,8 @@ plus test-only ones:
                                     slowly (a test orders connections with it)
   --fake_step_encoding=json         ignore a handshake's "step_encoding" (as a game without our binary exchange)
   --fake_info                       an ended episode's info also holds {"fake_length": its length}
+  --fake_imported_assets=N          at start, print on stderr what Godot 3.2.3 prints for an export that loads N
+                                    imported assets (two lines each: "ERROR: _get_modified_time: ..." and its "At:")
   --fake_dialect=godot_rl           speak exactly as a game made with godot_rl_agents' plugin (Godot 3 branch, see
                                     python_trainer/envs/protocol.py): no --list_envs answer, no hello, one space each in
                                     env_info, no info, done = terminated or time limit; --action_repeat defaults to 8
@@ -126,6 +128,9 @@ def main():
         print(f"fake_game: unknown env {env!r}; valid: ball_chase", file=sys.stderr, flush=True)
         sys.exit(3)
     print(f"fake_game: pid {os.getpid()} starting {sys.argv[1:]}", flush=True)
+    for i in range(int(args.get("fake_imported_assets", 0))):  # verbatim, as Godot 3.2.3 says it for art/*.png
+        print(f"ERROR: _get_modified_time: Failed to get modified time for: res://art/sprite_{i}.png.\n"
+              "   At: drivers/unix/file_access_unix.cpp:321.", file=sys.stderr, flush=True)
     if mode == "never_connect":
         time.sleep(float(args.get("connect_timeout", 30)))
         print("fake_game: never connected, quitting", flush=True)
@@ -210,7 +215,7 @@ def main():
                 "type": "env_info", "n_agents": n,
                 "observation_space": [{k: {"size": [s], "space": "box"} for k, s in obs_spec}] * n,
                 "action_space": [act_spec] * n, "agent_policy_names": ["shared_policy"] * n,
-                "env": env, "max_episode_steps": max_steps,
+                "env": env, "max_episode_steps": max_steps, "agents_from_flag": "fake_fixed_agents" not in args,
                 **({"step_encoding": "binary"} if binary else {}),
             })
         elif typ == "reset":

@@ -1,9 +1,10 @@
 """README.md and the pages under docs/: every command they show names something real, every relative link resolves,
 and the facts a page states about the code are the code's.
 
-README.md is the first screen and docs/*.md the reference, one topic a page. Nothing is trained here:
-tests/test_own_game.py runs the README's tutorial as written, and the other tests the behaviour each page describes.
-This test checks, in a few seconds, what goes stale without anyone noticing when a flag, a target or a page moves:
+README.md is the first screen and docs/*.md the reference, one topic a page. tests/test_own_game.py runs the
+README's tutorial as written, and the other tests the behaviour each page describes. This test checks, in a few
+seconds, what goes stale without anyone noticing when a flag, a target or a page moves (and, marked slow, runs
+docs/onnx.md's blocks as written):
 
 - every `godot-ppo SUBCOMMAND ...` (in a ```bash block or an inline code span) names a real subcommand, and every
   flag it uses appears in `godot-ppo SUBCOMMAND --help` (each help is run once);
@@ -24,10 +25,12 @@ This test checks, in a few seconds, what goes stale without anyone noticing when
   README;
 - "When it does not learn" (docs/training.md) names only tags the trainer writes and every ablation switch;
 - docs/benchmarks.md is one row per measurement, each on a machine the page describes;
-- the numbers the docs state about the code: ppo.py's size, `make demo`'s steps and training time.
+- the numbers the docs state about the code: ppo.py's size, `make demo`'s steps and training time;
+- docs/onnx.md's ```bash and ```python blocks run as written, in order (slow: they play and train a little).
 """
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -37,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, free_port
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
@@ -407,6 +410,22 @@ def test_when_it_does_not_learn_names_real_tags_and_every_ablation_switch():
     assert switches == named, f"switches without a word: {sorted(switches - named)}; no such switch: {sorted(named - switches)}"
 
 
+# The families of tags the trainer writes; a `{name}` in the source is a `<name>` in the docs (or one real name).
+TAG = re.compile(r"(?<![\w/])((?:charts|losses|perf|diagnostics|eval|demos|curriculum|episode_info)/[\w{}]+)")
+
+
+def test_the_tensorboard_table_names_every_tag_the_trainer_writes():
+    documented = set(re.findall(r"`([\w/<>]+)`", section(DOCS / "training.md", "TensorBoard tags")))
+    written = set(TAG.findall(trainer_source()))
+    assert {"charts/episodic_return", "losses/approx_kl", "diagnostics/update_epochs_done"} <= written
+    missing = []
+    for tag in sorted(written):
+        pattern = re.sub(r"\\\{\w+\\\}", r"(<\\w+>|\\w+)", re.escape(tag))
+        if not any(re.fullmatch(pattern, name) for name in documented):
+            missing.append(tag)
+    assert not missing, f"tags the trainer writes that docs/training.md's TensorBoard table does not name: {missing}"
+
+
 MACHINE = re.compile(r"^- \*\*([A-Z])\*\*: ", re.M)
 
 
@@ -440,3 +459,33 @@ def test_the_numbers_the_docs_state_about_the_code():
     seconds = [float(s) for s in re.findall(r"(\d+(?:\.\d+)?) s\b", row.split("|")[3])]
     low, high = int(demo.group(2)), int(demo.group(3))
     assert seconds and all(low <= round(s) <= high for s in seconds), f"benchmarks.md measured {seconds} s, README says {low}–{high} s"
+
+
+# What every ```python block of a page that runs is given first: godot-rl's fixed port (11008) swapped for a free one,
+# so that two runs on one machine never meet (its wrappers read GodotEnv.DEFAULT_PORT when they are built).
+PYTHON_PRELUDE = "from godot_rl.core.godot_env import GodotEnv\nGodotEnv.DEFAULT_PORT = {port}\n"
+
+
+@pytest.mark.slow
+def test_the_onnx_page_runs_as_written(headless_export, tmp_path):
+    """docs/onnx.md's blocks in order, in a scratch folder that sees this repository's exports: the pretrained policy
+    to ONNX, back to a policy file and played in the engine; then godot-rl's SB3 example in short, its own exporter
+    as it comes (torch's default exporter, with onnxscript), and our import of what it wrote."""
+    (tmp_path / "exports").symlink_to(REPO / "exports")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    outputs = []
+    for lang, block in FENCE.findall((DOCS / "onnx.md").read_text()):
+        if lang == "python":
+            runs = [[sys.executable, "-c", PYTHON_PRELUDE.format(port=free_port()) + block]]
+        else:
+            assert lang == "bash", f"a ```{lang} block in docs/onnx.md: say how to run it here"
+            runs = [["bash", "-c", line] for line in bash_commands(f"```bash\n{block}```\n")]
+        for argv in runs:
+            result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+            assert result.returncode == 0, (argv[-1], result.stderr[-3000:])
+            outputs.append(result.stdout)
+    report = json.loads(next(x for out in outputs for x in out.splitlines() if x.startswith('{"eval"')))["eval"]
+    assert report["episodes"] == 32 and report["mean_return"] > 30, report
+    assert (tmp_path / "sb3_model.onnx").is_file() and (tmp_path / "sb3_model.onnx.data").is_file()
+    policy = json.loads((tmp_path / "sb3_policy.json").read_text())
+    assert policy["env"] == "ball_chase" and [k["key"] for k in policy["action_keys"]] == ["move"]

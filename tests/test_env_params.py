@@ -212,6 +212,7 @@ def test_refusals_before_training_and_envs_lists_parameters(headless_export, tmp
     assert game_commands.envs_main(["--env-id", "jumper"]) == 0
     out = capsys.readouterr().out
     assert "  environment parameters:\n    gap_max: default 2.2, range [0.2, 4]\n" in out
+    assert "  agents per instance: 16 (the game's own choice; --agents may change it)\n" in out  # arenas from --agents
 
 
 # The default runs recorded with the export of d385ddb, the commit before environment parameters (refresh with

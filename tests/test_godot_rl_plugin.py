@@ -124,7 +124,9 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     assert play_main([str(run_dir), "--python", "--seconds", "1"]) == 0
 
     assert envs_main(["--env-path", str(export)]) == 0
-    assert "speaks:              godot_rl_agents' plugin protocol" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "speaks:              godot_rl_agents' plugin protocol" in out
+    assert "(fixed by the game: --agents does not change it)" in out  # the plugin never reads --agents
     assert cli.main(["train", "--env-path", str(export), "--watch", "--run-dir-root", str(root)]) == 2
     assert "--watch runs the policy inside the game, which needs the rl_sync addon" in capsys.readouterr().err
 

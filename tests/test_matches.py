@@ -169,6 +169,7 @@ def test_play_opens_a_match_against_a_person(windowed_export, tmp_path, monkeypa
     cmd = [sys.executable, "-m", "python_trainer", "play", str(policy), "--opponent", "human", "--seconds", "1"]
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=90)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"playing {policy} against human in pong with 1 agents" in result.stdout, result.stdout
+    # the game's own count: --agents 1 asks for one paddle, and a court seats two
+    assert f"playing {policy} against human in pong with 2 agents" in result.stdout, result.stdout
     assert "SCRIPT ERROR" not in result.stderr and "rl_sync: error" not in result.stderr, result.stderr
     assert wait_gone([xvfb_pid(result.stdout)], timeout=5) == []

@@ -3,12 +3,7 @@ convention and onnxruntime agrees with the engine's --policy_forward; `import-po
 (godot-rl's export of SB3's PPO, hand-made graphs with the normaliser, ReLU, Sigmoid, Slice, Softmax) into policy
 files the engine plays with the same numbers; bad models are refused in one line with nothing written."""
 
-import functools
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +18,8 @@ from python_trainer.engine.in_engine import evaluate_in_engine, policy_forward
 from python_trainer.engine.policy_file import PolicyFileError, write_policy
 
 ort = pytest.importorskip("onnxruntime")
-# The models here are exported as godot-rl exports them: with torch's TorchScript exporter, which says it is legacy.
+# Our exports and the hand-made graphs here use torch's TorchScript exporter, which says it is legacy (godot-rl's
+# exporters use torch's default one, with onnxscript).
 pytestmark = pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript-based ONNX export",
                                         "ignore:The feature will be removed:DeprecationWarning")
 POLICIES = REPO / "exports" / "policies"
@@ -82,10 +78,10 @@ def test_exported_lstm_carries_its_state_and_agrees_with_the_engine_over_resets(
 
 
 @pytest.mark.slow
-def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_export, tmp_path, monkeypatch):
+def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_export, tmp_path):
     """A short SB3 PPO training through godot-rl's StableBaselinesGodotEnv on our export, exported by godot-rl's
-    export_model_as_onnx (torch 2.13's default exporter needs onnxscript: called with dynamo=False, as ours is), then
-    imported: the engine's actions equal SB3's deterministic predictions."""
+    export_model_as_onnx as it comes (torch 2.13's default exporter, with onnxscript), then imported: the engine's
+    actions equal SB3's deterministic predictions."""
     from stable_baselines3 import PPO
 
     from godot_rl.wrappers.onnx.stable_baselines_export import export_model_as_onnx
@@ -100,7 +96,6 @@ def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_e
         model.learn(total_timesteps=2 * 32 * env.num_envs)
     finally:
         env.close()
-    monkeypatch.setattr(torch.onnx, "export", functools.partial(torch.onnx.export, dynamo=False))
     export_model_as_onnx(model, str(tmp_path / "sb3.onnx"))  # it verifies itself against SB3 (10 observations)
     result = godot_ppo_child("import-policy", str(tmp_path / "sb3.onnx"), "--env-id", "ball_chase", "-o",
                              str(tmp_path / "p.json"))  # fmt: skip
@@ -136,14 +131,13 @@ class _Spaces(gym.Env):
 
 
 @pytest.mark.parametrize("sizes", [[2], [3, 2]])  # one discrete key, two (godot-rl makes them a MultiDiscrete)
-def test_sb3_discrete_and_multi_key_models_import(headless_export, tmp_path, monkeypatch, sizes):
+def test_sb3_discrete_and_multi_key_models_import(headless_export, tmp_path, sizes):
     from stable_baselines3 import PPO
 
     from godot_rl.wrappers.onnx.stable_baselines_export import export_model_as_onnx
 
     torch.manual_seed(1)
     model = PPO("MultiInputPolicy", _Spaces(5, gym.spaces.MultiDiscrete(sizes)), n_steps=64, verbose=0)
-    monkeypatch.setattr(torch.onnx, "export", functools.partial(torch.onnx.export, dynamo=False))
     export_model_as_onnx(model, str(tmp_path / "m.onnx"))
     keys = {f"key{i}": {"action_type": "discrete", "size": n} for i, n in enumerate(sizes)}
     game = {"env": "g", "n_agents": 1, "observation_space": {"obs": {"size": [5], "space": "box"}}, "action_space": keys}
@@ -152,6 +146,34 @@ def test_sb3_discrete_and_multi_key_models_import(headless_export, tmp_path, mon
     sb3_actions, _ = model.predict({"obs": obs}, deterministic=True)
     _, engine = policy_forward(tmp_path / "m.json", obs)
     assert np.array([[a[k] for k in keys] for a in engine]).tolist() == sb3_actions.tolist()
+
+
+@pytest.mark.slow
+def test_a_model_exported_as_godot_rls_cleanrl_example_exports_it_imports(headless_export, tmp_path):
+    """godot-rl's examples/clean_rl_example.py --onnx_export_path: its actor's mean (64-64 tanh) behind a module that
+    passes state_ins through, exported with torch.onnx.export as it comes (the default exporter: onnxscript), opset
+    15 and a dynamic batch; imported for ball_chase, the engine's outputs are the actor's."""
+
+    class OnnxPolicy(nn.Module):  # as the example writes it
+        def __init__(self, actor_mean):
+            super().__init__()
+            self.actor_mean = actor_mean
+
+        def forward(self, obs, state_ins):
+            return self.actor_mean(obs), state_ins
+
+    torch.manual_seed(2)
+    actor_mean = nn.Sequential(nn.Linear(12, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2)).eval()
+    batch = {name: {0: "batch_size"} for name in ("obs", "state_ins", "output", "state_outs")}
+    policy = OnnxPolicy(actor_mean).eval()
+    torch.onnx.export(policy, args=(torch.zeros(1, 12), torch.zeros(1)), f=str(tmp_path / "c.onnx"), opset_version=15,
+                      input_names=["obs", "state_ins"], output_names=["output", "state_outs"], dynamic_axes=batch)
+    assert cli.main(["import-policy", str(tmp_path / "c.onnx"), "--env-id", "ball_chase", "-o",
+                     str(tmp_path / "c.json")]) == 0  # fmt: skip
+    obs = _observations(12, seed=5)
+    engine, _ = policy_forward(tmp_path / "c.json", obs)
+    with torch.no_grad():
+        assert np.abs(actor_mean(torch.from_numpy(obs)).numpy() - engine).max() < 1e-5
 
 
 class _Normalised(nn.Module):
@@ -247,17 +269,3 @@ def test_bad_models_are_refused_in_one_line_and_nothing_is_written(headless_expo
     with pytest.raises(PolicyFileError, match="mixes continuous and discrete"):
         onnx_policy.import_policy(tmp_path / "m.onnx", {**GAME, "action_space": {
             "move": {"action_type": "continuous", "size": 3}, "fire": {"action_type": "discrete", "size": 2}}})
-
-
-@pytest.mark.slow
-def test_the_docs_commands_run_as_written(headless_export, tmp_path):
-    """docs/onnx.md's first block: export the pretrained ball_chase policy to ONNX, import it back, play it in the
-    engine (run in a scratch folder that sees this repository's exports)."""
-    block = (REPO / "docs" / "onnx.md").read_text().split("```bash\n", 1)[1].split("```", 1)[0]
-    (tmp_path / "exports").symlink_to(REPO / "exports")
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    for line in block.strip().splitlines():
-        result = subprocess.run(line, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, (line, result.stderr[-2000:])
-    report = json.loads(next(x for x in result.stdout.splitlines() if x.startswith('{"eval"')))["eval"]
-    assert report["episodes"] == 32 and report["mean_return"] > 30, report

@@ -65,9 +65,13 @@ def test_readme_tutorial_trains_and_plays_an_outside_game(tmp_path, headless_exp
         print(f"{time.monotonic() - t0:6.1f} s  {command}")
     assert not (tmp_path / "godot_project" / "my_game").exists()
 
-    # The game's name and agent count came from the binary.
+    # The export says the games it holds; the game's name and agent count came from the binary, which says that the
+    # scene's four walkers are its own (--agents does not change them).
+    export_out = outputs[[c.split()[:2] for c in commands].index(["godot-ppo", "export"])]
+    assert f"exported headless: {tmp_path / 'my_game/exports/headless/walker.x86_64'} (games: walker)" in export_out
     envs_out = outputs[[c.split()[:2] for c in commands].index(["godot-ppo", "envs"])]
-    assert "walker (default)" in envs_out and "agents per instance: 4" in envs_out
+    assert "walker (default)" in envs_out
+    assert "agents per instance: 4 (fixed by the game: --agents does not change it)" in envs_out
     (run_dir,) = (tmp_path / "runs").glob("walker__tutorial__*")
     args = json.loads((run_dir / "args.json").read_text())
     assert args["num_envs_resolved"] == 8  # 2 instances x the scene's 4 walkers
@@ -201,6 +205,17 @@ def test_a_game_that_ignores_agents_sets_num_envs(tmp_path):
                      run_dir=tmp_path / "b")  # fmt: skip
 
 
+def test_envs_says_whether_agents_changes_a_games_count(tmp_path, capsys):
+    """A scene with its own set of agents (env_info's agents_from_flag false) is said to keep it."""
+    from python_trainer.tools.game_commands import envs_main
+
+    for i, (flag, said) in enumerate([("", "16 (the game's own choice; --agents may change it)"),
+                                      ("--fake_fixed_agents=1", "1 (fixed by the game: --agents does not change it)")]):
+        game = write_script(tmp_path / f"game{i}.sh", f'exec {sys.executable} {FAKE_GAME} {flag} "$@"\n')
+        assert envs_main(["--env-path", str(game)]) == 0
+        assert f"  agents per instance: {said}\n" in capsys.readouterr().out
+
+
 def test_export_of_a_folder_without_project_godot(tmp_path):
     with pytest.raises(ExportError, match="has no project.godot: give the folder of a Godot 3 project"):
         export(tmp_path, tmp_path / "out", quiet=True)
@@ -250,11 +265,13 @@ def test_a_damaged_pck_is_named_at_once(tmp_path, headless_export):
 
 
 @pytest.mark.slow
-def test_a_copy_of_this_multi_game_project_exports_and_lists_its_games(tmp_path):
+def test_a_copy_of_this_multi_game_project_exports_and_lists_its_games(tmp_path, capsys):
     """A project with a game registry (a Dictionary over several lines in project.godot) exports under its name."""
     project = tmp_path / "copy"
     shutil.copytree(REPO / "godot_project", project, ignore=shutil.ignore_patterns(".import"))
-    written = export(project, tmp_path / "out", kinds=("headless",), quiet=True)
+    written = export(project, tmp_path / "out", kinds=("headless",))
     assert written["headless"].name == "rl_games.x86_64"
+    assert (f"exported headless: {written['headless']} (games: ball_chase, cart_pole, jumper, memory, pong, "
+            "sparse_goal, tag)\n") in capsys.readouterr().out  # the file keeps the project's name; the games, listed
     game = resolve_env(None, written["headless"])
     assert game.env == "ball_chase"

@@ -235,6 +235,33 @@ def test_a_crashed_instance_log_tail_holds_its_last_words(fake_binary, tmp_path)
         assert "crashing on purpose" in inst.log_tail()
 
 
+# Godot 3.2.3's lines, verbatim, from an export of a project with imported pngs (godotengine/godot#25318)
+HARMLESS = ("ERROR: _get_modified_time: Failed to get modified time for: res://art/enemyFlyingAlt_1.png.\n"
+            "   At: drivers/unix/file_access_unix.cpp:321.\n"
+            "ERROR: set_locale: Unsupported locale 'C', falling back to 'en'.\n   At: core/translation.cpp:969.\n")
+
+
+def test_harmless_godot_lines_stay_in_the_log_file_and_out_of_what_is_shown(fake_binary, tmp_path):
+    from python_trainer.engine.in_engine import game_error
+    from python_trainer.envs.logs import shown_lines
+
+    real = "ERROR: _load: Failed loading resource: res://x.tscn.\n   At: core/io/resource_loader.cpp:278.\n"
+    assert shown_lines("a\n" + HARMLESS + real + "b") == ["a", *real.splitlines(), "b"]
+    failed = subprocess.CompletedProcess([], 1, stdout="", stderr=HARMLESS * 7 + real)
+    assert str(game_error(failed, "the run")) == f"the run failed (exit code 1):\n{real.splitlines()[0]}"
+    with launch("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
+                extra_args=["--fake_mode=crash_after=1", "--fake_imported_assets=7"], report=quiet([])) as launcher:
+        inst = launcher.instances[0]
+        inst.conn.reset()
+        for _ in range(2):
+            inst.conn.step_send([{"move": [0.0, 0.0]}])
+        inst.proc.wait(timeout=10)
+        tail = inst.log_tail()
+        assert "crashing on purpose" in tail and "fake_game: pid" in tail
+        assert "_get_modified_time" not in tail and "file_access_unix" not in tail, tail
+        assert inst.log_path.read_text().count("ERROR: _get_modified_time: Failed to get modified time for: ") == 7
+
+
 # ---------------------------------------------------------------------------------------------- item 8
 def test_the_token_is_in_the_environment_not_the_command_line(fake_binary, tmp_path):
     with launch("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,

@@ -2,6 +2,7 @@
 process, no traceback from bad input. Real processes where it matters (`godot-ppo train` on CartPole-v1 or on the
 real ball_chase export, `godot-ppo launch`/`profile`); every wait polls against a deadline."""
 
+import fcntl
 import json
 import os
 import signal
@@ -75,6 +76,7 @@ def test_sigterm_and_sighup_stop_training_like_ctrl_c(tmp_path, headless_export,
     (run_dir,) = run_dirs(tmp_path)
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
     assert ckpt["global_step"] >= 128 * 20 and ckpt["global_step"] == 128 * ckpt["update"]
+    assert not (run_dir / "train.lock").exists()  # a training stopped like Ctrl-C leaves no lock file
     assert wait_gone(games, timeout=10) == [], "a Godot process outlived the stopped training"
 
 
@@ -208,10 +210,12 @@ def test_resume_of_a_run_still_training_is_refused_naming_its_pid(tmp_path):
         holder.wait(timeout=10)
     finally:
         _finish(holder, timeout=1)
+    assert (run_dir / "train.lock").exists()  # the file stays after SIGKILL, but the kernel dropped its lock
     step = load_checkpoint(run_dir / "checkpoint.pt")["global_step"]
     code, err = _finish(_start([*TRAIN, "--resume", str(run_dir), "--total-timesteps", str(step + 1024)]))
     assert code == 0, err
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == step + 1024
+    assert not (run_dir / "train.lock").exists()
 
 
 def test_a_run_without_env_id_is_named_for_the_default_game_and_resumes_with_it(tmp_path):
@@ -220,8 +224,34 @@ def test_a_run_without_env_id_is_named_for_the_default_game_and_resumes_with_it(
     assert train.main([*argv, "--total-timesteps", "512"]) == 0
     (run_dir,) = run_dirs(tmp_path)
     assert run_dir.name.startswith("CartPole-v1__ppo__1__"), run_dir.name
+    assert not (run_dir / "train.lock").exists()  # a finished training leaves no lock file
     assert train.main(["--resume", str(run_dir), "--env-id", "CartPole-v1", "--total-timesteps", "1024"]) == 0
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 1024
+    assert not (run_dir / "train.lock").exists()
+
+
+def test_the_lock_file_goes_with_its_training_and_still_locks_out_a_second_one(tmp_path, monkeypatch):
+    first = run_folder.RunLock(tmp_path)
+    with pytest.raises(run_folder.TrainError, match=f"is still being trained by process {os.getpid()}"):
+        run_folder.RunLock(tmp_path)
+    first.release()
+    assert not (tmp_path / "train.lock").exists()
+    # A training that opened the file just before its holder removed it and ended: it holds a file that is gone, so
+    # it locks the one at the path instead, and a third training is refused.
+    first = run_folder.RunLock(tmp_path)
+    real_flock = fcntl.flock
+
+    def flock(fd, op):
+        if not first.file.closed:
+            first.release()  # between the second training's open and its flock
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(run_folder.fcntl, "flock", flock)
+    second = run_folder.RunLock(tmp_path)
+    assert os.stat(tmp_path / "train.lock").st_ino == os.fstat(second.file.fileno()).st_ino
+    with pytest.raises(run_folder.TrainError, match="is still being trained"):
+        run_folder.RunLock(tmp_path)
+    second.release()
 
 
 def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
@@ -301,6 +331,7 @@ def test_an_unexpected_error_keeps_the_model_and_its_traceback(tmp_path, monkeyp
     (run_dir,) = run_dirs(tmp_path)
     assert load_checkpoint(run_dir / "checkpoint.pt")["update"] == 3
     assert "Traceback" in (run_dir / "error.log").read_text()
+    assert not (run_dir / "train.lock").exists()  # a crash that kept the model leaves no lock file
     assert {s: signal.getsignal(s) for s in handlers} == handlers  # the policy is undone when main returns
 
 

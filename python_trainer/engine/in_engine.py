@@ -23,6 +23,7 @@ from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
 from python_trainer.base.processes import run_to_end
 from python_trainer.engine.policy_file import PolicyFileError, read_policy
 from python_trainer.envs.game import GameInstance, GodotGame, game_environ, godot_game
+from python_trainer.envs.logs import shown_lines
 
 # A problem the user can fix, raised for the command line to print. One class with the policy file's errors
 # (policy_file.PolicyFileError), so `except PlaybackError` also catches a bad or unplayable policy file.
@@ -100,8 +101,9 @@ def addon_error(line: str) -> Optional[str]:
 
 def game_error(result: subprocess.CompletedProcess, what: str) -> PlaybackError:
     """The error of a game run that failed: its last error lines, else the end of its output."""
-    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
-    detail = "\n".join(errors[-5:]) or result.stderr[-2000:] or result.stdout[-2000:]
+    stderr = "\n".join(shown_lines(result.stderr))
+    errors = [line for line in stderr.splitlines() if "error" in line.lower()]
+    detail = "\n".join(errors[-5:]) or stderr[-2000:] or result.stdout[-2000:]
     return PlaybackError(f"{what} failed (exit code {result.returncode}):\n{detail}")
 
 

@@ -127,8 +127,8 @@ def policy_to_onnx(policy: dict) -> bytes:
     with torch.no_grad(), warnings.catch_warnings():
         # the legacy exporter's deprecation notice, and its LSTM batch-size caution (h0/c0 are inputs here)
         warnings.simplefilter("ignore", (DeprecationWarning, UserWarning))
-        # dynamo=False: torch 2.13's default exporter needs onnxscript, which is not installed (godot-rl's own
-        # export_model_as_onnx is called the same way)
+        # dynamo=False: the TorchScript exporter writes one self-contained model in milliseconds; torch 2.13's default
+        # one (onnxscript's, which godot-rl's exporters use) takes seconds and puts the weights in a second file
         torch.onnx.export(net, (torch.zeros(1, n), state), buffer, dynamo=False, opset_version=OPSET,
                           input_names=INPUTS, output_names=OUTPUTS, dynamic_axes=batch)  # fmt: skip
     model = onnx.load_from_string(buffer.getvalue())
@@ -358,7 +358,8 @@ def read_onnx(path):
 
 
 def game_action_keys(env_info: dict) -> list[dict]:
-    """The game's action keys in godot-rl's output order (env_info's order), as the policy file lists them."""
+    """The game's action keys in godot-rl's output order, as the policy file lists them: env_info's order, which is
+    sorted by name (Godot's to_json sorts a Dictionary's keys), as godot-rl's gymnasium Dict sorts them too."""
     space = env_info["action_space"]
     space = space[0] if isinstance(space, list) else space
     return [{"key": str(k), "action_type": str(v["action_type"]), "size": int(v["size"])} for k, v in space.items()]

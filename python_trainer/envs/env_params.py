@@ -16,7 +16,7 @@ import math
 import re
 from dataclasses import dataclass
 from python_trainer.base.errors import UserError
-from python_trainer.envs.game import ADDON_GUIDE, GodotGame, GameExport, list_games
+from python_trainer.envs.game import ADDON_GUIDE, GameExport, GameProject, GodotGame, list_games
 
 CONSTANT, UNIFORM, GAUSSIAN = "constant", "uniform", "gaussian"
 FLAG_FORMS = "NAME=NUMBER, NAME=uniform(LOW,HIGH) or NAME=gaussian(MEAN,STD)"
@@ -91,10 +91,14 @@ def parse_flag(text: str) -> tuple[str, Value]:
 
 def declared_params(game) -> dict:
     """name -> {"default", "min", "max"} of what ``game`` (a GodotGame) declares, from its binary's --list_envs
-    (cached); {} for a stand-in program or a game made with godot_rl_agents' plugin."""
-    if not isinstance(game, GodotGame) or not isinstance(game.export, GameExport) or not game.rl_sync:
+    (cached), or the env_info of the game the editor runs; {} for a stand-in program or a game made with
+    godot_rl_agents' plugin."""
+    if not isinstance(game, GodotGame) or not game.rl_sync:
         return {}
-    return list_games(game.export).env_params.get(game.env, {})
+    if isinstance(game.export, (GameExport, GameProject)):
+        return list_games(game.export).env_params.get(game.env, {})
+    playing = getattr(game.export, "instance", None)  # the editor's game (editor.EditorPlay), connected already
+    return dict((getattr(playing, "env_info", None) or {}).get("env_params") or {})
 
 
 def check_params(game, values: dict, where: dict) -> None:

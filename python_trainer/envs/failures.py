@@ -1,6 +1,6 @@
-"""The ways a game instance fails the trainer: it did not start, it crashed past its restarts, or the worker that
-held it (a Ray actor) was lost. One place, so that the launcher, the Xvfb display and the Ray workers raise the same
-errors and every command catches them by one name."""
+"""The ways a game instance fails the trainer: it did not start, it crashed past its restarts, the editor's game was
+closed, or the worker that held it (a Ray actor) was lost. One place, so that the launcher, the Xvfb display and the
+Ray workers raise the same errors and every command catches them by one name."""
 
 
 class InstanceStartError(RuntimeError):
@@ -9,6 +9,11 @@ class InstanceStartError(RuntimeError):
 
 class InstanceCrashedError(RuntimeError):
     """An instance died or stopped answering and its restart budget is spent."""
+
+
+class GameClosedError(InstanceCrashedError):
+    """The game a person started (the editor's Play, envs/editor.py) stopped: nothing can restart it, so training
+    stops there, with a checkpoint, as on Ctrl-C."""
 
 
 class WorkerLostError(RuntimeError):

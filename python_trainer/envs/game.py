@@ -1,12 +1,13 @@
 """Which game to run, and the command line of one game instance.
 
 Every command names a game the same way: ``--env-path PATH`` (an exported binary of any Godot 3 project that uses
-the rl_sync addon, headless or windowed; default: this repository's ``exports/headless/rl_games.x86_64``) and
-``--env-id NAME`` (a game in that binary; may be left out, and the binary's default game runs). The names of the
-games come from the binary itself (``--list_envs``), never from a list kept here.
+the rl_sync addon, headless or windowed; default: this repository's ``exports/headless/rl_games.x86_64``; or the
+project's folder itself, ``--project DIR``, run in place with no export) and ``--env-id NAME`` (a game in that binary;
+may be left out, and the binary's default game runs). The names of the games come from the binary itself
+(``--list_envs``), never from a list kept here.
 
     resolve_env(env_id, env_path)   -> a gymnasium id (str) or a `GodotGame`: the one place that decides which
-    GodotGame(export, env)             a game inside an export
+    GodotGame(export, env)             a game inside an export (`GameExport`) or a project folder (`GameProject`)
     GameInstance(game, agents, ...) -> .command(*mode_args) and .environ(): one instance's command line and
                                        environment, used alike by the launcher, playback and profiling
 
@@ -33,6 +34,8 @@ from typing import Optional, Sequence, Union
 from python_trainer.base import paths
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
 from python_trainer.base.processes import describe_exit, run_to_end
+from python_trainer.envs.project_import import ImportFailed, ensure_imported
+from python_trainer.envs.logs import shown_lines
 
 HEADLESS_TEMPLATE = "godot3-server"
 WINDOWED_TEMPLATE = "godot3-runner"
@@ -82,11 +85,12 @@ class GameExport:
     def open(cls, env_path: Union[str, os.PathLike]) -> "GameExport":
         """Check that ``env_path`` is an executable export; raises GameError naming the fix."""
         path = Path(env_path).expanduser()
-        hint = "give an exported game binary, e.g. exports/headless/rl_games.x86_64 (`godot-ppo export` makes it)"
+        hint = ("give an exported game binary, e.g. exports/headless/rl_games.x86_64 (`godot-ppo export` makes it), or "
+                "a Godot project's folder (--project DIR)")
         if not path.exists():
             raise GameError(f"--env-path {path}: no such file; {hint}")
         if path.is_dir():
-            raise GameError(f"--env-path {path}: a folder, not a binary; {hint}")
+            raise GameError(f"--env-path {path}: a folder with no project.godot in it, so not a Godot project; {hint}")
         if not os.access(path, os.X_OK):
             raise GameError(f"--env-path {path}: not executable; run `chmod +x {path}` if it is an export, or {hint}")
         return cls(path.resolve())
@@ -123,6 +127,50 @@ class GameExport:
 
 
 @dataclass(frozen=True)
+class GameProject:
+    """A Godot 3 project folder run in place, with no export: ``godot3-server --path DIR`` headless,
+    ``godot3-runner --path DIR`` windowed. Opening it imports its assets first (project_import.py)."""
+
+    path: Path
+
+    @classmethod
+    def open(cls, project: Union[str, os.PathLike]) -> "GameProject":
+        """Check that ``project`` is a Godot project with the rl_sync addon, and import its assets when needed;
+        raises GameError naming the fix."""
+        path = Path(project).expanduser().resolve()
+        if not (path / "project.godot").is_file():
+            raise GameError(f"--project {path}: no project.godot in it: give the folder of a Godot 3 project (the one "
+                            "holding project.godot)")  # fmt: skip
+        if not (path / ADDON_SYNC).is_file():
+            raise GameError(f"--project {path}: a Godot project without {ADDON_SYNC}: copy this repository's "
+                            "godot_project/addons/rl_sync into its addons/ and add an RLSync node to its game scene "
+                            "(docs/own_game.md)")  # fmt: skip
+        try:
+            ensure_imported(path, env=game_environ())
+        except (ImportFailed, FileNotFoundError) as e:  # FileNotFoundError: godot3-server is not installed
+            raise GameError(str(e)) from None
+        return cls(path)
+
+    def command(self, headless: bool) -> list[str]:
+        template = HEADLESS_TEMPLATE if headless else WINDOWED_TEMPLATE
+        exe = shutil.which(template)
+        if exe is None:
+            how = "headless" if headless else "in a window"
+            raise GameError(f"{template} is not installed (it runs {self.path} {how}): run `sudo apt-get install "
+                            f"{template}`")
+        return [exe, "--path", str(self.path)]
+
+
+def open_game_path(env_path: Union[str, os.PathLike]) -> Union[GameExport, GameProject]:
+    """--env-path's game: the folder of a Godot project (holding project.godot) runs in place, anything else must be
+    an export."""
+    path = Path(env_path).expanduser()
+    if path.is_dir() and (path / "project.godot").is_file():
+        return GameProject.open(path)
+    return GameExport.open(path)
+
+
+@dataclass(frozen=True)
 class Program:
     """A fixed argv prefix standing in for an export (tests run a fake game this way)."""
 
@@ -139,6 +187,7 @@ PLUGIN_CONNECT_LINE = "trying to connect to server"
 # (That version reads --speedup before it parses the command line, so its Sync node's speed_up wins.)
 PLUGIN_PHYSICS_LINE = "physics ticks"
 ADDON_GUIDE = "docs/godot_rl_plugin.md"
+ADDON_SYNC = Path("addons") / "rl_sync" / "sync.gd"  # the sync node's script, where a project keeps it
 
 
 @dataclass(frozen=True)
@@ -151,8 +200,8 @@ class GameList:
 
 
 @functools.lru_cache(maxsize=32)
-def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
-    export = GameExport(path)
+def _list_envs(export: Union[GameExport, GameProject], mtime: float, timeout: float) -> GameList:
+    path = export.path
     # The engine's --quit ends the run after its first frame, which answers --list_envs: a binary whose .pck is
     # damaged would otherwise fall back to the (headless) project manager and never exit. It runs in an empty
     # folder: a binary that cannot read its project settings writes Godot's user logs into its working folder.
@@ -164,7 +213,8 @@ def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
         argv = ["--list_envs", "--quit", f"--port={closed_port.getsockname()[1]}"]
         result = run_to_end(export.command(headless=True) + argv, timeout=timeout, env=game_environ(), cwd=cwd)
     code, out, err = result.returncode, result.stdout, result.stderr
-    fix = "is it an export of a Godot 3 project that uses addons/rl_sync or godot_rl_agents' plugin?"
+    fix = ("does its main scene hold an RLSync node (addons/rl_sync/sync.gd)?" if isinstance(export, GameProject) else
+           "is it an export of a Godot 3 project that uses addons/rl_sync or godot_rl_agents' plugin?")
     if code is None:
         raise GameError(f"{path} did not answer --list_envs within {timeout:g} s: {SLOW_GAME_HINT} (or {fix})")
     for line in out.splitlines():
@@ -176,31 +226,33 @@ def _list_envs(path: Path, mtime: float, timeout: float) -> GameList:
                 break
     if PLUGIN_CONNECT_LINE in out:
         return GameList((path.stem,), path.stem, rl_sync=False)
-    # Godot's own first error says most (a damaged .pck: "Corrupted header in binary project.binary"); its noise about
-    # the locale and TLS certificates says nothing.
-    noise = ("locale", "certificate", "At: ")
-    printed = [line.strip() for line in (err + out).splitlines() if line.strip() and not any(n in line for n in noise)]
+    # Godot's own first error says most (a damaged .pck: "Corrupted header in binary project.binary"); its harmless
+    # lines (logs.shown_lines) and its noise about TLS certificates say nothing.
+    noise = ("certificate", "At: ")
+    printed = [line.strip() for line in shown_lines(err + out) if line.strip() and not any(n in line for n in noise)]
     errors = [line for line in printed if line.startswith("ERROR")]
     said = (errors or printed[-1:] or ["nothing"])[0][:200]
     raise GameError(f"{path} does not list its games ({describe_exit(code)}; it said {said!r}): {fix}")
 
 
-def list_games(export: GameExport, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> GameList:
-    """The games in an export and its default, as the binary reports them (cached per file version)."""
-    return _list_envs(export.path, export.path.stat().st_mtime, float(timeout))
+def list_games(export: Union[GameExport, GameProject], timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> GameList:
+    """The games in an export (or a project folder) and its default, as the game reports them (cached per version of
+    the binary, or of project.godot)."""
+    version = export.path / "project.godot" if isinstance(export, GameProject) else export.path
+    return _list_envs(export, version.stat().st_mtime, float(timeout))
 
 
 @dataclass(frozen=True)
 class GodotGame:
-    """A game inside an export (or inside a stand-in `Program`)."""
+    """A game inside an export, a project folder (or a stand-in `Program`)."""
 
-    export: Union[GameExport, Program]
+    export: Union[GameExport, GameProject, Program]
     env: str
     rl_sync: bool = True  # False: a game made with godot_rl_agents' plugin (no in-engine policies, no --list_envs)
 
     @property
     def env_path(self) -> Optional[str]:
-        return str(self.export.path) if isinstance(self.export, GameExport) else None
+        return str(self.export.path) if isinstance(self.export, (GameExport, GameProject)) else None
 
     def require_addon(self, what: str) -> None:
         """Raise GameError (one line) when ``what`` needs our addon in the game and this game does not have it."""
@@ -238,7 +290,7 @@ def resolve_env(env_id: Optional[str], env_path=None, timeout: float = DEFAULT_C
                 "PATH to your game's export, or run `godot-ppo export`"
             ) from None
     else:
-        export = GameExport.open(env_path)
+        export = open_game_path(env_path)
     games = list_games(export, timeout)
     if env_id is None:
         return GodotGame(export, games.default, games.rl_sync)

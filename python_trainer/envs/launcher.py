@@ -50,11 +50,11 @@ import psutil
 
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, check_instance_options
 from python_trainer.base.processes import (LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, descendants, end_process_tree,
-                                           read_log_tail, spawn)  # fmt: skip
+                                           spawn)  # fmt: skip
 from python_trainer.envs.connect import ConnectionWait
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
-from python_trainer.envs.game import GameInstance, GodotGame
-from python_trainer.envs.logs import DEFAULT_MAX_LOG_BYTES, CappedLog, ScriptErrorWatch
+from python_trainer.envs.game import GameError, GameInstance, GodotGame
+from python_trainer.envs.logs import DEFAULT_MAX_LOG_BYTES, CappedLog, ScriptErrorWatch, shown_tail
 from python_trainer.envs.protocol import DEFAULT_TIMEOUT_S, GodotConnection, GodotConnectionError
 from python_trainer.envs.xvfb import Xvfb, open_display
 
@@ -135,7 +135,7 @@ class Instance:
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         if self.log is not None:
             self.log.sync()  # what the game printed just before it died may still be in the pipe
-        return read_log_tail(self.log_path, lines)
+        return shown_tail(self.log_path, lines)
 
     def exit_code(self) -> Optional[int]:
         return self.proc.poll()
@@ -268,6 +268,9 @@ class InstanceLauncher:
             for i in range(self.num_instances):
                 self.instances[i] = self._spawn(i, restarts=0)
             self._connect(self.instances, time.monotonic() + self.connect_timeout)
+            reports = [self._copies(inst) for inst in self.instances]
+            for finding in reports[0].get("findings", []):  # what the copies share, said once
+                self.report(f"copies of {self.env}'s scene share what they should not: {finding}")
         except BaseException:
             self._failed = True
             self.close()
@@ -455,6 +458,16 @@ class InstanceLauncher:
         parallel against one deadline (`connect.ConnectionWait`)."""
         ConnectionWait(pending_instances, env=self.env, connect_timeout=self.connect_timeout,
                        step_timeout=self.step_timeout, note=self._note).run(deadline)  # fmt: skip
+
+    def _copies(self, inst: Instance) -> dict:
+        """The env_info's report of the scene's copies (our extension: their number, the check of the game's scripts),
+        with as many as --copies asked for, else a GameError (an export whose addon predates them ignores the flag)."""
+        report = inst.env_info.get("copies") or {"count": 1}
+        if report.get("count") != self.instance.copies:
+            raise GameError(f"{self.env} runs {report.get('count')} copy of its scene, not the {self.instance.copies} "
+                            "asked for (--copies): export it again with this addon (scene_copies.gd; godot_rl_agents' "
+                            "plugin has no copies)")  # fmt: skip
+        return report
 
     def _note(self, msg: str) -> None:
         """Report ``msg`` and keep it in ``events``."""

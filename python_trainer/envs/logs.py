@@ -1,10 +1,11 @@
 """A game instance's log file: capped in size, fed from its output pipe on a thread of its own, watched for
-Godot's script errors.
+Godot's script errors; and what of a game's output is shown.
 
 Each instance slot's stdout+stderr go through a pipe and a reader thread (never through the step loop) into
 ``run_dir/logs/instance_<i>.log``, which `CappedLog` keeps under ``max_bytes`` (a game printing every frame would
 otherwise fill the disk). Once the instance has handshaken, `ScriptErrorWatch` counts Godot's ``SCRIPT ERROR:`` lines
-in what the thread reads, and hands on the first one at once.
+in what the thread reads, and hands on the first one at once. `shown_lines` leaves Godot's harmless lines out of
+what is shown of a game's output (log tails in errors, a failed run's errors); the log file keeps them.
 """
 
 from __future__ import annotations
@@ -16,10 +17,40 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from python_trainer.base.processes import LOG_TAIL_LINES, read_log_tail
+
 DEFAULT_MAX_LOG_BYTES = 20 * 2**20  # per instance slot; a game stuck in a per-frame script error writes ~20 MB/s
 # Godot's mark of an error in a game's script (the function stops there: a per-frame error freezes the agents). The
 # lines that follow it ("   At: res://file.gd:12", "ERROR: ...") say where.
 SCRIPT_ERROR_MARK = b"SCRIPT ERROR:"
+# Godot's error lines that say nothing about the game, each followed by its "   At: file.cpp:N." line. Godot 3.2
+# cannot tell the modified time of an imported asset (a png, a wav) that an export loads from its .pck, and says so
+# once for each at every start (godotengine/godot#25318; quiet from 3.4.1 on): 7 assets, 14 lines. The locale
+# lines come with LANG=C or unset (game_environ sets LANG for our games).
+HARMLESS_ERRORS = (
+    "ERROR: _get_modified_time: Failed to get modified time for: ",
+    "ERROR: get_language_code: Invalid locale ",
+    "ERROR: set_locale: Unsupported locale ",
+)
+
+
+def shown_lines(text: str) -> list[str]:
+    """The lines of a game's output that are worth showing: all but Godot's harmless errors (HARMLESS_ERRORS), each
+    with the ``At:`` line after it."""
+    shown, after_harmless = [], False
+    for line in text.splitlines():
+        if after_harmless and line.lstrip().startswith("At: "):
+            after_harmless = False
+            continue
+        after_harmless = line.startswith(HARMLESS_ERRORS)
+        if not after_harmless:
+            shown.append(line)
+    return shown
+
+
+def shown_tail(path: str | os.PathLike, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` shown lines (`shown_lines`) of a game's log file: what an error message quotes."""
+    return "\n".join(shown_lines(read_log_tail(Path(path), lines=2**31))[-lines:])
 
 
 class CappedLog:

@@ -43,6 +43,7 @@ from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, agents_for, che
 from python_trainer.envs.game import (
     PLUGIN_PHYSICS_LINE, GameBugError, GameError, GodotGame, godot_game, resolve_env,
 )
+from python_trainer.envs.editor import EditorLauncher, EditorPlay
 from python_trainer.envs.grouped_env import GroupedVecEnv
 from python_trainer.envs.gym_env import EpisodeStatistics
 from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
@@ -102,7 +103,8 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self.game = game
         self.env_id = game.env
         self.num_instances = int(options.num_instances)
-        self.launcher = InstanceLauncher(game, options)
+        # the game the Godot editor runs (train --editor) is connected already: it has a launcher of its own
+        self.launcher = (EditorLauncher if isinstance(game.export, EditorPlay) else InstanceLauncher)(game, options)
         self.launcher.start()
         self.closed = False
         try:
@@ -112,14 +114,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             # godot_rl_agents' plugin (GODOT_RL) speaks JSON, has no "info" and reports done = terminated.
             self.dialect = self.launcher.instances[0].dialect
             self.policies = policies_from_env_info(info)
-            # copies of the scene (our extension): what the addon's check of the game's scripts found, said once
-            self.copies = int((info.get("copies") or {}).get("count", 1))
-            if self.copies != options.copies:
-                raise GameError(f"{game.env} runs {self.copies} copy of its scene, not the {options.copies} asked for "
-                                "(--copies): export it again with this addon (scene_copies.gd; godot_rl_agents' "
-                                "plugin has no copies)")  # fmt: skip
-            for finding in (info.get("copies") or {}).get("findings", []):
-                self.launcher.report(f"copies of {self.env_id}'s scene share what they should not: {finding}")
+            self.copies = options.copies  # of the scene in each instance (the launcher checked that they run)
             for inst in self.launcher.instances[1:]:
                 self._check_same_spaces(inst)
         except BaseException:
@@ -156,6 +151,8 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
     def startup_line(self) -> str:
         """One line: the game, its dialect, and what its instances were given (and, for a game made with
         godot_rl_agents' plugin, what its own log says it applied)."""
+        if isinstance(self.launcher, EditorLauncher):  # the editor gives its game no flags
+            return f"game {self.env_id}: run by the Godot editor, {self.agent_counts[0]} agents, at its own settings"
         g = self.game_settings
         seeds = g["env_seed"]
         copies = f" ({self.copies} copies of its scene each)" if self.copies > 1 else ""

@@ -3,20 +3,26 @@ where they can be (each flag's own rule is stated next to it: flags.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 
 import gymnasium as gym
 
 from python_trainer.agent import action_heads
+from python_trainer.base.errors import say
 from python_trainer.base.flags import agents_for, check_flags
 from python_trainer.checkpoint import space_to_dict
 from python_trainer.demos import read_episodes
+from python_trainer.envs.editor import EditorPlay, wait_for_play
 from python_trainer.envs.env_params import check_params
 from python_trainer.envs.game import GodotGame, resolve_env
 from python_trainer.envs.gym_env import DEFAULT_NUM_ENVS
 from python_trainer.run.run_folder import TrainError
 
 DEFAULT_ENV_ID = "CartPole-v1"  # CleanRL's default, when neither --env-id nor --env-path is given
+# What the editor's Play decides for the game it runs (its own settings, one window): no flag of train's can change it.
+EDITOR_DECIDES = ("env_path", "num_instances", "agents_per_instance", "copies", "speedup", "action_repeat", "window",
+                  "watch", "capture_video", "ray_address")  # fmt: skip
 
 
 def check_sizes(args, num_envs):
@@ -66,6 +72,7 @@ def check_args(args, explicit, ckpt):
                          "a budget >= 1, e.g. --total-timesteps 500000")
     for path in args.demos or ():  # a missing, empty or damaged file: said before any game starts
         read_episodes(path)
+    _check_editor(args)
     if args.self_play and args.ray_address is not None:
         raise TrainError("--self-play runs on this machine's games: Ray workers do not play against a pool yet; drop "
                          "--ray-address")  # fmt: skip
@@ -73,6 +80,18 @@ def check_args(args, explicit, ckpt):
     if ckpt and bool(saved.get("self_play")) != args.self_play:
         raise TrainError(f"--resume {args.resume}: the run was trained {'with' if saved.get('self_play') else 'without'} "
                          f"--self-play: resume with the run's own setting (drop the flag) or start a new run")  # fmt: skip
+
+
+def _check_editor(args):
+    """--editor trains the one game the editor runs, as it runs it: the flags that would start or set up games go."""
+    if not args.editor:
+        return
+    defaults = {f.name: f.default for f in dataclasses.fields(args)}
+    for name in EDITOR_DECIDES:
+        if getattr(args, name) != defaults[name]:
+            flag = "--" + name.replace("_", "-") + (" (--project)" if name == "env_path" else "")
+            raise TrainError(f"--editor trains the one game that Play starts in the Godot editor, with the editor's "
+                             f"settings: drop {flag} (or drop --editor, and godot-ppo starts the games)")  # fmt: skip
 
 
 def _check_resumed_model(args, ckpt):
@@ -95,7 +114,10 @@ def _check_resumed_model(args, ckpt):
 
 
 def resolve_game(args):
-    """A gymnasium id, or the `GodotGame` that --env-path / --env-id name (game.resolve_env decides which)."""
+    """A gymnasium id, or the `GodotGame` that --env-path / --env-id name (game.resolve_env decides which); with
+    --editor, the game a person starts with Play in the Godot editor, once it has connected."""
+    if args.editor:
+        return wait_for_play(args.port, say, args.env_id, args.step_timeout)
     return resolve_env(_env_id(args), args.env_path, args.connect_timeout)
 
 
@@ -108,6 +130,15 @@ def check_game(args, params, params_where):
     curriculum's ``params`` among them). An unknown id or a bad --env-path gives the clear error before any folder
     exists."""
     game = resolve_game(args)
+    try:
+        return _check_against(game, args, params, params_where)
+    except BaseException:
+        if isinstance(game, GodotGame) and isinstance(game.export, EditorPlay):
+            game.export.instance.conn.close()  # the editor's game quits: this run will not train it
+        raise
+
+
+def _check_against(game, args, params, params_where):
     check_params(game, {n: [lesson.value for lesson in ls] for n, ls in params.items()}, params_where)
     if isinstance(game, GodotGame):
         # The game's name as the binary reports it, and its export's absolute path (a resume or `play` from another

@@ -12,19 +12,22 @@ from python_trainer.base.errors import one_line
 from python_trainer.base.files import is_disk_full, write_atomic
 from python_trainer.base.signals import signum_of
 from python_trainer.checkpoint import CHECKPOINT_NAME
-from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError, WorkerLostError
+from python_trainer.envs.failures import GameClosedError, InstanceCrashedError, InstanceStartError, WorkerLostError
 from python_trainer.envs.game import GameError
 from python_trainer.envs.protocol import GodotConnectionError
 
 
 def stop_message(e, run_dir, *, ready, saved, save_error, saved_step, done_step, resumed) -> tuple[int, str]:
     """(exit status, message) for ``e`` that ended training: 128 + N for signal N, whose message starts with
-    "interrupted by SIG...", else 1, with the cause first (cli.py prints it as the command's error line).
+    "interrupted by SIG..."; 0 when the editor's game was closed (the person's own way to stop, like Ctrl-C); else 1,
+    with the cause first (cli.py prints it as the command's error line).
     ``saved``: the checkpoint of the last completed update (``done_step``) is on disk; ``save_error``: why it could
     not be written; ``saved_step``: the step of the newest checkpoint on disk (None: none yet)."""
     full = next((x for x in (e, save_error) if is_disk_full(x)), None)
     if isinstance(e, KeyboardInterrupt):
         status, head = 128 + signum_of(e), f"\ninterrupted by {signal.Signals(signum_of(e)).name}: "
+    elif isinstance(e, GameClosedError):
+        status, head = 0, f"{one_line(e)}\n"
     elif full is not None:  # one line: no traceback to keep (error.log would not fit either)
         status, head = 1, f"the disk is full ({os_error(full)}): "
     else:

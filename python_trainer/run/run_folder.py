@@ -2,7 +2,7 @@
 TensorBoard writer and progress output (RunLog), and the learning curve.
 
     RUN_DIR/args.json  episodes.csv  events.out.tfevents.*  checkpoint.pt  model.pt  policy.json  learning_curve.png
-            train.lock (held by the process that trains in the folder)
+            train.lock (while a process trains in the folder)
 
 Works on any arguments dataclass (the train command's Args; the dataclass, or its class, is passed in).
 """
@@ -62,33 +62,48 @@ def new_run_dir(root, env_id, exp_name, seed) -> Path:
 
 class RunLock:
     """One training per run folder: an exclusive ``flock`` on RUN_DIR/train.lock, held from the folder's creation
-    (or --resume) to the end of the training. The kernel drops it when the process ends, however it ends (no stale
-    lock after SIGKILL); the file holds the holder's pid for the error message. ``prefix`` starts that message."""
+    (or --resume) to the end of the training, when the file is removed (finished, Ctrl-C, a crash). The kernel drops
+    the lock when the process ends, however it ends: after SIGKILL the file stays, but locks nothing, and the next
+    training of the folder takes it. The file holds the holder's pid for the error message. ``prefix`` starts that
+    message."""
 
     def __init__(self, run_dir, prefix=""):
-        path = Path(run_dir) / LOCK_NAME
-        try:
-            self.file = open(path, "a+")  # not inherited by the game processes (O_CLOEXEC), so it dies with us
-        except OSError as e:
-            raise TrainError(f"{prefix}{run_dir}: cannot create its lock file {LOCK_NAME} ({e})") from None
-        try:
-            fcntl.flock(self.file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.file.seek(0)
-            holder = self.file.read().strip() or "?"
-            self.file.close()
-            raise TrainError(
-                f"{prefix}{run_dir} is still being trained by process {holder} (it holds {path}): stop that "
-                f"process first (Ctrl-C or `kill {holder}` writes its checkpoint) or wait for it to end"
-            ) from None
+        path = self.path = Path(run_dir) / LOCK_NAME
+        while True:
+            try:
+                self.file = open(path, "a+")  # not inherited by the game processes (O_CLOEXEC), so it dies with us
+            except OSError as e:
+                raise TrainError(f"{prefix}{run_dir}: cannot create its lock file {LOCK_NAME} ({e})") from None
+            try:
+                fcntl.flock(self.file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                self.file.seek(0)
+                holder = self.file.read().strip() or "?"
+                self.file.close()
+                raise TrainError(
+                    f"{prefix}{run_dir} is still being trained by process {holder} (it holds {path}): stop that "
+                    f"process first (Ctrl-C or `kill {holder}` writes its checkpoint) or wait for it to end"
+                ) from None
+            if self._holds_the_path():
+                break
+            self.file.close()  # the file we locked was removed by its holder as it ended: lock the one there now
         self.file.seek(0)
         self.file.truncate()
         self.file.write(f"{os.getpid()}\n")
         self.file.flush()
 
+    def _holds_the_path(self) -> bool:
+        try:
+            return os.stat(self.path).st_ino == os.fstat(self.file.fileno()).st_ino
+        except FileNotFoundError:
+            return False
+
     def release(self):
+        """Remove the file, then drop the lock (in that order: a training that opened the file meanwhile finds it
+        gone once it holds it, and tries again)."""
         if not self.file.closed:
-            self.file.close()  # closing the descriptor drops the lock; the file stays (its pid is only a hint)
+            self.path.unlink(missing_ok=True)
+            self.file.close()
 
 
 def prepare_run(args, explicit):

@@ -19,16 +19,17 @@ import errno
 import signal
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Annotated, Optional
 
 from python_trainer import ppo
 from python_trainer.base.errors import UserError, say
 from python_trainer.base.flags import (parse_flags, 
     ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, COPIES, DEFAULT_CONNECT_TIMEOUT_S, NUM_INSTANCES, SPEEDUP,
-    at_least, explicit_fields, flag, positive,
+    GoesWith, aliases, at_least, explicit_fields, flag, in_range, positive,
 )
 from python_trainer.base.signals import signal_policy, signum_of
 from python_trainer.engine.watcher import WATCH_FPS
+from python_trainer.envs.editor import DEFAULT_EDITOR_PORT
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import GameError
 from python_trainer.envs.gym_env import MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
@@ -79,9 +80,10 @@ class EnvArgs:
     env_id: Optional[str] = None
     """the id of the environment: a gymnasium id, or a game in --env-path's binary (default: CartPole-v1 without
     --env-path; the binary's default game with it; ball_chase is a game of this repository's export)"""
-    env_path: Optional[str] = None
+    env_path: Annotated[Optional[str], aliases("--project")] = None
     """Godot games: an exported binary (headless or windowed) of any Godot 3 project that uses the rl_sync addon
-    (default: this repository's exports/headless/rl_games.x86_64)"""
+    (default: this repository's exports/headless/rl_games.x86_64), or the project's folder (--project DIR), run in
+    place with no export once Godot's editor has imported its assets"""
     num_envs: Optional[int] = flag(None, at_least(1, "an integer >= 1", "4"))
     """the number of parallel environments (default: 4 for gymnasium ids; for Godot games the agents the instances
     report, num-instances x the game's agents per instance)"""
@@ -117,6 +119,13 @@ class EnvArgs:
     connect_timeout: float = flag(DEFAULT_CONNECT_TIMEOUT_S, CONNECT_TIMEOUT)
     """Godot games: seconds a game may take to load, list its games and connect; raise it for a game that loads
     slowly"""
+    editor: bool = False
+    """train the game a person starts with Play in the Godot editor: the trainer listens on --port and waits; Ctrl-C,
+    or closing the game, stops training with a checkpoint"""
+    port: int = flag(DEFAULT_EDITOR_PORT, in_range(1, 65535, "a TCP port from 1 to 65535", str(DEFAULT_EDITOR_PORT)),
+                     goes_with=GoesWith("editor", "training from the Godot editor", "--editor"))
+    """with --editor: the port the trainer listens on (godot-rl's default); the game connects to its project setting
+    rl_sync/editor_port, or $RL_SYNC_EDITOR_PORT, or 11008"""
 
 
 @dataclass

@@ -27,8 +27,9 @@ from python_trainer.engine.policy_file import (
 )
 from python_trainer.engine.recording import record
 from python_trainer.engine.watcher import start_policy_watcher
-from python_trainer.envs.failures import InstanceStartError
+from python_trainer.envs.failures import GameClosedError, InstanceStartError
 from python_trainer.envs.game import GameBugError, GameError, GodotGame
+from python_trainer.envs.project_import import keep_out_of_projects
 from python_trainer.rollout import NonFiniteEnvData, eval_seed
 from python_trainer.run import crash, curriculum
 from python_trainer.run.behaviour import Behaviour
@@ -70,11 +71,12 @@ class TrainingRun:
         except (TrainError, DemoError):
             raise  # NaN observations or loss: its message names the last checkpoint (the model may be diverging)
         except (KeyboardInterrupt, Exception) as e:
-            # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), an instance out of restarts, a closed stdout (`| head`), a
-            # bug: the model in memory is intact, so the last completed update is saved first, with a second signal held.
+            # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), the editor's game closed, an instance out of restarts, a
+            # closed stdout (`| head`), a bug: the model in memory is intact, so the last completed update is saved
+            # first, with a second signal held.
             with hold_signals():
                 status, message = self.on_crash(e)
-                if isinstance(e, KeyboardInterrupt):
+                if isinstance(e, (KeyboardInterrupt, GameClosedError)):
                     say(message)
                     return status
             raise UserError(message, status=status) from None
@@ -93,6 +95,7 @@ class TrainingRun:
         args = self.args
         fresh = self.run_dir is None
         self.run_dir = self.run_dir or new_run_dir(args.run_dir_root, args.env_id, args.exp_name, args.seed)
+        keep_out_of_projects(self.run_dir.parent)  # runs/ inside a Godot project: its editor must not import it
         self.global_step = self.ckpt["global_step"] if self.ckpt else 0
         self.saved_step = self.global_step if self.ckpt else None
 

@@ -23,7 +23,8 @@ import tyro
 
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.flags import parse_flags
-from python_trainer.envs.game import game_environ
+from python_trainer.envs.game import GameError, GameExport, game_environ, list_games
+from python_trainer.envs.logs import shown_lines
 from python_trainer.base.paths import BINARY_NAME, EXPORTS_DIR, GODOT_PROJECT, godot_server
 from python_trainer.base.processes import run_to_end
 
@@ -135,7 +136,7 @@ def find_presets(project: Path) -> dict:
 
 
 def _godot_errors(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip() and "set_locale" not in line and "translation.cpp" not in line]
+    lines = [line for line in shown_lines(text) if line.strip()]
     errors = [line for line in lines if "ERROR" in line or "error" in line.lower()]
     return "\n".join((errors or lines)[-8:]) or "(Godot printed nothing)"
 
@@ -177,9 +178,20 @@ def export(project=None, out=None, kinds=KINDS, quiet=False) -> dict:
                 f"Godot said:\n{_godot_errors(result.stdout + result.stderr)}"
             )
         written[kind] = target
-        if not quiet:
-            print(f"exported {kind}: {target}")
+    if not quiet:
+        games = games_text(GameExport.open(next(iter(written.values()))))  # both kinds hold the same .pck
+        for kind, target in written.items():
+            print(f"exported {kind}: {target} ({games})")
     return written
+
+
+def games_text(export: GameExport) -> str:
+    """The games an export holds, as its binary lists them (--list_envs), for the line that names the export."""
+    try:
+        listing = list_games(export)
+    except GameError:  # a game without our addon or godot_rl_agents' plugin, say; `envs` says why in full
+        return f"no games listed: `godot-ppo envs --env-path {export.path}` says why"
+    return f"games: {', '.join(listing.envs)}"
 
 
 def main(argv=None):

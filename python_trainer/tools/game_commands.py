@@ -18,9 +18,9 @@ from python_trainer.base.flags import (ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNE
                                        NUM_INSTANCES, SPEEDUP, aliases, at_least, flag, parse_flags,
                                        positive)  # fmt: skip
 from python_trainer.envs.env_params import describe
-from python_trainer.envs.game import GameError, GameExport, godot_game, list_games
+from python_trainer.envs.game import GameError, godot_game, list_games, open_game_path
 from python_trainer.envs.launcher import LaunchOptions
-from python_trainer.envs.protocol import DIALECT_NAMES
+from python_trainer.envs.protocol import DIALECT_NAMES, GODOT_RL
 from python_trainer.envs.vec_env import GodotVecEnv
 from python_trainer.tools.game_flags import GameArgs
 
@@ -63,7 +63,7 @@ def envs_main(argv=None) -> int:
     """`godot-ppo envs`: the games in a binary and their spaces, read from a running headless instance of each."""
     args = parse_flags(EnvsArgs, list(sys.argv[1:] if argv is None else argv), "godot-ppo envs")
     try:
-        export = GameExport.open(args.env_path or paths.default_export(headless=True))
+        export = open_game_path(args.env_path or paths.default_export(headless=True))
         listing = list_games(export, args.connect_timeout)
         names = [args.env_id] if args.env_id else list(listing.envs)
         games = [godot_game(name, export.path) for name in names]
@@ -87,9 +87,16 @@ def envs_main(argv=None) -> int:
     return 0
 
 
+# What --agents does to a game's count, as its env_info says (our extension `agents_from_flag`; a game made with
+# godot_rl_agents' plugin never reads --agents, and an addon older than the key says nothing).
+AGENTS_NOTES = {True: "the game's own choice; --agents may change it",
+                False: "fixed by the game: --agents does not change it", None: "the game's own choice"}
+
+
 def _print_spaces(env) -> None:
     """A game's agents, spaces, protocol, time limit and environment parameters, as `godot-ppo envs` prints them."""
-    print(f"  agents per instance: {env.num_envs} (the game's own choice; --agents may change it)")
+    from_flag = env.env_info.get("agents_from_flag", False if env.dialect == GODOT_RL else None)
+    print(f"  agents per instance: {env.num_envs} ({AGENTS_NOTES[from_flag]})")
     if len(env.policies) == 1:
         print(f"  observation space:   {env.single_observation_space}")
         act = env.env_info["action_space"]

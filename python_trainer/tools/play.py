@@ -46,6 +46,8 @@ from python_trainer.tools.policy_export import ensure_policy, resolve_checkpoint
 PROG = "godot-ppo play"
 DEFAULT_RECORD_SECONDS = 10.0
 SECONDS = positive("10", "a number of seconds > 0")
+# The game's line (on stderr) saying how many agents its window shows (addons/rl_sync/window_helpers.gd).
+WINDOW_LINE = b"rl_sync: agents in the window: "
 # What is said of a window started under our own Xvfb, which nobody sees.
 UNSEEN_WINDOW = "for the window, which nobody sees (--record FILE.gif records it)"
 
@@ -63,8 +65,8 @@ class PlayArgs(GameArgs):
     env_id: EnvId = None
     """the game in that export (default: the one the policy was trained on)"""
     agents_per_instance: Annotated[Optional[int], aliases("--agents")] = flag(None, AGENTS_PER_INSTANCE)
-    """arenas shown: the agents the game simulates (default 4; 1 with --opponent human: one match, e.g. one pong
-    court)"""
+    """arenas shown: the agents the game is asked to simulate (default 4; 1 with --opponent human: one match, e.g.
+    one pong court); a game with a fixed set of agents shows its own"""
     seed: int = 0
     """game seed"""
     seconds: Optional[float] = flag(None, SECONDS)
@@ -168,13 +170,17 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
             mode_args.append(f"--quit_after_seconds={seconds:g}")
         against = f" against {opponent}" if opponent is not None else ""
         keys = " (you: the keys of your side, pong: W/S left, arrows right)" if opponent == HUMAN_OPPONENT else ""
-        say(f"playing {policy}{against} in {game.env} with {agents} agents{keys}"
-            + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
+
+        def playing(shown: int) -> None:  # said when the window reports its agents: the game's own count, which a
+            # scene with a fixed set of agents keeps whatever --agents asks (and pong seats paddles two by two)
+            say(f"playing {policy}{against} in {game.env} with {_agents_text(shown)}{keys}"
+                + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
+
         proc = spawn(instance.command(*mode_args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, env=instance.environ())  # fmt: skip
         deadline = None if seconds is None else time.monotonic() + 1.5 * seconds + 5.0
         try:
-            ended_by_us = _follow(proc, log, deadline, say)
+            ended_by_us = _follow(proc, log, deadline, say, playing)
             code = proc.wait(timeout=10)
         except KeyboardInterrupt:
             say("\ninterrupted: closing the game")
@@ -189,9 +195,14 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
     return 0
 
 
-def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], say) -> bool:
-    """The game's output into ``log`` until it ends, its rl_sync and script-error lines shown and its run report
-    said; True when it was ended here, at ``deadline``, because it did not end itself after --seconds."""
+def _agents_text(count: int) -> str:
+    return f"{count} agent{'' if count == 1 else 's'}"
+
+
+def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], say, on_window=None) -> bool:
+    """The game's output into ``log`` until it ends, its rl_sync and script-error lines shown, the agents its window
+    shows handed to ``on_window`` and its run report said; True when it was ended here, at ``deadline``, because it
+    did not end itself after --seconds."""
     out_buf, err_buf = b"", b""
     streams = {proc.stdout.fileno(): "out", proc.stderr.fileno(): "err"}
     while streams:
@@ -209,7 +220,9 @@ def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], s
                 err_buf += chunk
                 while b"\n" in err_buf:
                     line, err_buf = err_buf.split(b"\n", 1)
-                    if line.startswith(b"rl_sync") or b"SCRIPT ERROR" in line:
+                    if line.startswith(WINDOW_LINE) and on_window is not None:
+                        on_window(int(line[len(WINDOW_LINE):]))
+                    elif line.startswith(b"rl_sync") or b"SCRIPT ERROR" in line:
                         print(line.decode(errors="replace"), file=sys.stderr, flush=True)
             else:
                 out_buf += chunk
@@ -244,7 +257,8 @@ def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, 
         try:
             envs = make_vec_env(game, num_instances=1, agents_per_instance=agents, headless=False, seed=seed,
                                 max_restarts=0, display=display, connect_timeout=connect_timeout)  # fmt: skip
-            say(f"playing {checkpoint} from Python in {game.env} with {agents} agents ({FIXED_FPS} steps/s)"
+            shown = _agents_text(envs.num_envs)  # the game's own count
+            say(f"playing {checkpoint} from Python in {game.env} with {shown} ({FIXED_FPS} steps/s)"
                 + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
             _drive(envs, loaded, seed, seconds, say)
         except KeyboardInterrupt:

@@ -18,6 +18,8 @@ const HUMAN_AGENTS := 1
 const MAX_AGENTS := 2048
 # The top strip of the window is left to the overlay's text.
 const VIEW_TOP := 80.0
+# Engine metadata set once a game has read --agents (agents_from_flag()).
+const AGENTS_FROM_FLAG_META := "rl_sync_agents_from_flag"
 
 export(PackedScene) var arena_scene: PackedScene
 export var pitch := Vector2(500, 500)
@@ -42,8 +44,16 @@ static func arena_seed(seed_value: int, index: int) -> int:
 static func requested_agents(tree: SceneTree, preset: int):
 	if preset > 0:
 		return preset
+	# The one reader of --agents notes that this game's count follows it (env_info says so).
+	Engine.set_meta(AGENTS_FROM_FLAG_META, true)
 	var default_agents := TRAINING_AGENTS if RlArgs.has("port") or RlArgs.has("benchmark_steps") else HUMAN_AGENTS
 	return RlArgs.get_int(tree, "agents", default_agents, 1, MAX_AGENTS)
+
+
+# Whether the running game built its agents from --agents (through requested_agents); false for a
+# scene with a fixed set of agents, which --agents does not change.
+static func agents_from_flag() -> bool:
+	return Engine.has_meta(AGENTS_FROM_FLAG_META)
 
 
 func _ready() -> void:

@@ -7,6 +7,13 @@ const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 
 # Where our launcher puts the hello token (see token()).
 const TOKEN_VARIABLE := "RL_SYNC_TOKEN"
+# A game run from its project folder with no mode flag (the editor's Play) looks for a trainer on
+# this port once (`godot-ppo train --editor`): godot-rl's default, or the variable, or the setting.
+const DEFAULT_EDITOR_PORT := 11008
+const EDITOR_PORT_VARIABLE := "RL_SYNC_EDITOR_PORT"
+const EDITOR_PORT_SETTING := "rl_sync/editor_port"
+# How long that look may hold up the game's start when a trainer is there but slow to answer.
+const EDITOR_CONNECT_S := 0.5
 const DEFAULT_CONNECT_TIMEOUT_S := 30.0
 # Physics steps per second of game time, at any --speedup.
 const BASE_PHYSICS_FPS := 60
@@ -57,3 +64,21 @@ func apply_speed() -> void:
 static func token() -> String:
 	var value := OS.get_environment(TOKEN_VARIABLE)
 	return value if value != "" else RlArgs.get_string("token", "")
+
+
+# Whether the game runs from its project folder (the editor's Play, or `godot3-runner --path DIR`),
+# not from an export, whose .pck holds project.godot as project.binary. (OS.has_feature("standalone")
+# cannot tell: it is true of every build without the editor, `godot3-runner --path DIR` too.)
+static func from_project_folder() -> bool:
+	return File.new().file_exists("res://project.godot")
+
+
+# The port of the editor's trainer: $RL_SYNC_EDITOR_PORT, else the project setting, else godot-rl's
+# default; 0 for a value that is not a port (the caller says so).
+static func editor_port() -> int:
+	var text := OS.get_environment(EDITOR_PORT_VARIABLE)
+	if text == "" and ProjectSettings.has_setting(EDITOR_PORT_SETTING):
+		text = str(ProjectSettings.get_setting(EDITOR_PORT_SETTING))
+	if text == "":
+		return DEFAULT_EDITOR_PORT
+	return int(text) if text.is_valid_integer() and int(text) >= 1 and int(text) <= 65535 else 0

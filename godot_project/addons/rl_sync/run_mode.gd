@@ -4,12 +4,15 @@ extends Reference
 #   --policy=FILE|random   POLICY: trained networks run in the engine (policy_mode.gd; with
 #                          --opponent, matches of team 0 against team 1, match_mode.gd)
 #   --benchmark_steps=N    BENCHMARK: random actions and the rate (benchmark_mode.gd)
-#   (none of these)        HUMAN: every agent takes the keyboard action of its controller
+#   (none of these)        HUMAN: every agent takes the keyboard action of its controller; but a
+#                          game run from its project folder (the editor's Play) first looks for a
+#                          trainer on the editor port, once, with no token (`godot-ppo train
+#                          --editor`, or godot-rl's own trainer), and is TRAIN when one answers
 #
 # RLSync (sync.gd) holds one and calls step() at every decision step. Nothing here quits or prints
-# (but the helpers' reports): start() and step() return "" to go on, or a String that ends the run,
-# which RLSync reports: DONE (the mode's work is over), TrainerSession.CLOSED, Wire.DISCONNECTED, or
-# an error message.
+# (but the helpers' reports, and the editor port's one line): start() and step() return "" to go
+# on, or a String that ends the run, which RLSync reports: DONE (the mode's work is over),
+# TrainerSession.CLOSED, Wire.DISCONNECTED, or an error message.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const RunFlags = preload("res://addons/rl_sync/run_flags.gd")
@@ -56,7 +59,29 @@ func start(flags: RunFlags) -> String:
 	if flags.benchmark_steps > 0:
 		mode = Mode.BENCHMARK
 		benchmark = BenchmarkMode.new(_sync, flags.benchmark_steps, flags.env_seed)
+	elif RunFlags.from_project_folder():
+		_look_for_editor_trainer()
 	return ""
+
+
+# The editor's Play: trains when a trainer listens on the editor port, else a person plays. Either
+# way the editor's Output panel says which, in one line.
+func _look_for_editor_trainer() -> void:
+	var port := RunFlags.editor_port()
+	if port == 0:
+		print("rl_sync: the editor port (%s, or the setting %s) is not a number from 1 to 65535: human play"
+				% [RunFlags.EDITOR_PORT_VARIABLE, RunFlags.EDITOR_PORT_SETTING])
+		return
+	var trainer := TrainerSession.new(_sync)
+	var error := trainer.try_connect(port, RunFlags.EDITOR_CONNECT_S)
+	if error != "":
+		trainer.close()
+		print("rl_sync: human play (%s; `godot-ppo train --editor` listens there)" % error.trim_suffix("; quitting"))
+		return
+	mode = Mode.TRAIN
+	OS.vsync_enabled = false
+	session = trainer
+	print("rl_sync: training with the trainer on 127.0.0.1:%d" % port)
 
 
 # One decision step in the mode: the trainer's reply and next action, or the game's own choice.

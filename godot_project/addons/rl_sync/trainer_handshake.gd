@@ -39,16 +39,33 @@ func _init(env_name: String, n_agents: int, max_brackets: int) -> void:
 func connect_to_trainer(port: int, timeout_s: float, token: String) -> String:
 	var deadline := OS.get_ticks_msec() + int(timeout_s * 1000)
 	while OS.get_ticks_msec() < deadline:
-		stream = StreamPeerTCP.new()
-		if stream.connect_to_host("127.0.0.1", port) == OK:
-			while stream.get_status() == StreamPeerTCP.STATUS_CONNECTING and OS.get_ticks_msec() < deadline:
-				OS.delay_msec(5)
-			if stream.get_status() == StreamPeerTCP.STATUS_CONNECTED:
-				stream.set_no_delay(true)
-				return _greet(deadline, token)
-		stream.disconnect_from_host()
+		if _open(port, deadline):
+			return _greet(deadline, token)
 		OS.delay_msec(100)
 	return "no trainer accepted a connection on 127.0.0.1:%d within %.0f s; quitting" % [port, timeout_s]
+
+
+# One try, with no token, all within timeout_s: the editor's Play (a trainer listens on the port
+# now, or not at all; on 127.0.0.1 a refused connection fails at once). "" once the handshake is
+# accepted, else why not.
+func try_connect(port: int, timeout_s: float) -> String:
+	var deadline := OS.get_ticks_msec() + int(timeout_s * 1000)
+	if not _open(port, deadline):
+		return "no trainer listens on 127.0.0.1:%d" % port
+	return _greet(deadline, "")
+
+
+# Connects the stream to 127.0.0.1:port before the deadline; false when nothing accepted.
+func _open(port: int, deadline: int) -> bool:
+	stream = StreamPeerTCP.new()
+	if stream.connect_to_host("127.0.0.1", port) == OK:
+		while stream.get_status() == StreamPeerTCP.STATUS_CONNECTING and OS.get_ticks_msec() < deadline:
+			OS.delay_msec(5)
+		if stream.get_status() == StreamPeerTCP.STATUS_CONNECTED:
+			stream.set_no_delay(true)
+			return true
+	stream.disconnect_from_host()
+	return false
 
 
 # Sends our hello (only with --token, so godot-rl's client never sees it) and waits for the

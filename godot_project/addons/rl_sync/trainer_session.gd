@@ -16,6 +16,7 @@ const PackedActions = preload("res://addons/rl_sync/packed_actions.gd")
 const AgentCalls = preload("res://addons/rl_sync/agent_calls.gd")
 const SessionStats = preload("res://addons/rl_sync/session_stats.gd")
 const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
+const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 const SceneCopies = preload("res://addons/rl_sync/scene_copies.gd")
 
 # What step() returns when the trainer sent "close".
@@ -64,6 +65,14 @@ func _init(sync_node: Node) -> void:
 # Connects and waits for the handshake (see TrainerHandshake.connect_to_trainer()).
 func connect_to_trainer(port: int, timeout_s: float, token: String) -> String:
 	var error := handshake.connect_to_trainer(port, timeout_s, token)
+	stream = handshake.stream
+	_read_encodings()
+	return error
+
+
+# The editor's Play: one try, no token (see TrainerHandshake.try_connect()).
+func try_connect(port: int, timeout_s: float) -> String:
+	var error := handshake.try_connect(port, timeout_s)
 	stream = handshake.stream
 	_read_encodings()
 	return error
@@ -202,6 +211,7 @@ func _env_info() -> Dictionary:
 		"obs_encoding": handshake.obs_encoding,
 		"step_encoding": handshake.step_encoding,
 		"env_params": _sync.env_params.declared,  # our extension: name -> {"default", "min", "max"}
+		"agents_from_flag": ArenaGrid.agents_from_flag(),  # our extension: --agents sets the count
 		"copies": SceneCopies.report(_sync),  # our extension: the scene's copies and what copies_check.gd found
 	}
 

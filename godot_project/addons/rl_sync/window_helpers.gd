@@ -8,7 +8,10 @@ const Recorder = preload("res://addons/rl_sync/recorder.gd")
 
 
 # Adds them as children of `sync_node`; returns the overlay, which RLSync updates every decision step.
+# First it says the agents the window shows, as the game built them (--agents may have asked for
+# another number; `godot-ppo play` says this one). On stderr, which Godot 3.2 does not buffer.
 static func add_to(sync_node: Node, record_every: int) -> Node:
+	printerr("rl_sync: agents in the window: %d" % sync_node.agents.size())
 	var overlay = Overlay.new()
 	sync_node.add_child(overlay)
 	if RlArgs.has("no_vsync"):

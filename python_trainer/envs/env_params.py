@@ -16,6 +16,7 @@ import math
 import re
 from dataclasses import dataclass
 from python_trainer.base.errors import UserError
+from python_trainer.envs.editor import EditorPlay
 from python_trainer.envs.game import ADDON_GUIDE, GameExport, GameProject, GodotGame, list_games
 
 CONSTANT, UNIFORM, GAUSSIAN = "constant", "uniform", "gaussian"
@@ -97,8 +98,9 @@ def declared_params(game) -> dict:
         return {}
     if isinstance(game.export, (GameExport, GameProject)):
         return list_games(game.export).env_params.get(game.env, {})
-    playing = getattr(game.export, "instance", None)  # the editor's game (editor.EditorPlay), connected already
-    return dict((getattr(playing, "env_info", None) or {}).get("env_params") or {})
+    if isinstance(game.export, EditorPlay):  # the editor's game, connected already: its env_info says them
+        return dict(game.export.instance.env_info.get("env_params") or {})
+    return {}
 
 
 def check_params(game, values: dict, where: dict) -> None:

@@ -51,12 +51,12 @@ func findings(root: Node) -> Array:
 	return _findings
 
 
-# Whether any finding refuses copies.
-static func refuses(lines: Array) -> bool:
+# The first finding that refuses copies, or "".
+static func refusal(lines: Array) -> String:
 	for line in lines:
 		if REFUSED in line:
-			return true
-	return false
+			return line
+	return ""
 
 
 # [[name, path]] of the project's autoloads.

@@ -53,10 +53,10 @@ static func take_over(sync_node: Node) -> bool:
 	var found: Array = CopiesCheck.new().findings(scene)
 	for line in found:
 		print("rl_sync: copies: " + line)
-	for line in found:
-		if CopiesCheck.REFUSED in line:
-			RlArgs.fail(tree, "--copies=%d cannot run this game: %s" % [count, line])
-			return true
+	var refused := CopiesCheck.refusal(found)
+	if refused != "":
+		RlArgs.fail(tree, "--copies=%d cannot run this game: %s" % [count, refused])
+		return true
 	var host = load("res://addons/rl_sync/scene_copies.gd").new()
 	host.findings = found
 	host.build(sync_node, scene, count)

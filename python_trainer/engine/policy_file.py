@@ -13,6 +13,10 @@
                                                                               # per agent), then layers [k, ...)
      "source": {...}}                                                            # informational only
 
+A camera policy (version 4) also holds "image" (its observation key, [H, W, C], the frame stack K) and "cnn" (the
+encoder's convolutions and dense layer, engine/policy_cnn.py); its "observation_size" counts the vector keys' values
+alone, and its "layers" take cat([the CNN's features, the normalised vector]).
+
 A bundle (version 3) holds the policies of a game with several (one network per agents' policy_name):
 
     {"format": "godot-ppo-policy", "version": 3, "env": "tag",
@@ -44,15 +48,18 @@ import numpy as np
 
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import write_atomic
+from python_trainer.engine.policy_cnn import cnn_entries, cnn_features
 
 # torch and gymnasium are imported where they are used: in_engine imports this module to read policy files and
 # should not pay for them.
 
 FORMAT = "godot-ppo-policy"
-# 2: layers may end in relu or sigmoid too (ONNX imports); 3: "policy_name", and bundles of several policies.
-# Files of every readable version play the same way.
-VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+# 2: layers may end in relu or sigmoid too (ONNX imports); 3: "policy_name", and bundles of several policies;
+# 4: a camera's "image" and "cnn". A file says the version it needs: one without a camera stays version 3 (MLP_VERSION),
+# so games with an older addon still play it. Files of every readable version play the same way.
+VERSION = 4
+MLP_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3, 4)
 POLICY_NAME = "policy.json"
 # RUN_DIR/policies/<name>.json: a game with several policies also gets each policy as a file of its own.
 POLICIES_DIR = "policies"
@@ -189,27 +196,43 @@ def lstm_weights(weights: dict, after_layer: int, where: str) -> dict:
 
 
 def policy_dict(actor, obs_stats: Optional[dict], keys: list[dict], *, env: str, source: dict, where: str,
-                encoder=None, lstm: Optional[dict] = None, policy_name: Optional[str] = None) -> dict:  # fmt: skip
+                encoder=None, lstm: Optional[dict] = None, policy_name: Optional[str] = None, image=None) -> dict:  # fmt: skip
     """The policy file's content for an in-memory actor.
 
     ``obs_stats``: see obs_normalization; ``keys``: see action_keys; ``where`` names the model in error messages.
     A recurrent policy: ``encoder`` (Linear/Tanh layers before the LSTM), ``lstm`` (LSTMCore.export_weights()).
+    A camera policy (cnn_agent.py's policy_parts()): ``encoder`` the CnnEncoder, ``image`` its ImageLayout
+    (envs/images.py, with the frame stack); the actor (or, with ``lstm``, the LSTM) takes cat([features, vector]),
+    and ``obs_stats`` covers the vector columns (the row's first ``image.start``; a whole row's are cut to them).
     ``policy_name``: the agents' policy_name this network plays (None: it plays every agent, as one policy does).
     """
     name = {} if policy_name is None else {"policy_name": _checked_name(policy_name, where)}
+    camera = {}
+    if image is not None:
+        try:
+            camera = cnn_entries(encoder, image, f32, where)
+        except ValueError as e:
+            raise PolicyFileError(str(e)) from None
+        encoder = None  # the CNN is all the encoding: the LSTM (if any) comes right after it
+        if obs_stats is not None:
+            obs_stats = {**obs_stats, "mean": np.asarray(obs_stats["mean"])[: image.start],
+                         "var": np.asarray(obs_stats["var"])[: image.start]}  # fmt: skip
     norm = obs_normalization(obs_stats, where)
     encoder_layers = actor_layers(encoder, where) if encoder is not None else []
     layers = encoder_layers + actor_layers(actor, where)
-    obs_dim = len(layers[0]["weight"][0])  # the first Linear layer's in_features
+    # the first Linear layer's in_features; a camera policy's vector columns
+    obs_dim = len(layers[0]["weight"][0]) if image is None else image.start
     return {
         "format": FORMAT,
-        "version": VERSION,
+        "version": VERSION if camera else MLP_VERSION,
         "env": env,
         **name,
         "observation_size": int(obs_dim),
+        **({"image": camera["image"]} if camera else {}),
         "action_keys": keys,
         "action_rule": action_rule(keys),
         "obs_normalization": norm,
+        **({"cnn": camera["cnn"]} if camera else {}),
         "layers": layers,
         "lstm": None if lstm is None else lstm_weights(lstm, len(encoder_layers), where),
         "source": source,
@@ -248,7 +271,8 @@ def policy_bundle(policies: list[dict], *, env: str, source: dict) -> dict:
         seen.add(name)
         if entry.get("env") != env:
             raise PolicyFileError(f"policy bundle: the policy {name!r} was made for {entry.get('env')!r}, not {env!r}")
-    return {"format": FORMAT, "version": VERSION, "env": env, "policies": policies, "source": source}
+    version = max([MLP_VERSION] + [int(entry.get("version", MLP_VERSION)) for entry in policies])
+    return {"format": FORMAT, "version": version, "env": env, "policies": policies, "source": source}
 
 
 def _compact(value) -> str:
@@ -256,10 +280,20 @@ def _compact(value) -> str:
 
 
 def _policy_lines(policy: dict, indent: str) -> str:
-    """A single policy as JSON: one key per line, one line per layer."""
-    lines = [f"{indent}  {json.dumps(k)}: {_compact(v)}" for k, v in policy.items() if k != "layers"]
-    layer_lines = [f"{indent}    {_compact(layer)}" for layer in policy["layers"]]
-    lines.append(f'{indent}  "layers": [\n' + ",\n".join(layer_lines) + f"\n{indent}  ]")
+    """A single policy as JSON: one key per line, one line per layer (a CNN's: one per convolution, one for its
+    dense layer)."""
+    lines = []
+    for key, value in policy.items():
+        if key == "layers":
+            layer_lines = [f"{indent}    {_compact(layer)}" for layer in value]
+            lines.append(f'{indent}  "layers": [\n' + ",\n".join(layer_lines) + f"\n{indent}  ]")
+        elif key == "cnn" and isinstance(value, dict) and isinstance(value.get("convs"), list):
+            convs = ",\n".join(f"{indent}      {_compact(conv)}" for conv in value["convs"])
+            parts = [f'{indent}    "convs": [\n{convs}\n{indent}    ]' if k == "convs" else
+                     f"{indent}    {json.dumps(k)}: {_compact(v)}" for k, v in value.items()]  # fmt: skip
+            lines.append(f'{indent}  "cnn": {{\n' + ",\n".join(parts) + f"\n{indent}  }}")
+        else:
+            lines.append(f"{indent}  {json.dumps(key)}: {_compact(value)}")
     return f"{indent}{{\n" + ",\n".join(lines) + f"\n{indent}}}"
 
 
@@ -289,8 +323,10 @@ def game_policy(agent, normalizer, action_space, env_info: dict, *, env_id: str,
         except GameError as e:  # no agent plays it: the policy file cannot be built
             raise PolicyFileError(str(e)) from None
 
-    keys = action_keys(spaces_from_env_info(env_info), agent.obs_dim, action_space, where, env_info.get("env", "?"))
     parts = agent.policy_parts()
+    image = parts.get("image")  # a camera policy: the game's row holds one frame, the agent's the K stacked
+    obs_dim = agent.obs_dim if image is None else image.start + image.frame_size
+    keys = action_keys(spaces_from_env_info(env_info), obs_dim, action_space, where, env_info.get("env", "?"))
     return policy_dict(parts.pop("actor"), normalizer.obs_statistics(), keys, env=str(env_info.get("env") or env_id),
                        source=source, where=where, policy_name=policy_name, **parts)  # fmt: skip
 
@@ -385,6 +421,8 @@ def format_problem(policy) -> Optional[str]:
     version = policy.get("version")
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
         return f"unknown version {version!r}; this godot-ppo reads versions {READABLE_VERSIONS[0]} to {VERSION}"
+    if ("cnn" in policy or "image" in policy) and version < 4:
+        return f"a camera policy (\"image\", \"cnn\") needs version 4, this file says {version!r}"
     if "policy_name" in policy and (not isinstance(policy["policy_name"], str) or not policy["policy_name"].strip()):
         return f'"policy_name" must be a non-empty string, got {str(policy["policy_name"])[:40]!r}'
     if not is_bundle(policy):
@@ -422,7 +460,9 @@ def size_problem(policy: dict) -> Optional[str]:
                 return f"policy {str(entry.get('policy_name') if isinstance(entry, dict) else '?')!r}: {problem}"
         return None
     try:
-        n_in = _size(policy.get("observation_size"), "observation_size")
+        # a camera policy may see its image alone (no vector keys: observation_size 0)
+        n_in = 0 if "cnn" in policy and policy.get("observation_size") == 0 else _size(policy.get("observation_size"), "observation_size")
+        n_in += cnn_features(policy)  # a camera policy's layers (or LSTM) take cat([the CNN's features, the vector])
         keys = policy.get("action_keys")
         if not isinstance(keys, list) or not keys or not all(isinstance(k, dict) for k in keys):
             raise ValueError('"action_keys" must be a non-empty list of {"key", "action_type", "size"}')

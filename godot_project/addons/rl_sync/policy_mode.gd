@@ -154,7 +154,8 @@ func step() -> bool:
 			continue
 		if results["done"][i]:  # the observation starts a new episode: a recurrent policy forgets the last
 			policies.reset(i)
-		_sync.act(i, policies.act(results["obs"][i]["obs"], i))
+		# a camera policy reads the frame's bytes as the agent gives them (the step's are hex)
+		_sync.act(i, policies.act(_agents[i].get_obs() if policies.sees(i) else results["obs"][i]["obs"], i))
 	if not evaluating or _eval_quota.max() != 0:
 		return false
 	var report := {

@@ -16,6 +16,10 @@ extends Reference
 #   lstm                null, or a recurrent policy's LSTM (lstm_cell.gd's weights plus "after_layer": k):
 #                       layers [0, k) encode the observation, the LSTM carries one state per agent
 #                       (set_agent_count; reset(agent) where its episode begins), layers [k, ...) are the heads
+#   image, cnn          a camera policy (version 4, conv_network.gd): the CNN reads the agent's frame
+#                       (get_obs()[image key]) with a frame stack per agent, and the layers (or the LSTM)
+#                       take cat([its features, the normalised vector keys]); observation_size counts
+#                       the vector keys' values alone (0: the image alone)
 #
 # The work is shared out: obs_normalization.gd normalises, policy_network.gd checks the layers and
 # runs them (compiled to fast GDScript by block_compiler.gd), policy_actions.gd turns the outputs
@@ -23,8 +27,9 @@ extends Reference
 # A bundle of several policies ({"policies": [...]}) is policy_set.gd's to split: each entry is one of these.
 
 const FORMAT := "godot-ppo-policy"
-const VERSION := 3
+const VERSION := 4
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
+const ConvNetwork = preload("res://addons/rl_sync/conv_network.gd")
 const ObsNormalization = preload("res://addons/rl_sync/obs_normalization.gd")
 const PolicyActions = preload("res://addons/rl_sync/policy_actions.gd")
 const PolicyNetwork = preload("res://addons/rl_sync/policy_network.gd")
@@ -41,6 +46,8 @@ var normalize := false
 var source := {}
 # A recurrent policy's LSTM (lstm_cell.gd, one state per agent; null for an MLP).
 var lstm = null
+# A camera policy's encoder (conv_network.gd; null without a camera).
+var cnn = null
 var _normalization: ObsNormalization = null
 var _network: PolicyNetwork = null
 var _n_outputs := 0
@@ -81,7 +88,7 @@ func check_format(data) -> String:
 	if typeof(data) != TYPE_DICTIONARY or data.get("format") != FORMAT:
 		return error_text("not a godot-ppo policy file (expected \"format\": \"%s\")" % FORMAT)
 	var version = data.get("version")
-	if not BlockCompiler.is_finite_number(version) or not float(version) in [1.0, 2.0, 3.0]:
+	if not BlockCompiler.is_finite_number(version) or not float(version) in [1.0, 2.0, 3.0, 4.0]:
 		return error_text("unknown policy file version %s; this game reads versions 1 to %d (re-export it with this godot-ppo)"
 				% [str(version), VERSION])
 	return ""
@@ -104,7 +111,10 @@ func load_dict(data) -> String:
 		if not data.has(key):
 			return error_text("the key \"%s\" is missing" % key)
 	env = str(data["env"])
-	if not BlockCompiler.is_size(data["observation_size"]):
+	var camera: bool = data.has("cnn") or data.has("image")
+	if camera and float(data["version"]) < 4.0:
+		return error_text("a camera policy (\"image\", \"cnn\") needs version 4")
+	if not BlockCompiler.is_size(data["observation_size"]) and not (camera and data["observation_size"] == 0):
 		return error_text("observation_size must be a whole number from 1 to %d, got %s"
 				% [BlockCompiler.MAX_SIZE, str(data["observation_size"]).substr(0, 40)])
 	observation_size = int(data["observation_size"])
@@ -115,13 +125,53 @@ func load_dict(data) -> String:
 	error = PolicyActions.check_keys(action_keys)
 	if error == "":
 		error = _load_normalization(data.get("obs_normalization"))
+	cnn = null
+	var layers = data["layers"]
+	var lstm_weights = data.get("lstm")
+	var n_inputs := observation_size
+	if error == "" and camera:
+		cnn = ConvNetwork.new()
+		error = cnn.build(data.get("image"), data.get("cnn"))
+		if error == "":
+			var first = _padded_first(layers, lstm_weights)
+			error = first if typeof(first) == TYPE_STRING else ""
+			if error == "":
+				layers = first[0]
+				lstm_weights = first[1]
+				n_inputs = 3 * BlockCompiler.chunk_count(cnn.features) + observation_size
 	if error == "":
 		var network := PolicyNetwork.new()
 		_n_outputs = PolicyActions.output_count(action_keys)
-		error = network.build(data["layers"], data.get("lstm"), observation_size, _n_outputs)
+		error = network.build(layers, lstm_weights, n_inputs, _n_outputs)
 		_network = network
 		lstm = network.lstm
 	return error_text(error) if error != "" else ""
+
+
+# A camera policy's first matrix (layer 0's weight, or the LSTM's weight_ih when it comes first)
+# takes cat([features, vector]); the features arrive in chunks whose last is zero-padded, so the
+# matrix gets zero columns there: [layers, lstm] with that one matrix padded, or what is wrong.
+func _padded_first(layers, lstm_weights):
+	var n_in: int = cnn.features + observation_size
+	var to: int = 3 * BlockCompiler.chunk_count(cnn.features)
+	var in_lstm: bool = typeof(lstm_weights) == TYPE_DICTIONARY and lstm_weights.get("after_layer") == 0.0
+	var holder = lstm_weights if in_lstm else (layers[0] if typeof(layers) == TYPE_ARRAY and not layers.empty() else null)
+	var key := "weight_ih" if in_lstm else "weight"
+	var matrix = holder.get(key) if typeof(holder) == TYPE_DICTIONARY else null
+	var got := -1
+	if typeof(matrix) == TYPE_ARRAY and not matrix.empty() and typeof(matrix[0]) == TYPE_ARRAY:
+		got = matrix[0].size()
+	if got != n_in:
+		return "the %s takes %d inputs, but the CNN gives %d features and the agent %d vector values" % [
+				"LSTM" if in_lstm else "first layer", got, cnn.features, observation_size]
+	var copy: Dictionary = holder.duplicate()
+	copy[key] = ConvNetwork.padded_columns(matrix, cnn.features, to)
+	if in_lstm:
+		copy["input_size"] = to + observation_size
+		return [layers, copy]
+	var new_layers: Array = layers.duplicate()
+	new_layers[0] = copy
+	return [new_layers, lstm_weights]
 
 
 func _load_normalization(norm) -> String:
@@ -137,34 +187,56 @@ func _load_normalization(norm) -> String:
 func set_agent_count(n: int) -> void:
 	if lstm != null:
 		lstm.set_agent_count(n)
+	if cnn != null:
+		cnn.set_agent_count(n)
 
 
 # Forgets what agent `agent` saw: call it on the first observation of each of its episodes.
 func reset(agent: int) -> void:
 	if lstm != null:
 		lstm.reset(agent)
+	if cnn != null:
+		cnn.reset(agent)
 
 
 # Checks the policy fits an agent of this game; returns "" or a message naming the mismatch (both
 # lists of action keys, when they differ).
-func check_agent(game: String, obs_size: int, action_space: Dictionary) -> String:
+# `image`: the agent's image observation, {"key", "size": [H, W, C]} ({} for none).
+func check_agent(game: String, obs_size: int, action_space: Dictionary, image: Dictionary = {}) -> String:
 	if env != game:
 		return error_text("it was trained on \"%s\", not \"%s\"" % [env, game])
+	var seen := "" if cnn == null else "\"%s\" of %d x %d x %d" % [cnn.image_key, cnn.height, cnn.width, cnn.channels]
+	var given := "" if image.empty() else "\"%s\" of %s" % [image["key"], PoolStringArray(image["size"]).join(" x ")]
+	if seen != given and (cnn != null or not image.empty()):
+		return error_text("it sees %s, the agent's camera gives %s" % [seen if seen != "" else "no image",
+				given if given != "" else "none"])
 	if obs_size != observation_size:
 		return error_text("it expects %d observations, the agent gives %d" % [observation_size, obs_size])
 	var mismatch := PolicyActions.mismatch(action_keys, action_space)
 	return error_text(mismatch) if mismatch != "" else ""
 
 
-# Raw network outputs (Gaussian means or logits) for one flat observation of agent `agent` (a
-# recurrent policy steps that agent's state; set_agent_count first).
-func forward(obs: Array, agent: int = 0) -> Array:
+# Raw network outputs (Gaussian means or logits) for one observation of agent `agent` (a recurrent
+# policy steps that agent's state, a camera policy its frame stack; set_agent_count first): a flat
+# Array, or a camera agent's get_obs() Dictionary. A camera policy's flat Array (--policy_forward)
+# is the vector values, then one frame's H x W x C values 0..255.
+func forward(obs, agent: int = 0) -> Array:
+	var frame = null
+	if cnn != null and typeof(obs) != TYPE_DICTIONARY:
+		frame = PoolByteArray(obs.slice(observation_size, obs.size() - 1)) if obs.size() > observation_size else null
+		obs = obs.slice(0, observation_size - 1) if observation_size > 0 else []
+	elif cnn != null:
+		frame = obs.get(cnn.image_key)
+	obs = ConvNetwork.vector_values(obs)
 	var x: Array = _normalization.apply(obs) if normalize else obs
-	return BlockCompiler.from_chunks(_network.run(BlockCompiler.to_chunks(x), agent), _n_outputs)
+	var chunks := BlockCompiler.to_chunks(x)
+	if cnn != null:
+		chunks = cnn.encode(frame, agent) + chunks
+	return BlockCompiler.from_chunks(_network.run(chunks, agent), _n_outputs)
 
 
-# The action for one flat observation of agent `agent`, in the agent's terms.
-func act(obs: Array, agent: int = 0) -> Dictionary:
+# The action for one observation of agent `agent` (see forward()), in the agent's terms.
+func act(obs, agent: int = 0) -> Dictionary:
 	return outputs_to_action(forward(obs, agent))
 
 

@@ -11,11 +11,12 @@ extends Reference
 # state per agent of the game; it steps only its own agents'.
 
 const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
+const ConvNetwork = preload("res://addons/rl_sync/conv_network.gd")
 
 # The files, as given.
 var paths := []
 
-# Per agent, what the checks need: {"label", "policy", "obs_size", "action_space"} (agent_specs()).
+# Per agent, what the checks need: {"label", "policy", "obs_size", "action_space", "image"} (agent_specs()).
 var _agents := []
 var _game := ""
 # path -> the runners its text made (one, or a bundle's entries).
@@ -34,13 +35,28 @@ func _init(game: String, specs: Array) -> void:
 static func agent_specs(agents: Array, action_spaces: Array, root: Node) -> Array:
 	var specs := []
 	for i in range(agents.size()):
+		var obs = agents[i].get_obs()
 		specs.append({
 			"label": "agent %d (%s)" % [i, str(root.get_path_to(agents[i]))],
 			"policy": str(agents[i].policy_name),
-			"obs_size": agents[i].get_obs().size(),
+			"obs_size": ConvNetwork.vector_values(obs).size(),
 			"action_space": action_spaces[i],
+			"image": _image_of(agents[i], obs),
 		})
 	return specs
+
+
+# An agent's camera as its get_obs_space() declares it: {"key", "size": [H, W, C]}, {} for none.
+static func _image_of(agent, obs) -> Dictionary:
+	if typeof(obs) != TYPE_DICTIONARY:
+		return {}
+	var space = agent.get_obs_space()
+	for key in obs:
+		if "2d" in str(key):
+			var spec = space.get(key) if typeof(space) == TYPE_DICTIONARY else null
+			var size = spec.get("size") if typeof(spec) == TYPE_DICTIONARY else null
+			return {"key": str(key), "size": size if typeof(size) == TYPE_ARRAY else ["?"]}
+	return {}
 
 
 # Loads the files and checks them against the agents; `texts`: path -> the text already read (the
@@ -144,7 +160,7 @@ func _assign(by_file: Dictionary) -> String:
 		var runner = named.get(spec["policy"], nameless)
 		if runner == null:
 			return _missing(spec, by_file)
-		var error: String = runner.check_agent(_game, spec["obs_size"], spec["action_space"])
+		var error: String = runner.check_agent(_game, spec["obs_size"], spec["action_space"], spec.get("image", {}))
 		if error != "":
 			return "%s (%s plays the policy \"%s\")" % [error, spec["label"], spec["policy"]]
 		played[runner.policy_name] = true
@@ -212,5 +228,10 @@ func reset(agent: int) -> void:
 	_runner_of[agent].reset(agent)
 
 
-func act(obs: Array, agent: int) -> Dictionary:
+# Whether agent `agent`'s network reads its camera: then act() takes the agent's get_obs() itself.
+func sees(agent: int) -> bool:
+	return _runner_of[agent].cnn != null
+
+
+func act(obs, agent: int) -> Dictionary:
 	return _runner_of[agent].act(obs, agent)

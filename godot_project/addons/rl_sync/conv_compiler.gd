@@ -1,0 +1,147 @@
+extends Reference
+# Writes a camera policy's encoder (conv_network.gd checks it first) as GDScript with
+# block_compiler.gd's two tricks: 3x3 Basis blocks times Vector3 chunks, and straight-line code.
+#
+# The values: a frame is a PoolVector3Array of one chunk per pixel (its R, G, B scaled by 1/255, or
+# L, L, L for grayscale: the blocks' unused columns are zero); a convolution's output is a
+# PoolVector3Array of ceil(out / 3) chunks per output pixel, row-major. Each convolution is a loop
+# over its output pixels whose body is straight-line: it loads the pixel's patch into locals, then
+# writes one `bias + block * patch + ...` line per chunk of output channels, so the code grows with
+# the kernel, not with the image. The dense layer is straight-line (flattened in torch's C, H, W
+# order, so its blocks gather the columns of each chunk). ReLU is (v + |v|) * 0.5, exact.
+#
+# The generated script has func encode(frames: Array) -> Array: the K frames (oldest first) in, the
+# dense layer's outputs out as ceil(features / 3) chunks, the last one zero-padded.
+
+const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
+# The longest sum written on one line: longer ones go on in `+=` lines.
+const TERMS_PER_LINE := 96
+
+
+# `convs`: the checked convolutions, each {"weight", "bias", "stride", "kernel", "in_h", "in_w"};
+# `dense`: {"weight", "bias"}; `channels`: a frame's (1 or 3); `frames`: K. Returns the compiled
+# instance, or null if the generated code does not compile (a bug here).
+static func compile(convs: Array, dense: Dictionary, channels: int, frames: int):
+	var code := BlockCompiler.new()
+	code.line("func encode(f: Array) -> Array:")
+	code.line("\tvar x = conv0(f)")
+	for l in range(1, convs.size()):
+		code.line("\tx = conv%d([x])" % l)
+	code.line("\treturn dense(x)")
+	var arrays := frames
+	var chunks_per_pixel := 1
+	for l in range(convs.size()):
+		_convolution(code, l, convs[l], arrays, chunks_per_pixel, channels if l == 0 else 0)
+		arrays = 1
+		chunks_per_pixel = BlockCompiler.chunk_count(convs[l]["weight"].size())
+	var last: Dictionary = convs[-1]
+	var side_h := _out_side(last["in_h"], last["kernel"], last["stride"])
+	var side_w := _out_side(last["in_w"], last["kernel"], last["stride"])
+	_dense(code, dense, last["weight"].size(), side_h * side_w)
+	return code.compile()
+
+
+static func _out_side(side: int, kernel: int, stride: int) -> int:
+	return (side - kernel) / stride + 1
+
+
+# The input channel that column r of chunk c of input array a holds, or -1 for padding: the first
+# layer's arrays are the frames (frame a's channels a*C ... a*C + C-1), a later layer's one array
+# holds the previous output, 3 channels per chunk.
+static func _channel(frame_channels: int, n_in: int, a: int, c: int, r: int) -> int:
+	if frame_channels > 0:
+		return a * frame_channels + r if r < frame_channels else -1
+	var ch := 3 * c + r
+	return ch if ch < n_in else -1
+
+
+static func _convolution(code, l: int, conv: Dictionary, arrays: int, chunks: int, frame_channels: int) -> void:
+	var weight: Array = conv["weight"]
+	var n_out := weight.size()
+	var n_in: int = weight[0].size()
+	var kernel: int = conv["kernel"]
+	var stride: int = conv["stride"]
+	var in_w: int = conv["in_w"]
+	var out_h := _out_side(conv["in_h"], kernel, stride)
+	var out_w := _out_side(in_w, kernel, stride)
+	var out_chunks := BlockCompiler.chunk_count(n_out)
+	code.line("func conv%d(f: Array) -> PoolVector3Array:" % l)
+	for a in range(arrays):
+		code.line("\tvar i%d: PoolVector3Array = f[%d]" % [a, a])
+	code.line("\tvar o := PoolVector3Array()")
+	code.line("\to.resize(%d)" % (out_h * out_w * out_chunks))
+	code.line("\tvar n := 0")
+	code.line("\tfor oy in range(%d):" % out_h)
+	code.line("\t\tfor ox in range(%d):" % out_w)
+	code.line("\t\t\tvar b: int = (oy * %d + ox * %d) * %d" % [stride * in_w, stride, chunks])
+	var patch := []  # [name, a, c, ky, kx]
+	for ky in range(kernel):
+		for kx in range(kernel):
+			for a in range(arrays):
+				for c in range(chunks):
+					var name := "p%d_%d_%d_%d" % [a, c, ky, kx]
+					code.line("\t\t\tvar %s: Vector3 = i%d[b + %d]" % [name, a, (ky * in_w + kx) * chunks + c])
+					patch.append([name, a, c, ky, kx])
+	for j in range(out_chunks):
+		var terms := PoolStringArray()
+		for p in patch:
+			var columns := []
+			for r in range(3):
+				var column := Vector3()
+				var ch := _channel(frame_channels, n_in, p[1], p[2], r)
+				for rr in range(3):
+					if ch >= 0 and 3 * j + rr < n_out:
+						column[rr] = float(weight[3 * j + rr][ch][p[3]][p[4]])
+				columns.append(column)
+			var block := Basis(columns[0], columns[1], columns[2])
+			terms.append("%s * %s" % [code.basis("w%d_%d_%s" % [l, j, p[0].substr(1)], block), p[0]])
+		var bias := BlockCompiler.chunk_at(conv["bias"], 0, n_out, j)
+		_sum(code, "\t\t\t", "a%d" % j, code.vector("b%d_%d" % [l, j], bias), terms)
+		code.line("\t\t\to[n + %d] = (a%d + a%d.abs()) * 0.5" % [j, j, j])
+	code.line("\t\t\tn += %d" % out_chunks)
+	code.line("\treturn o")
+
+
+# The dense layer on the last convolution's output (`pixels` output pixels of `channels` channels),
+# flattened as torch flattens (C, H, W): input column ch * pixels + pixel.
+static func _dense(code, dense: Dictionary, channels: int, pixels: int) -> void:
+	var weight: Array = dense["weight"]
+	var n_out := weight.size()
+	var chunks := BlockCompiler.chunk_count(channels)
+	code.line("func dense(x: PoolVector3Array) -> Array:")
+	for k in range(pixels * chunks):
+		code.line("\tvar x%d: Vector3 = x[%d]" % [k, k])
+	var outputs := PoolStringArray()
+	for bo in range(BlockCompiler.chunk_count(n_out)):
+		var terms := PoolStringArray()
+		for pixel in range(pixels):
+			for c in range(chunks):
+				var columns := []
+				for r in range(3):
+					var column := Vector3()
+					for rr in range(3):
+						if 3 * c + r < channels and 3 * bo + rr < n_out:
+							column[rr] = float(weight[3 * bo + rr][(3 * c + r) * pixels + pixel])
+					columns.append(column)
+				var block := Basis(columns[0], columns[1], columns[2])
+				var k := pixel * chunks + c
+				terms.append("%s * x%d" % [code.basis("d_%d_%d" % [bo, k], block), k])
+		var bias := BlockCompiler.chunk_at(dense["bias"], 0, n_out, bo)
+		_sum(code, "\t", "h%d" % bo, code.vector("db_%d" % bo, bias), terms)
+		code.line("\th%d = (h%d + h%d.abs()) * 0.5" % [bo, bo, bo])
+		outputs.append("h%d" % bo)
+	code.line("\treturn [%s]" % outputs.join(", "))
+
+
+# var name: Vector3 = bias + terms..., TERMS_PER_LINE terms a line.
+static func _sum(code, indent: String, name: String, bias: String, terms: PoolStringArray) -> void:
+	var first := true
+	for start in range(0, terms.size(), TERMS_PER_LINE):
+		var part := PoolStringArray()
+		for t in range(start, min(start + TERMS_PER_LINE, terms.size())):
+			part.append(terms[t])
+		if first:
+			code.line("%svar %s: Vector3 = %s + %s" % [indent, name, bias, part.join(" + ")])
+			first = false
+		else:
+			code.line("%s%s += %s" % [indent, name, part.join(" + ")])

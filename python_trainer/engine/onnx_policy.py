@@ -12,6 +12,13 @@ agree to float rounding. godot-rl's convention (its `export_model_as_onnx`): ops
                                                  them: the continuous keys' unclipped Gaussian means, then each
                                                  discrete key's logits, in the policy file's action_keys order
              state_outs float32, state_ins' shape
+A camera policy (version 4: "image" and "cnn") takes its observations by their keys instead of `obs`:
+    inputs   <vector key>  float32 [batch, size]        each vector key (sorted, as the flat row), raw: normalised
+                                                        inside; none when the agent sees its image alone
+             <image key>   uint8 [batch, H, W, C*K]     the K newest frames stacked on the channels, oldest first
+                                                        (zeros before an episode's first frame), as the game sends
+                                                        them (0..255; the graph scales by 1/255)
+             state_ins     as above
 An MLP's state_ins is echoed as state_outs. An --lstm policy's state is its LSTM's h then c (H values each) after
 the previous step: feed zeros where an episode starts, then each step's state_outs (godot_rl_agents' plugin always
 sends a [batch] zero state, so it cannot run these). The metadata (metadata_props) names the game, the spaces, the
@@ -39,17 +46,20 @@ OPSET = 17
 INPUTS, OUTPUTS = ["obs", "state_ins"], ["output", "state_outs"]
 PRODUCER = "godot-ppo"
 # The policy file's fields the model's metadata carries (a JSON value each), besides the state's layout.
-METADATA_FIELDS = ("format", "version", "env", "policy_name", "observation_size", "action_keys", "action_rule", "source")
+METADATA_FIELDS = ("format", "version", "env", "policy_name", "observation_size", "action_keys", "action_rule", "source",
+                   "image", "vector_keys")  # the last two: a camera policy's
 # What the engine's runner knows (policy_network.gd's ACTIVATIONS).
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "linear": nn.Identity}
 
 
 class PolicyNetwork(nn.Module):
     """The engine's forward pass (policy_runner.gd) in torch, from a policy file's content: the normalisation,
-    the layers, and for a recurrent policy the LSTM after layer ``after_layer``."""
+    the layers, for a recurrent policy the LSTM after layer ``after_layer``, and for a camera policy its CNN, whose
+    features come before the normalised vector."""
 
     def __init__(self, policy: dict):
         super().__init__()
+        self.cnn = CnnFeatures(policy["cnn"]) if "cnn" in policy else None
         norm = policy.get("obs_normalization")
         self.normalize = norm is not None
         if self.normalize:  # x = clip((obs - mean) * scale, -clip, clip), scale = 1 / sqrt(var + epsilon)
@@ -72,10 +82,12 @@ class PolicyNetwork(nn.Module):
                 self.lstm.bias_ih_l0.copy_(_tensor(lstm["bias"]))  # the file holds bias_ih + bias_hh
                 self.lstm.bias_hh_l0.zero_()
 
-    def forward(self, obs: torch.Tensor, state_ins: torch.Tensor):
+    def forward(self, obs: Optional[torch.Tensor], state_ins: torch.Tensor, image: Optional[torch.Tensor] = None):
         x = obs
-        if self.normalize:
+        if self.normalize and obs is not None:
             x = torch.clamp((obs - self.mean) * self.scale, -self.clip, self.clip)
+        if self.cnn is not None:  # obs None: the agent sees its image alone
+            x = self.cnn(image) if x is None else torch.cat([self.cnn(image), x], dim=1)
         if self.lstm is None:
             return self.head(x), state_ins
         h, c = state_ins[:, : self.hidden].unsqueeze(0), state_ins[:, self.hidden :].unsqueeze(0)
@@ -85,6 +97,48 @@ class PolicyNetwork(nn.Module):
     def state_size(self) -> int:
         """state_ins' width: 0 for [batch] (an MLP), 2H for an LSTM."""
         return 0 if self.lstm is None else 2 * self.hidden
+
+
+class CnnFeatures(nn.Module):
+    """A policy file's "cnn" (policy_cnn.py) in torch: (B, H, W, C*K) images 0..255 (uint8 or float) -> features, in
+    variants/cnn.py's order."""
+
+    def __init__(self, cnn: dict):
+        super().__init__()
+        layers = []
+        for conv in cnn["convs"]:
+            weight = _tensor(conv["weight"])
+            module = nn.Conv2d(weight.shape[1], weight.shape[0], int(conv["kernel"]), int(conv["stride"]))
+            with torch.no_grad():
+                module.weight.copy_(weight)
+                module.bias.copy_(_tensor(conv["bias"]))
+            layers += [module, nn.ReLU()]
+        self.convs = nn.Sequential(*layers)
+        self.dense = nn.Sequential(_sequential([cnn["dense"]])[0], nn.ReLU())
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = images.float().permute(0, 3, 1, 2) / 255.0
+        return self.dense(self.convs(x).flatten(1))
+
+
+class CameraInputs(nn.Module):
+    """A camera policy's ONNX inputs by their observation keys: each vector key, the image, state_ins."""
+
+    def __init__(self, net: PolicyNetwork, n_vector_keys: int):
+        super().__init__()
+        self.net, self.n_vector_keys = net, n_vector_keys
+
+    def forward(self, *inputs):
+        vectors, image, state_ins = inputs[: self.n_vector_keys], inputs[self.n_vector_keys], inputs[-1]
+        obs = torch.cat(list(vectors), dim=1) if vectors else None
+        return self.net(obs, state_ins, image)
+
+
+def vector_keys(policy: dict) -> list[dict]:
+    """A camera policy's vector keys [{"key", "size"}] in the flat row's (sorted) order: the file's "vector_keys", else
+    (a file without them) one "obs" of observation_size values."""
+    n = int(policy["observation_size"])
+    return policy.get("vector_keys") or ([{"key": "obs", "size": n}] if n else [])
 
 
 def _tensor(values) -> torch.Tensor:
@@ -122,18 +176,26 @@ def policy_to_onnx(policy: dict) -> bytes:
     net = PolicyNetwork(policy).eval()
     n = int(policy["observation_size"])
     state = torch.zeros((1, net.state_size()) if net.state_size() else (1,))
+    inputs, names, model = (torch.zeros(1, n), state), INPUTS, net
+    if net.cnn is not None:  # inputs by their observation keys
+        keys, image = vector_keys(policy), policy["image"]
+        h, w, c = image["size"]
+        frames = torch.zeros((1, h, w, c * int(image.get("frame_stack", 1))), dtype=torch.uint8)
+        inputs = tuple(torch.zeros(1, k["size"]) for k in keys) + (frames, state)
+        names, model = [k["key"] for k in keys] + [image["key"], "state_ins"], CameraInputs(net, len(keys)).eval()
     buffer = io.BytesIO()
-    batch = {name: {0: "batch_size"} for name in INPUTS + OUTPUTS}
+    batch = {name: {0: "batch_size"} for name in names + OUTPUTS}
     with torch.no_grad(), warnings.catch_warnings():
         # the legacy exporter's deprecation notice, and its LSTM batch-size caution (h0/c0 are inputs here)
         warnings.simplefilter("ignore", (DeprecationWarning, UserWarning))
         # dynamo=False: the TorchScript exporter writes one self-contained model in milliseconds; torch 2.13's default
         # one (onnxscript's, which godot-rl's exporters use) takes seconds and puts the weights in a second file
-        torch.onnx.export(net, (torch.zeros(1, n), state), buffer, dynamo=False, opset_version=OPSET,
-                          input_names=INPUTS, output_names=OUTPUTS, dynamic_axes=batch)  # fmt: skip
+        torch.onnx.export(model, inputs, buffer, dynamo=False, opset_version=OPSET,
+                          input_names=names, output_names=OUTPUTS, dynamic_axes=batch)  # fmt: skip
     model = onnx.load_from_string(buffer.getvalue())
     model.producer_name = PRODUCER
-    meta = {f"godot_ppo.{k}": json.dumps(policy.get(k)) for k in METADATA_FIELDS}
+    meta = {f"godot_ppo.{k}": json.dumps(policy.get(k)) for k in METADATA_FIELDS
+            if k in policy or k not in ("image", "vector_keys")}  # fmt: skip
     meta["godot_ppo.state"] = state_layout(policy)
     meta["godot_ppo.package_version"] = __version__
     onnx.helper.set_model_props(model, meta)
@@ -197,6 +259,10 @@ def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
         if node.op_type == "Constant":
             consts[node.output[0]] = numpy_helper.to_array(onnx.helper.get_attribute_value(node.attribute[0]))
     inputs = [i for i in graph.input if i.name not in consts]
+    if any(node.op_type == "Conv" for node in graph.node) or any(len(i.type.tensor_type.shape.dim) == 4 for i in inputs):
+        raise PolicyFileError(f"{where}: the model has convolutions or an image input (a camera policy); import-policy "
+                              "maps MLP policies only: play a camera policy trained here from its policy file "
+                              "(godot-ppo export-policy RUN writes it)")  # fmt: skip
     observed = [i for i in inputs if i.name != "state_ins"]
     if len(observed) != 1:
         raise PolicyFileError(f"{where}: {len(observed)} inputs besides state_ins ({', '.join(i.name for i in observed)}); "

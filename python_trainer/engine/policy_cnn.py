@@ -2,6 +2,7 @@
 and "cnn" entries, and the check that their shapes chain.
 
     "image": {"key": "camera_2d", "size": [H, W, C], "frame_stack": K},      # C = 3 (RGB) or 1 (grayscale)
+    "vector_keys": [{"key": "obs", "size": V}],                             # the ONNX inputs' names
     "cnn":   {"kind": "simple",
               "convs": [{"weight": out x in x k x k, "bias": out, "kernel": k, "stride": s}, ...],   # in order
               "dense": {"weight": out x in, "bias": out, "activation": "relu"}}
@@ -15,7 +16,7 @@ row's first columns), and "obs_normalization" covers them alone. No torch here: 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -24,9 +25,14 @@ MAX_FRAME_STACK = 64
 CHANNELS = (1, 3)  # grayscale or RGB (the engine reads the frame as Godot's L8 or RGB8 image)
 
 
-def cnn_entries(encoder, image, number: Callable[[float], float], where: str) -> dict:
-    """{"image": ..., "cnn": ...} for a CnnEncoder and its ImageLayout (envs/images.py); ``number`` writes one float32
-    (policy_file.f32). ValueError (naming ``where``) on NaN/inf weights."""
+def cnn_entries(encoder, image, vector_keys: Optional[list], number: Callable[[float], float], where: str) -> dict:
+    """{"image", "vector_keys", "cnn"} for a CnnEncoder and its ImageLayout (envs/images.py); ``vector_keys``
+    [(key, size)] name the row's vector columns (for the ONNX inputs; None: one "obs" key); ``number`` writes one
+    float32 (policy_file.f32). ValueError (naming ``where``) on NaN/inf weights or keys that do not fit."""
+    keys = [(str(k), int(n)) for k, n in vector_keys] if vector_keys is not None else \
+        ([("obs", image.start)] if image.start else [])  # fmt: skip
+    if sum(n for _, n in keys) != image.start:
+        raise ValueError(f"{where}: the vector keys {keys} do not make the row's {image.start} vector columns")
     convs = []
     for i, (conv, stride) in enumerate(encoder.conv_layers()):
         weight, bias = _finite(conv.weight, f"{where}: the CNN's convolution {i}"), _finite(conv.bias, "")
@@ -36,11 +42,20 @@ def cnn_entries(encoder, image, number: Callable[[float], float], where: str) ->
     return {
         "image": {"key": image.key, "size": [image.height, image.width, image.channels],
                   "frame_stack": int(image.frame_stack)},  # fmt: skip
+        "vector_keys": [{"key": k, "size": n} for k, n in keys],
         "cnn": {"kind": getattr(encoder, "kind", None), "convs": convs,
                 "dense": {"weight": _nested(_finite(dense.weight, f"{where}: the CNN's dense layer"), number),
                           "bias": _nested(_finite(dense.bias, f"{where}: the CNN's dense layer"), number),
                           "activation": "relu"}},  # fmt: skip
     }
+
+
+def vector_statistics(stats: Optional[dict], image) -> Optional[dict]:
+    """The normaliser's statistics of a camera policy's vector columns: the row's first ``image.start`` (a normaliser
+    with a vector mask gives just those; a whole row's are cut to them)."""
+    if stats is None:
+        return None
+    return {**stats, "mean": np.asarray(stats["mean"])[: image.start], "var": np.asarray(stats["var"])[: image.start]}
 
 
 def _finite(parameter, what: str) -> np.ndarray:
@@ -102,6 +117,11 @@ def cnn_features(policy: dict) -> int:
     if "cnn" not in policy:
         return 0
     h, w, c, k = image_shape(policy.get("image"))
+    keys = policy.get("vector_keys", [])
+    sizes = [x.get("size") for x in keys if isinstance(x, dict)] if isinstance(keys, list) else []
+    if keys and (len(sizes) != len(keys) or not all(isinstance(n, int) and n > 0 for n in sizes)
+                 or sum(sizes) != policy.get("observation_size")):  # fmt: skip
+        raise ValueError('"vector_keys" must be [{"key", "size"}] whose sizes make observation_size')
     cnn = policy.get("cnn")
     if not isinstance(cnn, dict) or not isinstance(cnn.get("convs"), list) or not cnn["convs"]:
         raise ValueError('"cnn" must hold "convs" (a non-empty list of convolutions) and "dense"')

@@ -48,7 +48,7 @@ import numpy as np
 
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import write_atomic
-from python_trainer.engine.policy_cnn import cnn_entries, cnn_features
+from python_trainer.engine.policy_cnn import cnn_entries, cnn_features, vector_statistics
 
 # torch and gymnasium are imported where they are used: in_engine imports this module to read policy files and
 # should not pay for them.
@@ -196,27 +196,26 @@ def lstm_weights(weights: dict, after_layer: int, where: str) -> dict:
 
 
 def policy_dict(actor, obs_stats: Optional[dict], keys: list[dict], *, env: str, source: dict, where: str,
-                encoder=None, lstm: Optional[dict] = None, policy_name: Optional[str] = None, image=None) -> dict:  # fmt: skip
+                encoder=None, lstm: Optional[dict] = None, policy_name: Optional[str] = None, image=None,
+                vector_keys: Optional[list] = None) -> dict:  # fmt: skip
     """The policy file's content for an in-memory actor.
 
     ``obs_stats``: see obs_normalization; ``keys``: see action_keys; ``where`` names the model in error messages.
     A recurrent policy: ``encoder`` (Linear/Tanh layers before the LSTM), ``lstm`` (LSTMCore.export_weights()).
     A camera policy (cnn_agent.py's policy_parts()): ``encoder`` the CnnEncoder, ``image`` its ImageLayout
     (envs/images.py, with the frame stack); the actor (or, with ``lstm``, the LSTM) takes cat([features, vector]),
-    and ``obs_stats`` covers the vector columns (the row's first ``image.start``; a whole row's are cut to them).
+    and ``obs_stats`` covers the vector columns (the row's first ``image.start``; a whole row's are cut to them);
+    ``vector_keys`` [(key, size)] names those columns for the ONNX inputs (default: one "obs" key).
     ``policy_name``: the agents' policy_name this network plays (None: it plays every agent, as one policy does).
     """
     name = {} if policy_name is None else {"policy_name": _checked_name(policy_name, where)}
     camera = {}
     if image is not None:
         try:
-            camera = cnn_entries(encoder, image, f32, where)
+            camera = cnn_entries(encoder, image, vector_keys, f32, where)
         except ValueError as e:
             raise PolicyFileError(str(e)) from None
-        encoder = None  # the CNN is all the encoding: the LSTM (if any) comes right after it
-        if obs_stats is not None:
-            obs_stats = {**obs_stats, "mean": np.asarray(obs_stats["mean"])[: image.start],
-                         "var": np.asarray(obs_stats["var"])[: image.start]}  # fmt: skip
+        encoder, obs_stats = None, vector_statistics(obs_stats, image)  # the LSTM (if any) comes right after the CNN
     norm = obs_normalization(obs_stats, where)
     encoder_layers = actor_layers(encoder, where) if encoder is not None else []
     layers = encoder_layers + actor_layers(actor, where)
@@ -228,7 +227,7 @@ def policy_dict(actor, obs_stats: Optional[dict], keys: list[dict], *, env: str,
         "env": env,
         **name,
         "observation_size": int(obs_dim),
-        **({"image": camera["image"]} if camera else {}),
+        **({"image": camera["image"], "vector_keys": camera["vector_keys"]} if camera else {}),
         "action_keys": keys,
         "action_rule": action_rule(keys),
         "obs_normalization": norm,
@@ -326,7 +325,10 @@ def game_policy(agent, normalizer, action_space, env_info: dict, *, env_id: str,
     parts = agent.policy_parts()
     image = parts.get("image")  # a camera policy: the game's row holds one frame, the agent's the K stacked
     obs_dim = agent.obs_dim if image is None else image.start + image.frame_size
-    keys = action_keys(spaces_from_env_info(env_info), obs_dim, action_space, where, env_info.get("env", "?"))
+    game_spaces = spaces_from_env_info(env_info)
+    keys = action_keys(game_spaces, obs_dim, action_space, where, env_info.get("env", "?"))
+    if image is not None:  # the game's vector keys (its observation layout: [(key, size)], the image last)
+        parts["vector_keys"] = [(key, size) for key, size in game_spaces[2] if key != image.key]
     return policy_dict(parts.pop("actor"), normalizer.obs_statistics(), keys, env=str(env_info.get("env") or env_id),
                        source=source, where=where, policy_name=policy_name, **parts)  # fmt: skip
 

@@ -125,9 +125,10 @@ func _check_dense(dense, channels_in: int, h: int, w: int) -> String:
 
 
 # `values` is a nested list of exactly `shape`, finite numbers at the bottom.
-static func _check_numbers(values, shape: Array, name: String) -> String:
+static func _check_numbers(values, shape: Array, name: String, whole: String = "") -> String:
+	whole = PoolStringArray(shape).join(" x ") if whole == "" else whole
 	if typeof(values) != TYPE_ARRAY or values.size() != shape[0]:
-		return "%s must be %s values" % [name, PoolStringArray(shape).join(" x ")]
+		return "%s must be %s values" % [name, whole]
 	if shape.size() == 1:
 		for x in values:
 			if not BlockCompiler.is_finite_number(x):
@@ -135,7 +136,7 @@ static func _check_numbers(values, shape: Array, name: String) -> String:
 		return ""
 	var inner := shape.slice(1, shape.size() - 1)
 	for row in values:
-		var error := _check_numbers(row, inner, name)
+		var error := _check_numbers(row, inner, name, whole)
 		if error != "":
 			return error
 	return ""

@@ -44,6 +44,7 @@ from python_trainer.envs.game import (
     PLUGIN_PHYSICS_LINE, GameBugError, GameError, GodotGame, godot_game, resolve_env,
 )
 from python_trainer.envs.editor import EditorLauncher, EditorPlay
+from python_trainer.envs.frame_stack import FrameStack
 from python_trainer.envs.grouped_env import GroupedVecEnv
 from python_trainer.envs.gym_env import EpisodeStatistics
 from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
@@ -431,9 +432,11 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
     game ``godot_options`` are `launcher.LaunchOptions`' (num_instances, agents_per_instance, headless, speedup, ...),
     ``num_envs`` (when given) must come out as the agents the instances report, and ``agents_per_instance``
     defaults to ``num_envs / num_instances`` or, without either, to the game's own choice. For a gymnasium id the
-    Godot options are ignored and ``video_dir`` records the first env's episodes.
+    Godot options are ignored and ``video_dir`` records the first env's episodes. ``frame_stack`` K > 1 stacks a
+    camera game's K newest frames (frame_stack.FrameStack; a GameError for a game without a camera).
     """
     binary = godot_options.pop("binary", None)
+    frame_stack = int(godot_options.pop("frame_stack", 1))
     unknown = set(godot_options) - {f.name for f in dataclasses.fields(LaunchOptions)}
     if unknown:
         raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
@@ -446,6 +449,9 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
     if isinstance(game, str):
         from python_trainer.envs.gym_env import make_gym_vec_env
 
+        if frame_stack != 1:
+            raise GameError(f"--frame-stack {frame_stack} stacks a Godot game's camera frames; {game} is a gymnasium "
+                            "id: drop --frame-stack")
         return make_gym_vec_env(game, num_envs=num_envs, seed=seed, video_dir=video_dir)
     if video_dir is not None:
         raise TypeError(f"video_dir records a gymnasium env's episodes; {game.env} is a Godot game (its videos come "
@@ -463,4 +469,10 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
             f"--agents says ({num_instances} instances: {sum(counts)} envs): drop num_envs, or use "
             f"{sum(counts)}"
         )
-    return env
+    if frame_stack == 1:
+        return env
+    try:
+        return FrameStack(env, frame_stack)
+    except BaseException:
+        env.close()
+        raise

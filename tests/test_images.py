@@ -243,3 +243,40 @@ def test_envs_prints_a_camera_games_space_in_gymnasiums_dict_form_from_a_headles
     out = capsys.readouterr().out
     assert ("  observation space:   Dict('camera_2d': Box(0, 255, (36, 36, 3), uint8), 'obs': Box(-inf, inf, (3,), "
             "float32))  (the trainer's flat row: 3891 values; trained on windowed instances)") in out.splitlines()
+
+
+# ---------------------------------------------------------------------------------------------- godot-ppo profile
+def test_profile_refuses_headless_alone_for_a_camera_game_and_measures_windowed_up_to_the_cores(tmp_path, monkeypatch):
+    from python_trainer.base.errors import UserError
+    from python_trainer.tools.profile import camera
+    from python_trainer.tools.profile.command import main
+
+    export = fake_export(tmp_path / "seer.x86_64", "--fake_image=camera_2d:36:36:3")
+    with pytest.raises(UserError) as e:
+        main(["--env-path", str(export), "--modes", "headless", "--out", str(tmp_path / "out")])
+    assert str(e.value) == ("--modes headless: ball_chase observes a camera image (camera_2d, 36 x 36 x 3), which a "
+                            "headless build cannot render: profile it with --modes windowed")
+    seen = {"key": "camera_2d", "size": [20, 20, 3]}
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    modes, counts, line = camera.camera_modes("forager", seen, ["headless", "windowed"], [1, 2, 4, 8], set())
+    assert (modes, counts) == (["windowed"], [1, 2, 3])
+    assert line == ("skipping headless: forager observes a camera image (camera_2d, 20 x 20 x 3), which a headless "
+                    "build cannot render; measuring windowed x 1,2,3")
+    assert camera.camera_modes("forager", seen, ["windowed"], [2], {"num_instances"})[:2] == (["windowed"], [2])
+
+
+def test_profile_says_a_camera_games_render_cost_and_recommends_a_count():
+    from python_trainer.tools.profile.camera import summary
+
+    def ok(n, rate, ms):
+        return {"status": "ok", "mode": "windowed", "instances": n, "agent_steps_per_second": rate,
+                "engine_only_ms_per_decision": ms}
+
+    report = {"camera": {"key": "camera_2d", "size": [36, 36, 3], "headless_engine_ms_per_decision": 1.5},
+              "results": [ok(1, 900.0, 9.0), ok(2, 1500.0, 9.8), ok(3, 1400.0, 11.0)]}
+    assert summary(report) == ("Camera game: render cost 7.50 ms per decision frame (engine-only 9.00 ms windowed "
+                               "against 1.50 ms headless); recommended --num-instances 2 (windowed, 1,500 "
+                               "agent-steps/s)")
+    report["camera"]["headless_engine_ms_per_decision"] = None
+    assert "render cost is not separated" in summary(report)
+    assert summary({"results": report["results"]}) is None  # a vector game: nothing said

@@ -463,3 +463,10 @@ class InstanceLauncher:
         self._xvfb = Xvfb(self.log_dir / "xvfb.log")
         self.display = open_display(self._xvfb, self._note, why)
 
+
+
+def read_env_info(game: GodotGame, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> dict:
+    """The game's env_info, from one headless instance started for it and ended at once (nothing steps, so a camera
+    game's headless build answers too): what tells a command, before it starts anything else, that a game sees."""
+    with InstanceLauncher(game, LaunchOptions(connect_timeout=connect_timeout, auto_window=False)) as launcher:
+        return launcher.instances[0].env_info

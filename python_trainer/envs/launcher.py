@@ -466,7 +466,9 @@ class InstanceLauncher:
 
 
 def read_env_info(game: GodotGame, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> dict:
-    """The game's env_info, from one headless instance started for it and ended at once (nothing steps, so a camera
-    game's headless build answers too): what tells a command, before it starts anything else, that a game sees."""
-    with InstanceLauncher(game, LaunchOptions(connect_timeout=connect_timeout, auto_window=False)) as launcher:
+    """The game's env_info, from one headless instance of one agent (if the game takes --agents) started for it and
+    ended at once (nothing steps, so a camera game's headless build answers too): what tells a command, before it
+    starts anything else, that a game sees."""
+    options = LaunchOptions(agents_per_instance=1, connect_timeout=connect_timeout, auto_window=False)
+    with InstanceLauncher(game, options) as launcher:
         return launcher.instances[0].env_info

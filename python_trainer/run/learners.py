@@ -32,6 +32,8 @@ VIDEO_DIR = "videos"  # --capture-video's folder in the run folder, as CleanRL's
 def env_kwargs(args, game, global_step, run_dir):
     """make_vec_env's options: every env gets num_envs/seed/run_dir, Godot games the instance options."""
     kwargs = {"num_envs": args.num_envs, "seed": args.seed + global_step, "run_dir": str(run_dir)}
+    if args.frame_stack != 1:  # a camera game's K newest frames (a GameError for a game without a camera)
+        kwargs["frame_stack"] = args.frame_stack
     if args.capture_video and not isinstance(game, GodotGame):
         kwargs["video_dir"] = str(Path(run_dir) / VIDEO_DIR)
     if isinstance(game, GodotGame):

@@ -31,6 +31,7 @@ from python_trainer.base.signals import signal_policy, signum_of
 from python_trainer.engine.watcher import WATCH_FPS
 from python_trainer.envs.editor import DEFAULT_EDITOR_PORT
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
+from python_trainer.envs.frame_stack import FrameStackArgs
 from python_trainer.envs.game import GameError
 from python_trainer.envs.gym_env import MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
 from python_trainer.envs.launcher import DEFAULT_MAX_RESTARTS
@@ -131,7 +132,7 @@ class EnvArgs:
 
 @dataclass
 class Args(CloningArgs, SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, CnnArgs, NormArgs, ppo.Args,
-           CurriculumArgs, EnvArgs, ExperimentArgs):
+           CurriculumArgs, FrameStackArgs, EnvArgs, ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 
 

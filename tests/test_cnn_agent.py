@@ -226,5 +226,8 @@ def test_train_runs_a_camera_game_with_lstm_and_frame_stack_and_resumes_it(tmp_p
                              "frame_stack": 2}  # fmt: skip
     loaded = agent_from_checkpoint(ckpt)
     assert isinstance(loaded.agent, RecurrentCnnAgent) and loaded.agent.image_layout.shape == (20, 20, 6)
+    with pytest.raises(ValueError, match="the policy reads rows of 2402 values .* the env gives 1202: make the env "
+                                         "with frame_stack=2"):  # fmt: skip
+        loaded.act(np.zeros((1, 1202), np.float32))  # an env without the run's frame stack
     assert train.main(["--resume", str(run_dir), "--total-timesteps", "192"]) == 0
     assert "global_step=192" in capsys.readouterr().out

@@ -68,7 +68,14 @@ class LoadedAgent:
 
         A recurrent agent remembers: ``done[i]`` true where obs[i] starts a new episode forgets env i's past (a
         batch of another size starts from scratch)."""
-        x = torch.from_numpy(self.normalizer.normalize_obs(np.atleast_2d(obs), update=False))
+        obs = np.atleast_2d(obs)
+        image = self.agent.image_layout
+        if image is not None and obs.shape[1] != image.row_size:
+            shape = " x ".join(map(str, image.shape))
+            raise ValueError(f"the policy reads rows of {image.row_size} values ({image.key} {shape} with --frame-stack "
+                             f"{image.frame_stack}), the env gives {obs.shape[1]}: make the env with "
+                             f"frame_stack={image.frame_stack}")  # fmt: skip
+        x = torch.from_numpy(self.normalizer.normalize_obs(obs, update=False))
         with torch.no_grad():
             if self.agent.recurrent and (self.state is NO_STATE or self.state.h.shape[1] != x.shape[0]):
                 self.state = self.agent.initial_state(x.shape[0])

@@ -196,7 +196,7 @@ def iterations(args: Args, agent: nn.Module, optimizer: Adam, rollouts, buf, nor
             b_rnd_inputs, b_rnd_targets = bonus.prepare(buf.rnd_next_obs.reshape((-1, obs_dim)))
 
         # flatten the batch: (num_steps, num_envs, ...) -> (batch_size, ...)
-        b_obs = torch.from_numpy(buf.obs.reshape((-1, obs_dim)))
+        b_obs = buf.batch_obs()  # a tensor (a camera's images: uint8 rows, made float by each index_select)
         b_logprobs = torch.from_numpy(buf.logprobs.reshape(-1))
         b_actions = torch.from_numpy(buf.actions.reshape((-1,) + agent.action_shape))
         b_advantages = torch.from_numpy(advantages.reshape(-1))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from python_trainer.base.errors import say
-from python_trainer.checkpoint import space_to_dict
+from python_trainer.checkpoint import image_entry, space_to_dict
 from python_trainer.envs.game import GodotGame
 from python_trainer.envs.spaces import agent_policy_names
 from python_trainer.envs.vec_env import make_vec_env
@@ -96,8 +96,8 @@ def saved_policy(ckpt, view, policy_set) -> Optional[dict]:
 def make_learner(view, args, saved, policy_set) -> Learner:
     """The slots of ppo.iterations for one policy: its agent (MLP or --lstm), its bonus (--rnd: RND, whose predictor
     trains with it), its optimizer and normaliser (from ``saved`` when resuming) and its rollout buffer."""
-    obs_dim = view.single_observation_space.shape[0]
-    agent = make_agent(obs_dim, view.single_action_space, asdict(args))
+    obs_dim, image = view.single_observation_space.shape[0], view.image_layout
+    agent = make_agent(obs_dim, view.single_action_space, asdict(args), image)  # a camera: the CNN agent
     bonus = RND(obs_dim, args.rnd_ext_coef, args.rnd_coef) if args.rnd else None
     continuous = agent.n_continuous > 0  # the normalisation defaults: CleanRL's continuous-action script
     norm_obs = continuous if args.norm_obs is None else args.norm_obs
@@ -105,7 +105,8 @@ def make_learner(view, args, saved, policy_set) -> Learner:
     # torch's fused Adam kernel (optimizer.py): the same update as torch.optim.Adam(fused=True), without its costs
     params = list(agent.parameters()) + (list(bonus.predictor.parameters()) if bonus else [])
     optimizer = Adam(params, lr=args.learning_rate, eps=1e-5)
-    normalizer = Normalizer(obs_dim, view.num_envs, args.gamma, norm_obs, norm_reward)
+    normalizer = Normalizer(obs_dim, view.num_envs, args.gamma, norm_obs, norm_reward,
+                            vector_mask=None if image is None else image.vector_mask())  # images pass through
     if saved:
         agent.load_state_dict(saved["model"])
         if bonus is not None:
@@ -126,7 +127,8 @@ def policy_state(learner) -> dict:
             "normalizer": learner.normalizer.state_dict(),
             "observation_space": space_to_dict(learner.rollouts.single_observation_space),
             "action_space": space_to_dict(learner.rollouts.single_action_space),
-            "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()}}  # fmt: skip
+            "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()},
+            **image_entry(learner.agent)}  # fmt: skip
 
 
 def policy_table(learners, policy_set) -> dict:

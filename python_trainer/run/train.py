@@ -42,6 +42,7 @@ from python_trainer.run.crash import quiet_closed_stdout
 from python_trainer.run.curriculum import CurriculumArgs
 from python_trainer.run.training import TrainingRun
 from python_trainer.variants.cloning import CloningArgs
+from python_trainer.variants.cnn_agent import CnnArgs
 from python_trainer.variants.ray_rollouts import RayArgs
 from python_trainer.variants.recurrent import LSTMArgs
 from python_trainer.variants.rnd import RNDArgs
@@ -130,7 +131,7 @@ class EnvArgs:
 
 
 @dataclass
-class Args(CloningArgs, SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args,
+class Args(CloningArgs, SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, CnnArgs, NormArgs, ppo.Args,
            CurriculumArgs, FrameStackArgs, EnvArgs, ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 

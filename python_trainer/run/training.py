@@ -33,7 +33,9 @@ from python_trainer.envs.project_import import keep_out_of_projects
 from python_trainer.rollout import NonFiniteEnvData, eval_seed
 from python_trainer.run import crash, curriculum
 from python_trainer.run.behaviour import Behaviour
-from python_trainer.run.checks import check_args, check_game, check_policies, check_sizes, update_budget
+from python_trainer.run.checks import (
+    check_args, check_game, check_images, check_policies, check_sizes, update_budget,
+)
 from python_trainer.run.curriculum import Schedule
 from python_trainer.run.learners import (
     VIDEO_DIR, declared_actions, make_learner, make_rollouts, policy_set_of, policy_state, policy_table, saved_policy,
@@ -154,6 +156,7 @@ class TrainingRun:
         # optimizer and the normaliser
         views = policy_set.views if policy_set is not None else [rollouts]
         check_policies(views, policy_set, ckpt, args, self.run_dir)
+        check_images(views, args, self.explicit, ckpt)  # a camera's: its encoder, and the flags that go with it
         self.learners = [make_learner(view, args, saved_policy(ckpt, view, policy_set), policy_set) for view in views]
         if policy_set is not None:
             policy_set.bind(self.learners)

@@ -127,6 +127,7 @@ class SelfPlayRollouts(Rollouts):
         self.num_envs = int(self.teams[0].size)
         self.single_observation_space = base.single_observation_space
         self.single_action_space = base.single_action_space
+        self.image_layout = base.image_layout
         self.env_info = base.env_info
         self.agents_per_instance = base.agents_per_instance
         self.game_settings = base.game_settings
@@ -196,9 +197,7 @@ class SelfPlayRollouts(Rollouts):
         else:  # the observations in hand were normalised with the previous snapshot's statistics: undone, redone
             # (exact but where the clip at +-clip_obs bit: one step of one episode at most)
             buf = self._opp[2]
-            raw = self._opp[1].normalizer.obs_rms
-            if self._opp[1].normalizer.norm_obs:
-                buf.next_obs[:] = buf.next_obs * np.sqrt(raw.var + self._opp[1].normalizer.epsilon) + raw.mean
+            buf.next_obs[:] = self._opp[1].normalizer.raw_obs(buf.next_obs)
             buf.next_obs[:] = normalizer.normalize_obs(buf.next_obs)
         self._opp = (agent, normalizer, buf)
         self.opponent = index

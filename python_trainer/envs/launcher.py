@@ -335,7 +335,10 @@ class InstanceLauncher:
         """The game sees through a camera, which a headless build cannot render: end the headless instances (they
         only said their env_info) and start them again windowed, on $DISPLAY or one Xvfb, said in one line."""
         self._end(self.instances)
-        self.headless, self.instance = False, self.instance.replace(headless=False)
+        # Nobody looks at a training instance's window: drawing it every frame would halve the rate (the
+        # cameras draw themselves, addons/rl_sync/camera_frames.gd).
+        extra = tuple(self.instance.extra_args) + ("--disable-render-loop",)
+        self.headless, self.instance = False, self.instance.replace(headless=False, extra_args=extra)
         self.command_prefix = self.instance.game.export.command(False)  # a GameError names the fix
         shape = " x ".join(map(str, size)) if isinstance(size, list) else "?"
         why = (f"{self.num_instances} windowed instance(s): {self.env} observes a camera image ({key}, {shape}), which "

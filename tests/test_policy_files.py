@@ -17,7 +17,7 @@ from test_playback import COMMITTED_POLICY
 from python_trainer.engine import in_engine
 from python_trainer.tools import policy_export
 from python_trainer.engine.policy_file import (POLICIES_DIR, PolicyFileError, game_policy, policy_bundle, policy_dict,
-                                        policy_file_name, policy_json, read_policy, write_policies,
+                                        policy_file_names, policy_json, read_policy, write_policies,
                                         write_policies_or_warn)  # fmt: skip
 from python_trainer.variants.recurrent import RecurrentAgent
 
@@ -66,10 +66,21 @@ def test_bundle_and_policy_files_round_trip(run_dir):
 
 
 def test_policy_file_names_stay_in_their_folder():
-    assert policy_file_name("../../etc/passwd") == "_.._etc_passwd.json"
-    assert policy_file_name("red team") == "red_team.json"
-    with pytest.raises(PolicyFileError, match="distinct file names"):
-        write_policies("/nonexistent", [chaser("a b"), chaser("a_b")])
+    assert policy_file_names(["../../etc/passwd", "red team", "chaser"]) == {
+        "../../etc/passwd": "_.._etc_passwd.json", "red team": "red_team.json", "chaser": "chaser.json"}
+
+
+@pytest.mark.parametrize("names", [["é", "è"], ["ü", "ö", "ä"], ["a/b", "a_b"], ["..", "_"], ["Red", "red"],
+                                   ["x" * 300 + "1", "x" * 300 + "2"]])  # fmt: skip
+def test_policy_names_that_make_one_file_name_get_distinct_files(tmp_path, names):
+    files = policy_file_names(names)
+    assert len({f.casefold() for f in files.values()}) == len(names)  # distinct, on case-blind file systems too
+    assert all(len(f) <= 80 and "/" not in f and not f.startswith(".") for f in files.values())
+    assert policy_file_names(names) == files  # the same run writes the same files at every checkpoint
+    assert write_policies(tmp_path, [chaser(name) for name in names]) == tmp_path / "policy.json"
+    for name, file in files.items():
+        assert read_policy(tmp_path / POLICIES_DIR / file)["policy_name"] == name
+    assert [p["policy_name"] for p in read_policy(tmp_path / "policy.json")["policies"]] == names
 
 
 @pytest.mark.parametrize("policies, expected", [

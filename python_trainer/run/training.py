@@ -347,6 +347,8 @@ class TrainingRun:
                                 batch_size=self.batch_size,
                                 rollouts=self.rollouts.state_dict() if args.self_play else None,
                                 curriculum=curriculum_state)  # fmt: skip
+                if args.self_play:  # written: the pool's files that only older checkpoints list can go
+                    self.rollouts.checkpoint_saved()
             else:
                 save_checkpoint(path, agent=None, optimizer=None, normalizer=None, args=args, global_step=step,
                                 update=update, observation_space=None, action_space=None, env_info=self.env_info,

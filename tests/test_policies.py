@@ -143,6 +143,19 @@ def test_a_plugin_game_with_two_policy_names_trains_two_networks(tmp_path, capsy
     assert {"left/actions/move", "right/actions/move/1"} <= set(event_accumulator(run_dir).Tags()["histograms"])
 
 
+def test_policy_names_that_make_one_file_name_train_and_write_their_policy_files(tmp_path, capsys):
+    export = plain_export(tmp_path, "--fake_policy_names=é,è", "--fake_fixed_agents=4", name="accents")
+    root = tmp_path / "runs"
+    assert train.main(["--env-path", str(export), "--num-steps", "16", "--total-timesteps", "128",
+                       "--checkpoint-every", "1", "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
+    assert "warning" not in capsys.readouterr().err
+    (run_dir,) = root.iterdir()
+    bundle = json.loads((run_dir / "policy.json").read_text(encoding="utf-8"))
+    assert [p["policy_name"] for p in bundle["policies"]] == ["é", "è"]  # what play and --watch play
+    assert sorted(json.loads(f.read_text(encoding="utf-8"))["policy_name"] for f in (run_dir / "policies").iterdir()) \
+        == ["è", "é"]
+
+
 def test_godot_rls_pettingzoo_wrapper_steps_tag_and_sees_the_names(headless_export):
     from godot_rl.wrappers.petting_zoo_wrapper import GDRLPettingZooEnv
 

@@ -365,28 +365,60 @@ def game_action_keys(env_info: dict) -> list[dict]:
     return [{"key": str(k), "action_type": str(v["action_type"]), "size": int(v["size"])} for k, v in space.items()]
 
 
+def _policy_of(env_info: dict, policy_name: Optional[str], described: dict, where: str) -> tuple[dict, Optional[str]]:
+    """(``env_info`` narrowed to the agents of the policy the model plays, that policy's name): --policy-name's, else
+    the one our export's metadata names; a game of several policies needs one of them (PolicyFileError)."""
+    from python_trainer.envs.game import GameError  # gymnasium: only with a game to check against
+    from python_trainer.envs.spaces import agent_policy_names, policy_env_info
+
+    env, names = env_info.get("env", "?"), list(dict.fromkeys(agent_policy_names(env_info)))
+    ours = described.get("policy_name")
+    name = policy_name if policy_name is not None else ours if ours in names else None
+    if name is None and len(names) > 1:
+        known = f"; its metadata names the policy {ours!r}, which no agent of {env} plays" if ours is not None else ""
+        raise PolicyFileError(f"{where}: {env}'s agents play several policies ({', '.join(map(str, names))}) and the "
+                              f"model does not say which one it is{known}: name it with --policy-name")  # fmt: skip
+    if name is None:
+        return env_info, None
+    try:
+        return policy_env_info(env_info, name), name
+    except GameError as e:  # no agent plays it
+        raise PolicyFileError(f"{e}: give one of them with --policy-name") from None
+
+
+def _other_policy(env: str, game_obs: int, policy_name: Optional[str], described: dict) -> str:
+    """The end of the line of a model whose observations do not fit: whose they are, and what the metadata says."""
+    ours = described.get("policy_name")
+    if policy_name is None:
+        return f"{env} gives {game_obs}: it was trained on another game"
+    if ours not in (None, policy_name) and described.get("env") == env:
+        return (f"the policy {policy_name!r} of {env} takes {game_obs}: the model is {env}'s policy {ours!r} (its "
+                f"metadata says): drop --policy-name, or give --policy-name {ours}")  # fmt: skip
+    return f"the policy {policy_name!r} of {env} takes {game_obs}: it was trained for another policy or game"
+
+
 def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[str] = None) -> dict:
     """The policy file's content for an ONNX MLP policy: the game's action keys from ``env_info`` (godot-rl's order:
     SB3's and CleanRL's exports hold no description), else from our own export's metadata. ``policy_name``: the
     agents' policy_name it plays (None: our export's own, else none, and it plays every agent)."""
-    from python_trainer.envs.game import GameError  # gymnasium: only with a game to check against
-    from python_trainer.envs.spaces import policy_env_info, spaces_from_env_info
+    from python_trainer.envs.spaces import spaces_from_env_info
 
     where = str(path)
-    if env_info is not None and policy_name is not None:  # a game of several policies: this one's agents
-        try:
-            env_info = policy_env_info(env_info, policy_name)
-        except GameError as e:  # no agent plays it
-            raise PolicyFileError(str(e)) from None
     model = read_onnx(path)
-    norm, layers, n_obs, n_out = onnx_to_policy(model, where)
     described = policy_from_metadata(model)
+    name = policy_name if policy_name is not None else described.get("policy_name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise PolicyFileError(f"{where}: a policy name must be a non-empty string, got {str(name)[:40]!r}")
+    if env_info is not None:  # the agents of the policy the model plays (a name no agent of the game plays is left out)
+        env_info, policy_name = _policy_of(env_info, policy_name, described, where)
+        name = policy_name
+    norm, layers, n_obs, n_out = onnx_to_policy(model, where)
     if env_info is not None:
         keys, env = game_action_keys(env_info), str(env_info.get("env") or described.get("env") or "?")
         game_obs = int(spaces_from_env_info(env_info)[0].shape[0])
         if game_obs != n_obs:
-            raise PolicyFileError(f"{where}: the model takes {n_obs} observations, but {env} gives {game_obs}: "
-                                  "it was trained on another game")  # fmt: skip
+            raise PolicyFileError(f"{where}: the model takes {n_obs} observations, but " + _other_policy(
+                env, game_obs, policy_name, described))  # fmt: skip
     elif described.get("action_keys"):
         keys, env = described["action_keys"], str(described.get("env"))
     else:
@@ -401,9 +433,6 @@ def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[s
     if expected != n_out:
         raise PolicyFileError(f"{where}: the model has {n_out} outputs, but {env}'s action keys "
                               f"{[k['key'] for k in keys]} need {expected}")  # fmt: skip
-    name = policy_name if policy_name is not None else described.get("policy_name")
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise PolicyFileError(f"{where}: a policy name must be a non-empty string, got {str(name)[:40]!r}")
     return {
         "format": FORMAT,
         "version": VERSION,

@@ -35,8 +35,10 @@ from a checkpoint file. Imports neither.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -56,6 +58,7 @@ READABLE_VERSIONS = (1, 2, 3)
 POLICY_NAME = "policy.json"
 # RUN_DIR/policies/<name>.json: a game with several policies also gets each policy as a file of its own.
 POLICIES_DIR = "policies"
+MAX_FILE_STEM = 64  # a policy name's file in it: at most this many characters before ".json" (and a hash if cut)
 # The largest size a policy file may declare (observations, a layer, the LSTM, an action key): far above any network
 # the engine runs at speed, far below what would exhaust memory. The game's bound is the same (block_compiler.gd).
 MAX_SIZE = 65536
@@ -312,25 +315,34 @@ def write_policy_or_warn(path, make_policy: Callable[[], dict]) -> Optional[Path
         return None
 
 
-def policy_file_name(name: str) -> str:
-    """RUN_DIR/policies/<this>: the policy name with anything but letters, digits, '-', '_' and '.' as '_' (a name
-    is the game's string; it must not reach outside the folder), and ".json"."""
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name).lstrip(".")
-    return (safe or "_") + ".json"
+def policy_file_names(names: list) -> dict:
+    """{policy name: its file in RUN_DIR/policies/}: the name with anything but letters, digits, '-', '_' and '.' as
+    '_' (a name is the game's string; it must not reach outside the folder), at most MAX_FILE_STEM characters, and
+    ".json". Names that this makes alike (é and è, a/b and a_b, .. and _; or alike but for case, as some file systems
+    see them), and cut ones, get "-" and a short hash of the name each, so that every policy has a file of its own."""
+    stems = {}
+    for name in names:
+        safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name).lstrip(".") or "_"
+        stems[name] = (safe[:MAX_FILE_STEM], len(safe) > MAX_FILE_STEM)
+    alike = Counter(stem.casefold() for stem, _ in stems.values())
+    files = {name: (f"{stem}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}" if cut or alike[stem.casefold()] > 1
+                    else stem) + ".json" for name, (stem, cut) in stems.items()}  # fmt: skip
+    if len({f.casefold() for f in files.values()}) != len(files):  # a hash that meets another name: not in practice
+        raise PolicyFileError(f"the policy names {list(names)} do not make distinct file names")
+    return files
 
 
 def write_policies(run_dir, policies: list[dict]) -> Path:
     """A game of several policies: RUN_DIR/policies/<name>.json for each (a single-policy file with its
-    "policy_name"), then RUN_DIR/policy.json, the bundle of them all (last: `train --watch` reloads it). Each file is
-    written atomically. The bundle's env and source are its first policy's (one checkpoint writes them all)."""
+    "policy_name"; policy_file_names), then RUN_DIR/policy.json, the bundle of them all (last: `train --watch` reloads
+    it). Each file is written atomically. The bundle's env and source are its first policy's (one checkpoint writes
+    them all)."""
     run_dir = Path(run_dir)
     bundle = policy_bundle(policies, env=policies[0]["env"] if policies else "?",
                            source=(policies[0].get("source") if policies else None) or {})  # fmt: skip
-    names = {policy_file_name(p["policy_name"]): p["policy_name"] for p in policies}
-    if len(names) != len(policies):
-        raise PolicyFileError(f"the policy names {[p['policy_name'] for p in policies]} do not make distinct file names")
+    files = policy_file_names([p["policy_name"] for p in policies])
     for policy in policies:
-        write_policy(run_dir / POLICIES_DIR / policy_file_name(policy["policy_name"]), policy)
+        write_policy(run_dir / POLICIES_DIR / files[policy["policy_name"]], policy)
     return write_policy(run_dir / POLICY_NAME, bundle)
 
 

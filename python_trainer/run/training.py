@@ -208,7 +208,11 @@ class TrainingRun:
         print(f"demonstrations: {demos.summary()}", flush=True)
         if not self.ckpt:
             cloning.seed_normalizer(first.normalizer, demos)
-            fit = cloning.pretrain(first.agent, first.normalizer, demos, args, args.seed)
+            try:
+                fit = cloning.pretrain(first.agent, first.normalizer, demos, args, args.seed)
+            except cloning.CloningDiverged as e:  # nothing is saved: a NaN clone never reaches model.pt
+                raise TrainError(f"behavioural cloning diverged: {e}; nothing was saved. Lower --bc-learning-rate "
+                                 f"(now {args.bc_learning_rate:g}) or check the demonstrations' values") from None  # fmt: skip
             print("behavioural cloning: " + ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in fit.items()))
         if args.bc_coef > 0:
             aux = cloning.CloningLoss(first.agent, first.normalizer, demos, args, args.seed)
@@ -291,11 +295,11 @@ class TrainingRun:
                 f"{args.env_id} returned NaN/inf {e.what} at global step "
                 f"{self.done_step + (e.t + 1) * num_envs}: fix the env's observation/reward code ({self.checkpoint_note()})"
             ) from None
-        except ppo.NonFiniteLoss as e:
+        except ppo.NonFiniteLoss as e:  # nothing of that update is saved: the model on disk stays finite
             raise TrainError(
-                f"the loss became NaN/inf at global step {self.done_step + batch_size} (policy {e.pg_loss:.3g}, value "
-                f"{e.v_loss:.3g}); {self.checkpoint_note()}. Lower --learning-rate, turn on --norm-obs / --norm-reward "
-                "or check the env's reward scale, then --resume"
+                f"{e} in the update to global step {self.done_step + batch_size}; {self.checkpoint_note()}. Lower "
+                f"--learning-rate{' or --bc-coef' if e.aux_loss is not None else ''}, turn on --norm-obs / "
+                f"--norm-reward or check the env's reward scale, then {'--resume' if self.saved_step is not None else 'train anew'}"
             ) from None
 
     # ---- finish -------------------------------------------------------------------------------------------------------
@@ -350,6 +354,8 @@ class TrainingRun:
                                 batch_size=self.batch_size,
                                 rollouts=self.rollouts.state_dict() if args.self_play else None,
                                 curriculum=curriculum_state)  # fmt: skip
+                if args.self_play:  # written: the pool's files that only older checkpoints list can go
+                    self.rollouts.checkpoint_saved()
             else:
                 save_checkpoint(path, agent=None, optimizer=None, normalizer=None, args=args, global_step=step,
                                 update=update, observation_space=None, action_space=None, env_info=self.env_info,

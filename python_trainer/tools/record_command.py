@@ -28,7 +28,7 @@ from python_trainer.base.signals import signal_policy
 from python_trainer.demos import DemoError, read_episodes
 from python_trainer.engine.in_engine import addon_error
 from python_trainer.envs.game import GameError, GameInstance, godot_game
-from python_trainer.envs.xvfb import user_display
+from python_trainer.envs.xvfb import person_display
 from python_trainer.tools.game_flags import GameArgs
 
 
@@ -69,11 +69,8 @@ def _summary(episodes: list) -> str:
 def record(args: RecordArgs) -> int:
     """Start the windowed game recording into --out, show its recorder's lines, and say what the file holds."""
     out = Path(args.out).resolve()
-    display = user_display()  # a person must see the window: no private Xvfb here
-    if display is None:
-        raise UserError("no display ($DISPLAY is not set): a person must see the game to play it; run this in a "
-                        "desktop session (or over ssh -X), or record a policy with the binary's --policy=FILE "
-                        "--record_demos=FILE")  # fmt: skip
+    # a person must see the window: no private Xvfb here
+    display = person_display("play it", "record a policy with the binary's --policy=FILE --record_demos=FILE")
     try:
         game = godot_game(args.env_id, args.env_path, timeout=args.connect_timeout)
     except GameError as e:

@@ -20,8 +20,10 @@ layout), "rewards" (one per action), "terminated", "truncated"}. docs/demonstrat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import re
 import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +119,10 @@ def _rows(rows: list, what: str, where: str, size: int, fix: str, float32: bool 
     """The episode's observation or action ``rows`` as a float64 array (len(rows), size), each a list of ``size``
     numbers (a bare number for size 1), finite (``float32``: within float32's range); else a DemoError naming the first
     bad row. The usual file takes the fast way: its rows are checked by type at once, then converted and bounded."""
+    if isinstance(rows, np.ndarray):  # made compact when read (_compact): only its size and range to check
+        if rows.ndim == 2 and rows.shape[1] == size and bool((np.abs(rows) <= (FLOAT32_MAX if float32 else np.inf)).all()):
+            return rows
+        rows = rows.tolist()  # the slow way names the row
     if all(type(r) is list and len(r) == size and _NUMBERS.issuperset(map(type, r)) for r in rows):
         try:
             array = np.array(rows, dtype=np.float64).reshape(len(rows), size)
@@ -147,7 +153,7 @@ def read_episodes(path) -> list:
         raise DemoError(f"{path}: the file is empty, not a JSON array of episodes: record again (godot-ppo record) "
                         "or drop it from --demos")
     try:
-        data = json.loads(text)
+        data = _episodes_of(text)
     except json.JSONDecodeError as e:
         end = " (the file ends early: truncated?)" if e.pos >= len(text.rstrip()) else ""
         raise DemoError(f"{path}: not valid JSON at line {e.lineno}, column {e.colno}{end}: a demonstration file is a "
@@ -164,6 +170,52 @@ def read_episodes(path) -> list:
         raise DemoError(f"{path}: {'an empty array' if data == [] else 'not a JSON array'}: a demonstration file is a "
                         "JSON array of [observations, actions] episodes with at least one episode")
     return data
+
+
+_BLANKS = re.compile(r"[ \t\n\r]*")
+
+
+def _episodes_of(text: str) -> list:
+    """The JSON array of ``text``, parsed one episode at a time, each made compact at once (_compact): a big file's
+    numbers are never all Python objects together. Anything but an array of values is parsed whole by json.loads,
+    whose error names the line."""
+    decoder, episodes = json.JSONDecoder(), []
+    i = _BLANKS.match(text).end()
+    if not text.startswith("[", i):
+        return json.loads(text)
+    i = _BLANKS.match(text, i + 1).end()
+    while not text.startswith("]", i):
+        try:
+            episode, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            return json.loads(text)  # raises the same error, with its line
+        episodes.append(_compact(episode))
+        i = _BLANKS.match(text, i).end()
+        if text.startswith(",", i):
+            i = _BLANKS.match(text, i + 1).end()
+        elif not text.startswith("]", i):
+            return json.loads(text)
+    if _BLANKS.match(text, i + 1).end() != len(text):
+        return json.loads(text)  # extra data after the array
+    return episodes
+
+
+def _compact(episode):
+    """An episode whose observations, actions and rewards are rows of numbers, with those as float64 arrays (8 bytes a
+    number, not a Python float's 32); anything else as it was (load_demos names what is wrong with it)."""
+    if not isinstance(episode, list) or len(episode) < 2:
+        return episode
+    for k in (0, 1):
+        rows = episode[k]
+        if isinstance(rows, list) and rows and all(type(r) is list and _NUMBERS.issuperset(map(type, r)) for r in rows):
+            with contextlib.suppress(OverflowError, ValueError):  # a huge integer, rows of different sizes
+                episode[k] = np.array(rows, dtype=np.float64)
+    meta = episode[2] if len(episode) > 2 else None
+    rewards = meta.get("rewards") if isinstance(meta, dict) else None
+    if isinstance(rewards, list) and _NUMBERS.issuperset(map(type, rewards)):
+        with contextlib.suppress(OverflowError):
+            meta["rewards"] = np.array(rewards, dtype=np.float64)
+    return episode
 
 
 def _meta_layout(meta: dict, where: str, default_layout: list, declared: Optional[dict], fix: str) -> list:
@@ -194,6 +246,10 @@ def _episode_return(meta: dict, where: str, n_actions: int) -> Optional[float]:
     rewards = meta.get("rewards")
     if rewards is None:
         return None
+    if isinstance(rewards, np.ndarray):  # made compact when read (_compact)
+        if rewards.ndim == 1 and len(rewards) == n_actions and bool(np.isfinite(rewards).all()):
+            return float(rewards.sum())
+        rewards = rewards.tolist()
     fix = "re-record the episode, or drop its meta's \"rewards\""
     if not isinstance(rewards, list) or len(rewards) != n_actions:
         count = f"{len(rewards)} values" if isinstance(rewards, list) else _short.repr(rewards)
@@ -245,7 +301,8 @@ def load_demos(paths: Sequence, obs_dim: int, action_space: gym.Space, declared:
         for i in range(len(episodes)):
             episode, episodes[i] = episodes[i], None  # freed once converted: a big file is not held twice
             where = _where(path, i)
-            if not isinstance(episode, list) or len(episode) < 2 or not all(isinstance(p, list) for p in episode[:2]):
+            if not isinstance(episode, list) or len(episode) < 2 or not all(isinstance(p, (list, np.ndarray))
+                                                                                for p in episode[:2]):
                 raise DemoError(f"{where}: not [observations, actions]: each episode is a two-element array (a third, "
                                 "our meta, is optional)")
             ep_obs, ep_actions = episode[0], episode[1]
@@ -258,7 +315,7 @@ def load_demos(paths: Sequence, obs_dim: int, action_space: gym.Space, declared:
                 raise DemoError(f"{where}: its action keys {_short.repr(meta['action_space'])} differ from the game's "
                                 f"{json.dumps(declared)}: {fix}")
             layout = _meta_layout(meta, where, default_layout, declared, fix)
-            if not ep_actions:
+            if len(ep_actions) == 0:
                 raise DemoError(f"{where}: has no actions: drop the episode from the file")
             if len(ep_obs) != len(ep_actions) + 1:
                 raise DemoError(f"{where}: {len(ep_obs)} observations for {len(ep_actions)} actions (one more "

@@ -220,7 +220,7 @@ SLOW_STEP_S = 10.0
 def slow_step_warning(env: str, seconds: float, instance) -> str:
     """The line said of a slow step of ``env``'s ``instance`` (its command line's action_repeat)."""
     repeat = int(getattr(instance, "action_repeat", 1) or 1)
-    return (f"warning: each step of {env} takes about {seconds:.0f} s ({repeat} physics frame{'s' * (repeat != 1)} per "
+    return (f"warning: each step of {env} takes about {seconds:.3g} s ({repeat} physics frame{'s' * (repeat != 1)} per "
             "step, --action-repeat); training goes on, slowly: a lower --action-repeat, or fewer agents per instance, "
             "steps faster")  # fmt: skip
 

@@ -97,9 +97,9 @@ class TrainingRun:
         check_args(args, self.explicit, self.ckpt)  # every flag that can be checked without a game
         # --demos: a missing, empty or damaged file is said before any game starts; each is read once (_clone)
         self.demo_files = read_demo_files(args.demos or ())
+        self.params, params_where = curriculum.read(args.env_param, args.curriculum)  # a bad flag or file: now
         if args.curriculum is not None:  # absolute in args.json: a resume from another folder finds it
             args = replace(args, curriculum=str(Path(args.curriculum).resolve()))
-        self.params, params_where = curriculum.read(args.env_param, args.curriculum)  # a bad flag or file: now
         self.args, self.game = check_game(args, self.params, params_where)
         args = self.args
         fresh = self.fresh = self.run_dir is None

@@ -121,14 +121,6 @@ def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headle
     assert "the checkpoint holds one policy, and tag now has the policies ['chaser', 'runner']: start a new run" in err
 
 
-@pytest.mark.slow
-def test_several_policies_are_refused_on_ray_in_one_line(headless_export, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    assert cli.main(["train", "--env-id", "tag", "--ray-address", "local", "--ray-workers", "1",
-                     "--total-timesteps", "512", "--run-dir-root", str(tmp_path)]) == 2  # fmt: skip
-    assert "training several policies on Ray workers is not supported yet" in capsys.readouterr().err
-
-
 def test_a_plugin_game_with_two_policy_names_trains_two_networks(tmp_path, capsys):
     export = plain_export(tmp_path, "--fake_policy_names=left,right", "--fake_fixed_agents=4", name="duel")
     root = tmp_path / "runs"

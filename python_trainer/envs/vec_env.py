@@ -34,12 +34,16 @@ Conventions (shared with python_trainer.envs.gym_env.GymVecEnv):
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
 
-from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, agents_for, check_instance_options
+from python_trainer.base.errors import say
+from python_trainer.base.flags import (
+    DEFAULT_CONNECT_TIMEOUT_S, SLOW_STEP_S, agents_for, check_instance_options, slow_step_warning,
+)
 from python_trainer.envs.game import (
     PLUGIN_PHYSICS_LINE, GameBugError, GameError, GodotGame, godot_game, resolve_env,
 )
@@ -110,6 +114,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self._group_instances = [range(0, half), range(half, self.num_instances)][: 2 if self.num_instances > 1 else 1]
         self.groups = [slice(self._offsets[r.start], self._offsets[r.stop]) for r in self._group_instances]
         self._pending: dict = {}  # group -> {instance: send error} for the groups step_async sent actions to
+        self._sent_at, self._said_slow = {}, False  # first instance -> when its actions went; the slow step said
 
     # ---------------------------------------------------------------- what the game was given
     @property
@@ -277,6 +282,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         base = self._offsets[insts.start]
         failed = {}
         per_agent = None
+        self._sent_at[insts.start] = time.monotonic()
         for i in insts:
             inst = self.launcher.instances[i]
             s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)
@@ -321,6 +327,10 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self._obs[part] = batch.obs  # a copy: what we return is the caller's
         self._check_script_errors()
         infos = self.episode_stats.update(batch.rewards, batch.terminated, batch.truncated, infos, part)
+        took = time.monotonic() - self._sent_at.pop(insts.start, time.monotonic())
+        if took >= SLOW_STEP_S and not (failed or self._said_slow):  # said once: a slow run does not go silent
+            self._said_slow = True
+            (getattr(self.launcher, "report", None) or say)(slow_step_warning(self.env_id, took, self.launcher.instance))
         return batch.obs, batch.rewards, batch.terminated, batch.truncated, infos
 
     def _read_packed_reply(self, i: int, s: slice, batch: "StepBatch") -> None:

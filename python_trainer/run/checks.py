@@ -12,7 +12,6 @@ from python_trainer.agent import action_heads
 from python_trainer.base.errors import say
 from python_trainer.base.flags import agents_for, check_flags
 from python_trainer.checkpoint import space_to_dict
-from python_trainer.demos import read_episodes
 from python_trainer.envs.editor import EditorPlay, wait_for_play
 from python_trainer.envs.env_params import check_params
 from python_trainer.envs.game import GodotGame, resolve_env
@@ -71,8 +70,6 @@ def check_args(args, explicit, ckpt):
     if args.total_timesteps == 0 and not args.demos:
         raise TrainError("--total-timesteps 0 trains nothing: give --demos FILE [FILE...] (the cloned policy alone) or "
                          "a budget >= 1, e.g. --total-timesteps 500000")
-    for path in args.demos or ():  # a missing, empty or damaged file: said before any game starts
-        read_episodes(path)
     _check_editor(args)
     if args.self_play and args.ray_address is not None:
         raise TrainError("--self-play runs on this machine's games: Ray workers do not play against a pool yet; drop "

@@ -10,6 +10,7 @@ from typing import Optional
 from python_trainer.base.errors import say
 from python_trainer.checkpoint import image_entry, space_to_dict
 from python_trainer.envs.game import GodotGame
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.spaces import agent_policy_names
 from python_trainer.envs.vec_env import make_vec_env
 from python_trainer.normalization import Normalizer
@@ -54,6 +55,8 @@ def make_rollouts(args, game, global_step, run_dir):
     """This machine's envs (LocalRollouts), or --ray-workers Ray workers with their own games (RayRollouts)."""
     kwargs = env_kwargs(args, game, global_step, run_dir)
     if args.ray_address is not None:
+        if isinstance(game, GodotGame):  # a game of several policies is refused before Ray starts (seconds, a GB)
+            _refuse_ray_policies(args, _policy_names(game, args))
         return RayRollouts(game, args, run_dir, kwargs, say)
     rollouts = LocalRollouts(make_vec_env(game, **kwargs), args.pipeline)
     if not args.self_play:
@@ -74,9 +77,7 @@ def policy_set_of(rollouts, args) -> Optional[PolicySet]:
     names = list(dict.fromkeys(agent_policy_names(rollouts.env_info))) if rollouts.env_info else []
     if len(names) < 2:
         return None
-    if args.ray_address is not None:
-        raise TrainError(f"{args.env_id} has several policies ({', '.join(names)}): training several policies on Ray "
-                         "workers is not supported yet; drop --ray-address to train them on this machine")  # fmt: skip
+    _refuse_ray_policies(args, names)
     policy_set = PolicySet(rollouts)
     for view in policy_set.views:
         try:
@@ -84,6 +85,21 @@ def policy_set_of(rollouts, args) -> Optional[PolicySet]:
         except TrainError as e:
             raise TrainError(f"the policy {view.name!r} has {view.num_envs} of the {rollouts.num_envs} agents: {e}") from None
     return policy_set
+
+
+def _policy_names(game, args) -> list:
+    """The policy names of the game's agents, from one headless instance of the run's agents, ended at once."""
+    options = LaunchOptions(agents_per_instance=args.agents_per_instance, copies=args.copies,
+                            connect_timeout=args.connect_timeout, auto_window=False)  # fmt: skip
+    with InstanceLauncher(game, options) as launcher:
+        return agent_policy_names(launcher.instances[0].env_info)
+
+
+def _refuse_ray_policies(args, names) -> None:
+    names = list(dict.fromkeys(names))
+    if args.ray_address is not None and len(names) > 1:
+        raise TrainError(f"{args.env_id} has several policies ({', '.join(names)}): training several policies on Ray "
+                         "workers is not supported yet; drop --ray-address to train them on this machine")  # fmt: skip
 
 
 def saved_policy(ckpt, view, policy_set) -> Optional[dict]:

@@ -25,7 +25,7 @@ from python_trainer import ppo
 from python_trainer.base.errors import UserError, say
 from python_trainer.base.flags import (parse_flags, 
     ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, COPIES, DEFAULT_CONNECT_TIMEOUT_S, NUM_INSTANCES, SPEEDUP,
-    GoesWith, aliases, at_least, explicit_fields, flag, in_range, positive,
+    GoesWith, aliases, at_least, explicit_fields, flag, in_range, positive, seconds_rule,
 )
 from python_trainer.base.signals import signal_policy, signum_of
 from python_trainer.engine.watcher import WATCH_FPS
@@ -112,7 +112,7 @@ class EnvArgs:
     max_restarts: int = flag(DEFAULT_MAX_RESTARTS, at_least(0, "an integer >= 0", "3"))
     """Godot games: how many times each instance may be restarted after a crash or a hang before training stops
     (with a checkpoint)"""
-    step_timeout: float = flag(DEFAULT_TIMEOUT_S, positive("60", "a number of seconds > 0"))
+    step_timeout: float = flag(DEFAULT_TIMEOUT_S, seconds_rule("60", "how long one step may take"))
     """Godot games: seconds an instance may take to answer one step before it counts as hung (and is restarted)"""
     allow_script_errors: bool = False
     """Godot games: train on even when a game keeps raising script errors (Godot's SCRIPT ERROR lines, after its

@@ -20,7 +20,7 @@ from python_trainer.base.files import OutputError, is_disk_full, write_error
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
 from python_trainer.base.signals import hold_signals, signals_deferred
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state
-from python_trainer.demos import DemoError, load_demos
+from python_trainer.demos import DemoError, load_demos, read_demo_files
 from python_trainer.engine.in_engine import PlaybackError
 from python_trainer.engine.policy_file import (
     POLICY_NAME, game_policy, policy_source, write_policies_or_warn, write_policy_or_warn,
@@ -60,6 +60,7 @@ class TrainingRun:
         self.rollouts = self.lock = self.log = self.watcher = self.schedule = None
         self.ready = False  # set once the agent exists: from then on a stop or a crash saves a checkpoint
         self.done_step = self.done_update = self.saved_step = None
+        self.fresh, self.stopped_by = False, None  # a new run folder (not --resume's); what ended the run early
 
     def run(self) -> int:
         """0 once trained; 128 + N after signal N (said here); a UserError for a crash once the agent existed,
@@ -70,9 +71,11 @@ class TrainingRun:
             self.loop()
             self.finish()
             return 0
-        except (TrainError, DemoError):
+        except (TrainError, DemoError) as e:
+            self.stopped_by = e
             raise  # NaN observations or loss: its message names the last checkpoint (the model may be diverging)
         except (KeyboardInterrupt, Exception) as e:
+            self.stopped_by = e
             # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), the editor's game closed, an instance out of restarts, a
             # closed stdout (`| head`), a bug: the model in memory is intact, so the last completed update is saved
             # first, with a second signal held.
@@ -84,18 +87,24 @@ class TrainingRun:
             raise UserError(message, status=status) from None
         finally:
             self.close()
+            if self.fresh and not self.ready and self.stopped_by is not None:
+                # a new run refused once its games had started (its demonstrations, --demos on a game of several
+                # policies): no folder is left of it; its games' logs go too when its one line says all
+                discard_if_unused(self.run_dir, logs_too=isinstance(self.stopped_by, (GameBugError, UserError)))
 
     # ---- prepare ------------------------------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Every check that can be made before a game starts, then the run folder, the seeds and the rollouts."""
         args, self.run_dir, self.ckpt = prepare_run(self.args, self.explicit)  # --resume: flags from its args.json
         check_args(args, self.explicit, self.ckpt)  # every flag that can be checked without a game
+        # --demos: a missing, empty or damaged file is said before any game starts; each is read once (_clone)
+        self.demo_files = read_demo_files(args.demos or ())
+        self.params, params_where = curriculum.read(args.env_param, args.curriculum)  # a bad flag or file: now
         if args.curriculum is not None:  # absolute in args.json: a resume from another folder finds it
             args = replace(args, curriculum=str(Path(args.curriculum).resolve()))
-        self.params, params_where = curriculum.read(args.env_param, args.curriculum)  # a bad flag or file: now
         self.args, self.game = check_game(args, self.params, params_where)
         args = self.args
-        fresh = self.run_dir is None
+        fresh = self.fresh = self.run_dir is None
         self.run_dir = self.run_dir or new_run_dir(args.run_dir_root, args.env_id, args.exp_name, args.seed)
         keep_out_of_projects(self.run_dir.parent)  # runs/ inside a Godot project: its editor must not import it
         self.global_step = self.ckpt["global_step"] if self.ckpt else 0
@@ -204,7 +213,7 @@ class TrainingRun:
             raise TrainError(f"--demos clones one policy; {args.env_id}'s agents play {len(self.learners)} "
                              f"({', '.join(self.policy_set.names)}): drop --demos")  # fmt: skip
         demos = load_demos(args.demos, first.agent.obs_dim, self.act_space, declared_actions(self.rollouts.env_info),
-                           args.env_id)  # fmt: skip
+                           args.env_id, parsed=self.demo_files)  # fmt: skip
         print(f"demonstrations: {demos.summary()}", flush=True)
         if not self.ckpt:
             cloning.seed_normalizer(first.normalizer, demos)

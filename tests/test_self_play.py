@@ -113,7 +113,7 @@ def test_self_play_is_refused_where_it_cannot_run(headless_export, tmp_path, cap
 class _TwoTeams:
     """What SelfPlayRollouts reads of its base rollouts: a game of two agents, one policy, teams 0 and 1."""
 
-    envs = game_settings = pipeline = None
+    envs = game_settings = pipeline = image_layout = None
     agents_per_instance = 2
     env_info = {"n_agents": 2, "agent_policy_names": ["p", "p"], "agent_teams": [0, 1]}
     single_observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)

@@ -87,7 +87,8 @@ static func _key_problem(key: String, value) -> String:
 
 static func _numbers_problem(values, what: String) -> String:
 	if typeof(values) != TYPE_ARRAY:
-		return "%s returned %s, not an Array of numbers" % [what, preview(values)]
+		# to_json quotes a String, so "abc" is not mistaken for a name in the message
+		return "%s returned %s, not an Array of numbers" % [what, preview(to_json(values))]
 	for k in range(values.size()):
 		if not typeof(values[k]) in [TYPE_INT, TYPE_REAL, TYPE_BOOL]:
 			return "%s holds %s at index %d, not a number; an observation is a flat Array of numbers" \

@@ -96,6 +96,7 @@ class Agent(nn.Module):
     """The MLP agent. ``rnd``: the critic has a second output, RND's intrinsic value V_int(s) (rnd.py)."""
 
     recurrent = False
+    image_layout = None  # an agent that reads a camera image: where it sits in the row (variants/cnn_agent.py)
 
     def __init__(self, obs_dim: int, action_space: gym.Space, rnd: bool = False):
         super().__init__()

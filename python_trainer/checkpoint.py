@@ -5,7 +5,8 @@ Only tensors and plain Python values, so ``torch.load(..., weights_only=True)`` 
     {"format": "godot-ppo-checkpoint/1", "env_id", "global_step", "update", "model", "optimizer", "normalizer",
      "observation_space", "action_space", "args", "rng", "env_info", "rnd", "batch_size"}
 
-("rnd": None, or with --rnd the RND module's weights and statistics: {"model", "stats"}.)
+("rnd": None, or with --rnd the RND module's weights and statistics: {"model", "stats"}; an agent that reads a
+camera image adds "image": its envs/images.ImageLayout's fields, as one policy's part of the checkpoint does.)
 
 Written by the train command (train.py); read by it (--resume), by trained_agent.load_agent and by the tools.
 """
@@ -27,7 +28,8 @@ from python_trainer.base.files import atomic_output
 from python_trainer.base.paths import CHECKPOINT_NAME, MODEL_NAME
 
 __all__ = [
-    "CHECKPOINT_FORMAT", "CheckpointError", "CHECKPOINT_NAME", "MODEL_NAME", "space_to_dict", "space_from_dict", "rng_state",
+    "CHECKPOINT_FORMAT", "CheckpointError", "CHECKPOINT_NAME", "MODEL_NAME", "space_to_dict", "space_from_dict",
+    "image_entry", "rng_state",
     "set_rng_state", "save_checkpoint", "load_checkpoint",
 ]  # fmt: skip
 
@@ -63,6 +65,12 @@ def space_from_dict(d):
     low = np.array(d["low"], dtype=d["dtype"]).reshape(shape)
     high = np.array(d["high"], dtype=d["dtype"]).reshape(shape)
     return gym.spaces.Box(low, high, shape=shape, dtype=d["dtype"])
+
+
+def image_entry(agent) -> dict:
+    """{"image": the ImageLayout's fields} of an agent that reads a camera image (what rebuilds it), else {}."""
+    image = getattr(agent, "image_layout", None)
+    return {} if image is None else {"image": asdict(image)}
 
 
 def rng_state():
@@ -116,6 +124,7 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
         **({"policies": policies} if policies is not None else {}),
         **({"rollouts": rollouts} if rollouts is not None else {}),
         "curriculum": curriculum,
+        **image_entry(agent),
     }
     with atomic_output(path, fsync=True) as tmp, open(tmp, "wb") as f:  # a file object: the archive is "archive/"
         torch.save(state, f)

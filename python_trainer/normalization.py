@@ -4,7 +4,9 @@ gym.wrappers.NormalizeObservation / NormalizeReward), kept with the model so the
     obs    -> clip((obs - mean) / sqrt(var + eps), +-10)
     reward -> clip(reward / sqrt(Var[discounted return] + eps), +-10)
 
-`NormArgs` are their flags (default: on for continuous actions, off for discrete, as CleanRL's two scripts).
+`NormArgs` are their flags (default: on for continuous actions, off for discrete, as CleanRL's two scripts). A row
+with a camera image (envs/images.py) is normalised in its vector columns only (``vector_mask``: the layout's
+vector_mask()); the image's 0..255 values pass through, and the CNN encoder scales them by 1/255.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Optional
 
 import numpy as np
+import torch
 import tyro
 
 from python_trainer.base.running_stats import RunningMeanStd
@@ -55,21 +58,26 @@ class Normalizer:
     """obs -> clip((obs - mean) / sqrt(var + eps), +-10); reward -> clip(reward / sqrt(Var[return] + eps), +-10).
 
     Disabled parts pass values through (as float32 observations / float rewards). ``num_envs``: the batch whose
-    running discounted returns the reward scaling keeps.
+    running discounted returns the reward scaling keeps. ``vector_mask`` (a bool per column of the row, or None for
+    all): the columns the observation statistics cover and normalise; the others pass through unchanged.
     """
 
-    def __init__(self, obs_dim, num_envs, gamma, norm_obs, norm_reward, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8):
+    def __init__(self, obs_dim, num_envs, gamma, norm_obs, norm_reward, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8,
+                 vector_mask=None):  # fmt: skip
         self.norm_obs, self.norm_reward = bool(norm_obs), bool(norm_reward)
         self.gamma, self.clip_obs, self.clip_reward, self.epsilon = gamma, clip_obs, clip_reward, epsilon
-        self.obs_rms = RunningMeanStd(shape=(obs_dim,))
+        self.vector_mask = None if vector_mask is None else np.asarray(vector_mask, bool)
+        self.obs_rms = RunningMeanStd(shape=(obs_dim if vector_mask is None else int(self.vector_mask.sum()),))
         self.return_rms = RunningMeanStd(shape=())
         self.returns = np.zeros(num_envs, np.float64)  # running discounted return per env (not saved)
 
     @classmethod
     def frozen(cls, state: dict) -> "Normalizer":
         """A normaliser with a checkpoint's statistics, for acting (playback, evaluation): nothing updates them."""
-        obs_dim = int(np.asarray(state["obs_rms"]["mean"]).shape[0])
-        normalizer = cls(obs_dim, 1, state["gamma"], False, False)
+        mask = state.get("vector_mask")
+        mask = None if mask is None else np.asarray(mask, bool)
+        obs_dim = int(np.asarray(state["obs_rms"]["mean"]).shape[0]) if mask is None else mask.size
+        normalizer = cls(obs_dim, 1, state["gamma"], False, False, vector_mask=mask)
         normalizer.load_state_dict(state)
         return normalizer
 
@@ -77,10 +85,28 @@ class Normalizer:
         obs = np.asarray(obs, dtype=np.float32)
         if not self.norm_obs:
             return obs
+        if self.vector_mask is not None:  # the vector columns only: an image's pass through
+            out = obs.copy()
+            out[:, self.vector_mask] = self._normalized(obs[:, self.vector_mask], update)
+            return out
+        return self._normalized(obs, update)
+
+    def _normalized(self, obs, update):
         if update:
             self.obs_rms.update(obs)
         out = (obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + self.epsilon)
         return _clip(out, self.clip_obs).astype(np.float32)
+
+    def raw_obs(self, obs):
+        """normalize_obs undone (but where its clip bit), as float64: the observations these statistics normalised."""
+        if not self.norm_obs:
+            return obs
+        scale = np.sqrt(self.obs_rms.var + self.epsilon)
+        if self.vector_mask is None:
+            return obs * scale + self.obs_rms.mean
+        out = np.asarray(obs, np.float64).copy()
+        out[:, self.vector_mask] = obs[:, self.vector_mask] * scale + self.obs_rms.mean
+        return out
 
     def scale_reward(self, rewards, dones, envs=slice(None)):
         """``envs``: which envs of the batch the rewards are (a group's slice in the rollout; default: all)."""
@@ -94,20 +120,24 @@ class Normalizer:
         return _clip(rewards / np.sqrt(self.return_rms.var + self.epsilon), self.clip_reward)
 
     def state_dict(self):
+        mask = {} if self.vector_mask is None else {"vector_mask": torch.from_numpy(self.vector_mask.copy())}
         return {
             "norm_obs": self.norm_obs, "norm_reward": self.norm_reward, "gamma": self.gamma,
             "clip_obs": self.clip_obs, "clip_reward": self.clip_reward, "epsilon": self.epsilon,
-            "obs_rms": self.obs_rms.state_dict(), "return_rms": self.return_rms.state_dict(),
+            "obs_rms": self.obs_rms.state_dict(), "return_rms": self.return_rms.state_dict(), **mask,
         }  # fmt: skip
 
     def load_state_dict(self, d):
+        mask = d.get("vector_mask")
+        self.vector_mask = None if mask is None else np.asarray(mask, bool)
         self.norm_obs, self.norm_reward, self.gamma = d["norm_obs"], d["norm_reward"], d["gamma"]
         self.clip_obs, self.clip_reward, self.epsilon = d["clip_obs"], d["clip_reward"], d["epsilon"]
         self.obs_rms.load_state_dict(d["obs_rms"])
         self.return_rms.load_state_dict(d["return_rms"])
 
     def obs_statistics(self):
-        """{mean, var, epsilon, clip} of the observation normalisation (None when it is off), for the policy file."""
+        """{mean, var, epsilon, clip} of the observation normalisation (None when it is off), for the policy file.
+        With a camera image (``vector_mask``) they are the vector columns' only: the row's first len(mean) columns."""
         if not self.norm_obs:
             return None
         return {"mean": self.obs_rms.mean, "var": self.obs_rms.var, "epsilon": self.epsilon, "clip": self.clip_obs}

@@ -133,11 +133,14 @@ def explained_variance(y_pred, y_true):
 
 
 class NonFiniteLoss(ArithmeticError):
-    """The loss became NaN/inf (the policy and value losses of that minibatch are kept, for the message)."""
+    """The loss became NaN/inf, or (``weights``) a step with a finite loss took the weights there: the policy, value
+    and auxiliary (cloning) losses of that minibatch are kept, for the message."""
 
-    def __init__(self, pg_loss: float, v_loss: float):
-        super().__init__(f"the loss became NaN/inf (policy {pg_loss:.3g}, value {v_loss:.3g})")
-        self.pg_loss, self.v_loss = pg_loss, v_loss
+    def __init__(self, pg_loss: float, v_loss: float, aux_loss: Optional[float] = None, weights: bool = False):
+        what = "the weights became" if weights else "the loss became"
+        aux = "" if aux_loss is None else f", cloning {aux_loss:.3g}"
+        super().__init__(f"{what} NaN/inf (policy {pg_loss:.3g}, value {v_loss:.3g}{aux})")
+        self.pg_loss, self.v_loss, self.aux_loss, self.weights = pg_loss, v_loss, aux_loss, weights
 
 
 @dataclass
@@ -196,7 +199,7 @@ def iterations(args: Args, agent: nn.Module, optimizer: Adam, rollouts, buf, nor
             b_rnd_inputs, b_rnd_targets = bonus.prepare(buf.rnd_next_obs.reshape((-1, obs_dim)))
 
         # flatten the batch: (num_steps, num_envs, ...) -> (batch_size, ...)
-        b_obs = torch.from_numpy(buf.obs.reshape((-1, obs_dim)))
+        b_obs = buf.batch_obs()  # a tensor (a camera's images: uint8 rows, made float by each index_select)
         b_logprobs = torch.from_numpy(buf.logprobs.reshape(-1))
         b_actions = torch.from_numpy(buf.actions.reshape((-1,) + agent.action_shape))
         b_advantages = torch.from_numpy(advantages.reshape(-1))
@@ -261,9 +264,10 @@ def iterations(args: Args, agent: nn.Module, optimizer: Adam, rollouts, buf, nor
                                                     b_rnd_targets.index_select(0, mb_inds))
                     loss = loss + int_v_loss * args.vf_coef + rnd_loss
                 if aux is not None:  # e.g. + c_bc(t) * L^BC on demonstrations (cloning.py)
-                    loss = loss + aux.loss(agent, global_step)
+                    aux_loss = aux.loss(agent, global_step)
+                    loss = loss + aux_loss
                 if not torch.isfinite(loss):
-                    raise NonFiniteLoss(pg_loss.item(), v_loss.item())
+                    raise NonFiniteLoss(pg_loss.item(), v_loss.item(), None if aux is None else float(aux_loss))
 
                 optimizer.zero_grad()
                 loss.backward()
@@ -273,6 +277,8 @@ def iterations(args: Args, agent: nn.Module, optimizer: Adam, rollouts, buf, nor
             if stop:
                 break
             epochs_done = epoch + 1
+        if grad_norms and not torch.stack([torch.isfinite(p).all() for p in params]).all():  # e.g. a huge lr
+            raise NonFiniteLoss(pg_loss.item(), v_loss.item(), weights=True)
         t_update = time.perf_counter() - t_update
 
         y_pred, y_true = b_values.numpy(), b_returns.numpy()

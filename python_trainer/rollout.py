@@ -17,9 +17,12 @@ from typing import Callable, Optional, Protocol
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 from python_trainer.agent import env_action
 from python_trainer.envs.grouped_env import GroupedVecEnv
+from python_trainer.envs.images import ImageLayout
+from python_trainer.obs_store import ObsStore
 
 EVAL_SEED_OFFSET = 10**6  # the final evaluation's games are seeded away from the training's
 
@@ -63,6 +66,8 @@ class RolloutBuffer:
     at step t (the final one where an episode ended), and rnd_next_obs[t] that raw observation.
     Where the rollout's time went: policy_s (acting: the normaliser, the forward pass, sampling), env_wait_s (sending
     actions to the games and waiting for their replies), over group_steps steps of one group of envs.
+    An agent that reads a camera image (its ``image_layout``: variants/cnn_agent.py) gets its obs in an
+    obs_store.ObsStore, the image block as uint8; every other agent's are a float32 array.
     """
 
     FIELDS = ("obs", "actions", "logprobs", "rewards", "dones", "values", "terminated", "truncated", "final_values",
@@ -70,7 +75,11 @@ class RolloutBuffer:
     BONUS_FIELDS = ("int_rewards", "rnd_next_obs")
 
     def __init__(self, num_steps, num_envs, obs_dim, agent, bonus=None):
-        self.obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
+        image = getattr(agent, "image_layout", None)
+        if image is None:
+            self.obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
+        else:  # the image block as uint8: a quarter of the memory
+            self.obs = ObsStore(num_steps, num_envs, image)
         # actions: one int64 index per env for a Discrete space, else the flat float row of the agent (continuous
         # values, then one index per discrete key)
         self.actions = np.zeros((num_steps, num_envs) + agent.action_shape, np.int64 if agent.discrete else np.float32)
@@ -92,6 +101,14 @@ class RolloutBuffer:
         if bonus is not None:
             self.int_rewards = np.zeros((num_steps, num_envs), np.float32)
             self.rnd_next_obs = np.zeros((num_steps, num_envs, obs_dim), np.float32)
+
+    def batch_obs(self):
+        """The rollout's observations as the update's flat batch (num_steps * num_envs rows), without a copy: a
+        tensor, or an ObsStore's rows (uint8 images turned into float rows one minibatch at a time); either gives a
+        minibatch by ``index_select(0, mb_inds)``."""
+        if isinstance(self.obs, ObsStore):
+            return self.obs.rows()
+        return torch.from_numpy(self.obs.reshape((-1, self.obs.shape[-1])))
 
 
 class Stopwatch:
@@ -226,6 +243,7 @@ class Rollouts(Protocol):
     env_info: Optional[dict]  # a Godot game's (its action keys make the in-engine policy file), else None
     agents_per_instance: Optional[int]
     game_settings: Optional[dict]  # what a Godot game's instances were given (args.json records it), else None
+    image_layout: Optional[ImageLayout] = None  # where a camera image sits in each observation row (envs/images.py)
 
     def startup_line(self) -> Optional[str]:
         """One line saying what runs (a Godot game's instances and settings), or None."""
@@ -271,6 +289,7 @@ class LocalRollouts(Rollouts):
         self.env_info = getattr(envs, "env_info", None)
         self.agents_per_instance = getattr(envs, "agents_per_instance", None)
         self.game_settings = getattr(envs, "game_settings", None)
+        self.image_layout = getattr(envs, "image_layout", None)
 
     def startup_line(self) -> Optional[str]:
         return self.envs.startup_line() if self.game_settings is not None else None

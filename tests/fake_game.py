@@ -15,6 +15,11 @@ plus test-only ones:
   --fake_info                       an ended episode's info also holds {"fake_length": its length}
   --fake_imported_assets=N          at start, print on stderr what Godot 3.2.3 prints for an export that loads N
                                     imported assets (two lines each: "ERROR: _get_modified_time: ..." and its "At:")
+  --fake_image=camera_2d:H:W:C      also a camera image under that key, declared [H, W, C]: every byte of agent j's
+                                    frame is (its episode's step + 1) % 256, hex in JSON, raw bytes in the binary
+                                    exchange; without $DISPLAY (a headless build renders nothing) the game refuses
+                                    its first reset with one "rl_sync: error:" line, as the real headless build does
+  --fake_image_shrink=N             from step N on, agent 1's frame is one byte short (a size that changes mid-run)
   --fake_dialect=godot_rl           speak exactly as a game made with godot_rl_agents' plugin (Godot 3 branch, see
                                     python_trainer/envs/protocol.py): no --list_envs answer, no hello, one space each in
                                     env_info, no info, done = terminated or time limit; --action_repeat defaults to 8
@@ -96,8 +101,10 @@ def unpack_arrays(body):
     return arrays, at == len(body)
 
 
-def send_packed_step(sock, values, infos):
+def send_packed_step(sock, values, infos, frames=None):
     body = struct.pack(f"<II{len(values)}f", 22, len(values), *values)
+    if frames is not None:  # Godot's var2bytes of a PoolByteArray: type 20, count, the bytes, zeros to 4 bytes
+        body += struct.pack("<II", 20, len(frames)) + frames + b"\0" * (-len(frames) % 4)
     if infos:
         body += json.dumps({"info": {str(j): v for j, v in infos.items()}}).encode("utf-8")
     sock.sendall(struct.pack("<I", len(body)) + body)
@@ -189,6 +196,19 @@ def main():
         o = obs_of(j)
         return [v for k in sorted(o) for v in o[k]]
 
+    image = args.get("fake_image")
+    if image:
+        image_key, *hwc = image.split(":")
+        hwc = [int(v) for v in hwc]
+    shrink_at = int(args.get("fake_image_shrink", 10 ** 9))
+
+    def frame_of(j):
+        size = hwc[0] * hwc[1] * hwc[2] - (1 if j == 1 and steps >= shrink_at else 0)
+        return bytes([(t[j] + 1) % 256]) * size
+
+    def with_image(o, j):
+        return {**o, image_key: frame_of(j).hex()} if image else o
+
     float_keys = sorted(k for k, spec in act_spec.items() if spec["action_type"] == "continuous")
     int_keys = sorted(k for k, spec in act_spec.items() if spec["action_type"] == "discrete")
     floats_per_agent = sum(act_spec[k]["size"] for k in float_keys)
@@ -211,18 +231,26 @@ def main():
                 sys.exit(1)
             binary = msg.get("step_encoding") == "binary" and args.get("fake_step_encoding") != "json"
         elif typ == "env_info":
+            obs_space = {k: {"size": [s], "space": "box"} for k, s in obs_spec}
+            if image:
+                obs_space[image_key] = {"size": hwc, "space": "box"}
             send(sock, {
                 "type": "env_info", "n_agents": n,
-                "observation_space": [{k: {"size": [s], "space": "box"} for k, s in obs_spec}] * n,
+                "observation_space": [obs_space] * n,
                 "action_space": [act_spec] * n, "agent_policy_names": ["shared_policy"] * n,
                 "env": env, "max_episode_steps": max_steps, "agents_from_flag": "fake_fixed_agents" not in args,
                 **({"step_encoding": "binary"} if binary else {}),
             })
         elif typ == "reset":
+            if image and not os.environ.get("DISPLAY"):
+                message = f"rl_sync: error: {env}'s camera needs the windowed export: a headless build renders nothing"
+                print(message, file=sys.stderr, flush=True)
+                send(sock, {"type": "error", "message": message})
+                sys.exit(1)
             for j in range(n):
                 t[j] = 0
                 last[j] = 0.0
-            send(sock, {"type": "reset", "obs": [obs_of(j) for j in range(n)]})
+            send(sock, {"type": "reset", "obs": [with_image(obs_of(j), j) for j in range(n)]})
         elif typ in ("action", "_packed"):
             packed = typ == "_packed"
             if packed:
@@ -249,6 +277,7 @@ def main():
                 sys.exit(1)
             obs, rew, done, info = [], [], [], []
             statuses, terminal, ended_infos = [], [], {}
+            frames, terminal_frames = b"", b""
             for j in range(n):
                 s = 0.0
                 for v in acts[j].values():
@@ -261,8 +290,9 @@ def main():
                 rew.append(r)
                 if term or trunc:
                     extra = {"fake_length": t[j]} if "--fake_info" in sys.argv else {}
-                    term_obs = obs_of(j)
+                    term_obs = with_image(obs_of(j), j)
                     terminal += flat_obs(j)
+                    terminal_frames += frame_of(j) if image else b""
                     if extra:
                         ended_infos[j] = extra
                     t[j] = 0
@@ -274,10 +304,11 @@ def main():
                     done.append(False)
                     statuses.append(0.0)
                     info.append({})
-                obs.append(obs_of(j))
+                obs.append(with_image(obs_of(j), j))
+                frames += frame_of(j) if image else b""
             if packed:
                 values = [v for j in range(n) for v in flat_obs(j)] + rew + statuses + terminal
-                send_packed_step(sock, values, ended_infos)
+                send_packed_step(sock, values, ended_infos, frames + terminal_frames if image else None)
             else:
                 send(sock, {"type": "step", "obs": obs, "reward": rew, "done": done, "info": info})
         elif typ == "call":

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 from python_trainer.base import paths
-from python_trainer.engine import onnx_policy
+from python_trainer.engine import onnx_import, onnx_policy
 from python_trainer.engine.policy_file import (PolicyFileError, game_policy, policy_dict, policy_json, read_policy,
                                                write_policy)  # fmt: skip
 from python_trainer.envs.images import ImageLayout
@@ -234,4 +234,4 @@ def test_the_onnx_export_takes_its_observations_by_key_and_matches_onnxruntime(t
     assert np.abs(output - expected).max() <= 1e-5
     with pytest.raises(PolicyFileError, match=r"convolutions or an image input \(a camera policy\); import-policy "
                                               "maps MLP policies only"):  # fmt: skip
-        onnx_policy.import_policy(path)
+        onnx_import.import_policy(path)

@@ -100,4 +100,4 @@ def test_a_connect_timeout_that_is_not_a_positive_number_is_refused(main, tmp_pa
         code = e.code
     err = capsys.readouterr().err
     assert code == 2 and "0 is not valid: give a number of seconds > 0 (how long a game may take to load and " \
-        "connect), e.g." in err, err
+        "connect; at most 86400, a day), e.g." in err, err

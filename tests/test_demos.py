@@ -205,6 +205,18 @@ def test_train_with_demos_logs_cloning_and_total_timesteps_zero_needs_demos(tmp_
     assert f"{tmp_path / 'cut.json'}: not valid JSON" in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_cloning_loss_that_becomes_nan_stops_the_run_in_one_line_and_saves_no_model(tmp_path, capsys):
+    demos = _cartpole_demos(tmp_path / "demo.json", episodes=1)
+    root = tmp_path / "runs"
+    argv = ["train", "--env-id", "CartPole-v1", "--num-envs", "2", "--demos", str(demos), "--bc-epochs", "3",
+            "--bc-learning-rate", "1e39", "--total-timesteps", "0", "--run-dir-root", str(root)]  # fmt: skip
+    assert cli.main(argv) == 2  # before: exit 0, and a model.pt of NaN
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("godot-ppo train: error: behavioural cloning diverged: the ") and "\n" not in err
+    assert "nothing was saved. Lower --bc-learning-rate (now 1e+39)" in err
+    assert not list(root.glob("*/model.pt")) and not list(root.glob("*/checkpoint.pt"))
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The addon's recorder, in the engine
 # ---------------------------------------------------------------------------------------------------------------------

@@ -221,13 +221,17 @@ def test_refusals_before_training_and_envs_lists_parameters(headless_export, tmp
 DEFAULT_RUNS = REPO / "tests" / "fixtures" / "env_params_default_runs.json"
 
 
-def _default_runs(binary) -> dict:
-    """Each game's random play (--policy=random, seeded) and the pretrained jumper policy: returns and lengths."""
-    runs = {}
+def _listed_games(binary) -> list:
     listing = json.loads(next(line for line in subprocess.run(
         [str(binary), "--list_envs", "--quit"], capture_output=True, text=True, timeout=60).stdout.splitlines()
         if line.startswith('{"envs"')))  # fmt: skip
-    for name, policy in [*((env, "random") for env in listing["envs"]), ("jumper", str(JUMPER_POLICY))]:
+    return listing["envs"]
+
+
+def _default_runs(binary, games) -> dict:
+    """Each game's random play (--policy=random, seeded) and the pretrained jumper policy: returns and lengths."""
+    runs = {}
+    for name, policy in [*((env, "random") for env in games), ("jumper", str(JUMPER_POLICY))]:
         result = subprocess.run([str(binary), "--fixed-fps", "60", f"--env={name}", "--agents=4", "--env_seed=3",
                                  "--max_episode_steps=200", f"--policy={policy}", "--eval_episodes=8"],
                                 capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -237,12 +241,15 @@ def _default_runs(binary) -> dict:
 
 
 def record_default_runs(binary) -> None:
-    DEFAULT_RUNS.write_text(json.dumps(_default_runs(binary), indent=1) + "\n")
+    DEFAULT_RUNS.write_text(json.dumps(_default_runs(binary, _listed_games(binary)), indent=1) + "\n")
 
 
 def test_every_game_plays_its_defaults_as_before(headless_export):
     """Reading the parameters draws nothing: with their defaults every game plays as it did before it had them."""
     recorded = json.loads(DEFAULT_RUNS.read_text())
-    runs = _default_runs(headless_export)
-    # every game the fixture's export had (tag came later, with issue 23), as it played then
+    # every game the fixture's export had (tag came later, with issue 23; forager, a camera game, needs a window
+    # and came with issue 35), as it played then
+    games = [game for game in _listed_games(headless_export) if f"{game} random" in recorded]
+    assert "ball_chase" in games and "forager" not in games
+    runs = _default_runs(headless_export, games)
     assert {name: runs.get(name) for name in recorded} == recorded

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from helpers import REPO, wait_gone, xvfb_pid
+from helpers import REPO
 from python_trainer.engine import in_engine
 from python_trainer.envs.xvfb import Xvfb
 from python_trainer.engine.policy_file import policy_bundle, policy_dict, policy_json
@@ -163,13 +163,18 @@ def test_a_person_plays_the_policy_with_the_keyboard(windowed_export, tmp_path):
 
 @pytest.mark.slow
 def test_play_opens_a_match_against_a_person(windowed_export, tmp_path, monkeypatch):
-    monkeypatch.delenv("DISPLAY", raising=False)
+    """On a person's display (here an Xvfb of the test's, as $DISPLAY): without one, `play` refuses, as `record`
+    does (tests/test_reliability_files.py)."""
+    xvfb = Xvfb(tmp_path / "xvfb.log")
+    monkeypatch.setenv("DISPLAY", xvfb.start())
     policy = tmp_path / "pong.json"
     policy.write_text(policy_json(pong_policy()))
     cmd = [sys.executable, "-m", "python_trainer", "play", str(policy), "--opponent", "human", "--seconds", "1"]
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=90)
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=90)
+    finally:
+        xvfb.stop()
     assert result.returncode == 0, result.stdout + result.stderr
     # the game's own count: --agents 1 asks for one paddle, and a court seats two
     assert f"playing {policy} against human in pong with 2 agents" in result.stdout, result.stdout
     assert "SCRIPT ERROR" not in result.stderr and "rl_sync: error" not in result.stderr, result.stderr
-    assert wait_gone([xvfb_pid(result.stdout)], timeout=5) == []

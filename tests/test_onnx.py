@@ -13,7 +13,7 @@ import torch.nn as nn
 
 from helpers import REPO, free_port, godot_ppo_child
 from python_trainer import cli
-from python_trainer.engine import onnx_policy
+from python_trainer.engine import onnx_import, onnx_policy
 from python_trainer.engine.in_engine import evaluate_in_engine, policy_forward
 from python_trainer.engine.policy_file import PolicyFileError, write_policy
 
@@ -141,7 +141,7 @@ def test_sb3_discrete_and_multi_key_models_import(headless_export, tmp_path, siz
     export_model_as_onnx(model, str(tmp_path / "m.onnx"))
     keys = {f"key{i}": {"action_type": "discrete", "size": n} for i, n in enumerate(sizes)}
     game = {"env": "g", "n_agents": 1, "observation_space": {"obs": {"size": [5], "space": "box"}}, "action_space": keys}
-    write_policy(tmp_path / "m.json", onnx_policy.import_policy(tmp_path / "m.onnx", game))
+    write_policy(tmp_path / "m.json", onnx_import.import_policy(tmp_path / "m.onnx", game))
     obs = _observations(5, seed=4)
     sb3_actions, _ = model.predict({"obs": obs}, deterministic=True)
     _, engine = policy_forward(tmp_path / "m.json", obs)
@@ -208,7 +208,7 @@ GAME = {"env": "hand_made", "n_agents": 1, "observation_space": {"obs": {"size":
 
 def test_imported_operators_play_with_the_same_numbers(headless_export, tmp_path):
     _export(_Normalised(), tmp_path / "m.onnx")
-    policy = onnx_policy.import_policy(tmp_path / "m.onnx", GAME)
+    policy = onnx_import.import_policy(tmp_path / "m.onnx", GAME)
     assert [layer["activation"] for layer in policy["layers"]] == ["relu", "sigmoid", "linear"]
     assert policy["obs_normalization"]["clip"] == 5.0 and policy["version"] == 3
     write_policy(tmp_path / "m.json", policy)
@@ -220,7 +220,7 @@ def test_imported_operators_play_with_the_same_numbers(headless_export, tmp_path
     assert [a["fire"] for a in actions] == output[:, 3:].argmax(1).tolist()
     # a final Softmax is dropped: the engine's argmax of the logits picks what the probabilities' argmax picks
     _export(_Normalised(softmax=True), tmp_path / "s.onnx")
-    write_policy(tmp_path / "s.json", onnx_policy.import_policy(tmp_path / "s.onnx", GAME))
+    write_policy(tmp_path / "s.json", onnx_import.import_policy(tmp_path / "s.onnx", GAME))
     probabilities, _ = _session(tmp_path / "s.onnx").run(None, {"obs": obs, "state_ins": np.zeros(N, np.float32)})
     _, actions = policy_forward(tmp_path / "s.json", obs)
     assert [a["turn"] for a in actions] == probabilities[:, :3].argmax(1).tolist()
@@ -267,5 +267,5 @@ def test_bad_models_are_refused_in_one_line_and_nothing_is_written(headless_expo
         assert message in err and len(err.strip().splitlines()) == 1, (args, err)
         assert not (tmp_path / "out.json").exists()
     with pytest.raises(PolicyFileError, match="mixes continuous and discrete"):
-        onnx_policy.import_policy(tmp_path / "m.onnx", {**GAME, "action_space": {
+        onnx_import.import_policy(tmp_path / "m.onnx", {**GAME, "action_space": {
             "move": {"action_type": "continuous", "size": 3}, "fire": {"action_type": "discrete", "size": 2}}})

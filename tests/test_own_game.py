@@ -271,7 +271,7 @@ def test_a_copy_of_this_multi_game_project_exports_and_lists_its_games(tmp_path,
     shutil.copytree(REPO / "godot_project", project, ignore=shutil.ignore_patterns(".import"))
     written = export(project, tmp_path / "out", kinds=("headless",))
     assert written["headless"].name == "rl_games.x86_64"
-    assert (f"exported headless: {written['headless']} (games: ball_chase, cart_pole, jumper, memory, pong, "
-            "sparse_goal, tag)\n") in capsys.readouterr().out  # the file keeps the project's name; the games, listed
+    assert (f"exported headless: {written['headless']} (games: ball_chase, cart_pole, forager, jumper, memory, "
+            "pong, sparse_goal, tag)\n") in capsys.readouterr().out  # the file keeps the project's name; the games, listed
     game = resolve_env(None, written["headless"])
     assert game.env == "ball_chase"

@@ -121,14 +121,6 @@ def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headle
     assert "the checkpoint holds one policy, and tag now has the policies ['chaser', 'runner']: start a new run" in err
 
 
-@pytest.mark.slow
-def test_several_policies_are_refused_on_ray_in_one_line(headless_export, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    assert cli.main(["train", "--env-id", "tag", "--ray-address", "local", "--ray-workers", "1",
-                     "--total-timesteps", "512", "--run-dir-root", str(tmp_path)]) == 2  # fmt: skip
-    assert "training several policies on Ray workers is not supported yet" in capsys.readouterr().err
-
-
 def test_a_plugin_game_with_two_policy_names_trains_two_networks(tmp_path, capsys):
     export = plain_export(tmp_path, "--fake_policy_names=left,right", "--fake_fixed_agents=4", name="duel")
     root = tmp_path / "runs"
@@ -141,6 +133,19 @@ def test_a_plugin_game_with_two_policy_names_trains_two_networks(tmp_path, capsy
     # each policy's behaviour under its name (behaviour.py), as its other tags
     assert {"left/charts/truncated_share", "right/charts/truncated_share"} <= set(read_scalars(run_dir))
     assert {"left/actions/move", "right/actions/move/1"} <= set(event_accumulator(run_dir).Tags()["histograms"])
+
+
+def test_policy_names_that_make_one_file_name_train_and_write_their_policy_files(tmp_path, capsys):
+    export = plain_export(tmp_path, "--fake_policy_names=é,è", "--fake_fixed_agents=4", name="accents")
+    root = tmp_path / "runs"
+    assert train.main(["--env-path", str(export), "--num-steps", "16", "--total-timesteps", "128",
+                       "--checkpoint-every", "1", "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
+    assert "warning" not in capsys.readouterr().err
+    (run_dir,) = root.iterdir()
+    bundle = json.loads((run_dir / "policy.json").read_text(encoding="utf-8"))
+    assert [p["policy_name"] for p in bundle["policies"]] == ["é", "è"]  # what play and --watch play
+    assert sorted(json.loads(f.read_text(encoding="utf-8"))["policy_name"] for f in (run_dir / "policies").iterdir()) \
+        == ["è", "é"]
 
 
 def test_godot_rls_pettingzoo_wrapper_steps_tag_and_sees_the_names(headless_export):

@@ -17,7 +17,7 @@ from test_playback import COMMITTED_POLICY
 from python_trainer.engine import in_engine
 from python_trainer.tools import policy_export
 from python_trainer.engine.policy_file import (POLICIES_DIR, PolicyFileError, game_policy, policy_bundle, policy_dict,
-                                        policy_file_name, policy_json, read_policy, write_policies,
+                                        policy_file_names, policy_json, read_policy, write_policies,
                                         write_policies_or_warn)  # fmt: skip
 from python_trainer.variants.recurrent import RecurrentAgent
 
@@ -66,10 +66,21 @@ def test_bundle_and_policy_files_round_trip(run_dir):
 
 
 def test_policy_file_names_stay_in_their_folder():
-    assert policy_file_name("../../etc/passwd") == "_.._etc_passwd.json"
-    assert policy_file_name("red team") == "red_team.json"
-    with pytest.raises(PolicyFileError, match="distinct file names"):
-        write_policies("/nonexistent", [chaser("a b"), chaser("a_b")])
+    assert policy_file_names(["../../etc/passwd", "red team", "chaser"]) == {
+        "../../etc/passwd": "_.._etc_passwd.json", "red team": "red_team.json", "chaser": "chaser.json"}
+
+
+@pytest.mark.parametrize("names", [["é", "è"], ["ü", "ö", "ä"], ["a/b", "a_b"], ["..", "_"], ["Red", "red"],
+                                   ["x" * 300 + "1", "x" * 300 + "2"]])  # fmt: skip
+def test_policy_names_that_make_one_file_name_get_distinct_files(tmp_path, names):
+    files = policy_file_names(names)
+    assert len({f.casefold() for f in files.values()}) == len(names)  # distinct, on case-blind file systems too
+    assert all(len(f) <= 80 and "/" not in f and not f.startswith(".") for f in files.values())
+    assert policy_file_names(names) == files  # the same run writes the same files at every checkpoint
+    assert write_policies(tmp_path, [chaser(name) for name in names]) == tmp_path / "policy.json"
+    for name, file in files.items():
+        assert read_policy(tmp_path / POLICIES_DIR / file)["policy_name"] == name
+    assert [p["policy_name"] for p in read_policy(tmp_path / "policy.json")["policies"]] == names
 
 
 @pytest.mark.parametrize("policies, expected", [
@@ -217,15 +228,34 @@ TAG_INFO = {"env": "tag", "n_agents": 2, "agent_policy_names": ["chaser", "runne
 
 
 def test_onnx_round_trip_keeps_the_policy_name(run_dir, tmp_path):
-    from python_trainer.engine.onnx_policy import import_policy
+    import onnx
+
+    from python_trainer.engine.onnx_import import import_policy
+    from python_trainer.engine.onnx_policy import policy_to_onnx
 
     model = policy_export.export_onnx(run_dir / "policies/chaser.json", tmp_path / "chaser.onnx")
     assert import_policy(model)["policy_name"] == "chaser"  # from our export's metadata
     assert import_policy(model, TAG_INFO, policy_name="chaser")["action_keys"] == CHASER_KEYS  # the chaser's agents
-    with pytest.raises(PolicyFileError, match="the model takes 6 observations, but tag gives 8"):
+    # `import-policy chaser.onnx --env-id tag`: the metadata names the policy, so it plays the chaser's agents
+    imported = import_policy(model, TAG_INFO)
+    assert (imported["policy_name"], imported["action_keys"]) == ("chaser", CHASER_KEYS)
+    with pytest.raises(PolicyFileError) as e:  # the runner's agents see 8 observations: what the metadata says
         import_policy(model, TAG_INFO, policy_name="runner")
+    assert str(e.value) == (f"{model}: the model takes 6 observations, but the policy 'runner' of tag takes 8: the "
+                            "model is tag's policy 'chaser' (its metadata says): drop --policy-name, or give "
+                            "--policy-name chaser")  # fmt: skip
     with pytest.raises(PolicyFileError, match="no agent of tag plays the policy 'goalie'; its agents play chaser, runner"):
         import_policy(model, TAG_INFO, policy_name="goalie")
+    plain = tmp_path / "plain.onnx"  # a model without our metadata (SB3's, CleanRL's) for a game of several policies
+    plain.write_bytes(policy_to_onnx({k: v for k, v in chaser().items() if k != "policy_name"}))
+    onnx_model = onnx.load(str(plain))
+    del onnx_model.metadata_props[:]
+    onnx.save(onnx_model, str(plain))
+    with pytest.raises(PolicyFileError) as e:
+        import_policy(plain, TAG_INFO)
+    assert str(e.value) == (f"{plain}: tag's agents play several policies (chaser, runner) and the model does not say "
+                            "which one it is: name it with --policy-name")  # fmt: skip
+    assert import_policy(plain, TAG_INFO, policy_name="chaser")["policy_name"] == "chaser"
 
 
 def test_game_policy_checks_a_policy_against_its_own_agents():

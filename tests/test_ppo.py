@@ -440,3 +440,19 @@ def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
         {"key": "a0", "action_type": "continuous", "size": 2}, {"key": "a1", "action_type": "discrete", "size": 3}]
     assert train.main(["--resume", str(run_dir), "--total-timesteps", "192"]) == 0
     assert trained_agent.load_agent(run_dir).global_step == 192
+
+
+def test_weights_stepped_to_inf_stop_the_run_in_one_line_and_keep_the_last_checkpoint(tmp_path, capsys):
+    root = ["--run-dir-root", str(tmp_path), "--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "16",
+            "--num-minibatches", "1", "--update-epochs", "1", "--eval-episodes", "0", "--checkpoint-every", "1"]  # fmt: skip
+    assert cli.main(["train", *root, "--total-timesteps", "32"]) == 0
+    (run_dir,) = run_dirs(tmp_path)
+    saved = {name: (run_dir / name).read_bytes() for name in ("checkpoint.pt", "model.pt")}
+    capsys.readouterr()
+    # a finite loss whose Adam step (of size ~ the learning rate) takes every weight past float32's range
+    assert cli.main(["train", "--resume", str(run_dir), "--total-timesteps", "64", "--learning-rate", "1e39"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("godot-ppo train: error: the weights became NaN/inf (policy ") and "\n" not in err
+    assert (f"in the update to global step 64; the last checkpoint {run_dir / 'checkpoint.pt'} (global step 32) is "
+            "intact. Lower --learning-rate") in err  # fmt: skip
+    assert {name: (run_dir / name).read_bytes() for name in saved} == saved  # no NaN model.pt, nothing altered

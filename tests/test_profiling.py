@@ -121,13 +121,21 @@ def _is_driven(proc) -> bool:
         return False
 
 
+def _cmdline(proc) -> list:
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
+
+
 def _kill_first_instance(killed, stop):
-    """Kill (SIGKILL) the first Godot child of this process once it has a TCP connection (i.e. is being driven)."""
+    """Kill (SIGKILL) the first Godot child of this process once it has a TCP connection (i.e. is being driven) and
+    is a measured one (of 2 agents: the profile's first look at the game's env_info has 1)."""
     me = psutil.Process()
     deadline = time.monotonic() + 60
     while not stop.is_set() and time.monotonic() < deadline:
         for child in me.children(recursive=True):
-            if _is_driven(child):
+            if _is_driven(child) and "--agents=2" in _cmdline(child):
                 try:
                     child.kill()
                 except psutil.Error:

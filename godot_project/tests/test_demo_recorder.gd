@@ -1,9 +1,11 @@
 extends "res://tests/test_case.gd"
 # --record_demos (demo_recorder.gd) without a scene: the steps RLSync hands it become godot_rl_agents'
 # [observations, actions] with our meta, the action row in sorted key order; an episode with NaN is
-# refused and leaves the file as it was; a file of another game is refused.
+# refused and leaves the file as it was; a file of another game is refused; an episode is appended
+# (the bytes before it kept) with 9 significant digits, and the drop key takes it back.
 
 const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
+const DemoFile = preload("res://addons/rl_sync/demo_file.gd")
 
 const SPACE := {"move": {"size": 2, "action_type": "continuous"}, "jump": {"size": 3, "action_type": "discrete"}}
 
@@ -62,7 +64,31 @@ func test_an_episode_with_nan_is_refused_and_the_file_kept() -> void:
 	var error := recorder.on_step(_step([0.0, 1.0], 1.0, true, [NAN, 1.0]), false)
 	check(error.find("episode 1 holds nan in observation 1") != -1, "NaN named: " + error)
 	check_eq(_file_text(), before, "the file as it was")
-	check_eq(recorder.episodes.size(), 1, "episodes kept")
+	check_eq(recorder.file.count, 1, "episodes kept")
+
+
+func test_episodes_are_appended_with_their_digits_and_dropped() -> void:
+	var recorder := _recorder()
+	recorder.on_step(_step([1.2e-07, 0.123456789], 0.0, false), true)
+	recorder.on_action(0, {"move": [0.25, -1.0], "jump": 1})
+	recorder.on_step(_step([0.0, 1.0], 1.0, true, [-2.5e-12, 1e20]), false)
+	var first := _file_text()
+	check_eq(first, "[[[[1.2e-7,0.123456789],[-2.5e-12,1e20]],[[1,0.25,-1]],%s]]" % DemoFile.to_text(
+			JSON.parse(first).result[0][2]), "9 significant digits")
+	recorder.on_action(0, {"move": [0.0, 0.0], "jump": 2})
+	recorder.on_step(_step([0.0, 1.0], 1.0, true, [3.5, 1.0]), false)
+	var second := _file_text()
+	check_eq(second.substr(0, first.length() - 1), first.substr(0, first.length() - 1), "the first episode's bytes kept")
+	check_eq(JSON.parse(second).result.size(), 2, "two episodes")
+	check_eq(recorder.file.drop_last(), "", "dropped")
+	check_eq(JSON.parse(_file_text()).result.size(), 1, "one episode after the drop")
+	check_eq(_file_text().strip_edges(), first, "the file as it was, but for blanks")
+	recorder.on_action(0, {"move": [0.0, 0.0], "jump": 0})
+	recorder.on_step(_step([0.0, 1.0], 1.0, true, [4.5, 1.0]), false)
+	var episodes = JSON.parse(_file_text()).result
+	check_eq([episodes.size(), episodes[1][0][1]], [2, [4.5, 1.0]], "appended after the drop")
+	var folder := DemoFile.new().open(_path.get_base_dir() + "/", funcref(recorder, "_mismatch"))
+	check(folder.find("is a folder: give a file in it") != -1, "a folder refused: " + folder)
 
 
 func test_a_file_of_another_game_is_refused() -> void:

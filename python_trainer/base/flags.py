@@ -207,15 +207,40 @@ MAX_COPIES = 256
 COPIES = in_range(1, MAX_COPIES, f"1 to {MAX_COPIES} (copies of the game's scene in each instance, each in its own "
                   "Viewport and World)", "16")  # fmt: skip
 SPEEDUP = positive("8", "a number > 0 (the engine's time scale)")
-ACTION_REPEAT = Rule(lambda v: _finite(v) and v == int(v) and v >= 1,
-                     "an integer >= 1 (physics frames per decision step)", "8")  # fmt: skip
+# Physics frames per decision step: 1000 are 17 s of game time at 60 frames a second, which a decision step of a busy
+# game can take minutes to simulate (the trainer warns when a step is that slow: vec_env.SLOW_STEP_S).
+MAX_ACTION_REPEAT = 1000
+ACTION_REPEAT = Rule(lambda v: _finite(v) and v == int(v) and 1 <= v <= MAX_ACTION_REPEAT,
+                     f"an integer from 1 to {MAX_ACTION_REPEAT} (physics frames per decision step)", "8")  # fmt: skip
+# A decision step slower than this is said once (vec_env), with how long it took: a large --action-repeat (or a busy
+# game) can keep each step just under the step timeout, and the run would otherwise go silent for minutes.
+SLOW_STEP_S = 10.0
+
+
+def slow_step_warning(env: str, seconds: float, instance) -> str:
+    """The line said of a slow step of ``env``'s ``instance`` (its command line's action_repeat)."""
+    repeat = int(getattr(instance, "action_repeat", 1) or 1)
+    return (f"warning: each step of {env} takes about {seconds:.3g} s ({repeat} physics frame{'s' * (repeat != 1)} per "
+            "step, --action-repeat); training goes on, slowly: a lower --action-repeat, or fewer agents per instance, "
+            "steps faster")  # fmt: skip
+
+
+# The longest wait a flag of seconds may ask for (--connect-timeout, --step-timeout): a day. More is no wait a person
+# means, and past about 1e9 s the OS's timers overflow.
+MAX_WAIT_S = 86400.0
+
+
+def seconds_rule(example: str, what: str) -> Rule:
+    """A number of seconds > 0 and at most MAX_WAIT_S; ``what`` says what they are for."""
+    return Rule(lambda v: _finite(v) and 0 < v <= MAX_WAIT_S,
+                f"a number of seconds > 0 ({what}; at most {MAX_WAIT_S:g}, a day)", example)  # fmt: skip
 
 
 # How long a game may take to start: to list its games (--list_envs) and to connect to the trainer. A game whose
 # scenes load for long (big assets, a slow disk, a busy machine) needs more: --connect-timeout, on every command that
 # starts games (train, launch, envs, profile, play), says so once here.
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
-CONNECT_TIMEOUT = positive("120", "a number of seconds > 0 (how long a game may take to load and connect)")
+CONNECT_TIMEOUT = seconds_rule("120", "how long a game may take to load and connect")
 CONNECT_TIMEOUT_HELP = (f"seconds a game may take to load, list its games and connect (default {DEFAULT_CONNECT_TIMEOUT_S:g}); "
                         "raise it for a game that loads slowly")  # fmt: skip
 SLOW_GAME_HINT = "a game that takes longer to load can be given more time with --connect-timeout SECONDS"

@@ -39,8 +39,10 @@ from a checkpoint file. Imports neither.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -48,26 +50,18 @@ import numpy as np
 
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import write_atomic
-from python_trainer.engine.policy_cnn import cnn_entries, cnn_features, vector_statistics
+from python_trainer.engine.policy_cnn import cnn_entries, vector_statistics
+from python_trainer.engine.policy_format import (  # noqa: F401  (FORMAT and VERSION: read from here too)
+    FORMAT, MAX_SIZE, MLP_VERSION, READABLE_VERSIONS, VERSION, format_problem, is_bundle, size_problem,
+)
 
 # torch and gymnasium are imported where they are used: in_engine imports this module to read policy files and
 # should not pay for them.
 
-FORMAT = "godot-ppo-policy"
-# 2: layers may end in relu or sigmoid too (ONNX imports); 3: "policy_name", and bundles of several policies;
-# 4: a camera's "image" and "cnn". A file says the version it needs: one without a camera stays version 3 (MLP_VERSION),
-# so games with an older addon still play it. Files of every readable version play the same way.
-VERSION = 4
-MLP_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3, 4)
 POLICY_NAME = "policy.json"
 # RUN_DIR/policies/<name>.json: a game with several policies also gets each policy as a file of its own.
 POLICIES_DIR = "policies"
-# The largest size a policy file may declare (observations, a layer, the LSTM, an action key): far above any network
-# the engine runs at speed, far below what would exhaust memory. The game's bound is the same (block_compiler.gd).
-MAX_SIZE = 65536
-
-
+MAX_FILE_STEM = 64  # a policy name's file in it: at most this many characters before ".json" (and a hash if cut)
 class PolicyFileError(UserError):
     """A policy file that cannot be built, read or played (in_engine.PlaybackError is this class), said in one line
     that names the fix."""
@@ -244,11 +238,6 @@ def _checked_name(name, where: str) -> str:
     return name
 
 
-def is_bundle(policy: dict) -> bool:
-    """A file of several policies ("policies": [...]) rather than one network."""
-    return isinstance(policy, dict) and "policies" in policy
-
-
 def policy_entries(policy: dict) -> list[dict]:
     """The single policies a file holds: a bundle's entries, or the file itself."""
     return list(policy["policies"]) if is_bundle(policy) else [policy]
@@ -350,25 +339,34 @@ def write_policy_or_warn(path, make_policy: Callable[[], dict]) -> Optional[Path
         return None
 
 
-def policy_file_name(name: str) -> str:
-    """RUN_DIR/policies/<this>: the policy name with anything but letters, digits, '-', '_' and '.' as '_' (a name
-    is the game's string; it must not reach outside the folder), and ".json"."""
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name).lstrip(".")
-    return (safe or "_") + ".json"
+def policy_file_names(names: list) -> dict:
+    """{policy name: its file in RUN_DIR/policies/}: the name with anything but letters, digits, '-', '_' and '.' as
+    '_' (a name is the game's string; it must not reach outside the folder), at most MAX_FILE_STEM characters, and
+    ".json". Names that this makes alike (é and è, a/b and a_b, .. and _; or alike but for case, as some file systems
+    see them), and cut ones, get "-" and a short hash of the name each, so that every policy has a file of its own."""
+    stems = {}
+    for name in names:
+        safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name).lstrip(".") or "_"
+        stems[name] = (safe[:MAX_FILE_STEM], len(safe) > MAX_FILE_STEM)
+    alike = Counter(stem.casefold() for stem, _ in stems.values())
+    files = {name: (f"{stem}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}" if cut or alike[stem.casefold()] > 1
+                    else stem) + ".json" for name, (stem, cut) in stems.items()}  # fmt: skip
+    if len({f.casefold() for f in files.values()}) != len(files):  # a hash that meets another name: not in practice
+        raise PolicyFileError(f"the policy names {list(names)} do not make distinct file names")
+    return files
 
 
 def write_policies(run_dir, policies: list[dict]) -> Path:
     """A game of several policies: RUN_DIR/policies/<name>.json for each (a single-policy file with its
-    "policy_name"), then RUN_DIR/policy.json, the bundle of them all (last: `train --watch` reloads it). Each file is
-    written atomically. The bundle's env and source are its first policy's (one checkpoint writes them all)."""
+    "policy_name"; policy_file_names), then RUN_DIR/policy.json, the bundle of them all (last: `train --watch` reloads
+    it). Each file is written atomically. The bundle's env and source are its first policy's (one checkpoint writes
+    them all)."""
     run_dir = Path(run_dir)
     bundle = policy_bundle(policies, env=policies[0]["env"] if policies else "?",
                            source=(policies[0].get("source") if policies else None) or {})  # fmt: skip
-    names = {policy_file_name(p["policy_name"]): p["policy_name"] for p in policies}
-    if len(names) != len(policies):
-        raise PolicyFileError(f"the policy names {[p['policy_name'] for p in policies]} do not make distinct file names")
+    files = policy_file_names([p["policy_name"] for p in policies])
     for policy in policies:
-        write_policy(run_dir / POLICIES_DIR / policy_file_name(policy["policy_name"]), policy)
+        write_policy(run_dir / POLICIES_DIR / files[policy["policy_name"]], policy)
     return write_policy(run_dir / POLICY_NAME, bundle)
 
 
@@ -400,101 +398,3 @@ def read_policy(path) -> dict:
     if problem:
         raise PolicyFileError(f"policy file {path}: {problem}")
     return policy
-
-
-def _size(value, name: str) -> int:
-    """``value`` as a declared size: a whole number from 1 to MAX_SIZE, else a ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= MAX_SIZE or value != int(value):
-        raise ValueError(f"{name} must be a whole number from 1 to {MAX_SIZE}, got {str(value)[:40]}")
-    return int(value)
-
-
-def _matrix(rows, name: str, n_rows: int, n_columns: int) -> None:
-    if not isinstance(rows, list) or len(rows) != n_rows:
-        raise ValueError(f"{name} must have {n_rows} rows, got {len(rows) if isinstance(rows, list) else 'no list'}")
-    if any(not isinstance(row, list) or len(row) != n_columns for row in rows):
-        raise ValueError(f"every row of {name} must hold {n_columns} numbers")
-
-
-def format_problem(policy) -> Optional[str]:
-    """What is wrong with a file's format, version and (a bundle) entries' names and games, or None."""
-    if not isinstance(policy, dict) or policy.get("format") != FORMAT:
-        return f'not a godot-ppo policy file (expected "format": "{FORMAT}")'
-    version = policy.get("version")
-    if isinstance(version, bool) or version not in READABLE_VERSIONS:
-        return f"unknown version {version!r}; this godot-ppo reads versions {READABLE_VERSIONS[0]} to {VERSION}"
-    if ("cnn" in policy or "image" in policy) and version < 4:
-        return f"a camera policy (\"image\", \"cnn\") needs version 4, this file says {version!r}"
-    if "policy_name" in policy and (not isinstance(policy["policy_name"], str) or not policy["policy_name"].strip()):
-        return f'"policy_name" must be a non-empty string, got {str(policy["policy_name"])[:40]!r}'
-    if not is_bundle(policy):
-        return None
-    entries = policy["policies"]
-    if version < 3:
-        return f"a bundle of policies (\"policies\") needs version 3, this file says {version!r}"
-    if not isinstance(entries, list) or not entries:
-        return '"policies" must be a non-empty list of policies'
-    names = []
-    for i, entry in enumerate(entries):
-        name = entry.get("policy_name") if isinstance(entry, dict) else None
-        if not isinstance(name, str) or not name.strip():
-            return f"the bundle's entry {i} has no \"policy_name\" (each entry names the policy it plays)"
-        if name in names:
-            return f"two entries of the bundle are named {name!r}; each policy comes once"
-        names.append(name)
-        problem = format_problem(entry) if not is_bundle(entry) else "a bundle inside a bundle"
-        if problem is None and entry.get("env") != policy.get("env"):
-            problem = f"it was made for {entry.get('env')!r}, the bundle for {policy.get('env')!r}"
-        if problem:
-            return f"policy {name!r}: {problem}"
-    return None
-
-
-def size_problem(policy: dict) -> Optional[str]:
-    """What is wrong with a policy file's sizes, or None: every size it declares (observation_size, each action key's
-    size, the LSTM's input_size and hidden_size) is a whole number from 1 to MAX_SIZE, and every array has the size
-    its neighbours say (the game checks the same before it allocates anything from them: policy_runner.gd). Values
-    are the game's to check. A bundle: each entry so checked, the problem named by the entry's policy."""
-    if is_bundle(policy):
-        for entry in policy["policies"] if isinstance(policy["policies"], list) else []:
-            problem = size_problem(entry) if isinstance(entry, dict) else "not a policy"
-            if problem:
-                return f"policy {str(entry.get('policy_name') if isinstance(entry, dict) else '?')!r}: {problem}"
-        return None
-    try:
-        # a camera policy may see its image alone (no vector keys: observation_size 0)
-        n_in = 0 if "cnn" in policy and policy.get("observation_size") == 0 else _size(policy.get("observation_size"), "observation_size")
-        n_in += cnn_features(policy)  # a camera policy's layers (or LSTM) take cat([the CNN's features, the vector])
-        keys = policy.get("action_keys")
-        if not isinstance(keys, list) or not keys or not all(isinstance(k, dict) for k in keys):
-            raise ValueError('"action_keys" must be a non-empty list of {"key", "action_type", "size"}')
-        n_out = sum(_size(k.get("size"), f"action key {str(k.get('key'))[:40]!r}'s size") for k in keys)
-        layers, lstm = policy.get("layers"), policy.get("lstm")
-        if not isinstance(layers, list) or not layers or not all(isinstance(layer, dict) for layer in layers):
-            raise ValueError('"layers" must be a non-empty list of {"weight", "bias", "activation"}')
-        after = -1
-        if lstm is not None:
-            if not isinstance(lstm, dict) or not isinstance(lstm.get("after_layer"), int) or not 0 <= lstm["after_layer"] < len(layers):
-                raise ValueError('"lstm" must be null or the LSTM\'s weights with "after_layer" (the index of a layer)')
-            after = lstm["after_layer"]
-            lstm_in, hidden = _size(lstm.get("input_size"), "the LSTM's input_size"), _size(lstm.get("hidden_size"), "the LSTM's hidden_size")
-            _matrix(lstm.get("weight_ih"), "the LSTM's weight_ih", 4 * hidden, lstm_in)
-            _matrix(lstm.get("weight_hh"), "the LSTM's weight_hh", 4 * hidden, hidden)
-        for i, layer in enumerate(layers):
-            if i == after:
-                if n_in != lstm_in:
-                    raise ValueError(f"the LSTM takes {lstm_in} inputs, but the layers before it give {n_in}")
-                n_in = hidden
-            weight = layer.get("weight")
-            n_rows = len(weight) if isinstance(weight, list) else 0
-            if not n_rows or n_rows > MAX_SIZE:
-                raise ValueError(f"layer {i}'s weight must be a list of 1 to {MAX_SIZE} rows")
-            _matrix(weight, f"layer {i}'s weight", n_rows, n_in)
-            if not isinstance(layer.get("bias"), list) or len(layer["bias"]) != n_rows:
-                raise ValueError(f"layer {i} has {n_rows} weight rows, so its bias must hold {n_rows} numbers")
-            n_in = n_rows
-        if n_in != n_out:
-            raise ValueError(f"the network has {n_in} outputs but action_keys need {n_out}")
-    except ValueError as e:
-        return str(e)
-    return None

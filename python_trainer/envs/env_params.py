@@ -51,19 +51,19 @@ class Value:
         return f"{self.kind}({self.args[0]:g},{self.args[1]:g})"
 
 
-def _number(text, where: str) -> float:
+def finite_number(text, where: str) -> float:
     try:
         value = float(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond a float's range
         value = math.nan
     if isinstance(text, bool) or not math.isfinite(value):
-        raise EnvParamError(f"{where}: {text!r} is not a number")
+        raise EnvParamError(f"{where}: {repr(text)[:40]} is not a finite number")
     return value
 
 
 def sampler(kind: str, a, b, where: str) -> Value:
     """A sampler's Value, its two numbers checked (low <= high, a standard deviation >= 0)."""
-    a, b = _number(a, where), _number(b, where)
+    a, b = finite_number(a, where), finite_number(b, where)
     if kind == UNIFORM and a > b:
         raise EnvParamError(f"{where}: uniform({a:g},{b:g}) has its low above its high")
     if kind == GAUSSIAN and b < 0:
@@ -77,7 +77,7 @@ def parse_value(text: str, where: str) -> Value:
     if match:
         return sampler(match.group(1), match.group(2), match.group(3), where)
     try:
-        return Value(CONSTANT, (_number(text.strip(), where),))
+        return Value(CONSTANT, (finite_number(text.strip(), where),))
     except EnvParamError:
         raise EnvParamError(f"{where}: {text!r} is not a number, uniform(LOW,HIGH) or gaussian(MEAN,STD)") from None
 
@@ -128,6 +128,26 @@ def check_params(game, values: dict, where: dict) -> None:
             ends = value.args if value.kind != GAUSSIAN else value.args[:1]
             if any(not low <= v <= high for v in ends):
                 raise EnvParamError(f"{where[name]}: {name}={value} is outside its declared range [{low:g}, {high:g}]")
+    _check_pairs(declared, values, where)
+
+
+def _check_pairs(declared: dict, values: dict, where: dict) -> None:
+    """A game's NAME_min and NAME_max (both declared, one given at least): in each lesson, NAME_min's value (a uniform
+    sampler's high end) must not exceed NAME_max's (its low end); a declared default stands in for one not given."""
+    for low_name in sorted(declared):
+        high_name = low_name[: -len("_min")] + "_max"
+        if not low_name.endswith("_min") or high_name not in declared or not (low_name in values or high_name in values):
+            continue
+        lows, highs = (values.get(n) or [Value(CONSTANT, (declared[n]["default"],))] for n in (low_name, high_name))
+        for k in range(max(len(lows), len(highs))):
+            low, high = lows[min(k, len(lows) - 1)], highs[min(k, len(highs) - 1)]
+            if (low.args[1] if low.kind == UNIFORM else low.args[0]) > high.args[0]:
+                named = high_name if high_name in values else low_name
+                lesson = f" in lesson {k}" if max(len(lows), len(highs)) > 1 else ""
+                default = {n: "" if n in values else " (its default)" for n in (low_name, high_name)}
+                raise EnvParamError(f"{where[named]}: {low_name}={low}{default[low_name]} is above {high_name}={high}"
+                                    f"{default[high_name]}{lesson}: a range's {low_name} must not exceed its "
+                                    f"{high_name}; lower {low_name} or raise {high_name}")  # fmt: skip
 
 
 def describe(declared: dict) -> list[str]:

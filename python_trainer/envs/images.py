@@ -64,3 +64,14 @@ class ImageLayout:
     def split(self, x):
         """(vector part (B, start), image part (B, H, W, C*K)) of a batch of flat rows, numpy or torch (views)."""
         return x[:, : self.start], x[:, self.start :].reshape((x.shape[0],) + self.shape)
+
+
+def declared_image(env_info: dict):
+    """(key, [H, W, C]) of the first image observation an agent declares in ``env_info``, or None: what tells the
+    launcher that a game needs windowed instances (a headless build renders nothing)."""
+    spaces = env_info.get("observation_space")
+    for space in spaces if isinstance(spaces, list) else [spaces]:
+        for key, spec in (space.items() if isinstance(space, dict) else ()):
+            if is_image_key(key):
+                return key, (spec.get("size") if isinstance(spec, dict) else None)
+    return None

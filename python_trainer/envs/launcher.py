@@ -28,20 +28,17 @@ one on a new port, at most ``max_restarts`` times per instance slot (like ML-Age
 
 from __future__ import annotations
 
-import atexit
 import math
 import os
 import secrets
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -51,12 +48,15 @@ import psutil
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, check_instance_options
 from python_trainer.base.processes import (LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, descendants, end_process_tree,
                                            spawn)  # fmt: skip
+from python_trainer.envs.cleanup import LIVE as _LIVE
+from python_trainer.envs.cleanup import install_cleanup_hooks as _install_cleanup_hooks
 from python_trainer.envs.connect import ConnectionWait
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import GameError, GameInstance, GodotGame
 from python_trainer.envs.logs import DEFAULT_MAX_LOG_BYTES, CappedLog, ScriptErrorWatch, shown_tail
 from python_trainer.envs.protocol import DEFAULT_TIMEOUT_S, GodotConnection, GodotConnectionError
-from python_trainer.envs.xvfb import Xvfb, open_display
+from python_trainer.envs.images import declared_image
+from python_trainer.envs.xvfb import Xvfb, open_display, user_display
 
 DEFAULT_MAX_RESTARTS = 3
 CLOSE_GRACE_S = 2.0  # how long instances get to quit by themselves after the "close" message
@@ -92,6 +92,9 @@ class LaunchOptions:
     report: Optional[Callable[[str], None]] = None  # where crashes, restarts and refusals are said (None: stderr)
     # the vector env's: a game that keeps raising script errors (SCRIPT_ERRORS_TO_STOP) stops the run unless set
     allow_script_errors: bool = False
+    # a game whose env_info declares a camera image runs windowed even when headless was asked for (a headless build
+    # renders nothing); off for what only reads env_info (`godot-ppo envs`)
+    auto_window: bool = True
 
     def __post_init__(self):
         check_instance_options(self.num_instances, self.agents_per_instance, self.speedup, self.action_repeat,
@@ -147,48 +150,6 @@ class Instance:
             except OSError:
                 pass
             self.listener = None
-
-
-# ---------------------------------------------------------------------------------------------- global cleanup
-_LIVE: "weakref.WeakSet[InstanceLauncher]" = weakref.WeakSet()
-_PREVIOUS_HANDLERS: dict = {}
-_GLOBAL_LOCK = threading.RLock()
-_ATEXIT_REGISTERED = False
-
-
-def close_all_launchers() -> None:
-    """Close every launcher still open in this process (atexit and the signal handlers call this)."""
-    for launcher in list(_LIVE):
-        try:
-            launcher.close()
-        except Exception as e:  # pragma: no cover - best effort at exit
-            print(f"godot-ppo: error while closing Godot instances: {e}", file=sys.stderr)
-
-
-def _signal_handler(signum, frame):
-    close_all_launchers()
-    prev = _PREVIOUS_HANDLERS.get(signum, signal.SIG_DFL)
-    if callable(prev):
-        prev(signum, frame)  # for SIGINT this is default_int_handler: raises KeyboardInterrupt
-    else:  # SIG_DFL (or None): die of the same signal, as if we had not been here
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-
-def _install_cleanup_hooks() -> None:
-    global _ATEXIT_REGISTERED
-    with _GLOBAL_LOCK:
-        if not _ATEXIT_REGISTERED:
-            atexit.register(close_all_launchers)
-            _ATEXIT_REGISTERED = True
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be installed from the main thread; atexit still covers exits
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            current = signal.getsignal(sig)
-            if current is _signal_handler or current == signal.SIG_IGN:
-                continue  # an ignored signal (`cmd &` in a script ignores SIGINT) must not close the instances
-            _PREVIOUS_HANDLERS[sig] = current
-            signal.signal(sig, _signal_handler)
 
 
 # ---------------------------------------------------------------------------------------------- the launcher
@@ -268,6 +229,9 @@ class InstanceLauncher:
             for i in range(self.num_instances):
                 self.instances[i] = self._spawn(i, restarts=0)
             self._connect(self.instances, time.monotonic() + self.connect_timeout)
+            seen = declared_image(self.instances[0].env_info) if self.headless and self.options.auto_window else None
+            if seen is not None:
+                self._go_windowed(*seen)
             reports = [self._copies(inst) for inst in self.instances]
             for finding in reports[0].get("findings", []):  # what the copies share, said once
                 self.report(f"copies of {self.env}'s scene share what they should not: {finding}")
@@ -331,30 +295,7 @@ class InstanceLauncher:
                 return
             self._closed = True
             _LIVE.discard(self)
-            live = [inst for inst in self.instances if inst is not None]
-            # Remember any descendants now: once a game has quit, its children (it has none, but a wrapper
-            # script might) would be reparented and out of reach. psutil's kill() is safe against pid reuse.
-            below = [p for inst in live if inst.proc.poll() is None for p in descendants(inst.pid)]
-            for inst in live:
-                if inst.conn is not None:
-                    inst.conn.close(send_close=True)
-                inst.close_listener()
-            deadline = time.monotonic() + CLOSE_GRACE_S
-            for inst in live:
-                if inst.conn is None:
-                    continue  # never connected: it cannot have received "close"
-                try:
-                    inst.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    pass
-            end_process_tree([inst.pid for inst in live if inst.proc.poll() is None])
-            for p in below:
-                try:
-                    p.kill()
-                except psutil.Error:
-                    pass
-            for inst in live:
-                self._reap(inst.proc)
+            self._end([inst for inst in self.instances if inst is not None])
             for log in self._logs:
                 if log is not None:
                     log.close()
@@ -363,6 +304,50 @@ class InstanceLauncher:
                 self._xvfb = None
             if self._tmpdir is not None and not self._failed:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+    def _end(self, live: list) -> None:
+        """Ask the instances ``live`` to quit, then end what is left of their process trees (and their descendants,
+        noted first: a wrapper script's children would be reparented once it quit; psutil's kill() is safe against
+        pid reuse)."""
+        below = [p for inst in live if inst.proc.poll() is None for p in descendants(inst.pid)]
+        for inst in live:
+            if inst.conn is not None:
+                inst.conn.close(send_close=True)
+            inst.close_listener()
+        deadline = time.monotonic() + CLOSE_GRACE_S
+        for inst in live:
+            if inst.conn is None:
+                continue  # never connected: it cannot have received "close"
+            try:
+                inst.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        end_process_tree([inst.pid for inst in live if inst.proc.poll() is None])
+        for p in below:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        for inst in live:
+            self._reap(inst.proc)
+
+    def _go_windowed(self, key: str, size) -> None:
+        """The game sees through a camera, which a headless build cannot render: end the headless instances (they
+        only said their env_info) and start them again windowed, on $DISPLAY or one Xvfb, said in one line."""
+        self._end(self.instances)
+        # Nobody looks at a training instance's window: drawing it every frame would halve the rate (the
+        # cameras draw themselves, addons/rl_sync/camera_frames.gd).
+        extra = tuple(self.instance.extra_args) + ("--disable-render-loop",)
+        self.headless, self.instance = False, self.instance.replace(headless=False, extra_args=extra)
+        self.command_prefix = self.instance.game.export.command(False)  # a GameError names the fix
+        shape = " x ".join(map(str, size)) if isinstance(size, list) else "?"
+        why = (f"{self.num_instances} windowed instance(s): {self.env} observes a camera image ({key}, {shape}), which "
+               "a headless build cannot render")
+        if self.display or user_display():
+            self._note(f"on the display {self.display or user_display()}, {why}")
+        self._ensure_display(f"for {why}")
+        self.instances = [self._spawn(i, restarts=0) for i in range(self.num_instances)]
+        self._connect(self.instances, time.monotonic() + self.connect_timeout)
 
     def pids(self) -> list[int]:
         return [inst.pid for inst in self.instances if inst is not None]
@@ -475,9 +460,18 @@ class InstanceLauncher:
         self.report(msg)
 
     # ---------------------------------------------------------------- Xvfb
-    def _ensure_display(self) -> None:
+    def _ensure_display(self, why: str = "for the windowed instances") -> None:
         if self.display is not None:
             return
         self._xvfb = Xvfb(self.log_dir / "xvfb.log")
-        self.display = open_display(self._xvfb, self._note, "for the windowed instances")
+        self.display = open_display(self._xvfb, self._note, why)
 
+
+
+def read_env_info(game: GodotGame, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> dict:
+    """The game's env_info, from one headless instance of one agent (if the game takes --agents) started for it and
+    ended at once (nothing steps, so a camera game's headless build answers too): what tells a command, before it
+    starts anything else, that a game sees."""
+    options = LaunchOptions(agents_per_instance=1, connect_timeout=connect_timeout, auto_window=False)
+    with InstanceLauncher(game, options) as launcher:
+        return launcher.instances[0].env_info

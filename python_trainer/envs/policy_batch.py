@@ -13,8 +13,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
-from python_trainer.envs.game import GameBugError
-from python_trainer.envs.spaces import ActionCodec, ObsCodec, packed_floats
+from python_trainer.envs.game import GameBugError, GameError
+from python_trainer.envs.obs_codec import ObsCodec, packed_floats
+from python_trainer.envs.spaces import ActionCodec
 
 
 class PolicyBatch:
@@ -25,7 +26,11 @@ class PolicyBatch:
         first = policies[0]
         self.mixed = any((p.observation_space, p.action_space) != (first.observation_space, first.action_space)
                          for p in policies)  # fmt: skip
-        self.obs_codecs = [ObsCodec(p.obs_layout) for p in policies]
+        if self.mixed and any(p.image is not None for p in policies):
+            raise GameError(f"{env_id}'s policies have different spaces and some see camera images: policies with "
+                            "images must all declare the same observation and action spaces (or train one policy)")
+        self.image = first.image  # the camera image's place in each row (None: no image)
+        self.obs_codecs = [ObsCodec(p.obs_layout, p.image) for p in policies]
         self.act_codecs = [ActionCodec(p.action_space, p.act_kind, p.act_layout) for p in policies]
         self._rows_cache: dict = {}
         num_envs = len(env_policy)
@@ -79,6 +84,16 @@ class PolicyBatch:
         return self.act_codecs[0].packed(a, s)
 
     # ---------------------------------------------------------------- observations
+    def read_packed(self, conn, agents: int):
+        """One instance's packed step reply (binary step exchange, one policy's spaces): (obs (agents, obs_dim) float32,
+        rewards, statuses, terminal obs (ended, obs_dim), infos), its images (raw bytes) in the rows' image columns."""
+        codec = self.obs_codecs[0]
+        if codec.image is None:
+            return conn.step_recv_packed(agents, self.obs_dim)
+        obs, rewards, status, term_obs, infos, frames, term_frames = conn.step_recv_packed(
+            agents, codec.vector_dim, frame_size=codec.image.frame_size)
+        return np.hstack([obs, frames]), rewards, status, np.hstack([term_obs, term_frames]), infos
+
     def reply_obs(self, msg: dict, part: slice, label: str) -> np.ndarray:
         """The observations of one instance's envs (``part`` of the batch) in a step or reset reply: (agents, obs_dim)
         float32 (mixed: zero-padded)."""

@@ -33,6 +33,7 @@ BINARY_STEP_ENCODING = "binary"
 STEP_ENCODINGS = ("json", BINARY_STEP_ENCODING)
 # A packed body is laid out as Godot's var2bytes() writes a pool array: a little-endian uint32 type word, a
 # uint32 count, the values. Its first byte is never the "{" of a JSON body.
+POOL_BYTE_ARRAY = 20  # PoolByteArray: bytes, zero-padded to a multiple of 4 (the images of a packed step reply)
 POOL_INT_ARRAY = 21   # Godot's Variant type of PoolIntArray: int32 values
 POOL_REAL_ARRAY = 22  # PoolRealArray: float32 values
 PACKED_HEADER = struct.Struct("<II")
@@ -88,6 +89,11 @@ class GodotConnectionError(ConnectionError):
         super().__init__(msg)
 
 
+class ImageSizeError(ValueError):
+    """A packed step reply whose camera images are not the size the game declared: a bug of the game's own, which a
+    restart would repeat."""
+
+
 def encode_message(obj: Any) -> bytes:
     """One framed message: little-endian byte length of the UTF-8 JSON, then the JSON."""
     body = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("utf-8")
@@ -117,10 +123,14 @@ def is_packed(body) -> bool:
     return len(body) >= PACKED_HEADER.size and body[0] in (POOL_INT_ARRAY, POOL_REAL_ARRAY) and body[1:4] == b"\0\0\0"
 
 
-def unpack_step(body, n_agents: int, obs_dim: int):
+def unpack_step(body, n_agents: int, obs_dim: int, frame_size: int = 0):
     """A packed step reply: (obs (n, obs_dim), rewards (n,), statuses (n,), terminal obs (ended agents, obs_dim),
     infos {agent index: info of an ended agent}). The arrays are float32 views of ``body`` (frombuffer, no copy;
-    statuses too: 0 running, 1 terminated, 2 truncated). Raises ValueError for anything but that layout."""
+    statuses too: 0 running, 1 terminated, 2 truncated). Raises ValueError for anything but that layout.
+
+    With ``frame_size`` (the bytes of each agent's camera image), the observations hold the vector keys only and the
+    float block is followed by one byte array of every agent's frame, then each ended agent's terminal frame; the
+    tuple then also holds those two (frames (n, frame_size), terminal frames (ended, frame_size)), uint8 views."""
     if not is_packed(body) or body[0] != POOL_REAL_ARRAY:
         raise ValueError(f"expected a packed step reply (a float32 array), got {bytes(body[:40])!r}")
     _, count = PACKED_HEADER.unpack_from(body, 0)
@@ -142,6 +152,12 @@ def unpack_step(body, n_agents: int, obs_dim: int):
     if count != head + ended * d:
         raise ValueError(f"a packed step reply of {count} float32 values for {ended} ended episodes; expected "
                          f"{head + ended * d} ({n} agents, observations of {d} values)")
+    frames = None
+    if frame_size:
+        frames, end = _unpack_frames(body, end, n, ended, frame_size)
+    elif len(body) >= end + PACKED_HEADER.size and body[end] == POOL_BYTE_ARRAY and body[end + 1:end + 4] == b"\0\0\0":
+        raise ValueError("a packed step reply carries a byte array (camera images) after its float32 values, but the "
+                         "game's env_info declares no image observation (a key containing \"2d\")")
     infos = {}
     if end < len(body):
         info = decode_body(body[end:]).get("info")
@@ -149,8 +165,34 @@ def unpack_step(body, n_agents: int, obs_dim: int):
             raise ValueError(f"the JSON after a packed step reply must be {{\"info\": {{agent index: info}}}}; got "
                              f"{bytes(body[end:end + 200])!r}")
         infos = {int(k): v for k, v in info.items()}
-    return (values[:n * d].reshape(n, d), values[n * d:n * (d + 1)], statuses,
-            values[head:].reshape(ended, d), infos)
+    step = (values[:n * d].reshape(n, d), values[n * d:n * (d + 1)], statuses, values[head:].reshape(ended, d), infos)
+    return step if frames is None else step + (frames[:n * frame_size].reshape(n, frame_size),
+                                               frames[n * frame_size:].reshape(ended, frame_size))
+
+
+def _unpack_frames(body, at: int, n: int, ended: int, frame_size: int):
+    """(the uint8 view of the byte array at ``at`` of a packed step reply, where what follows it starts), checked:
+    n agents' frames, then ``ended`` terminal frames, of ``frame_size`` bytes each, zero-padded to 4 bytes."""
+    expected = (n + ended) * frame_size
+    if len(body) < at + PACKED_HEADER.size:
+        raise ValueError(f"a packed step reply without its camera images: expected a byte array of {n} + {ended} "
+                         f"frames of {frame_size} bytes after its float32 values")
+    type_word, count = PACKED_HEADER.unpack_from(body, at)
+    if type_word != POOL_BYTE_ARRAY:
+        raise ValueError(f"a packed step reply's camera images must be a byte array (type {POOL_BYTE_ARRAY}); got "
+                         f"type word {type_word} after its float32 values")
+    if count != expected:
+        raise ImageSizeError(f"a packed step reply holds {count} bytes of camera images, expected {expected} ({n} agents "
+                         f"+ {ended} ended episodes x {frame_size} bytes, the size the game declared): a camera must "
+                         "keep the size it declared (a size that changes mid-run?)")
+    start = at + PACKED_HEADER.size
+    stop = start + count + (-count) % 4
+    if stop > len(body):
+        raise ValueError(f"a packed step reply announces {count} bytes of camera images but holds "
+                         f"{len(body) - start}")
+    if any(body[start + count:stop]):
+        raise ValueError("a packed step reply's camera images are padded with bytes other than zero")
+    return np.frombuffer(body, np.uint8, count=count, offset=start), stop
 
 
 def decode_body(body: bytes | bytearray | memoryview) -> dict:
@@ -382,11 +424,13 @@ class GodotConnection:
         except OSError as e:
             raise self.error(f"the connection broke while sending {what} ({e})") from None
 
-    def step_recv_packed(self, n_agents: int, obs_dim: int, timeout: Optional[float] = None):
+    def step_recv_packed(self, n_agents: int, obs_dim: int, timeout: Optional[float] = None, frame_size: int = 0):
         """The packed step reply of the binary step exchange, as `unpack_step` returns it."""
         body = self.recv_body(timeout, "a packed 'step' reply")
         try:
-            return unpack_step(body, n_agents, obs_dim)
+            return unpack_step(body, n_agents, obs_dim, frame_size)
+        except ImageSizeError as e:
+            raise GameBugError(f"{self.label}: {e}") from None
         except ValueError as e:
             if not is_packed(body):  # in JSON: our addon's report of a bug of the game's own, instead of the reply?
                 try:

@@ -1,15 +1,14 @@
 """The games' spaces: a game's declared observation and action spaces as gymnasium spaces, one policy's share of
-env_info, and the codecs between batched arrays and the game's observations and actions.
+env_info, and the codec between batched actions and the game's (obs_codec.py has the observations').
 
 A game declares its spaces in godot-rl's env_info (per agent: ``{key: {"size": [n], "space": "box"}}`` observations,
 ``{key: {"size": n, "action_type": "continuous" | "discrete"}}`` actions, ``agent_policy_names``); vec_env's
-conventions (a flat float32 observation, Box / Discrete / MultiDiscrete / Dict actions) come from here.
+conventions (a flat float32 observation, Box / Discrete / MultiDiscrete / Dict actions) come from here. An
+observation key containing "2d" is a camera image (envs/images.py): its H*W*C values, 0..255, end the flat row.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
 from typing import Optional
 
@@ -17,21 +16,27 @@ import gymnasium as gym
 import numpy as np
 
 from python_trainer.envs.game import GameBugError, GameError
+from python_trainer.envs.images import MAX_SIDE, ImageLayout, is_image_key
 from python_trainer.envs.protocol import pack_actions
 
 # ---------------------------------------------------------------------------------------------- spaces
-def _obs_layout(obs_space: dict) -> list[tuple[str, int]]:
-    """[(key, flat size)] in sorted key order for godot-rl's per-agent observation space dict."""
+def _obs_layout(obs_space: dict) -> tuple[list[tuple[str, int]], Optional[ImageLayout]]:
+    """([(key, flat size)] in the flat row's order, the image's layout or None) for godot-rl's per-agent observation
+    space dict: the vector keys in sorted order, then the image key (one at most: images.is_image_key), whose
+    H*W*C values end the row."""
     if not isinstance(obs_space, dict) or not obs_space:
         raise GameBugError(f"the game's agents declare the observation space {str(obs_space)[:100]!r}: expected "
                            '{key: {"size": [n], "space": "box"}} (get_obs_space(): does get_obs() return an Array of '
                            "numbers?)")
-    layout = []
+    layout, images = [], [key for key in sorted(obs_space) if is_image_key(key)]
+    if len(images) > 1:
+        raise GameBugError(f"the game's agents declare {len(images)} image observations ({', '.join(images)}): the "
+                           "trainer takes one camera per agent; keep one key containing \"2d\" and rename the others")
     for key in sorted(obs_space):
+        if key in images:
+            continue
         spec = obs_space[key]
         kind = spec.get("space")
-        if "2d" in key:
-            raise ValueError(f"observation {key!r}: godot-rl 2d (image) observations are not supported")
         if kind == "box":
             size = spec.get("size")
             size = [size] if isinstance(size, int) else list(size)
@@ -40,16 +45,38 @@ def _obs_layout(obs_space: dict) -> list[tuple[str, int]]:
             layout.append((key, 1))
         else:
             raise ValueError(f"observation {key!r}: unsupported space type {kind!r}")
-    return layout
+    if not images:
+        return layout, None
+    image = _image_layout(images[0], obs_space[images[0]], sum(size for _, size in layout))
+    return layout + [(image.key, image.frame_size)], image
+
+
+def _image_layout(key: str, spec, start: int) -> ImageLayout:
+    """The image key's layout from its declaration {"size": [H, W, C], "space": "box"}, or one line naming the key,
+    what is wrong and the fix."""
+    size = spec.get("size") if isinstance(spec, dict) else None
+    fix = (f'declare it {{"size": [H, W, C], "space": "box"}} with sides from 1 to {MAX_SIDE} and C = 3 (RGB) or 1 '
+           "(grayscale), the camera sensor's obs_space()")
+    if not (isinstance(size, list) and len(size) == 3
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v == int(v) for v in size)):
+        raise GameBugError(f"the image observation {key!r} is declared {str(spec)[:100]}: {fix}")
+    h, w, c = (int(v) for v in size)
+    if min(h, w) < 1 or max(h, w) > MAX_SIDE or c not in (1, 3):
+        raise GameBugError(f"the image observation {key!r} is declared {h} x {w} x {c}: {fix}")
+    return ImageLayout(key, h, w, c, start)
 
 
 def _obs_bounds(obs_space: dict, layout: list[tuple[str, int]]) -> tuple[np.ndarray, np.ndarray]:
     """The flat observation's float32 (low, high) in ``layout``'s order. Our extension of godot-rl's schema (its client
     ignores it and assumes [-1, 1]): a box key may carry "low" and "high", lists of its size's numbers (null:
-    unbounded); a key without them is unbounded."""
+    unbounded); a key without them is unbounded. An image's columns are 0..255."""
     lows, highs = [], []
     for key, size in layout:
         spec = obs_space[key]
+        if is_image_key(key):
+            lows.append(np.zeros(size))
+            highs.append(np.full(size, 255.0))
+            continue
         for name, parts, unbounded in (("low", lows, -np.inf), ("high", highs, np.inf)):
             values = spec.get(name)
             if values is None:
@@ -115,6 +142,7 @@ class PolicySpaces:
     obs_layout: list
     act_kind: str
     act_layout: list
+    image: Optional[ImageLayout] = None  # where the agents' camera image sits in the flat row (None: no image)
 
 
 def _per_agent(info: dict, field: str) -> list:
@@ -157,12 +185,12 @@ def policies_from_env_info(info: dict) -> list:
             )
     policies = []
     for name, f in first.items():
-        obs_layout = _obs_layout(obs_spaces[f])
+        obs_layout, image = _obs_layout(obs_spaces[f])
         low, high = _obs_bounds(obs_spaces[f], obs_layout)
         act_space, kind, act_layout = _action_layout(act_spaces[f])
         agents = tuple(j for j, n in enumerate(names) if n == name)
         policies.append(PolicySpaces(name, agents, gym.spaces.Box(low, high, dtype=np.float32), act_space,
-                                     obs_layout, kind, act_layout))  # fmt: skip
+                                     obs_layout, kind, act_layout, image))  # fmt: skip
     return policies
 
 
@@ -212,81 +240,21 @@ def _as_array(values, what: str) -> np.ndarray:
                          "got a ragged list") from None
 
 
+def dict_observation_space(policy: PolicySpaces) -> gym.spaces.Dict:
+    """A policy's observations as gymnasium's Dict of its keys (what godot-rl's GodotEnv shows): an image as
+    Box(0, 255, (H, W, C), uint8), a vector key as its Box of float32 (for people: the trainer keeps the flat row)."""
+    box, spaces, at = policy.observation_space, {}, 0
+    for key, size in policy.obs_layout:
+        if policy.image is not None and key == policy.image.key:
+            img = policy.image
+            spaces[key] = gym.spaces.Box(0, 255, (img.height, img.width, img.channels), np.uint8)
+        else:
+            spaces[key] = gym.spaces.Box(box.low[at:at + size], box.high[at:at + size], dtype=np.float32)
+        at += size
+    return gym.spaces.Dict(spaces)
+
+
 # ---------------------------------------------------------------------------------------------- codecs
-def packed_floats(text, label: str) -> np.ndarray:
-    """The float32 values of a packed observation field ("obs_f32": base64 of little-endian floats)."""
-    try:
-        return np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4")
-    except (binascii.Error, TypeError, ValueError) as e:
-        raise ValueError(f"{label}: malformed packed observations from the game ({e!r})") from None
-
-
-class ObsCodec:
-    """One policy's observations: godot-rl's per-agent obs dicts (or a packed reply) -> (agents, dim) float32, and the
-    one-line GameBugError naming the agent whose observation does not fit what the game declared."""
-
-    def __init__(self, layout: list[tuple[str, int]]):
-        self.layout = layout
-        self.dim = sum(size for _, size in layout)
-        self.single_key = [k for k, _ in layout] == ["obs"] or len(layout) == 1
-
-    def flat(self, obs_list, inst_label="") -> np.ndarray:
-        """(agents, dim) float32 from godot-rl's list of per-agent obs dicts."""
-        try:
-            if self.single_key:
-                key = self.layout[0][0]
-                arr = np.asarray([o[key] for o in obs_list], dtype=np.float32)
-                arr = arr.reshape(len(obs_list), -1)
-            else:
-                arr = np.asarray(
-                    [np.concatenate([np.asarray(o[k], dtype=np.float32).ravel() for k, _ in self.layout])
-                     for o in obs_list],
-                    dtype=np.float32,
-                )
-        except (KeyError, TypeError, ValueError) as e:
-            raise self.problem(obs_list, inst_label) or ValueError(
-                f"{inst_label}: malformed observations from the game ({e!r})") from None
-        if arr.shape[1] != self.dim:
-            raise self.problem(obs_list, inst_label) or GameBugError(
-                f"{inst_label}: observation of size {arr.shape[1]}, expected {self.dim}")
-        return arr
-
-    def problem(self, obs_list, inst_label: str) -> Optional[GameBugError]:
-        """The first agent whose observation does not fit what the game declared, in one line (the error path)."""
-        declared = ", ".join(f"{key!r}: {size}" for key, size in self.layout)
-        for j, o in enumerate(obs_list):
-            for key, size in self.layout:
-                value = o.get(key) if isinstance(o, dict) else None
-                try:
-                    n = np.asarray(value, dtype=np.float32).size if value is not None else None
-                except (TypeError, ValueError):
-                    n = None
-                if n is None:
-                    what = f"is {str(value)[:60]!r}, not a list of numbers" if value is not None else "is missing"
-                elif n != size:
-                    what = f"has {n} values"
-                else:
-                    continue
-                return GameBugError(f"{inst_label}: agent {j}'s observation {key!r} {what}, but the game declared "
-                                    f"{{{declared}}} in its env_info (get_obs_space()); an agent's observation must "
-                                    "keep the size and kind it declared")  # fmt: skip
-        return None
-
-    def from_reply(self, msg: dict, agents: int, inst_label="") -> np.ndarray:
-        """(agents, obs_dim) float32 from a step reply: packed ("obs_f32", asked for in our handshake) or JSON."""
-        if "obs_f32" not in msg:
-            return self.flat(msg["obs"], inst_label)
-        arr = packed_floats(msg["obs_f32"], inst_label)
-        if arr.size != agents * self.dim:
-            raise GameBugError(f"{inst_label}: {arr.size} packed observation values, expected {agents} agents x "
-                               f"{self.dim} as the game declared (get_obs_space()); an agent's observation must "
-                               "keep the size it declared")  # fmt: skip
-        return arr.reshape(agents, self.dim)
-
-    def one(self, obs: dict) -> np.ndarray:
-        return self.flat([obs])[0]
-
-
 class ActionCodec:
     """One policy's actions: batched actions checked against its space, then godot-rl's per-agent dicts (JSON) or
     the packed action message (the binary step exchange)."""

@@ -34,16 +34,21 @@ Conventions (shared with python_trainer.envs.gym_env.GymVecEnv):
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
 
-from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, agents_for, check_instance_options
+from python_trainer.base.errors import say
+from python_trainer.base.flags import (
+    DEFAULT_CONNECT_TIMEOUT_S, SLOW_STEP_S, agents_for, check_instance_options, slow_step_warning,
+)
 from python_trainer.envs.game import (
     PLUGIN_PHYSICS_LINE, GameBugError, GameError, GodotGame, godot_game, resolve_env,
 )
 from python_trainer.envs.editor import EditorLauncher, EditorPlay
+from python_trainer.envs.frame_stack import FrameStack
 from python_trainer.envs.grouped_env import GroupedVecEnv
 from python_trainer.envs.gym_env import EpisodeStatistics
 from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
@@ -56,39 +61,9 @@ from python_trainer.envs.protocol import (
 )
 from python_trainer.envs.policy_batch import PolicyBatch
 from python_trainer.envs.spaces import agent_policy_names, policies_from_env_info, reward_problem
+from python_trainer.envs.step_batch import StepBatch
 
 # ---------------------------------------------------------------------------------------------- the env
-class _StepBatch:
-    """step()'s arrays for a part of the batch, filled in from its instances' replies; ``final_obs`` and
-    ``final_info`` are made when the first episode ends."""
-
-    def __init__(self, obs: np.ndarray):
-        n = obs.shape[0]
-        self.obs = obs  # the next observations (same-step autoreset: a new episode's first where one ended)
-        self.rewards = np.zeros(n, dtype=np.float64)
-        self.terminated = np.zeros(n, dtype=np.bool_)
-        self.truncated = np.zeros(n, dtype=np.bool_)
-        self.final_obs: Optional[np.ndarray] = None
-        self.final_info: Optional[np.ndarray] = None
-
-    def end(self, rows, truncated, final_obs, final_info) -> None:
-        """The episodes of ``rows`` ended (truncated or terminated), with their last observations and infos."""
-        if self.final_obs is None:
-            self.final_obs = np.zeros(self.obs.shape, dtype=np.float32)
-            self.final_info = np.full(self.obs.shape[0], None, dtype=object)
-        self.truncated[rows] = truncated
-        self.terminated[rows] = np.logical_not(truncated)
-        self.final_obs[rows] = final_obs
-        self.final_info[rows] = final_info
-
-    def infos(self) -> dict:
-        """gymnasium's final_obs / final_info entries (and their masks) when an episode ended."""
-        if self.final_obs is None:
-            return {}
-        return {"final_obs": self.final_obs, "_final_obs": self.terminated | self.truncated,
-                "final_info": self.final_info, "_final_info": self.terminated | self.truncated}
-
-
 class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
     """A gymnasium VectorEnv over ``options.num_instances`` instances of ``game``, each simulating the agents its
     env_info reports (``options.agents_per_instance`` asks for a number; see `launcher.LaunchOptions`)."""
@@ -139,6 +114,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self._group_instances = [range(0, half), range(half, self.num_instances)][: 2 if self.num_instances > 1 else 1]
         self.groups = [slice(self._offsets[r.start], self._offsets[r.stop]) for r in self._group_instances]
         self._pending: dict = {}  # group -> {instance: send error} for the groups step_async sent actions to
+        self._sent_at, self._said_slow = {}, False  # first instance -> when its actions went; the slow step said
 
     # ---------------------------------------------------------------- what the game was given
     @property
@@ -176,6 +152,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         ]).astype(np.int64)  # fmt: skip
         self.batch = batch = PolicyBatch(self.policies, env_policy, self.env_id)
         self.env_policy, self.mixed, self.obs_dim = env_policy, batch.mixed, batch.obs_dim
+        self.image_layout = batch.image  # where the camera image sits in each row (envs/images.py; None: no image)
         self.single_observation_space, self.observation_space = batch.single_observation_space, batch.observation_space
         self.single_action_space, self.action_space = batch.single_action_space, batch.action_space
 
@@ -305,6 +282,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         base = self._offsets[insts.start]
         failed = {}
         per_agent = None
+        self._sent_at[insts.start] = time.monotonic()
         for i in insts:
             inst = self.launcher.instances[i]
             s = slice(self._offsets[i] - base, self._offsets[i + 1] - base)
@@ -325,7 +303,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         return step()'s tuple for their envs, restarting instances that failed."""
         part = slice(self._offsets[insts.start], self._offsets[insts.stop])
         base = part.start
-        batch = _StepBatch(self._obs[part].copy())
+        batch = StepBatch(self._obs[part].copy())
         for i in insts:
             if i in failed:
                 continue
@@ -349,12 +327,15 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self._obs[part] = batch.obs  # a copy: what we return is the caller's
         self._check_script_errors()
         infos = self.episode_stats.update(batch.rewards, batch.terminated, batch.truncated, infos, part)
+        took = time.monotonic() - self._sent_at.pop(insts.start, time.monotonic())
+        if took >= SLOW_STEP_S and not (failed or self._said_slow):  # said once: a slow run does not go silent
+            self._said_slow = True
+            (getattr(self.launcher, "report", None) or say)(slow_step_warning(self.env_id, took, self.launcher.instance))
         return batch.obs, batch.rewards, batch.terminated, batch.truncated, infos
 
-    def _read_packed_reply(self, i: int, s: slice, batch: "_StepBatch") -> None:
+    def _read_packed_reply(self, i: int, s: slice, batch: "StepBatch") -> None:
         """Instance i's packed step reply (the binary step exchange) into ``batch``'s rows ``s``."""
-        inst = self.launcher.instances[i]
-        obs, rewards, status, term_obs, infos = inst.conn.step_recv_packed(s.stop - s.start, self.obs_dim)
+        obs, rewards, status, term_obs, infos = self.batch.read_packed(self.launcher.instances[i].conn, s.stop - s.start)
         batch.obs[s] = obs
         batch.rewards[s] = rewards
         if term_obs.shape[0]:
@@ -363,7 +344,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             batch.end(s.start + ended, status[ended] == STATUS_TRUNCATED, term_obs,
                       [dict(infos.get(j) or {}) for j in ended.tolist()])  # fmt: skip
 
-    def _read_json_reply(self, i: int, s: slice, batch: "_StepBatch") -> None:
+    def _read_json_reply(self, i: int, s: slice, batch: "StepBatch") -> None:
         """Instance i's JSON step reply (godot-rl's) into ``batch``'s rows ``s``; a game bug in it raises."""
         inst = self.launcher.instances[i]
         msg = inst.conn.step_recv()
@@ -389,7 +370,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             final_obs = batch.obs[row] if term_obs is None else self.batch.one_obs(term_obs, self._offsets[i] + j)
             batch.end(row, truncated, final_obs, agent_info)  # agent_info: the game's get_info() of the ended episode
 
-    def _end_failed(self, i: int, s: slice, error: BaseException, batch: "_StepBatch") -> None:
+    def _end_failed(self, i: int, s: slice, error: BaseException, batch: "StepBatch") -> None:
         """Instance i crashed or went silent: its agents' episodes end truncated, their final_obs the last observation
         we know of; it is restarted and its agents' first observations come next."""
         batch.end(s, True, self._obs[self._slice(i)], [{} for _ in range(s.stop - s.start)])
@@ -461,9 +442,11 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
     game ``godot_options`` are `launcher.LaunchOptions`' (num_instances, agents_per_instance, headless, speedup, ...),
     ``num_envs`` (when given) must come out as the agents the instances report, and ``agents_per_instance``
     defaults to ``num_envs / num_instances`` or, without either, to the game's own choice. For a gymnasium id the
-    Godot options are ignored and ``video_dir`` records the first env's episodes.
+    Godot options are ignored and ``video_dir`` records the first env's episodes. ``frame_stack`` K > 1 stacks a
+    camera game's K newest frames (frame_stack.FrameStack; a GameError for a game without a camera).
     """
     binary = godot_options.pop("binary", None)
+    frame_stack = int(godot_options.pop("frame_stack", 1))
     unknown = set(godot_options) - {f.name for f in dataclasses.fields(LaunchOptions)}
     if unknown:
         raise TypeError(f"make_vec_env() got unexpected options {sorted(unknown)} for {env_id!r}")
@@ -476,6 +459,9 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
     if isinstance(game, str):
         from python_trainer.envs.gym_env import make_gym_vec_env
 
+        if frame_stack != 1:
+            raise GameError(f"--frame-stack {frame_stack} stacks a Godot game's camera frames; {game} is a gymnasium "
+                            "id: drop --frame-stack")
         return make_gym_vec_env(game, num_envs=num_envs, seed=seed, video_dir=video_dir)
     if video_dir is not None:
         raise TypeError(f"video_dir records a gymnasium env's episodes; {game.env} is a Godot game (its videos come "
@@ -493,4 +479,10 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
             f"--agents says ({num_instances} instances: {sum(counts)} envs): drop num_envs, or use "
             f"{sum(counts)}"
         )
-    return env
+    if frame_stack == 1:
+        return env
+    try:
+        return FrameStack(env, frame_stack)
+    except BaseException:
+        env.close()
+        raise

@@ -3,6 +3,7 @@ launcher, play, record and profile)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
@@ -12,6 +13,9 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+import psutil
+
+from python_trainer.base.errors import UserError
 from python_trainer.base.processes import describe_exit, end_process_tree, read_log_tail, spawn
 from python_trainer.envs.failures import InstanceStartError
 
@@ -34,6 +38,16 @@ def no_display_message(instead: str = "run headless") -> str:
             f"Run `sudo apt-get install xvfb`, set DISPLAY, or {instead}.")  # fmt: skip
 
 
+def person_display(what: str, instead: str) -> str:
+    """The user's $DISPLAY for a window a person must see (``what`` they do there: "play it"), else a UserError in
+    one line (a private Xvfb would show the window to nobody); ``instead``: what works without a display."""
+    display = user_display()
+    if display is None:
+        raise UserError(f"no display ($DISPLAY is not set): a person must see the game to {what}; run this in a "
+                        f"desktop session (or over ssh -X), or {instead}")  # fmt: skip
+    return display
+
+
 def display_available() -> bool:
     """Whether windowed instances can get a display: $DISPLAY, or Xvfb to start one."""
     return user_display() is not None or xvfb_binary() is not None
@@ -50,10 +64,20 @@ def open_display(xvfb: "Xvfb", report: Callable[[str], None], why: str = "") -> 
     return display
 
 
+TEMP_LOG_PREFIX = "godot-ppo-xvfb-"
+
+
 def temp_xvfb() -> "Xvfb":
     """An Xvfb (not started) for a command without a run folder to log into (play, a recording): its log goes to the
-    temp dir, one per process, and is removed when the command ends well (kept when it failed: errors name it)."""
-    return Xvfb(Path(tempfile.gettempdir()) / f"godot-ppo-xvfb-{os.getpid()}.log", temporary_log=True)
+    temp dir, one per process, and is removed when the command ends, unless Xvfb failed to start (its error names the
+    log). The logs of processes that ended without clean-up (SIGKILL) are removed first."""
+    temp = Path(tempfile.gettempdir())
+    for stale in temp.glob(f"{TEMP_LOG_PREFIX}*.log"):
+        pid = stale.name[len(TEMP_LOG_PREFIX):-len(".log")]
+        with contextlib.suppress(OSError):
+            if pid.isdigit() and stale.stat().st_uid == os.getuid() and not psutil.pid_exists(int(pid)):
+                stale.unlink()
+    return Xvfb(temp / f"{TEMP_LOG_PREFIX}{os.getpid()}.log", temporary_log=True)
 
 
 class Xvfb:
@@ -66,7 +90,8 @@ class Xvfb:
     def __init__(self, log_path: str | os.PathLike, screen: str = "1280x800x24", temporary_log: bool = False):
         self.log_path = Path(log_path)
         self.screen = screen
-        self.temporary_log = temporary_log  # removed at the end of a `with` block that raised nothing
+        self.temporary_log = temporary_log  # removed at the end of a `with` block, unless start() failed (said it)
+        self._failed = False
         self.proc: Optional[subprocess.Popen] = None
         self.display: Optional[str] = None
 
@@ -95,6 +120,7 @@ class Xvfb:
                 if remaining <= 0 or self.proc.poll() is not None:
                     code = self.proc.poll()
                     self.stop()
+                    self._failed = True  # the error names the log: it stays
                     raise InstanceStartError(
                         f"Xvfb did not start ({describe_exit(code)}); log {self.log_path}:\n" + read_log_tail(self.log_path)
                     )
@@ -121,5 +147,5 @@ class Xvfb:
 
     def __exit__(self, exc_type, *exc) -> None:
         self.stop()
-        if self.temporary_log and exc_type is None:
+        if self.temporary_log and not self._failed:
             self.log_path.unlink(missing_ok=True)

@@ -12,12 +12,12 @@ from python_trainer.agent import action_heads
 from python_trainer.base.errors import say
 from python_trainer.base.flags import agents_for, check_flags
 from python_trainer.checkpoint import space_to_dict
-from python_trainer.demos import read_episodes
 from python_trainer.envs.editor import EditorPlay, wait_for_play
 from python_trainer.envs.env_params import check_params
 from python_trainer.envs.game import GodotGame, resolve_env
 from python_trainer.envs.gym_env import DEFAULT_NUM_ENVS
 from python_trainer.run.run_folder import TrainError
+from python_trainer.variants.cnn import encoder_problem
 
 DEFAULT_ENV_ID = "CartPole-v1"  # CleanRL's default, when neither --env-id nor --env-path is given
 # What the editor's Play decides for the game it runs (its own settings, one window): no flag of train's can change it.
@@ -70,8 +70,6 @@ def check_args(args, explicit, ckpt):
     if args.total_timesteps == 0 and not args.demos:
         raise TrainError("--total-timesteps 0 trains nothing: give --demos FILE [FILE...] (the cloned policy alone) or "
                          "a budget >= 1, e.g. --total-timesteps 500000")
-    for path in args.demos or ():  # a missing, empty or damaged file: said before any game starts
-        read_episodes(path)
     _check_editor(args)
     if args.self_play and args.ray_address is not None:
         raise TrainError("--self-play runs on this machine's games: Ray workers do not play against a pool yet; drop "
@@ -193,3 +191,30 @@ def check_policies(views, policy_set, ckpt, args, run_dir) -> None:
             check_spaces(view.single_observation_space, view.single_action_space, entry, args, run_dir)
         except TrainError as e:
             raise TrainError(f"the policy {view.name!r}: {e}" if policy_set is not None else str(e)) from None
+
+
+def check_images(views, args, explicit, ckpt) -> None:
+    """A game whose observations hold a camera image: its encoder (--cnn) reads the image's size, the flags that do
+    not go with images are refused, and a resumed checkpoint's encoder is the one asked for; --cnn on a game
+    without images is refused."""
+    images = [view.image_layout for view in views if view.image_layout is not None]
+    if not images:
+        if "cnn" in explicit:
+            raise TrainError(f"--cnn chooses the encoder of a camera image, and {args.env_id}'s observations hold none "
+                             "(no observation key containing \"2d\"): drop --cnn")  # fmt: skip
+        return
+    image = images[0]
+    problem = encoder_problem(args.cnn, image.height, image.width)
+    if problem:
+        raise TrainError(f"{args.env_id}'s camera image {image.key!r}: {problem}")
+    sees = f"{args.env_id}'s observations hold a camera image ({image.key!r})"
+    if args.rnd:
+        raise TrainError(f"--rnd's networks are MLPs over the observation row and {sees}: curiosity from images is "
+                         "not supported yet; drop --rnd")  # fmt: skip
+    if args.demos:
+        raise TrainError(f"--demos: demonstrations with camera images are not supported yet, and {sees}: drop "
+                         "--demos")  # fmt: skip
+    saved = (ckpt or {}).get("args") or {}
+    if ckpt and saved.get("cnn", args.cnn) != args.cnn:
+        raise TrainError(f"--resume {args.resume}: the checkpoint's encoder is --cnn {saved.get('cnn')}, not "
+                         f"{args.cnn}: drop --cnn or start a new run")  # fmt: skip

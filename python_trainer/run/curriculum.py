@@ -16,7 +16,6 @@ an env that ends two short episodes first counts one of them wrongly), in episod
 
 from __future__ import annotations
 
-import math
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -26,7 +25,11 @@ from typing import Annotated, Callable, Optional
 import numpy as np
 import tyro
 
-from python_trainer.envs.env_params import CONSTANT, EnvParamError, UNIFORM, GAUSSIAN, Value, parse_flag, sampler
+from python_trainer.base.errors import one_line
+from python_trainer.base.inputs import read_text
+from python_trainer.envs.env_params import (
+    CONSTANT, EnvParamError, GAUSSIAN, UNIFORM, Value, finite_number, parse_flag, sampler,
+)
 
 try:
     import tomllib
@@ -37,6 +40,8 @@ REWARD, PROGRESS = "reward", "progress"
 CRITERION_KEYS = {"measure", "threshold", "min_lesson_length", "signal_smoothing", "behavior", "require_reset"}
 LESSON_KEYS = {"name", "value", "completion_criteria"}
 SAMPLER_PARAMETERS = {UNIFORM: ("min_value", "max_value"), GAUSSIAN: ("mean", "st_dev")}
+# The most episodes a lesson's criterion averages over (its window is kept in memory and in the checkpoint).
+MAX_LESSON_LENGTH = 1_000_000
 
 
 @dataclass
@@ -82,14 +87,17 @@ def from_flags(flags) -> tuple[dict, dict]:
 def load(path) -> tuple[dict, dict]:
     """({name: [Lesson]}, {name: "FILE:LINE"}) of a curriculum file."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise EnvParamError(f"--curriculum {path}: cannot read it ({e.strerror or e})") from None
+    label = f"--curriculum {path}"  # read once, a regular file in UTF-8 (a BOM is dropped): base.inputs
+    text = read_text(path, label, EnvParamError, "a TOML curriculum file")
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:  # its message ends "(at line L, column C)"
-        raise EnvParamError(f"--curriculum {path}: not valid TOML: {e}") from None
+        raise EnvParamError(f"{label}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise EnvParamError(f"{label}: its arrays or tables are nested too deeply for a curriculum (see "
+                            "docs/env_params.md for the file's shape)") from None
+    except ValueError as e:  # Python's limit on an integer's digits
+        raise EnvParamError(f"{label}: {one_line(e)}: give the numbers of a curriculum (docs/env_params.md)") from None
     section = doc.get("environment_parameters")
     if not isinstance(section, dict) or not section:
         raise EnvParamError(f"--curriculum {path}: no [environment_parameters] table with at least one parameter "
@@ -144,9 +152,7 @@ def _value(entry, where: str) -> Value:
     """A number, or ML-Agents' {sampler_type = "uniform", sampler_parameters = {min_value, max_value}} (gaussian:
     mean, st_dev)."""
     if isinstance(entry, (int, float)) and not isinstance(entry, bool):
-        if not math.isfinite(entry):
-            raise EnvParamError(f"{where}: {entry} is not a finite number")
-        return Value(CONSTANT, (float(entry),))
+        return Value(CONSTANT, (finite_number(entry, where),))
     if isinstance(entry, dict) and entry.get("sampler_type") in SAMPLER_PARAMETERS:
         kind, args = entry["sampler_type"], entry.get("sampler_parameters")
         keys = SAMPLER_PARAMETERS[kind]
@@ -170,10 +176,12 @@ def _criterion(entry, where: str) -> Criterion:
     smoothing = entry.get("signal_smoothing", Criterion.signal_smoothing)
     if not isinstance(measure, str) or not measure:
         raise EnvParamError(f"{where}: measure must be \"reward\", \"progress\" or a get_info() key, got {measure!r}")
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
         raise EnvParamError(f"{where}: threshold must be a number, got {threshold!r}")
-    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-        raise EnvParamError(f"{where}: min_lesson_length must be an integer >= 1, got {length!r}")
+    threshold = finite_number(threshold, f"{where}: threshold")
+    if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_LESSON_LENGTH:
+        raise EnvParamError(f"{where}: min_lesson_length must be an integer from 1 to {MAX_LESSON_LENGTH} (episodes), "
+                            f"got {repr(length)[:40]}")
     if not isinstance(smoothing, bool):
         raise EnvParamError(f"{where}: signal_smoothing must be true or false, got {smoothing!r}")
     return Criterion(measure, float(threshold), length, smoothing)

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Optional
 
 from python_trainer.base.errors import say
-from python_trainer.checkpoint import space_to_dict
+from python_trainer.checkpoint import image_entry, space_to_dict
 from python_trainer.envs.game import GodotGame
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.spaces import agent_policy_names
 from python_trainer.envs.vec_env import make_vec_env
 from python_trainer.normalization import Normalizer
@@ -32,6 +33,8 @@ VIDEO_DIR = "videos"  # --capture-video's folder in the run folder, as CleanRL's
 def env_kwargs(args, game, global_step, run_dir):
     """make_vec_env's options: every env gets num_envs/seed/run_dir, Godot games the instance options."""
     kwargs = {"num_envs": args.num_envs, "seed": args.seed + global_step, "run_dir": str(run_dir)}
+    if args.frame_stack != 1:  # a camera game's K newest frames (a GameError for a game without a camera)
+        kwargs["frame_stack"] = args.frame_stack
     if args.capture_video and not isinstance(game, GodotGame):
         kwargs["video_dir"] = str(Path(run_dir) / VIDEO_DIR)
     if isinstance(game, GodotGame):
@@ -52,6 +55,8 @@ def make_rollouts(args, game, global_step, run_dir):
     """This machine's envs (LocalRollouts), or --ray-workers Ray workers with their own games (RayRollouts)."""
     kwargs = env_kwargs(args, game, global_step, run_dir)
     if args.ray_address is not None:
+        if isinstance(game, GodotGame):  # a game of several policies is refused before Ray starts (seconds, a GB)
+            _refuse_ray_policies(args, _policy_names(game, args))
         return RayRollouts(game, args, run_dir, kwargs, say)
     rollouts = LocalRollouts(make_vec_env(game, **kwargs), args.pipeline)
     if not args.self_play:
@@ -72,9 +77,7 @@ def policy_set_of(rollouts, args) -> Optional[PolicySet]:
     names = list(dict.fromkeys(agent_policy_names(rollouts.env_info))) if rollouts.env_info else []
     if len(names) < 2:
         return None
-    if args.ray_address is not None:
-        raise TrainError(f"{args.env_id} has several policies ({', '.join(names)}): training several policies on Ray "
-                         "workers is not supported yet; drop --ray-address to train them on this machine")  # fmt: skip
+    _refuse_ray_policies(args, names)
     policy_set = PolicySet(rollouts)
     for view in policy_set.views:
         try:
@@ -82,6 +85,21 @@ def policy_set_of(rollouts, args) -> Optional[PolicySet]:
         except TrainError as e:
             raise TrainError(f"the policy {view.name!r} has {view.num_envs} of the {rollouts.num_envs} agents: {e}") from None
     return policy_set
+
+
+def _policy_names(game, args) -> list:
+    """The policy names of the game's agents, from one headless instance of the run's agents, ended at once."""
+    options = LaunchOptions(agents_per_instance=args.agents_per_instance, copies=args.copies,
+                            connect_timeout=args.connect_timeout, auto_window=False)  # fmt: skip
+    with InstanceLauncher(game, options) as launcher:
+        return agent_policy_names(launcher.instances[0].env_info)
+
+
+def _refuse_ray_policies(args, names) -> None:
+    names = list(dict.fromkeys(names))
+    if args.ray_address is not None and len(names) > 1:
+        raise TrainError(f"{args.env_id} has several policies ({', '.join(names)}): training several policies on Ray "
+                         "workers is not supported yet; drop --ray-address to train them on this machine")  # fmt: skip
 
 
 def saved_policy(ckpt, view, policy_set) -> Optional[dict]:
@@ -94,8 +112,8 @@ def saved_policy(ckpt, view, policy_set) -> Optional[dict]:
 def make_learner(view, args, saved, policy_set) -> Learner:
     """The slots of ppo.iterations for one policy: its agent (MLP or --lstm), its bonus (--rnd: RND, whose predictor
     trains with it), its optimizer and normaliser (from ``saved`` when resuming) and its rollout buffer."""
-    obs_dim = view.single_observation_space.shape[0]
-    agent = make_agent(obs_dim, view.single_action_space, asdict(args))
+    obs_dim, image = view.single_observation_space.shape[0], view.image_layout
+    agent = make_agent(obs_dim, view.single_action_space, asdict(args), image)  # a camera: the CNN agent
     bonus = RND(obs_dim, args.rnd_ext_coef, args.rnd_coef) if args.rnd else None
     continuous = agent.n_continuous > 0  # the normalisation defaults: CleanRL's continuous-action script
     norm_obs = continuous if args.norm_obs is None else args.norm_obs
@@ -103,7 +121,8 @@ def make_learner(view, args, saved, policy_set) -> Learner:
     # torch's fused Adam kernel (optimizer.py): the same update as torch.optim.Adam(fused=True), without its costs
     params = list(agent.parameters()) + (list(bonus.predictor.parameters()) if bonus else [])
     optimizer = Adam(params, lr=args.learning_rate, eps=1e-5)
-    normalizer = Normalizer(obs_dim, view.num_envs, args.gamma, norm_obs, norm_reward)
+    normalizer = Normalizer(obs_dim, view.num_envs, args.gamma, norm_obs, norm_reward,
+                            vector_mask=None if image is None else image.vector_mask())  # images pass through
     if saved:
         agent.load_state_dict(saved["model"])
         if bonus is not None:
@@ -124,7 +143,8 @@ def policy_state(learner) -> dict:
             "normalizer": learner.normalizer.state_dict(),
             "observation_space": space_to_dict(learner.rollouts.single_observation_space),
             "action_space": space_to_dict(learner.rollouts.single_action_space),
-            "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()}}  # fmt: skip
+            "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()},
+            **image_entry(learner.agent)}  # fmt: skip
 
 
 def policy_table(learners, policy_set) -> dict:

@@ -25,12 +25,13 @@ from python_trainer import ppo
 from python_trainer.base.errors import UserError, say
 from python_trainer.base.flags import (parse_flags, 
     ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, COPIES, DEFAULT_CONNECT_TIMEOUT_S, NUM_INSTANCES, SPEEDUP,
-    GoesWith, aliases, at_least, explicit_fields, flag, in_range, positive,
+    GoesWith, aliases, at_least, explicit_fields, flag, in_range, positive, seconds_rule,
 )
 from python_trainer.base.signals import signal_policy, signum_of
 from python_trainer.engine.watcher import WATCH_FPS
 from python_trainer.envs.editor import DEFAULT_EDITOR_PORT
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
+from python_trainer.envs.frame_stack import FrameStackArgs
 from python_trainer.envs.game import GameError
 from python_trainer.envs.gym_env import MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
 from python_trainer.envs.launcher import DEFAULT_MAX_RESTARTS
@@ -41,6 +42,7 @@ from python_trainer.run.crash import quiet_closed_stdout
 from python_trainer.run.curriculum import CurriculumArgs
 from python_trainer.run.training import TrainingRun
 from python_trainer.variants.cloning import CloningArgs
+from python_trainer.variants.cnn_agent import CnnArgs
 from python_trainer.variants.ray_rollouts import RayArgs
 from python_trainer.variants.recurrent import LSTMArgs
 from python_trainer.variants.rnd import RNDArgs
@@ -110,7 +112,7 @@ class EnvArgs:
     max_restarts: int = flag(DEFAULT_MAX_RESTARTS, at_least(0, "an integer >= 0", "3"))
     """Godot games: how many times each instance may be restarted after a crash or a hang before training stops
     (with a checkpoint)"""
-    step_timeout: float = flag(DEFAULT_TIMEOUT_S, positive("60", "a number of seconds > 0"))
+    step_timeout: float = flag(DEFAULT_TIMEOUT_S, seconds_rule("60", "how long one step may take"))
     """Godot games: seconds an instance may take to answer one step before it counts as hung (and is restarted)"""
     allow_script_errors: bool = False
     """Godot games: train on even when a game keeps raising script errors (Godot's SCRIPT ERROR lines, after its
@@ -129,8 +131,8 @@ class EnvArgs:
 
 
 @dataclass
-class Args(CloningArgs, SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, NormArgs, ppo.Args,
-           CurriculumArgs, EnvArgs, ExperimentArgs):
+class Args(CloningArgs, SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, CnnArgs, NormArgs, ppo.Args,
+           CurriculumArgs, FrameStackArgs, EnvArgs, ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 
 

@@ -20,7 +20,7 @@ from python_trainer.base.files import OutputError, is_disk_full, write_error
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
 from python_trainer.base.signals import hold_signals, signals_deferred
 from python_trainer.checkpoint import CHECKPOINT_NAME, MODEL_NAME, save_checkpoint, set_rng_state
-from python_trainer.demos import DemoError, load_demos
+from python_trainer.demos import DemoError, load_demos, read_demo_files
 from python_trainer.engine.in_engine import PlaybackError
 from python_trainer.engine.policy_file import (
     POLICY_NAME, game_policy, policy_source, write_policies_or_warn, write_policy_or_warn,
@@ -33,7 +33,9 @@ from python_trainer.envs.project_import import keep_out_of_projects
 from python_trainer.rollout import NonFiniteEnvData, eval_seed
 from python_trainer.run import crash, curriculum
 from python_trainer.run.behaviour import Behaviour
-from python_trainer.run.checks import check_args, check_game, check_policies, check_sizes, update_budget
+from python_trainer.run.checks import (
+    check_args, check_game, check_images, check_policies, check_sizes, update_budget,
+)
 from python_trainer.run.curriculum import Schedule
 from python_trainer.run.learners import (
     VIDEO_DIR, declared_actions, make_learner, make_rollouts, policy_set_of, policy_state, policy_table, saved_policy,
@@ -58,6 +60,7 @@ class TrainingRun:
         self.rollouts = self.lock = self.log = self.watcher = self.schedule = None
         self.ready = False  # set once the agent exists: from then on a stop or a crash saves a checkpoint
         self.done_step = self.done_update = self.saved_step = None
+        self.fresh, self.stopped_by = False, None  # a new run folder (not --resume's); what ended the run early
 
     def run(self) -> int:
         """0 once trained; 128 + N after signal N (said here); a UserError for a crash once the agent existed,
@@ -68,9 +71,11 @@ class TrainingRun:
             self.loop()
             self.finish()
             return 0
-        except (TrainError, DemoError):
+        except (TrainError, DemoError) as e:
+            self.stopped_by = e
             raise  # NaN observations or loss: its message names the last checkpoint (the model may be diverging)
         except (KeyboardInterrupt, Exception) as e:
+            self.stopped_by = e
             # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), the editor's game closed, an instance out of restarts, a
             # closed stdout (`| head`), a bug: the model in memory is intact, so the last completed update is saved
             # first, with a second signal held.
@@ -82,18 +87,24 @@ class TrainingRun:
             raise UserError(message, status=status) from None
         finally:
             self.close()
+            if self.fresh and not self.ready and self.stopped_by is not None:
+                # a new run refused once its games had started (its demonstrations, --demos on a game of several
+                # policies): no folder is left of it; its games' logs go too when its one line says all
+                discard_if_unused(self.run_dir, logs_too=isinstance(self.stopped_by, (GameBugError, UserError)))
 
     # ---- prepare ------------------------------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Every check that can be made before a game starts, then the run folder, the seeds and the rollouts."""
         args, self.run_dir, self.ckpt = prepare_run(self.args, self.explicit)  # --resume: flags from its args.json
         check_args(args, self.explicit, self.ckpt)  # every flag that can be checked without a game
+        # --demos: a missing, empty or damaged file is said before any game starts; each is read once (_clone)
+        self.demo_files = read_demo_files(args.demos or ())
+        self.params, params_where = curriculum.read(args.env_param, args.curriculum)  # a bad flag or file: now
         if args.curriculum is not None:  # absolute in args.json: a resume from another folder finds it
             args = replace(args, curriculum=str(Path(args.curriculum).resolve()))
-        self.params, params_where = curriculum.read(args.env_param, args.curriculum)  # a bad flag or file: now
         self.args, self.game = check_game(args, self.params, params_where)
         args = self.args
-        fresh = self.run_dir is None
+        fresh = self.fresh = self.run_dir is None
         self.run_dir = self.run_dir or new_run_dir(args.run_dir_root, args.env_id, args.exp_name, args.seed)
         keep_out_of_projects(self.run_dir.parent)  # runs/ inside a Godot project: its editor must not import it
         self.global_step = self.ckpt["global_step"] if self.ckpt else 0
@@ -154,6 +165,7 @@ class TrainingRun:
         # optimizer and the normaliser
         views = policy_set.views if policy_set is not None else [rollouts]
         check_policies(views, policy_set, ckpt, args, self.run_dir)
+        check_images(views, args, self.explicit, ckpt)  # a camera's: its encoder, and the flags that go with it
         self.learners = [make_learner(view, args, saved_policy(ckpt, view, policy_set), policy_set) for view in views]
         if policy_set is not None:
             policy_set.bind(self.learners)
@@ -201,11 +213,15 @@ class TrainingRun:
             raise TrainError(f"--demos clones one policy; {args.env_id}'s agents play {len(self.learners)} "
                              f"({', '.join(self.policy_set.names)}): drop --demos")  # fmt: skip
         demos = load_demos(args.demos, first.agent.obs_dim, self.act_space, declared_actions(self.rollouts.env_info),
-                           args.env_id)  # fmt: skip
+                           args.env_id, parsed=self.demo_files)  # fmt: skip
         print(f"demonstrations: {demos.summary()}", flush=True)
         if not self.ckpt:
             cloning.seed_normalizer(first.normalizer, demos)
-            fit = cloning.pretrain(first.agent, first.normalizer, demos, args, args.seed)
+            try:
+                fit = cloning.pretrain(first.agent, first.normalizer, demos, args, args.seed)
+            except cloning.CloningDiverged as e:  # nothing is saved: a NaN clone never reaches model.pt
+                raise TrainError(f"behavioural cloning diverged: {e}; nothing was saved. Lower --bc-learning-rate "
+                                 f"(now {args.bc_learning_rate:g}) or check the demonstrations' values") from None  # fmt: skip
             print("behavioural cloning: " + ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in fit.items()))
         if args.bc_coef > 0:
             aux = cloning.CloningLoss(first.agent, first.normalizer, demos, args, args.seed)
@@ -288,11 +304,11 @@ class TrainingRun:
                 f"{args.env_id} returned NaN/inf {e.what} at global step "
                 f"{self.done_step + (e.t + 1) * num_envs}: fix the env's observation/reward code ({self.checkpoint_note()})"
             ) from None
-        except ppo.NonFiniteLoss as e:
+        except ppo.NonFiniteLoss as e:  # nothing of that update is saved: the model on disk stays finite
             raise TrainError(
-                f"the loss became NaN/inf at global step {self.done_step + batch_size} (policy {e.pg_loss:.3g}, value "
-                f"{e.v_loss:.3g}); {self.checkpoint_note()}. Lower --learning-rate, turn on --norm-obs / --norm-reward "
-                "or check the env's reward scale, then --resume"
+                f"{e} in the update to global step {self.done_step + batch_size}; {self.checkpoint_note()}. Lower "
+                f"--learning-rate{' or --bc-coef' if e.aux_loss is not None else ''}, turn on --norm-obs / "
+                f"--norm-reward or check the env's reward scale, then {'--resume' if self.saved_step is not None else 'train anew'}"
             ) from None
 
     # ---- finish -------------------------------------------------------------------------------------------------------
@@ -347,6 +363,8 @@ class TrainingRun:
                                 batch_size=self.batch_size,
                                 rollouts=self.rollouts.state_dict() if args.self_play else None,
                                 curriculum=curriculum_state)  # fmt: skip
+                if args.self_play:  # written: the pool's files that only older checkpoints list can go
+                    self.rollouts.checkpoint_saved()
             else:
                 save_checkpoint(path, agent=None, optimizer=None, normalizer=None, args=args, global_step=step,
                                 update=update, observation_space=None, action_space=None, env_info=self.env_info,

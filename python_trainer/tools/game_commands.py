@@ -21,6 +21,7 @@ from python_trainer.envs.env_params import describe
 from python_trainer.envs.game import GameError, godot_game, list_games, open_game_path
 from python_trainer.envs.launcher import LaunchOptions
 from python_trainer.envs.protocol import DIALECT_NAMES, GODOT_RL
+from python_trainer.envs.spaces import dict_observation_space
 from python_trainer.envs.vec_env import GodotVecEnv
 from python_trainer.tools.game_flags import GameArgs
 
@@ -73,7 +74,8 @@ def envs_main(argv=None) -> int:
     failed = []
     for game in games:
         try:
-            env = GodotVecEnv(game, LaunchOptions(connect_timeout=args.connect_timeout))
+            # headless even for a camera game: its handshake and env_info say its spaces, and nothing steps
+            env = GodotVecEnv(game, LaunchOptions(connect_timeout=args.connect_timeout, auto_window=False))
         except Exception as e:
             failed.append(f"{game.env}: {one_line(e)}")
             continue
@@ -98,12 +100,12 @@ def _print_spaces(env) -> None:
     from_flag = env.env_info.get("agents_from_flag", False if env.dialect == GODOT_RL else None)
     print(f"  agents per instance: {env.num_envs} ({AGENTS_NOTES[from_flag]})")
     if len(env.policies) == 1:
-        print(f"  observation space:   {env.single_observation_space}")
+        print(f"  observation space:   {_observations(env.policies[0])}")
         act = env.env_info["action_space"]
         print(f"  action space:        {env.single_action_space}  "
               f"(godot-rl: {act[0] if isinstance(act, list) else act})")
     for p in env.policies if len(env.policies) > 1 else ():  # one network each when trained
-        print(f"  policy {p.name!r}: {len(p.agents)} agents, observations {p.observation_space}, actions "
+        print(f"  policy {p.name!r}: {len(p.agents)} agents, observations {_observations(p)}, actions "
               f"{p.action_space}")
     print(f"  speaks:              {DIALECT_NAMES[env.dialect]}")
     print(f"  max_episode_steps:   {env.max_episode_steps}")
@@ -112,6 +114,14 @@ def _print_spaces(env) -> None:
         print("  environment parameters:")
         for line in describe(declared):
             print(f"    {line}")
+
+
+def _observations(policy) -> str:
+    """A policy's observation space as gymnasium writes it: the flat Box, or for a camera game the Dict of its keys
+    with the image as Box(0, 255, (H, W, C), uint8) (godot-rl's GodotEnv's form; the trainer keeps the flat row)."""
+    if policy.image is None:
+        return str(policy.observation_space)
+    return f"{dict_observation_space(policy)}  (the trainer's flat row: {policy.observation_space.shape[0]} values; trained on windowed instances)"
 
 
 def launch_main(argv=None) -> int:

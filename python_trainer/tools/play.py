@@ -39,7 +39,7 @@ from python_trainer.envs.failures import InstanceCrashedError, InstanceStartErro
 from python_trainer.envs.game import FIXED_FPS, GameError, GameInstance, GodotGame, godot_game
 from python_trainer.envs.logs import CappedLog
 from python_trainer.envs.protocol import GodotConnectionError
-from python_trainer.envs.xvfb import open_display, temp_xvfb
+from python_trainer.envs.xvfb import open_display, person_display, temp_xvfb
 from python_trainer.tools.game_flags import EnvId, EnvPath, GameArgs
 from python_trainer.tools.policy_export import ensure_policy, resolve_checkpoint
 
@@ -90,6 +90,8 @@ def play_main(argv=None) -> int:
     args = parse_flags(PlayArgs, list(sys.argv[1:] if argv is None else argv), PROG)
     if args.opponent is not None and (args.python or args.record):
         raise FlagError("--opponent plays in the engine's window: drop --python and --record")
+    if args.opponent == HUMAN_OPPONENT:  # a person plays: a private Xvfb would show the window to nobody
+        person_display("play against it", "give --opponent random, scripted or a policy file")
     if args.agents_per_instance is None:
         args = replace(args, agents_per_instance=1 if args.opponent == HUMAN_OPPONENT else 4)
     say = lambda msg: print(msg, flush=True)  # noqa: E731

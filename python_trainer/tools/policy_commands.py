@@ -115,7 +115,7 @@ def import_policy_main(argv=None) -> int:
     """`godot-ppo import-policy`: an ONNX MLP policy as a policy file."""
     args = parse_flags(ImportPolicyArgs, list(sys.argv[1:] if argv is None else argv), "godot-ppo import-policy")
     try:
-        from python_trainer.engine.onnx_policy import import_policy  # torch and onnx: only for this command
+        from python_trainer.engine.onnx_import import import_policy  # torch and onnx: only for this command
 
         env_info = None
         if args.env_id is not None or args.env_path is not None:

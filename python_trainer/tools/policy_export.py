@@ -18,7 +18,7 @@ from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
 from python_trainer.base.paths import CHECKPOINT_NAME, MODEL_NAME, checkpoint_in
 from python_trainer.engine.in_engine import PlaybackError, policy_files
 from python_trainer.engine.policy_file import (
-    POLICIES_DIR, POLICY_NAME, PolicyFileError, game_policy, is_bundle, policy_bundle, policy_file_name, policy_source, read_policy,
+    POLICIES_DIR, POLICY_NAME, PolicyFileError, game_policy, is_bundle, policy_bundle, policy_file_names, policy_source, read_policy,
     write_policy,
 )
 from python_trainer.envs.game import GodotGame, godot_game, is_gym_id
@@ -126,7 +126,7 @@ def export_onnx(src, out=None, env_info: Optional[dict] = None) -> Path:
         folder = (src if src.is_dir() else src.parent) / POLICIES_DIR
         raise PolicyFileError(f"{src} holds {len(names)} policies ({', '.join(names)}) and an ONNX model holds one: "
                               f"export each policy's own file, e.g. godot-ppo export-policy "
-                              f"{folder / policy_file_name(names[0])} --format onnx")  # fmt: skip
+                              f"{folder / policy_file_names(names)[names[0]]} --format onnx")  # fmt: skip
     return write_onnx(Path(out) if out is not None else default, policy)
 
 

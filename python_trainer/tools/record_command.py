@@ -5,8 +5,9 @@ demonstrations (--record_demos, addons/rl_sync/demo_recorder.gd), for `godot-ppo
     godot-ppo record --env-id jumper --out demos.json --speedup 0.5     # half speed: easier to play well
 
 The window needs a real display (a person must see it): without $DISPLAY the command refuses. Each finished episode
-is in the file at once (rewritten atomically), so closing the window loses only the episode in progress; Backspace
-drops the last episode; an existing file of the same game is appended to. docs/demonstrations.md tells the rest.
+is in the file at once (appended: the episodes already there are never rewritten), so closing the window loses only
+the episode in progress; Backspace drops the last episode; an existing file of the same game is appended to.
+docs/demonstrations.md tells the rest.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from typing import Annotated, Optional
 import tyro
 
 from python_trainer.base.errors import UserError
+from python_trainer.base.files import check_output
+from python_trainer.base.inputs import check_regular
 from python_trainer.base.flags import AGENTS_PER_INSTANCE, SPEEDUP, aliases, at_least, flag, parse_flags
 from python_trainer.base.processes import end_process_tree, spawn
 from python_trainer.base.signals import signal_policy
 from python_trainer.demos import DemoError, read_episodes
 from python_trainer.engine.in_engine import addon_error
 from python_trainer.envs.game import GameError, GameInstance, godot_game
-from python_trainer.envs.xvfb import user_display
+from python_trainer.envs.xvfb import person_display
 from python_trainer.tools.game_flags import GameArgs
 
 
@@ -69,11 +72,11 @@ def _summary(episodes: list) -> str:
 def record(args: RecordArgs) -> int:
     """Start the windowed game recording into --out, show its recorder's lines, and say what the file holds."""
     out = Path(args.out).resolve()
-    display = user_display()  # a person must see the window: no private Xvfb here
-    if display is None:
-        raise UserError("no display ($DISPLAY is not set): a person must see the game to play it; run this in a "
-                        "desktop session (or over ssh -X), or record a policy with the binary's --policy=FILE "
-                        "--record_demos=FILE")  # fmt: skip
+    check_output(out)  # a folder, a path under a file, a read-only place: said before the game starts
+    if out.exists():  # appended to: a regular file (a FIFO would block the game)
+        check_regular(out, f"--out {args.out}", UserError, "a demonstration file")
+    # a person must see the window: no private Xvfb here
+    display = person_display("play it", "record a policy with the binary's --policy=FILE --record_demos=FILE")
     try:
         game = godot_game(args.env_id, args.env_path, timeout=args.connect_timeout)
     except GameError as e:

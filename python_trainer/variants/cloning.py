@@ -54,6 +54,10 @@ class CloningArgs:
     """with --demos: the cloning loss's weight falls linearly to 0 over this many agent-steps (0: it stays)"""
 
 
+class CloningDiverged(ArithmeticError):
+    """Pre-training's loss, or the actor's weights after a step of it, became NaN/inf (the message says which)."""
+
+
 def seed_normalizer(normalizer, demos: Demos) -> None:
     """The observation normaliser starts from the demonstrations' statistics (when it normalises)."""
     if normalizer.norm_obs:
@@ -127,13 +131,17 @@ def pretrain(agent, normalizer, demos: Demos, args: CloningArgs, seed: int, log=
         losses = []
         for start in range(0, len(order), per_batch):
             loss = batches.loss(order[start : start + per_batch], normalizer)
+            losses.append(loss.item())
+            if not math.isfinite(losses[-1]):
+                raise CloningDiverged(f"the loss became {losses[-1]} at epoch {epoch + 1}/{args.bc_epochs}")
             optimizer.zero_grad()
             loss.backward()
             clip_grad_norm(params, 1.0)  # (the critic has no gradient here: it is not cloned)
             optimizer.step()
-            losses.append(loss.item())
         if epoch == 0 or (epoch + 1) % max(1, args.bc_epochs // 5) == 0 or epoch + 1 == args.bc_epochs:
             log(f"behavioural cloning: epoch {epoch + 1}/{args.bc_epochs}, loss {np.mean(losses):.4f}")
+    if not torch.stack([torch.isfinite(p).all() for p in params]).all():  # the last step, from a finite loss
+        raise CloningDiverged(f"the weights became NaN/inf at epoch {args.bc_epochs}/{args.bc_epochs}")
     return batches.fit(np.arange(batches.units), normalizer)
 
 

@@ -236,6 +236,7 @@ class PolicyRollouts(Rollouts):
         self.set, self.name = policy_set, spec.name
         self.num_envs = int(policy_set.env_ids[k].size)
         self.single_observation_space, self.single_action_space = spec.observation_space, spec.action_space
+        self.image_layout = spec.image  # its agents' camera image (PolicySpaces.image), or None
         self.env_info = policy_env_info(base.env_info, spec.name)
         self.agents_per_instance = None if base.agents_per_instance is None else len(spec.agents)
         self.game_settings = base.game_settings

@@ -249,6 +249,7 @@ class RayRollouts(Rollouts):
                                  f"({info['observation_space']} / {info['action_space']})")  # fmt: skip
         self.single_observation_space, self.single_action_space = first["observation_space"], first["action_space"]
         self.env_info, self.agents_per_instance = first["env_info"], first["agents_per_instance"]
+        self.image_layout = first.get("image_layout")  # a camera's: the fragments' obs come as uint8 (obs_store.py)
         counts = [info["num_envs"] for info in infos]
         self.offsets = np.concatenate([[0], np.cumsum(counts)]).tolist()
         self.num_envs = int(self.offsets[-1])

@@ -1,6 +1,6 @@
 """A Ray rollout worker (an actor of `RayRollouts`, ray_rollouts.py): its games on its node, the run's agent with the
-learner's weights, and one fragment of the rollout per update (the buffer's arrays for its envs, its agents' memories,
-episode statistics, and the moments its normalisation statistics added, for the learner to merge). The class is made
+learner's weights, and one fragment of the rollout per update (the buffer's arrays for its envs, a camera's images as
+uint8 (obs_store.py), its agents' memories, episode statistics, and the moments its normalisation statistics added, for the learner to merge). The class is made
 remote in `RayRollouts`, so importing this module does not import Ray.
 """
 
@@ -110,7 +110,8 @@ class RolloutWorker:
         envs = self.envs
         return {**self.where(), "num_envs": envs.num_envs, "observation_space": envs.single_observation_space,
                 "action_space": envs.single_action_space, "env_info": getattr(envs, "env_info", None),
-                "agents_per_instance": getattr(envs, "agents_per_instance", None)}  # fmt: skip
+                "agents_per_instance": getattr(envs, "agents_per_instance", None),
+                "image_layout": getattr(envs, "image_layout", None)}  # fmt: skip
 
     def warm_up(self, steps, rnd_obs_dim) -> Optional[tuple]:
         """RND's warm-up on this worker's games: ``steps`` steps of random actions; returns the (mean, var, count)
@@ -128,7 +129,7 @@ class RolloutWorker:
         envs, a = self.envs, self.args
         obs_dim = envs.single_observation_space.shape[0]
         if self.agent is None:
-            self.agent = make_agent(obs_dim, envs.single_action_space, a)
+            self.agent = make_agent(obs_dim, envs.single_action_space, a, getattr(envs, "image_layout", None))
             self.normalizer = Normalizer(obs_dim, envs.num_envs, a["gamma"], False, False)
             self.bonus = RND(obs_dim, a["rnd_ext_coef"], a["rnd_coef"]) if a.get("rnd") else None
             self.buf = RolloutBuffer(a["num_steps"], envs.num_envs, obs_dim, self.agent, self.bonus)

@@ -212,11 +212,15 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 class RecurrentRolloutPolicy(RolloutPolicy):
     """RecurrentAgent's acting in a rollout on numpy (fast_acting.RolloutPolicy): the encoder, one LSTM step per call
-    (the state zeroed first where ``done``), then the actor and the critic as one product."""
+    (the state zeroed first where ``done``), then the actor and the critic as one product. ``encode``: the encoder
+    as a function of numpy rows, for an encoder that is not Linear/Tanh layers (cnn_agent.py's CNN)."""
 
-    def __init__(self, agent: RecurrentAgent):
+    def __init__(self, agent: RecurrentAgent, encode=None):
         super().__init__(agent)
-        self.encoder = _transposed(_numpy_layers(agent.encoder))
+        if encode is None:
+            layers = _transposed(_numpy_layers(agent.encoder))
+            encode = lambda x: forward(layers, x)  # noqa: E731
+        self.encode = encode
         lstm = agent.lstm.lstm
         self.w_ih_t = np.ascontiguousarray(lstm.weight_ih_l0.detach().numpy().T)
         self.w_hh_t = np.ascontiguousarray(lstm.weight_hh_l0.detach().numpy().T)
@@ -228,7 +232,7 @@ class RecurrentRolloutPolicy(RolloutPolicy):
         H = self.hidden
         keep = (1.0 - np.asarray(done, np.float32))[:, None]  # 0 where x starts an episode: forget first
         h, c = state.h.numpy()[0] * keep, state.c.numpy()[0] * keep
-        gates = forward(self.encoder, x) @ self.w_ih_t + h @ self.w_hh_t + self.bias
+        gates = self.encode(x) @ self.w_ih_t + h @ self.w_hh_t + self.bias
         i, f, o = _sigmoid(gates[:, :H]), _sigmoid(gates[:, H : 2 * H]), _sigmoid(gates[:, 3 * H :])
         c = f * c + i * np.tanh(gates[:, 2 * H : 3 * H])
         h = o * np.tanh(c)

@@ -6,7 +6,11 @@ routes (policies.collect_routes), the learner's agents acting with the current p
 the other team's agents acting with a frozen snapshot into a buffer nobody trains on. Around the collection it keeps:
 
 * the pool: a snapshot of the learner (its weights and observation statistics) every --self-play-save-steps learner
-  steps, the newest --self-play-window kept, as files in RUN_DIR/self_play/;
+  steps, the newest --self-play-window kept, as files in RUN_DIR/self_play/ (snapshot_<step, 12 digits>.pt). The
+  snapshot playing is held by its entry, not by its place in the pool: a trim that drops it while it plays leaves it
+  playing, rated, and its file kept. A file leaves the disk only once no checkpoint on disk lists it: one that the last
+  checkpoint lists waits until the next one is written (`checkpoint_saved`), so a run killed at any moment resumes
+  from its last checkpoint; a resume whose listed files are gone goes on without them;
 * the opponent: every --self-play-swap-steps learner steps, the newest snapshot with probability
   --self-play-latest-ratio, else one drawn uniformly from the pool;
 * the sides: every --self-play-team-change learner steps the learning team and the frozen team swap (the games are
@@ -31,14 +35,14 @@ import numpy as np
 import torch
 
 from python_trainer.checkpoint import space_to_dict
-from python_trainer.base.errors import UserError
+from python_trainer.base.errors import UserError, say
 from python_trainer.base.files import atomic_output
 from python_trainer.base.flags import GoesWith, at_least, flag, in_range
 from python_trainer.envs.spaces import DEFAULT_POLICY
 from python_trainer.normalization import Normalizer
 from python_trainer.rollout import RolloutBuffer, Rollouts, evaluate
 from python_trainer.variants.policies import Route, collect_routes, merge_actions
-from python_trainer.variants.trained_agent import LoadedAgent
+from python_trainer.variants.trained_agent import LoadedAgent, make_agent
 
 POOL_DIR = "self_play"  # RUN_DIR/self_play/snapshot_<learner step>.pt
 ELO_K = 16.0
@@ -96,9 +100,12 @@ def teams_of(env_info: dict, env_id: str) -> tuple[np.ndarray, np.ndarray]:
                             f"{got}: {fix}")  # fmt: skip
     teams = np.asarray(teams)
     zero, one = np.flatnonzero(teams == 0), np.flatnonzero(teams == 1)
-    if zero.size != one.size:
-        raise SelfPlayError(f"--self-play needs as many agents in each team; {env_id} has {zero.size} in team 0 and "
-                            f"{one.size} in team 1: use an even --agents-per-instance")  # fmt: skip
+    if zero.size != one.size:  # the game's controllers set the teams: --agents-per-instance helps only when odd
+        odd = (" (with an odd number of agents no split is even: use an even --agents-per-instance)"
+               if (zero.size + one.size) % 2 else "")  # fmt: skip
+        raise SelfPlayError(f"--self-play pairs each learning agent with a frozen one, so it needs as many agents in each "
+                            f"team; {env_id}'s controllers put {zero.size} in team 0 and {one.size} in team 1: set their "
+                            f"team so that both teams have as many agents{odd}")  # fmt: skip
     return zero, one
 
 
@@ -127,18 +134,25 @@ class SelfPlayRollouts(Rollouts):
         self.num_envs = int(self.teams[0].size)
         self.single_observation_space = base.single_observation_space
         self.single_action_space = base.single_action_space
+        self.image_layout = base.image_layout
         self.env_info = base.env_info
         self.agents_per_instance = base.agents_per_instance
         self.game_settings = base.game_settings
         self.learning_team = 0
         self.elo = INITIAL_ELO
         self.pool: list = []  # [{"file", "elo", "step"}], oldest first
-        self.opponent = -1  # the pool index of the snapshot playing now
+        self.playing: Optional[dict] = None  # the entry of the snapshot playing now (in the pool, or trimmed from it)
+        self.listed: set = set()  # the files the newest checkpoint on disk lists: kept until the next one is written
+        self.offered: set = set()  # the files the last state_dict() listed: the next checkpoint's, once it is written
+        self.stale: set = set()  # files out of the pool that a checkpoint still lists: deleted once none does
         self.steps = self.last_save = self.last_swap = self.last_team_change = 0
         self.rng = np.random.default_rng(args.seed)
         self.matches = self.wins = self.draws = 0
         self._opp = None  # (agent, normaliser, buffer), made at the first collection
         self._opp_raw_obs = None  # the opponent's first observations, until its normaliser exists
+        # the network of this run (--lstm, --lstm-size and --rnd shape it): a snapshot of another is refused
+        model = make_agent(self.single_observation_space.shape[0], self.single_action_space, asdict(args)).state_dict()
+        self._shapes = {k: tuple(v.shape) for k, v in model.items()}
 
     # ------------------------------------------------------------------------------------------------ the sides
     def _ids(self) -> tuple[np.ndarray, np.ndarray]:
@@ -165,8 +179,22 @@ class SelfPlayRollouts(Rollouts):
             self._opp[2].next_done[:] = 1.0
 
     # ------------------------------------------------------------------------------------------------ the pool
+    def _in_use(self) -> set:
+        """The files of the pool and of the snapshot playing."""
+        return {p["file"] for p in self.pool} | ({self.playing["file"]} if self.playing else set())
+
+    def _retire(self, entry: dict) -> None:
+        """``entry`` left the pool or stopped playing: its file goes now, or once no checkpoint on disk lists it."""
+        name = entry["file"]
+        if name in self._in_use():
+            return
+        if name in self.listed:
+            self.stale.add(name)
+        else:
+            (self.pool_dir / name).unlink(missing_ok=True)
+
     def _snapshot(self, agent, normalizer) -> None:
-        """The learner as it is now, added to the pool (the oldest beyond the window is dropped, with its file)."""
+        """The learner as it is now, added to the pool (the oldest beyond the window leave it: _retire)."""
         self.pool_dir.mkdir(parents=True, exist_ok=True)
         path = self.pool_dir / f"snapshot_{self.steps:012d}.pt"
         state = {"env_id": self.env_id, "observation_space": space_to_dict(self.single_observation_space),
@@ -174,18 +202,41 @@ class SelfPlayRollouts(Rollouts):
                  "normalizer": normalizer.state_dict(), "step": self.steps, "elo": self.elo}  # fmt: skip
         with atomic_output(path) as tmp, open(tmp, "wb") as f:
             torch.save(state, f)
+        self.stale.discard(path.name)
+        self.pool = [p for p in self.pool if p["file"] != path.name]  # (a resume's replay writes a step anew)
         self.pool.append({"file": path.name, "elo": self.elo, "step": self.steps})
         while len(self.pool) > self.args.self_play_window:
-            old = self.pool.pop(0)
-            self.opponent -= 1
-            if old["file"] not in {p["file"] for p in self.pool}:
-                (self.pool_dir / old["file"]).unlink(missing_ok=True)
+            self._retire(self.pool.pop(0))
         self.last_save = self.steps
 
-    def _load_snapshot(self, index: int, like) -> None:
-        """Make the pool's snapshot ``index`` the opponent (``like``: the learner's agent, for its architecture)."""
-        entry = self.pool[index]
-        state = self._read_snapshot(self.pool_dir / entry["file"])
+    def checkpoint_saved(self) -> None:
+        """The checkpoint of the last state_dict() is on disk now: the files that only older ones listed go."""
+        self.listed = self.offered
+        keep = self.listed | self._in_use()
+        for name in sorted(self.stale - keep):
+            (self.pool_dir / name).unlink(missing_ok=True)
+        self.stale &= self.listed - self._in_use()
+
+    def _play(self, entry: dict, agent, normalizer) -> None:
+        """Make ``entry``'s snapshot the opponent (``agent``: the learner's, for its architecture). A snapshot that
+        cannot be read leaves the pool with a warning, and the newest readable one plays instead (the learner as it
+        is now when none is left)."""
+        tried: list = []
+        for candidate in [entry, *reversed(self.pool)]:
+            if any(candidate is t for t in tried):
+                continue
+            tried.append(candidate)
+            problem, state = self._read_snapshot(self.pool_dir / candidate["file"])
+            if problem is None:
+                return self._load(candidate, state, agent)
+            say(f"godot-ppo: warning: self-play: the pool's snapshot {self.pool_dir / candidate['file']} {problem}: "
+                "it leaves the pool; the newest readable snapshot plays instead")  # fmt: skip
+            self.pool = [p for p in self.pool if p is not candidate]
+        self._snapshot(agent, normalizer)  # nothing readable is left: the pool starts again from the learner
+        self._load(self.pool[-1], self._read_snapshot(self.pool_dir / self.pool[-1]["file"])[1], agent)
+
+    def _load(self, entry: dict, state: dict, like) -> None:
+        """Make the snapshot ``entry`` (read as ``state``) the opponent; the one it replaces is retired."""
         agent = copy.deepcopy(like) if self._opp is None else self._opp[0]
         agent.load_state_dict(state["model"])
         normalizer = _FrozenNormalizer(state["normalizer"])
@@ -196,38 +247,44 @@ class SelfPlayRollouts(Rollouts):
         else:  # the observations in hand were normalised with the previous snapshot's statistics: undone, redone
             # (exact but where the clip at +-clip_obs bit: one step of one episode at most)
             buf = self._opp[2]
-            raw = self._opp[1].normalizer.obs_rms
-            if self._opp[1].normalizer.norm_obs:
-                buf.next_obs[:] = buf.next_obs * np.sqrt(raw.var + self._opp[1].normalizer.epsilon) + raw.mean
+            buf.next_obs[:] = self._opp[1].normalizer.raw_obs(buf.next_obs)
             buf.next_obs[:] = normalizer.normalize_obs(buf.next_obs)
         self._opp = (agent, normalizer, buf)
-        self.opponent = index
+        previous, self.playing = self.playing, entry
+        if previous is not None and previous is not entry:
+            self._retire(previous)
 
-    def _read_snapshot(self, path: Path) -> dict:
+    def _read_snapshot(self, path: Path) -> tuple[Optional[str], Optional[dict]]:
+        """(None, the snapshot's state), or (what is wrong with the file, None)."""
+        if not path.is_file():
+            return "is gone", None
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
+            shapes = {k: tuple(v.shape) for k, v in state["model"].items()}
+            Normalizer.frozen(state["normalizer"])
         except Exception as e:
-            raise SelfPlayError(f"the self-play pool's snapshot {path} cannot be read ({type(e).__name__}): the pool "
-                                "of a run lives in its folder; start a new run if it is gone") from None  # fmt: skip
+            return f"cannot be read as a snapshot ({type(e).__name__})", None
         ours = (self.env_id, space_to_dict(self.single_observation_space), space_to_dict(self.single_action_space))
         if (state.get("env_id"), state.get("observation_space"), state.get("action_space")) != ours:
-            raise SelfPlayError(f"the self-play pool's snapshot {path} is of {state.get('env_id')!r} with other spaces, "
-                                f"not of {self.env_id} as it runs now: a pool belongs to its own game; start a new run")  # fmt: skip
-        return state
+            return f"is of {state.get('env_id')!r} with other spaces, not of {self.env_id} as it runs now", None
+        if shapes != self._shapes:
+            return ("holds another network than this run's (a run with other --lstm, --lstm-size or --rnd flags made "
+                    "it)"), None  # fmt: skip
+        return None, state
 
     # ------------------------------------------------------------------------------------------------ collecting
     def collect(self, agent, normalizer, buf: RolloutBuffer, bonus=None) -> None:
         args = self.args
         if not self.pool:  # the pool starts with the policy as it starts
             self._snapshot(agent, normalizer)
-        if self._opp is None:
-            self._load_snapshot(self.opponent if 0 <= self.opponent < len(self.pool) else len(self.pool) - 1, agent)
+        if self._opp is None:  # the first collection (of a resumed run too: the snapshot that was playing)
+            self._play(self.playing or self.pool[-1], agent, normalizer)
         if self.steps - self.last_team_change >= args.self_play_team_change:
             self.learning_team, self.last_team_change = 1 - self.learning_team, self.steps
             self.reset(normalizer, buf, seed=int(self.rng.integers(2**31)))  # no episode split between two policies
         if self.steps - self.last_swap >= args.self_play_swap_steps:
             latest = self.rng.random() < args.self_play_latest_ratio
-            self._load_snapshot(len(self.pool) - 1 if latest else int(self.rng.integers(len(self.pool))), agent)
+            self._play(self.pool[-1 if latest else int(self.rng.integers(len(self.pool)))], agent, normalizer)
             self.last_swap = self.steps
         learner, opponent = self._ids()
         opp_agent, opp_normalizer, opp_buf = self._opp
@@ -239,7 +296,7 @@ class SelfPlayRollouts(Rollouts):
             for i in np.flatnonzero(infos.get("_episode", ())):
                 ret = float(infos["episode"]["r"][i])
                 score = 1.0 if ret > 0 else 0.5 if ret == 0 else 0.0
-                entry = self.pool[self.opponent]
+                entry = self.playing
                 self.elo, entry["elo"] = elo_update(self.elo, entry["elo"], score)
                 self.matches, self.wins, self.draws = self.matches + 1, self.wins + (score == 1), self.draws + (score == 0.5)
         if self.steps - self.last_save >= args.self_play_save_steps:
@@ -247,8 +304,8 @@ class SelfPlayRollouts(Rollouts):
 
     def scalars(self) -> dict:
         decided = self.matches - self.draws
-        out = {"self_play/elo": self.elo, "self_play/opponent_elo": self.pool[self.opponent]["elo"] if self.pool else
-               self.elo, "self_play/pool_size": len(self.pool), "self_play/learning_team": self.learning_team}  # fmt: skip
+        out = {"self_play/elo": self.elo, "self_play/opponent_elo": self.playing["elo"] if self.playing else self.elo,
+               "self_play/pool_size": len(self.pool), "self_play/learning_team": self.learning_team}  # fmt: skip
         if decided:
             out["self_play/win_rate"] = self.wins / decided  # over the update's decided matches
         self.matches = self.wins = self.draws = 0
@@ -271,22 +328,47 @@ class SelfPlayRollouts(Rollouts):
 
     # ------------------------------------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
-        return {"learning_team": self.learning_team, "elo": self.elo, "pool": copy.deepcopy(self.pool),
-                "opponent": self.opponent, "steps": self.steps, "last_save": self.last_save,
-                "last_swap": self.last_swap, "last_team_change": self.last_team_change,
-                "rng": self.rng.bit_generator.state, "args": {k: v for k, v in asdict(self.args).items()
-                                                              if k.startswith("self_play")}}  # fmt: skip
+        """The whole state, for a checkpoint ("opponent": the entry of the snapshot playing, None before the first
+        collection). Once that checkpoint is written, `checkpoint_saved` lets the files only older ones list go."""
+        state = {"learning_team": self.learning_team, "elo": self.elo, "pool": copy.deepcopy(self.pool),
+                 "opponent": copy.deepcopy(self.playing), "steps": self.steps, "last_save": self.last_save,
+                 "last_swap": self.last_swap, "last_team_change": self.last_team_change,
+                 "rng": self.rng.bit_generator.state, "args": {k: v for k, v in asdict(self.args).items()
+                                                               if k.startswith("self_play")}}  # fmt: skip
+        self.offered = self._in_use()
+        return state
 
     def load_state_dict(self, state: Optional[dict]) -> None:
+        """A checkpoint's state (--resume). Listed snapshots that are gone are left out, said in a note; one that is
+        there but not this run's is refused in one line."""
         if not state:
             raise SelfPlayError("--resume with --self-play: the checkpoint has no self-play state (it was trained "
                                 "without --self-play): start a new run")  # fmt: skip
-        for key in ("learning_team", "elo", "opponent", "steps", "last_save", "last_swap", "last_team_change"):
+        for key in ("learning_team", "elo", "steps", "last_save", "last_swap", "last_team_change"):
             setattr(self, key, state[key])
         self.pool = copy.deepcopy(state["pool"])
         self.rng.bit_generator.state = state["rng"]
-        for entry in self.pool:  # every snapshot is there, and of this game
-            self._read_snapshot(self.pool_dir / entry["file"])
+        playing = state.get("opponent")
+        if isinstance(playing, int):  # a checkpoint of an older trainer: the pool index of the snapshot playing
+            playing = self.pool[playing] if 0 <= playing < len(self.pool) else None
+        self.playing = next((p for p in self.pool if playing and p["file"] == playing["file"]), playing)
+        self.listed = self.offered = self._in_use()
+        gone = [e for e in [*self.pool, *([self.playing] if self.playing else [])]
+                if not (self.pool_dir / e["file"]).is_file()]  # fmt: skip
+        for entry in [*self.pool, *([self.playing] if self.playing else [])]:  # the rest must be this run's
+            problem, _ = self._read_snapshot(self.pool_dir / entry["file"]) if entry not in gone else (None, None)
+            if problem is not None:
+                raise SelfPlayError(f"--resume: the self-play pool's snapshot {self.pool_dir / entry['file']} {problem}: "
+                                    f"move it out of {self.pool_dir} and resume again (the pool goes on without it), "
+                                    "or start a new run")  # fmt: skip
+        if gone:
+            names = sorted({e["file"] for e in gone})
+            say(f"note: --resume: {len(names)} of the self-play pool's snapshots that the checkpoint lists are gone from "
+                f"{self.pool_dir} ({', '.join(names)}): the pool goes on without them")  # fmt: skip
+            self.pool = [p for p in self.pool if p not in gone]
+            self.playing = None if self.playing in gone else self.playing
+        # the snapshots a killed run wrote after its checkpoint: replayed, or deleted after the next checkpoint
+        self.stale = {p.name for p in self.pool_dir.glob("snapshot_*.pt")} - self._in_use()
 
     def set_env_params(self, values: dict) -> None:
         self.base.set_env_params(values)  # both teams play the same course

@@ -2,6 +2,7 @@
 the policy export) build an agent with, so none of them needs the trainer.
 
     agent = make_agent(obs_dim, action_space, args)      # args: a run's flags as a dict (Args, or a checkpoint's)
+    agent = make_agent(obs_dim, action_space, args, envs.image_layout)   # a camera's game: the CNN agent (--cnn)
     loaded = load_agent("runs/ball_chase__ppo__1__1700000000")   # model.pt / checkpoint.pt / a run folder
     actions = loaded.act(observations)                   # numpy in, the env's actions out, normalised as in training
 """
@@ -18,18 +19,37 @@ import torch
 from python_trainer.agent import Agent, NO_STATE, env_action
 from python_trainer.base.paths import checkpoint_in
 from python_trainer.checkpoint import load_checkpoint, space_from_dict
+from python_trainer.envs.images import ImageLayout
 from python_trainer.fast_acting import FastAgent
 from python_trainer.normalization import Normalizer
+from python_trainer.variants.cnn import DEFAULT_ENCODER
+from python_trainer.variants.cnn_agent import CnnAgent, RecurrentCnnAgent
 from python_trainer.variants.recurrent import DEFAULT_HIDDEN_SIZE, RecurrentAgent
 
 
-def make_agent(obs_dim: int, action_space: gym.Space, args: dict) -> Agent:
+def make_agent(obs_dim: int, action_space: gym.Space, args: dict, image: Optional[ImageLayout] = None) -> Agent:
     """The agent of a training with these flags (``args``: Args as a dict, or a checkpoint's "args"): the MLP agent,
-    or with --lstm the recurrent one (both fast_acting's); with --rnd its critic has the intrinsic value output too."""
+    or with --lstm the recurrent one (both fast_acting's); with --rnd its critic has the intrinsic value output too.
+    ``image``: the policy's observations hold a camera image (the vec env's image_layout): the CNN agent of --cnn
+    (cnn_agent.py), recurrent with --lstm."""
     rnd = bool(args.get("rnd"))
+    hidden = int(args.get("lstm_size", DEFAULT_HIDDEN_SIZE))
+    if image is not None:
+        if image.row_size != obs_dim:
+            raise ValueError(f"the image layout's rows have {image.row_size} columns, the observations {obs_dim}")
+        kind = args.get("cnn") or DEFAULT_ENCODER
+        if args.get("lstm"):
+            return RecurrentCnnAgent(image, action_space, hidden, kind=kind, rnd=rnd)
+        return CnnAgent(image, action_space, kind=kind, rnd=rnd)
     if args.get("lstm"):
-        return RecurrentAgent(obs_dim, action_space, int(args.get("lstm_size", DEFAULT_HIDDEN_SIZE)), rnd=rnd)
+        return RecurrentAgent(obs_dim, action_space, hidden, rnd=rnd)
     return FastAgent(obs_dim, action_space, rnd=rnd)
+
+
+def image_of(part: dict) -> Optional[ImageLayout]:
+    """The image layout a checkpoint (or one policy's part of it) was trained with, None for a vector game's."""
+    image = part.get("image")
+    return None if image is None else ImageLayout(**image)
 
 
 @dataclass
@@ -48,7 +68,14 @@ class LoadedAgent:
 
         A recurrent agent remembers: ``done[i]`` true where obs[i] starts a new episode forgets env i's past (a
         batch of another size starts from scratch)."""
-        x = torch.from_numpy(self.normalizer.normalize_obs(np.atleast_2d(obs), update=False))
+        obs = np.atleast_2d(obs)
+        image = self.agent.image_layout
+        if image is not None and obs.shape[1] != image.row_size:
+            shape = " x ".join(map(str, image.shape))
+            raise ValueError(f"the policy reads rows of {image.row_size} values ({image.key} {shape} with --frame-stack "
+                             f"{image.frame_stack}), the env gives {obs.shape[1]}: make the env with "
+                             f"frame_stack={image.frame_stack}")  # fmt: skip
+        x = torch.from_numpy(self.normalizer.normalize_obs(obs, update=False))
         with torch.no_grad():
             if self.agent.recurrent and (self.state is NO_STATE or self.state.h.shape[1] != x.shape[0]):
                 self.state = self.agent.initial_state(x.shape[0])
@@ -71,7 +98,7 @@ def agent_from_checkpoint(ckpt, policy: Optional[str] = None) -> LoadedAgent:
     observation_space = space_from_dict(part["observation_space"])
     action_space = space_from_dict(part["action_space"])
     obs_dim = int(np.prod(observation_space.shape))
-    agent = make_agent(obs_dim, action_space, ckpt.get("args") or {})
+    agent = make_agent(obs_dim, action_space, ckpt.get("args") or {}, image_of(part))
     agent.load_state_dict(part["model"])
     agent.eval()
     return LoadedAgent(agent, Normalizer.frozen(part["normalizer"]), observation_space, action_space, ckpt["env_id"],

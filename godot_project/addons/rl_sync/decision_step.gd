@@ -8,6 +8,7 @@ extends Reference
 # have run (step_order.gd): json() and packed() take that closed step, or close it themselves.
 
 const Wire = preload("res://addons/rl_sync/wire.gd")
+const Observations = preload("res://addons/rl_sync/observations.gd")
 
 
 # One agent's decision step: the step is counted, the reward earned since the last one moves into
@@ -48,14 +49,16 @@ static func close(agents: Array) -> Array:
 	return [rewards, ended]
 
 
-# An agent's observation size as get_obs_space() declares it (every key's values), -1 when it
-# declares none the trainer could read.
+# An agent's observation size as get_obs_space() declares it (every vector key's values: an image goes
+# in a block of its own), -1 when it declares none the trainer could read.
 static func declared_size(agent) -> int:
 	var space = agent.get_obs_space()
 	if typeof(space) != TYPE_DICTIONARY or space.empty():
 		return -1
 	var total := 0
 	for key in space:
+		if Observations.is_image_key(str(key)):
+			continue
 		var spec = space[key]
 		var size = spec.get("size", 1) if typeof(spec) == TYPE_DICTIONARY else null
 		if typeof(size) in [TYPE_INT, TYPE_REAL]:
@@ -70,20 +73,13 @@ static func declared_size(agent) -> int:
 	return total
 
 
-# "" or which agent's observation is not an Array of numbers (checked once, when training begins: a
+# "" or which agent's observation the trainer could not read (checked once, when training begins: a
 # String or a Vector2 in get_obs() would reach the trainer as 0 without a word).
 static func non_number(agents: Array) -> String:
 	for i in range(agents.size()):
-		var obs = agents[i].get_obs()
-		if typeof(obs) in [TYPE_REAL_ARRAY, TYPE_INT_ARRAY]:
-			continue
-		if typeof(obs) != TYPE_ARRAY:
-			return "agent %d (%s): get_obs() returned %s, not an Array of numbers" \
-					% [i, agents[i].get_path(), Wire.preview(to_json(obs))]
-		for k in range(obs.size()):
-			if not typeof(obs[k]) in [TYPE_INT, TYPE_REAL, TYPE_BOOL]:
-				return "agent %d (%s): get_obs() holds %s at index %d, not a number; an observation is a flat Array of numbers" \
-						% [i, agents[i].get_path(), Wire.preview(obs[k]), k]
+		var problem := Observations.problem(agents[i].get_obs())
+		if problem != "":
+			return "agent %d (%s): %s" % [i, agents[i].get_path(), problem]
 	return ""
 
 
@@ -91,7 +87,7 @@ static func non_number(agents: Array) -> String:
 # which a restart would repeat).
 static func observation_problem(agents: Array, declared: PoolIntArray) -> String:
 	for i in range(agents.size()):
-		var obs = agents[i].get_obs()
+		var obs = Observations.vector_values(agents[i].get_obs())
 		var size: int = obs.size() if typeof(obs) in [TYPE_ARRAY, TYPE_REAL_ARRAY, TYPE_INT_ARRAY] else -1
 		if size != declared[i]:
 			return ("agent %d (%s): get_obs() returned %s, but it declared %d values (get_obs_space(), when training "
@@ -116,10 +112,10 @@ static func json(agents: Array, closed = null) -> Dictionary:
 			infos.append(info)
 		else:
 			var info: Dictionary = ended[0]
-			info["terminal_observation"] = {"obs": ended[1]}
+			info["terminal_observation"] = Observations.json(ended[1])
 			info["TimeLimit.truncated"] = ended[2]
 			infos.append(info)
-		obs.append({"obs": agent.get_obs()})
+		obs.append(Observations.json(agent.get_obs()))
 		dones.append(ended != null)
 	return {"obs": obs, "reward": closed[0], "done": dones, "info": infos}
 
@@ -132,17 +128,35 @@ static func first(agents: Array) -> Dictionary:
 	var dones := []
 	var infos := []
 	for agent in agents:
-		obs.append({"obs": agent.get_obs()})
+		obs.append(Observations.json(agent.get_obs()))
 		rewards.append(0.0)
 		dones.append(false)
 		infos.append({})
 	return {"obs": obs, "reward": rewards, "done": dones, "info": infos}
 
 
-# The binary step exchange's step: [values, infos]. values is one PoolRealArray of every observation,
-# the rewards, the statuses (Wire.STATUS_*) and the terminal observations of the agents whose episode
-# ended; infos maps an ended agent's index (a String) to its get_info(), when that has keys. Only
-# ended agents' info reaches the trainer, so only they are asked for it.
+# The reply to a trainer's reset: every agent's observation now, as godot-rl's list or, when the
+# handshake asked for f32_base64 (`packed`), packed like the step replies (exact to float32; images stay
+# hex, in an "obs" list beside).
+static func reset_reply(agents: Array, packed: bool) -> Dictionary:
+	var obs := []
+	for agent in agents:
+		obs.append(Observations.json(agent.get_obs()))
+	if not packed:
+		return {"type": "reset", "obs": obs}
+	var reply := {"type": "reset", "obs_f32": Wire.pack_obs(obs)}
+	var images := Observations.packed_images(obs)
+	if not images.empty():
+		reply["obs"] = images
+	return reply
+
+
+# The binary step exchange's step: [values, infos, frames]. values is one PoolRealArray of every
+# observation's vector keys, the rewards, the statuses (Wire.STATUS_*) and the terminal observations of
+# the agents whose episode ended; infos maps an ended agent's index (a String) to its get_info(), when
+# that has keys (only ended agents' info reaches the trainer, so only they are asked for it); frames,
+# when an agent observes an image (null otherwise), every image agent's frame in agent order, then the
+# terminal frame of each ended image agent, in the order of the terminal observations.
 # `declared`: each agent's observation size as its env_info declared it (declared_size()) and
 # `declared_total` their sum; then observations of another size return a String naming the agent (the
 # trainer cannot tell which agent's were off from the packed values): two comparisons per step.
@@ -154,25 +168,44 @@ static func packed(agents: Array, declared: PoolIntArray = PoolIntArray(), decla
 	var values := PoolRealArray()
 	var statuses := PoolRealArray()
 	var terminal := PoolRealArray()
+	var frames = null
+	var terminal_frames := PoolByteArray()
 	var infos := {}
 	var checked := not declared.empty()
 	var terminal_total := 0
 	for i in range(agents.size()):
 		var agent = agents[i]
 		var ended = closed[1][i]
+		var obs = agent.get_obs()
+		if typeof(obs) == TYPE_DICTIONARY:
+			var frame = Observations.image(obs)
+			if frame != null:
+				frames = _appended(frames, frame)
+				if ended != null:
+					terminal_frames.append_array(Observations.image(ended[1]))
+			obs = Observations.vector_values(obs)
 		if ended == null:
 			statuses.append(Wire.STATUS_RUNNING)
 		else:
 			if not ended[0].empty():
 				infos[str(i)] = ended[0]
-			terminal.append_array(ended[1])
+			terminal.append_array(Observations.vector_values(ended[1]))
 			statuses.append(Wire.STATUS_TRUNCATED if ended[2] else Wire.STATUS_TERMINATED)
 			if checked:
 				terminal_total += declared[i]
-		values.append_array(agent.get_obs())
+		values.append_array(obs)
 	if checked and (values.size() != declared_total or terminal.size() != terminal_total):
 		return observation_problem(agents, declared)
 	values.append_array(PoolRealArray(rewards))
 	values.append_array(statuses)
 	values.append_array(terminal)
-	return [values, infos]
+	if frames != null:
+		frames.append_array(terminal_frames)
+	return [values, infos, frames]
+
+
+static func _appended(frames, frame: PoolByteArray) -> PoolByteArray:
+	if frames == null:
+		return frame
+	frames.append_array(frame)
+	return frames

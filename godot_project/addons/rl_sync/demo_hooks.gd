@@ -6,6 +6,7 @@ extends Reference
 
 const RunMode = preload("res://addons/rl_sync/run_mode.gd")
 const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
+const CameraFrames = preload("res://addons/rl_sync/camera_frames.gd")
 
 
 # A started DemoRecorder, or a String saying what is wrong. Only a local driver (the keyboard,
@@ -13,6 +14,8 @@ const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
 static func start(mode: int, env_name: String, agents: Array, action_spaces: Array):
 	if mode == RunMode.Mode.TRAIN or mode == RunMode.Mode.BENCHMARK:
 		return "--record_demos records the keyboard or a --policy: drop --port / --benchmark_steps"
+	if CameraFrames.any(agents[0].get_tree()):
+		return "--record_demos records vector observations, and this game's agents observe through camera sensors: record a game without cameras"
 	var demos := DemoRecorder.new()
 	var error := demos.start(env_name, agents, action_spaces)
 	if error != "":

@@ -10,21 +10,23 @@ extends Reference
 # Dictionary's keys), a continuous key's values then a discrete key's index. meta, a third element their reader never looks at, holds what we add: the game, its spaces,
 # the rewards and how the episode ended. docs/demonstrations.md describes the format.
 #
-# The file is rewritten atomically (a temporary file renamed over it) at every episode end, so a
-# closed or killed window loses at most the episode in progress. An existing file is appended to only
-# when its episodes are of the same game and spaces; otherwise the run refuses to start and the file
-# is left as it was. Backspace drops the last episode recorded in this run (never an earlier run's).
+# Each episode is appended to the file as it ends (demo_file.gd), so a closed window loses at most the
+# episode in progress, and the episodes already there are never rewritten. An existing file is
+# appended to only when its episodes are of the same game and spaces; otherwise the run refuses to
+# start and the file is left as it was. Backspace drops the last episode recorded in this run (never
+# an earlier run's).
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+const DemoFile = preload("res://addons/rl_sync/demo_file.gd")
 
 const FORMAT := "rl_sync_demo/1"
 const DROP_KEY := KEY_BACKSPACE
 
 var path := ""
+var file := DemoFile.new()
 var agent_index := 0
 # Quit after this many episodes of this run (--record_episodes; 0: until the window closes).
 var episodes_wanted := 0
-var episodes := []
 var recorded_here := 0
 
 var _game := ""
@@ -55,10 +57,7 @@ func start(game: String, agents: Array, action_spaces: Array) -> String:
 		return "--record_episodes=%s is not valid: give an integer >= 0 (0: until the window closes)" % wanted
 	episodes_wanted = int(wanted)
 	configure(game, agents[agent_index].get_obs().size(), action_spaces[agent_index])
-	var error := _read_existing()
-	if error != "":
-		return error
-	return _check_writable()
+	return file.open(path, funcref(self, "_mismatch"))
 
 
 # The game and the recorded agent's spaces (start() reads them from the scene; tests set them).
@@ -68,28 +67,6 @@ func configure(game: String, obs_size: int, action_space: Dictionary) -> void:
 	_action_space = action_space
 	_keys = _action_space.keys()
 	_keys.sort()
-
-
-func _read_existing() -> String:
-	var file := File.new()
-	if not file.file_exists(path):
-		return ""
-	if file.open(path, File.READ) != OK:
-		return "--record_demos=%s: the file exists but cannot be read; fix its permissions or choose another file" % path
-	var text := file.get_as_text()
-	file.close()
-	if text.strip_edges() == "":
-		return "--record_demos=%s: the file is empty, not a JSON array of episodes; delete it or choose another file" % path
-	var parsed := JSON.parse(text)
-	if parsed.error != OK or typeof(parsed.result) != TYPE_ARRAY:
-		return "--record_demos=%s: not a JSON array of episodes (line %d: %s); recording would overwrite it: move it away or choose another file" % [
-				path, parsed.error_line, parsed.error_string]
-	for i in range(parsed.result.size()):
-		var why := _mismatch(parsed.result[i])
-		if why != "":
-			return "--record_demos=%s: episode %d %s; recordings of one game and spaces only go in one file: choose another file" % [path, i, why]
-	episodes = parsed.result
-	return ""
 
 
 # Why an existing episode cannot share a file with this game's (its meta when it has one, its sizes
@@ -105,17 +82,6 @@ func _mismatch(episode) -> String:
 			return "has the action keys %s, not %s" % [to_json(meta["action_space"]), to_json(_action_space)]
 	if not episode[0].empty() and typeof(episode[0][0]) == TYPE_ARRAY and episode[0][0].size() != _obs_size:
 		return "has observations of %d values, not %d" % [episode[0][0].size(), _obs_size]
-	return ""
-
-
-# Fails now, not at the first episode's end, when the file cannot be written.
-func _check_writable() -> String:
-	var file := File.new()
-	var error := file.open(path + ".tmp", File.WRITE)
-	if error != OK:
-		return "--record_demos=%s cannot be written (error %d): choose a file in a folder you can write to" % [path, error]
-	file.close()
-	Directory.new().remove(path + ".tmp")
 	return ""
 
 
@@ -142,17 +108,19 @@ func on_step(step: Dictionary, first: bool) -> String:
 		"terminated": not info["TimeLimit.truncated"],
 		"truncated": info["TimeLimit.truncated"],
 	}
-	var bad := _non_finite(_obs)
+	var bad := _non_finite(_obs + [_rewards])
 	if bad != "":
 		# JSON has no NaN: writing it would spoil the whole file, so the file stays as it was.
-		return "--record_demos=%s: episode %d holds %s; the file keeps the %d episodes before it: fix the game's get_obs()" % [
-				path, episodes.size(), bad, episodes.size()]
-	episodes.append([_obs, _actions, meta])
-	recorded_here += 1
+		return "--record_demos=%s: episode %d holds %s; the file keeps the %d episodes before it: fix the game's get_obs() or its reward" % [
+				path, file.count, bad.replace("observation %d" % _obs.size(), "its rewards"), file.count]
+	file.path = path
+	var error := file.append([_obs, _actions, meta])
+	if error == "":
+		recorded_here += 1
 	_obs = [obs]
 	_actions = []
 	_rewards = []
-	return _write()
+	return error
 
 
 # "" or which observation of the episode holds NaN or an infinity.
@@ -194,10 +162,11 @@ func poll_drop_key() -> String:
 	_drop_was_down = down
 	if not pressed or recorded_here == 0:
 		return ""
-	episodes.pop_back()
-	recorded_here -= 1
-	print("rl_sync: dropped the last episode (%d recorded in %s)" % [episodes.size(), path])
-	return _write()
+	var error := file.drop_last()
+	if error == "":
+		recorded_here -= 1
+		print("rl_sync: dropped the last episode (%d recorded in %s)" % [file.count, path])
+	return error
 
 
 func is_done() -> bool:
@@ -205,25 +174,5 @@ func is_done() -> bool:
 
 
 func summary() -> String:
-	var steps := 0
-	for episode in episodes:
-		steps += episode[1].size()
 	return "recording agent %d: %d episodes, %d steps (this run: %d; Backspace drops the last)" % [
-			agent_index, episodes.size(), steps, recorded_here]
-
-
-# The whole file, through a temporary one renamed over it: a failed write keeps the previous file.
-func _write() -> String:
-	var tmp := path + ".tmp"
-	var file := File.new()
-	var error := file.open(tmp, File.WRITE)
-	if error == OK:
-		file.store_string(to_json(episodes))
-		error = file.get_error()
-		file.close()
-	if error == OK:
-		error = Directory.new().rename(tmp, path)
-	if error != OK:
-		return "--record_demos=%s: could not write episode %d (error %d); the file keeps the episodes written before it: free some space or choose another file" % [
-				path, episodes.size() - 1, error]
-	return ""
+			agent_index, file.count, file.steps, recorded_here]

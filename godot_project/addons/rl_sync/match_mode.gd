@@ -98,7 +98,8 @@ func step() -> bool:
 			_policy_team[k] = 1 - _policy_team[k]
 	for i in range(_agents.size()):
 		var side: AgentDriver = policy if _team_of[i] == _policy_team[_arena_of[i]] else opponent
-		_agents[i].set_action(side.act(_agents[i], i, results["obs"][i]["obs"], _sync.action_spaces[i]))
+		# through RLSync.act(), so --record_demos records the match's actions too
+		_sync.act(i, side.act(_agents[i], i, results["obs"][i]["obs"], _sync.action_spaces[i]))
 	if _quota.empty() or _quota.max() != 0:
 		return false
 	print(to_json({"eval": report()}))

@@ -47,7 +47,21 @@ func read(tree: SceneTree) -> bool:
 	quit_after_seconds = RlArgs.get_positive_float(tree, "quit_after_seconds", 0.0)
 	record_every = RlArgs.get_int(tree, "record_every", 4, 1)
 	max_fps = RlArgs.get_int(tree, "max_fps", 0, 1)
+	_check_file_list(tree, "policy", RlArgs.get_string("policy", ""))
+	_check_file_list(tree, "opponent", RlArgs.get_string("opponent", ""))
 	return not RlArgs.has_failed()
+
+
+# --policy=a.json,b.json and --opponent take files separated by commas: an empty name among them (a
+# trailing or a doubled comma) is a typo, not a file to leave out.
+static func _check_file_list(tree: SceneTree, key: String, text: String) -> void:
+	if text.find(",") == -1:
+		return
+	for part in text.split(","):
+		if part.strip_edges() == "":
+			RlArgs.fail(tree, "--%s=%s has an empty file name among its commas: give --%s=FILE[,FILE...] with no empty one" % [
+					key, text, key])
+			return
 
 
 # --max_fps and --speedup, applied to the engine once the flags are read.

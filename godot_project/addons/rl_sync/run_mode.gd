@@ -19,6 +19,7 @@ const RunFlags = preload("res://addons/rl_sync/run_flags.gd")
 const TrainerSession = preload("res://addons/rl_sync/trainer_session.gd")
 const PolicyMode = preload("res://addons/rl_sync/policy_mode.gd")
 const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
+const CameraFrames = preload("res://addons/rl_sync/camera_frames.gd")
 
 enum Mode { HUMAN, TRAIN, BENCHMARK, POLICY }
 
@@ -49,6 +50,11 @@ func start(flags: RunFlags) -> String:
 		OS.vsync_enabled = false
 		session = TrainerSession.new(_sync)
 		return session.connect_to_trainer(flags.port, flags.connect_timeout, RunFlags.token())
+	# A trainer hears the env_info of a game with cameras before the refusal (at its reset); a local
+	# mode has nothing to answer first.
+	var refusal := CameraFrames.refusal(_sync.get_tree())
+	if refusal != "":
+		return refusal
 	if RlArgs.get_string("policy", "") != "":
 		mode = Mode.POLICY
 		policy_mode = PolicyMode.new(_sync, flags.env_seed)

@@ -14,8 +14,9 @@ extends Reference
 #                     frees run at its end;
 #   frame 2 (RESET):  the step's bookkeeping and the resets (DecisionStep.close()); the resets' own
 #                     deferred calls, queued frees and transform notifications run at its end;
-#   frame 3:          the tree runs again, the observations are taken and the reply goes out; the
-#                     trainer's action moves the agents in this frame.
+#   frame 3:          the tree runs again, the observations are taken (the first get_frame() of a
+#                     camera sensor draws every sensor now, camera_frames.gd) and the reply goes out;
+#                     the trainer's action moves the agents in this frame.
 # The paused frames simulate nothing and count no step, so a game that defers nothing runs exactly
 # as it would have with an immediate reset (same-seed runs are unchanged). Decision steps in which
 # no episode ends take one frame, as before.
@@ -61,6 +62,15 @@ func advance(tree: SceneTree, agents: Array) -> bool:
 	tree.paused = _game_paused
 	_phase = Phase.RUNNING
 	return true
+
+
+# Pauses the tree for the rest of this frame and the next, whose first physics call is the reply (a
+# trainer's reset seen by cameras: trainer_session.gd): the reset's transforms reach the VisualServer
+# at the end of this frame, and the camera frames of the reply are drawn from them.
+func settle(tree: SceneTree) -> void:
+	_game_paused = tree.paused
+	tree.paused = true
+	_phase = Phase.REPLY
 
 
 # The bookkeeping of the step being replied to (once), or null: the reply does it itself.

@@ -53,7 +53,7 @@ var _overlay = null
 var _clock: RunClock = null
 # --record_demos: records one agent's episodes, whatever drives it (null otherwise; demo_hooks.gd).
 var _demos: DemoRecorder = null
-var _order := StepOrder.new()  # a step that ends an episode waits for the game's deferred calls
+var order := StepOrder.new()  # a step that ends an episode (or a reset seen by cameras) waits a frame or two
 
 
 func _ready() -> void:
@@ -158,14 +158,14 @@ func _find_agents() -> Array:
 func _physics_process(_delta: float) -> void:
 	if stopping:
 		return
-	if _order.is_settling():
-		if not _order.advance(get_tree(), agents):
+	if order.is_settling():
+		if not order.advance(get_tree(), agents):
 			return
 	else:
 		_frame += 1
 		# An action holds for action_repeat physics frames; decisions happen on the first of them. The
 		# first replies to nothing, so it cannot end an episode.
-		if (_frame - 1) % action_repeat != 0 or (_frame > 1 and _order.hold(get_tree(), agents)):
+		if (_frame - 1) % action_repeat != 0 or (_frame > 1 and order.hold(get_tree(), agents)):
 			return
 	var ended := _run.step()
 	if ended != "":
@@ -193,7 +193,7 @@ func decision_step() -> Dictionary:
 		if _demos != null:
 			_demos.on_step(first, true)
 		return first
-	var step := DecisionStep.json(agents, _order.take_closed())
+	var step := DecisionStep.json(agents, order.take_closed())
 	if _demos != null:
 		var error := _demos.on_step(step, false)
 		if error != "":
@@ -207,7 +207,7 @@ func decision_step() -> Dictionary:
 # step reply wants them ([values, infos], see DecisionStep.packed(); with the declared observation
 # sizes, a String when an agent's observation no longer has its size).
 func decision_step_packed(declared: PoolIntArray = PoolIntArray(), declared_total: int = 0):
-	var step = DecisionStep.packed(agents, declared, declared_total, _order.take_closed())
+	var step = DecisionStep.packed(agents, declared, declared_total, order.take_closed())
 	if _overlay != null and typeof(step) == TYPE_ARRAY:
 		_overlay.show_agents(_mode_text(), agents)
 	return step

@@ -18,9 +18,12 @@ const SessionStats = preload("res://addons/rl_sync/session_stats.gd")
 const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
 const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 const SceneCopies = preload("res://addons/rl_sync/scene_copies.gd")
+const CameraFrames = preload("res://addons/rl_sync/camera_frames.gd")
 
 # What step() returns when the trainer sent "close".
 const CLOSED := "the trainer closed the session"
+# What _answer() returns when the reply waits for the next physics frame (a reset seen by cameras).
+const SETTLING := "(the reply comes in the next frame)"
 
 var stream: StreamPeerTCP = null
 var handshake: TrainerHandshake
@@ -46,6 +49,9 @@ var _max_brackets := 0
 # the observations against them); empty until env_info, or when an agent declares none readable.
 var _declared := PoolIntArray()
 var _declared_total := 0
+# A reset of a game with cameras replies a frame later, once the reset's transforms have reached the
+# VisualServer (camera_frames.gd): the reply is due at the next step().
+var _reset_due := false
 
 
 func _init(sync_node: Node) -> void:
@@ -87,7 +93,11 @@ func close() -> void:
 # the next action arrives, which this applies (it moves the agents this physics frame).
 func step() -> String:
 	var start := OS.get_ticks_usec()
-	if _awaiting_action_reply:
+	if _reset_due:
+		_reset_due = false
+		if _send(DecisionStep.reset_reply(_agents, _packed_obs)) != OK:
+			return Wire.DISCONNECTED
+	elif _awaiting_action_reply:
 		_awaiting_action_reply = false
 		var packet: PoolByteArray
 		if _packed_reply:
@@ -95,9 +105,12 @@ func step() -> String:
 			if typeof(packed) == TYPE_STRING:  # a bug of the game's own: said to the trainer, which restarts nothing
 				_send({"type": "error", "message": packed})
 				return packed
-			packet = Wire.packed_step_frame(packed[0], packed[1])
+			packet = Wire.packed_step_frame(packed[0], packed[1], packed[2])
 		else:
 			packet = Wire.frame(Wire.step_json(_sync.decision_step(), _packed_obs))
+		if CameraFrames.problem() != "":  # said in its line already; the trainer hears it instead of frames
+			_send({"type": "error", "message": CameraFrames.problem()})
+			return CameraFrames.problem()
 		if stream.put_data(packet) != OK:
 			return Wire.DISCONNECTED
 	var sent := OS.get_ticks_usec()
@@ -125,6 +138,8 @@ func step() -> String:
 				_stats.count_step(start, sent, arrived, decoded)
 				return error
 		error = _answer(message)
+		if error == SETTLING:
+			return ""
 		if error != "":
 			return error
 	return ""
@@ -134,8 +149,7 @@ func step() -> String:
 func _answer(message: Dictionary) -> String:
 	match message["type"]:
 		"reset":
-			if _send(_reset()) != OK:
-				return Wire.DISCONNECTED
+			return _reset()
 		"env_info":
 			var problem := DecisionStep.non_number(_agents)
 			if problem != "":  # a bug of the game's own: said to the trainer, which restarts nothing
@@ -170,15 +184,21 @@ func _answer(message: Dictionary) -> String:
 	return ""
 
 
-# Starts a new episode for every agent; the reply holds their first observations.
-func _reset() -> Dictionary:
+# Starts a new episode for every agent and replies with their first observations. With cameras the
+# tree stays paused for a frame (step_order.gd) and the reply goes in the next one, drawn from the reset
+# state; a headless build refuses here, as the trainer asks for the first frames.
+func _reset() -> String:
 	for agent in _agents:
 		agent.begin_episode()
-	var obs := []
-	for agent in _agents:
-		obs.append({"obs": agent.get_obs()})
-	# Packed like the step replies when the handshake asked for it: exact to float32.
-	return {"type": "reset", "obs_f32": Wire.pack_obs(obs)} if _packed_obs else {"type": "reset", "obs": obs}
+	if not CameraFrames.any(_sync.get_tree()):
+		return Wire.DISCONNECTED if _send(DecisionStep.reset_reply(_agents, _packed_obs)) != OK else ""
+	var refusal := CameraFrames.refusal(_sync.get_tree())
+	if refusal != "":
+		_send({"type": "error", "message": refusal})
+		return refusal
+	_reset_due = true
+	_sync.order.settle(_sync.get_tree())
+	return SETTLING
 
 
 func _env_info() -> Dictionary:

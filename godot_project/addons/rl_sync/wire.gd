@@ -8,6 +8,8 @@ extends Reference
 # test can drive it through a StreamPeerBuffer. Nothing here quits or prints: errors come back as a
 # String, for the caller to report (see trainer_session.gd).
 
+const Observations = preload("res://addons/rl_sync/observations.gd")
+
 # A length prefix above this is not godot-rl's protocol (an HTTP request, a stray client): refusing
 # it keeps a bad peer from making the game allocate gigabytes.
 const MAX_MESSAGE_BYTES := 64 * 1024 * 1024
@@ -94,15 +96,22 @@ static func parse_message(text: String, max_brackets: int = DEFAULT_MAX_BRACKETS
 
 # The step reply, built by hand: str() of a PoolRealArray is already a JSON list of numbers and
 # costs less than half of to_json() on the same data, and this runs every decision step.
-# `step` is what RLSync.decision_step() returns; `packed`: the trainer asked for f32_base64.
+# `step` is what RLSync.decision_step() returns; `packed`: the trainer asked for f32_base64. An agent's
+# observation of other keys than "obs" (a camera's hex image beside its vector keys) goes by to_json().
 static func step_json(step: Dictionary, packed: bool) -> String:
 	var obs_json := ""
 	if packed:
 		obs_json = "\"obs_f32\":\"" + pack_obs(step["obs"]) + "\""
+		var images := Observations.packed_images(step["obs"])
+		if not images.empty():
+			obs_json += ",\"obs\":" + to_json(images)
 	else:
 		var obs := PoolStringArray()
 		for agent_obs in step["obs"]:
-			obs.append("{\"obs\":" + str(PoolRealArray(agent_obs["obs"])) + "}")
+			if agent_obs.size() == 1 and agent_obs.has("obs"):
+				obs.append("{\"obs\":" + str(PoolRealArray(agent_obs["obs"])) + "}")
+			else:
+				obs.append(to_json(agent_obs))
 		obs_json = "\"obs\":[" + obs.join(",") + "]"
 	# Rewards keep 9 decimals: small shaping terms would lose their digits in str()'s 6.
 	var rewards := PoolStringArray()
@@ -114,11 +123,15 @@ static func step_json(step: Dictionary, packed: bool) -> String:
 
 
 # Every agent's observation ([{"obs": [...]}, ...]), concatenated as little-endian float32 and
-# base64-encoded. Packing and encoding are native calls, about 5x cheaper than text.
+# base64-encoded. Packing and encoding are native calls, about 5x cheaper than text. An observation
+# of several keys packs its vector keys in sorted order (its image stays hex: packed_images()).
 static func pack_obs(obs: Array) -> String:
 	var packed := PoolRealArray()
 	for agent_obs in obs:
-		packed.append_array(PoolRealArray(agent_obs["obs"]))
+		if agent_obs.size() == 1 and agent_obs.has("obs"):
+			packed.append_array(PoolRealArray(agent_obs["obs"]))
+		else:
+			packed.append_array(Observations.vector_values(agent_obs))
 	# var2bytes writes a 4-byte type and a 4-byte count before the floats.
 	var bytes := var2bytes(packed)
 	return Marshalls.raw_to_base64(bytes.subarray(8, bytes.size() - 1)) if packed.size() > 0 else ""
@@ -146,8 +159,11 @@ static func unpack_obs(text: String) -> PoolRealArray:
 #   step reply (game -> trainer): one float32 array holding, for N agents, every agent's observation,
 #       then N rewards, then N statuses (0: running, 1: terminated, 2: truncated by the time limit),
 #       then the terminal observation of each agent whose episode ended, in agent order; and, only
-#       when an ended agent's get_info() has keys, UTF-8 JSON after the array: {"info": {"<agent
-#       index>": {...}}}.
+#       then, only when an agent observes a camera, one byte array as var2bytes() writes a
+#       PoolByteArray (type word 20, a 4-byte count, the bytes, zero padding to a multiple of 4): every
+#       image agent's frame in agent order, then the terminal frame of each ended image agent, in the
+#       order of the terminal observations; and, only when an ended agent's get_info() has keys, UTF-8
+#       JSON after the arrays: {"info": {"<agent index>": {...}}}.
 const PACKED_HEADER_BYTES := 8
 const STATUS_RUNNING := 0.0
 const STATUS_TERMINATED := 1.0
@@ -212,10 +228,13 @@ static func pack_actions(floats: PoolRealArray, ints: PoolIntArray) -> PoolByteA
 	return body
 
 
-# The framed step reply: `values` (see the layout above) as var2bytes() writes it, then the JSON of
-# `infos` ({"<agent index>": info}) when it is not empty. Header and body in one array.
-static func packed_step_frame(values: PoolRealArray, infos: Dictionary) -> PoolByteArray:
+# The framed step reply: `values` (see the layout above) as var2bytes() writes it, then the camera
+# `frames` (null: none), then the JSON of `infos` ({"<agent index>": info}) when it is not empty.
+# Header and body in one array.
+static func packed_step_frame(values: PoolRealArray, infos: Dictionary, frames = null) -> PoolByteArray:
 	var body := var2bytes(values)
+	if frames != null:
+		body.append_array(var2bytes(frames))
 	if not infos.empty():
 		body.append_array(to_json({"info": infos}).to_utf8())
 	var n := body.size()
@@ -226,5 +245,4 @@ static func packed_step_frame(values: PoolRealArray, infos: Dictionary) -> PoolB
 
 # A value as it appears in an error message, cut to 120 characters.
 static func preview(value) -> String:
-	var text := to_json(value) if typeof(value) in [TYPE_ARRAY, TYPE_DICTIONARY] else str(value)
-	return text if text.length() <= 120 else text.substr(0, 120) + "..."
+	return Observations.preview(value)

@@ -12,11 +12,11 @@ from typing import Annotated, Optional
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import OutputError, check_output
 from python_trainer.base.flags import (AGENTS_PER_INSTANCE, NUM_INSTANCES, FlagError, GoesWith, Rule, aliases,
-                                       at_least, flag, parse_flags, positive)  # fmt: skip
+                                       at_least, explicit_fields, flag, parse_flags, positive)  # fmt: skip
 from python_trainer.envs.game import GameError, GodotGame, godot_game
 from python_trainer.envs.xvfb import display_available, no_display_message, user_display
 from python_trainer.tools.game_flags import GameArgs
-from python_trainer.tools.profile import compare, report as files
+from python_trainer.tools.profile import camera as cameras, compare, report as files
 from python_trainer.tools.profile.measure import MODES, Config, load_policy, profile_config
 from python_trainer.tools.profile.sample import describe_machine
 
@@ -111,25 +111,40 @@ def _game_and_policy(opts: ProfileArgs, modes) -> tuple[GodotGame, object]:
     return game, load_policy(opts.policy, game.env)
 
 
+def _camera(game: GodotGame, opts: ProfileArgs) -> Optional[dict]:
+    """The camera the game's agents observe (with its headless engine-only frame time), or None."""
+    try:
+        camera = cameras.seen_camera(game, opts.connect_timeout)
+    except Exception as e:  # the game did not start: said as the profile's error
+        raise UserError(f"{game.env}: cannot read its env_info from a headless instance: {e}", status=1) from None
+    if camera and opts.engine_benchmark:
+        camera["headless_engine_ms_per_decision"] = cameras.headless_engine_ms(game, opts.agents_per_instance)
+    return camera
+
+
 def main(argv=None) -> int:
     """`godot-ppo profile`: everything that can be checked before a single instance starts, then the profile."""
     argv = list(sys.argv[1:] if argv is None else argv)
     opts = parse_args(argv)
-    modes = mode_list(opts.modes)
-    note = display_note(modes)
+    modes, counts = mode_list(opts.modes), instance_counts(opts.num_instances)
     game, policy = _game_and_policy(opts, modes)
+    camera = _camera(game, opts)
+    if camera:  # windowed only, 1 up to the cores (a headless build renders nothing)
+        modes, counts, line = cameras.camera_modes(game.env, camera, modes, counts, explicit_fields(argv, ProfileArgs))
+        print(line, file=sys.stderr)
+    note = display_note(modes)
     out_dir = Path(opts.out) if opts.out else Path("runs") / time.strftime("profile_%Y%m%d_%H%M%S")
     try:  # before any instance starts: a folder that cannot be made or written to, or a disk without room
         check_output(out_dir, ROUGH_OUTPUT_BYTES, folder=True)
     except OutputError as e:
         raise UserError(f"--out: {e}") from None
-    configs = [Config(mode, n, opts.agents_per_instance) for mode in modes for n in instance_counts(opts.num_instances)]
+    configs = [Config(mode, n, opts.agents_per_instance) for mode in modes for n in counts]
     window = f"{opts.steps} vector steps" if opts.steps is not None else f"{opts.seconds:g} s"
     report = {
         "env": game.env, "env_path": game.env_path, "argv": argv, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "window": window, "warmup_steps": opts.warmup_steps, "policy": opts.policy,
         "sample_interval": opts.sample_interval, "machine": describe_machine(), "display_note": note, "results": [],
-        "interrupted": False,
+        "interrupted": False, **({"camera": camera} if camera else {}),
     }
     if note:
         print(note, file=sys.stderr)
@@ -166,7 +181,7 @@ def _profile_all(configs, opts: ProfileArgs, game: GodotGame, out_dir: Path, pol
     bar = tqdm(configs, desc="profile", unit="config", dynamic_ncols=True, disable=None)
     for cfg in bar:
         bar.set_postfix_str(cfg.key)
-        result = profile_config(cfg, opts, game, out_dir, policy, report_line)
+        result = profile_config(cfg, opts, game, out_dir, policy, report_line, camera="camera" in report)
         report["results"].append(result)
         for key in ("engine_version", "renderer"):
             if result.get(key) and not report["machine"].get(key):

@@ -44,9 +44,9 @@ class Config:
 # ======================================================================================================================
 # The engine-only reference rate
 # ======================================================================================================================
-def _one_engine_run(cmd, timeout: float) -> Optional[dict]:
+def _one_engine_run(cmd, timeout: float, display: Optional[str] = None) -> Optional[dict]:
     try:
-        out = run_to_end(cmd, timeout, env=game_environ())
+        out = run_to_end(cmd, timeout, env=game_environ(display=display))
     except OSError:
         return None
     for line in out.stdout.splitlines():
@@ -59,18 +59,20 @@ def _one_engine_run(cmd, timeout: float) -> Optional[dict]:
 
 
 def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, timeout: float = 60.0,
-                     instances: int = 1) -> Optional[dict]:
-    """The headless binary's in-engine rate with random actions and no trainer (``--benchmark_steps``).
+                     instances: int = 1, display: Optional[str] = None) -> Optional[dict]:
+    """The headless binary's in-engine rate with random actions and no trainer (``--benchmark_steps``); with
+    ``display``, the windowed binary's on it (a camera game's, which renders its cameras).
 
     With ``instances`` > 1, that many processes run at once (the limit for as many synced instances on this
     machine) and ``agent_steps_per_second`` is the sum of their rates; None when any of them failed.
     """
     try:
-        cmd = GameInstance(game, agents=agents).command(f"--benchmark_steps={steps}")
+        cmd = GameInstance(game, agents=agents, headless=display is None, display=display).command(
+            f"--benchmark_steps={steps}")
     except GameError:
         return None
     with ThreadPoolExecutor(max_workers=instances) as pool:
-        runs = list(pool.map(lambda _: _one_engine_run(cmd, timeout), range(instances)))
+        runs = list(pool.map(lambda _: _one_engine_run(cmd, timeout, display), range(instances)))
     if any(r is None for r in runs):
         return None
     return {**runs[0], "instances": instances,
@@ -181,8 +183,10 @@ def _rate(before: list[dict], after: list[dict], key: str) -> list[float]:
 # ======================================================================================================================
 # One configuration
 # ======================================================================================================================
-def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, report: Callable[[str], None]) -> dict:
-    """Launch, warm up, measure; never raises except KeyboardInterrupt (a failure is returned as status "failed")."""
+def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, report: Callable[[str], None],
+                   camera: bool = False) -> dict:
+    """Launch, warm up, measure; never raises except KeyboardInterrupt (a failure is returned as status "failed").
+    A ``camera`` game's windowed engine-only rate is measured on the launched instances' display, while they wait."""
     from python_trainer.envs.vec_env import make_vec_env
 
     result: dict = {"key": cfg.key, "mode": cfg.mode, "instances": cfg.instances, "agents": cfg.agents,
@@ -205,6 +209,8 @@ def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, re
         launcher = env.launcher
         result.update(display=launcher.display, pids=launcher.pids(),
                       xvfb_pids=[launcher.xvfb_pid] if launcher.xvfb_pid is not None else [])
+        if camera and not cfg.headless and opts.engine_benchmark:
+            result.update(windowed_engine_only(game, cfg, launcher.display))
         result.update(_measure(cfg, opts, env, policy), status="ok")
     except KeyboardInterrupt:
         result["status"] = "interrupted"
@@ -219,6 +225,22 @@ def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, re
             if not cfg.headless and result["status"] == "ok":
                 result["renderer"] = _renderer_from_log(env.launcher.instances[0].log_path)
     return result
+
+
+CAMERA_BENCHMARK_STEPS = 300  # decision steps of a camera game's engine-only run (each one renders every camera)
+
+
+def engine_ms_per_decision(run: Optional[dict]) -> Optional[float]:
+    """Milliseconds per decision step of one engine-only process (its wall time: simulation, and any rendering)."""
+    return None if not run else 1000.0 * run["seconds"] / max(run["decision_steps"], 1)
+
+
+def windowed_engine_only(game: GodotGame, cfg: Config, display: str) -> dict:
+    """A camera game's engine-only figures on the windowed binary (cameras rendering, no trainer): as many processes
+    as the configuration's instances, on ``display``."""
+    eb = engine_benchmark(game, cfg.agents, steps=CAMERA_BENCHMARK_STEPS, instances=cfg.instances, display=display)
+    return {"engine_only_agent_steps_per_second": eb["agent_steps_per_second"] if eb else None,
+            "engine_only_ms_per_decision": engine_ms_per_decision(eb)}
 
 
 def _measure(cfg: Config, opts, env, policy) -> dict:

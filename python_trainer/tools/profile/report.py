@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from python_trainer.base.files import atomic_output, write_error
+from python_trainer.tools.profile import camera
 from python_trainer.tools.profile.measure import MODES
 
 SCALING_GAIN = 0.10  # "throughput stops growing": the next instance count adds less than this fraction
@@ -276,6 +277,8 @@ def write_outputs(out_dir: Path, report: dict, png: bool = True) -> None:
     """profile.json, profile.csv, profile.md (and profile.png); each file replaced atomically (OutputError in one
     line when the disk refuses one: the previous version of each file stays)."""
     report["verdict"] = verdict(report["results"], report["machine"]["cores_logical"])
+    if camera.summary(report):
+        report["verdict"] += "; " + camera.summary(report)
 
     def atomic(name, write):
         try:

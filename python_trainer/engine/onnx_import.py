@@ -1,0 +1,314 @@
+"""Importing an ONNX MLP policy (ours, or godot-rl's export of SB3's and CleanRL's PPO) as a policy file the engine
+plays (onnx_policy.py writes them; docs/onnx.md):
+
+    godot-ppo import-policy model.onnx --env-id ball_chase -o policy.json
+
+The graph's `output` must be a chain of affine maps (Gemm, MatMul, Add, Sub, Mul, Div, Slice) and activations of its
+one observation input; a Clip right after a first diagonal map becomes the engine's observation normaliser.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from python_trainer.base.errors import one_line
+from python_trainer.engine.onnx_policy import policy_from_metadata
+from python_trainer.engine.policy_file import FORMAT, MLP_VERSION, PolicyFileError, action_rule, f32, obs_normalization
+
+# The activations an imported layer may end with, as the policy file names them.
+IMPORTED_ACTIVATIONS = {"Tanh": "tanh", "Relu": "relu", "Sigmoid": "sigmoid"}
+PASS_THROUGH = {"Identity", "Flatten", "Reshape", "Cast", "Concat"}  # no change to a [batch, n] float row
+OUTPUT_ONLY = {"Softmax", "LogSoftmax"}  # at the output: dropped, the engine's argmax of the logits picks the same
+
+
+class _Chain:
+    """The value of a graph node as a function of the observations: ``layers`` [(W, b, activation)] applied in turn,
+    then the pending affine map x -> W x + b (float64, folded from Gemm/MatMul/Add/Sub/Mul/Div/Slice); ``norm``: the
+    observation normaliser (mean, scale, clip) when a Clip closed a first diagonal map."""
+
+    def __init__(self, n: int):
+        self.layers, self.norm = [], None
+        self.w, self.b = np.eye(n), np.zeros(n)
+
+    def copy(self) -> "_Chain":
+        c = _Chain(0)
+        c.layers, c.norm, c.w, c.b = list(self.layers), self.norm, self.w.copy(), self.b.copy()
+        return c
+
+    def pending_is_identity(self) -> bool:
+        return self.w.shape[0] == self.w.shape[1] and np.array_equal(self.w, np.eye(len(self.b))) and not self.b.any()
+
+
+def _node_name(node) -> str:
+    return f"{node.op_type} node {node.name or node.output[0]!r}"
+
+
+def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
+    """(the policy file's "obs_normalization", "layers" entries, observation size, output size) of an ONNX MLP
+    policy whose `output` is a chain of affine maps and activations of its one observation input."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = model.graph
+    consts = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            consts[node.output[0]] = numpy_helper.to_array(onnx.helper.get_attribute_value(node.attribute[0]))
+    inputs = [i for i in graph.input if i.name not in consts]
+    if any(node.op_type == "Conv" for node in graph.node) or any(len(i.type.tensor_type.shape.dim) == 4 for i in inputs):
+        raise PolicyFileError(f"{where}: the model has convolutions or an image input (a camera policy); import-policy "
+                              "maps MLP policies only: play a camera policy trained here from its policy file "
+                              "(godot-ppo export-policy RUN writes it)")  # fmt: skip
+    observed = [i for i in inputs if i.name != "state_ins"]
+    if len(observed) != 1:
+        raise PolicyFileError(f"{where}: {len(observed)} inputs besides state_ins ({', '.join(i.name for i in observed)}); "
+                              "import-policy maps one observation input (godot-rl's `obs`)")  # fmt: skip
+    dims = observed[0].type.tensor_type.shape.dim
+    if len(dims) != 2 or not dims[1].dim_value:
+        raise PolicyFileError(f"{where}: the input {observed[0].name!r} is not a [batch, n] row of observations")
+    n_obs = int(dims[1].dim_value)
+    if "output" not in {o.name for o in graph.output}:
+        raise PolicyFileError(f"{where}: no output named 'output' (godot-rl's convention: output, state_outs)")
+    producers = {out: node for node in graph.node for out in node.output}
+    needed, todo = set(), ["output"]  # only the nodes `output` depends on (the value head may be there too)
+    while todo:
+        node = producers.get(todo.pop())
+        if node is not None and id(node) not in needed:
+            needed.add(id(node))
+            todo += list(node.input)
+    values = {observed[0].name: _Chain(n_obs)}
+    for node in graph.node:
+        if id(node) in needed and node.op_type != "Constant":
+            values[node.output[0]] = _apply(node, values, consts, where)
+    chain = values.get("output")
+    if not isinstance(chain, _Chain):
+        raise PolicyFileError(f"{where}: `output` does not depend on the observations")
+    layers = list(chain.layers)
+    if not chain.pending_is_identity() or not layers:
+        layers.append((chain.w, chain.b, "linear"))
+    norm = None
+    if chain.norm is not None:
+        mean, scale, clip = chain.norm
+        # the engine computes (obs - mean) / sqrt(var + epsilon): var = 1 / scale^2 with epsilon 0 gives the scale
+        norm = obs_normalization({"mean": mean, "var": 1.0 / scale**2, "epsilon": 0.0, "clip": clip}, where)
+    entries = []
+    for w, b, activation in layers:
+        w32, b32 = w.astype(np.float32), b.astype(np.float32)
+        if not (np.isfinite(w32).all() and np.isfinite(b32).all()):
+            raise PolicyFileError(f"{where}: a layer holds NaN/inf weights; it cannot be played")
+        entries.append({"weight": [[f32(x) for x in row] for row in w32], "bias": [f32(x) for x in b32],
+                        "activation": activation})  # fmt: skip
+    return norm, entries, n_obs, len(layers[-1][1])
+
+
+def _apply(node, values: dict, consts: dict, where: str):
+    """The value of one node's first output: a _Chain (it depends on the observations) or a constant array."""
+    from onnx import helper
+
+    op, what = node.op_type, f"{where}: {_node_name(node)}"
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    args = [values.get(name, consts.get(name)) if name else None for name in node.input]
+    chains = [a for a in args if isinstance(a, _Chain)]
+    if any(a is None for a, name in zip(args, node.input) if name):
+        missing = [name for a, name in zip(args, node.input) if name and a is None]
+        raise PolicyFileError(f"{what} reads {missing[0]!r}, which is neither the observations nor a constant (a "
+                              "recurrent or multi-input model?)")  # fmt: skip
+    if not chains and op in ("Identity", "Cast") and len(args) == 1:  # e.g. a weight passed on by an Identity
+        return args[0]
+    if not chains:  # constant folding is beyond this importer: only the path from the observations is mapped
+        raise PolicyFileError(f"{what} computes on constants only; cannot map it")
+    if len(chains) > 1:
+        raise PolicyFileError(f"{what} combines the observations with themselves; only a chain of layers can be "
+                              "imported")  # fmt: skip
+    x = chains[0].copy()
+    if op in PASS_THROUGH:
+        shape = np.asarray(args[1]).reshape(-1) if op == "Reshape" else None
+        if (op == "Concat" and len(args) != 1) or (op == "Flatten" and attrs.get("axis", 1) != 1) or \
+                (shape is not None and (len(shape) != 2 or shape[1] not in (-1, len(x.b)))):
+            raise PolicyFileError(f"{what} changes the shape of a [batch, n] row; cannot map it")
+        return x
+    if op in IMPORTED_ACTIVATIONS:
+        x.layers.append((x.w, x.b, IMPORTED_ACTIVATIONS[op]))
+        x.w, x.b = np.eye(len(x.b)), np.zeros(len(x.b))
+        return x
+    if op in OUTPUT_ONLY and node.output[0] == "output":
+        return x
+    const = next((np.asarray(a, np.float64) for a in args if a is not None and not isinstance(a, _Chain)), None)
+    if op == "Gemm":
+        return _gemm(x, args, attrs, what)
+    if op == "MatMul" and isinstance(args[0], _Chain):
+        x.w, x.b = const.T @ x.w, const.T @ x.b
+        return x
+    if op in ("Add", "Sub", "Mul", "Div") and const is not None and const.size in (1, len(x.b)):
+        return _elementwise(op, x, const, isinstance(args[0], _Chain), what)
+    if op == "Slice":
+        return _slice(x, args, what)
+    if op == "Clip" and not x.layers and x.norm is None and np.count_nonzero(x.w - np.diag(np.diag(x.w))) == 0:
+        return _clip(x, args, attrs, what)
+    raise PolicyFileError(f"{what} ({op}) is not supported; import-policy maps Gemm, MatMul, Add, Sub, Mul, Div, Clip "
+                          "(the normaliser), Tanh, Relu, Sigmoid, Slice, Concat, Flatten, Reshape, Identity, Cast and a "
+                          "final Softmax")  # fmt: skip
+
+
+def _gemm(x: "_Chain", args: list, attrs: dict, what: str) -> "_Chain":
+    """alpha * x @ B + beta * C folded into the chain's affine map (x the observations' side)."""
+    if attrs.get("transA", 0) or not isinstance(args[0], _Chain):
+        raise PolicyFileError(f"{what} multiplies in an order this importer does not map")
+    b_mat = np.asarray(args[1], np.float64)
+    b_mat = b_mat.T if attrs.get("transB", 0) else b_mat  # (in, out)
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    bias = np.asarray(args[2], np.float64) * beta if len(args) > 2 and args[2] is not None else 0.0
+    x.w, x.b = alpha * b_mat.T @ x.w, alpha * b_mat.T @ x.b + bias
+    return x
+
+
+def _elementwise(op: str, x: "_Chain", const: np.ndarray, chain_first: bool, what: str) -> "_Chain":
+    """Add, Sub, Mul or Div by a constant (a scalar or one value per row), folded into the affine map."""
+    c = np.broadcast_to(const.reshape(-1), x.b.shape)
+    if op == "Add":
+        x.b = x.b + c
+    elif op == "Sub":
+        x.w, x.b = (x.w, x.b - c) if chain_first else (-x.w, c - x.b)
+    elif op == "Mul":
+        x.w, x.b = x.w * c[:, None], x.b * c
+    elif chain_first:  # Div by a constant (a constant divided by the observations is not affine)
+        x.w, x.b = x.w / c[:, None], x.b / c
+    else:
+        raise PolicyFileError(f"{what} divides by the observations; cannot map it")
+    return x
+
+
+def _slice(x: "_Chain", args: list, what: str) -> "_Chain":
+    """Keeping some of a row's values: the rows of the affine map that the slice keeps."""
+    starts, ends = (np.asarray(a).reshape(-1) for a in args[1:3])
+    axes = np.asarray(args[3]).reshape(-1) if len(args) > 3 and args[3] is not None else np.arange(len(starts))
+    steps = np.asarray(args[4]).reshape(-1) if len(args) > 4 and args[4] is not None else np.ones(len(starts), int)
+    rows = np.arange(len(x.b))
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        if axis in (1, -1):
+            rows = rows[int(start) : int(min(end, len(rows))) : int(step)]
+        elif not (axis == 0 and start == 0 and end >= 2**31 - 1):
+            raise PolicyFileError(f"{what} slices the batch axis; cannot map it")
+    x.w, x.b = x.w[rows], x.b[rows]
+    return x
+
+
+def _clip(x: "_Chain", args: list, attrs: dict, what: str) -> "_Chain":
+    """A clip of (obs - mean) / std to [-c, c] at the chain's start: the engine's observation normaliser."""
+    low, high = (float(np.asarray(a)) if a is not None else None for a in (args + [None, None])[1:3])
+    low, high = attrs.get("min", low), attrs.get("max", high)
+    scale = np.diag(x.w).copy()
+    if low is None or high is None or low != -high or high <= 0 or (scale <= 0).any():
+        raise PolicyFileError(f"{what} clips in a way the engine's normaliser cannot (it clips (obs - mean) / std to "
+                              "[-c, c])")  # fmt: skip
+    x.norm = (-x.b / scale, scale, high)
+    x.w, x.b = np.eye(len(x.b)), np.zeros(len(x.b))
+    return x
+
+
+def read_onnx(path):
+    """The ONNX model in a file, or a one-line PolicyFileError."""
+    import onnx
+
+    path = Path(path)
+    if not path.is_file():
+        raise PolicyFileError(f"{path}: no such file (give an .onnx model)")
+    try:
+        return onnx.load(str(path))
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise PolicyFileError(f"{path}: not an ONNX model ({type(e).__name__}: {one_line(e)[:200]})") from None
+
+
+def game_action_keys(env_info: dict) -> list[dict]:
+    """The game's action keys in godot-rl's output order, as the policy file lists them: env_info's order, which is
+    sorted by name (Godot's to_json sorts a Dictionary's keys), as godot-rl's gymnasium Dict sorts them too."""
+    space = env_info["action_space"]
+    space = space[0] if isinstance(space, list) else space
+    return [{"key": str(k), "action_type": str(v["action_type"]), "size": int(v["size"])} for k, v in space.items()]
+
+
+def _policy_of(env_info: dict, policy_name: Optional[str], described: dict, where: str) -> tuple[dict, Optional[str]]:
+    """(``env_info`` narrowed to the agents of the policy the model plays, that policy's name): --policy-name's, else
+    the one our export's metadata names; a game of several policies needs one of them (PolicyFileError)."""
+    from python_trainer.envs.game import GameError  # gymnasium: only with a game to check against
+    from python_trainer.envs.spaces import agent_policy_names, policy_env_info
+
+    env, names = env_info.get("env", "?"), list(dict.fromkeys(agent_policy_names(env_info)))
+    ours = described.get("policy_name")
+    name = policy_name if policy_name is not None else ours if ours in names else None
+    if name is None and len(names) > 1:
+        known = f"; its metadata names the policy {ours!r}, which no agent of {env} plays" if ours is not None else ""
+        raise PolicyFileError(f"{where}: {env}'s agents play several policies ({', '.join(map(str, names))}) and the "
+                              f"model does not say which one it is{known}: name it with --policy-name")  # fmt: skip
+    if name is None:
+        return env_info, None
+    try:
+        return policy_env_info(env_info, name), name
+    except GameError as e:  # no agent plays it
+        raise PolicyFileError(f"{e}: give one of them with --policy-name") from None
+
+
+def _other_policy(env: str, game_obs: int, policy_name: Optional[str], described: dict) -> str:
+    """The end of the line of a model whose observations do not fit: whose they are, and what the metadata says."""
+    ours = described.get("policy_name")
+    if policy_name is None:
+        return f"{env} gives {game_obs}: it was trained on another game"
+    if ours not in (None, policy_name) and described.get("env") == env:
+        return (f"the policy {policy_name!r} of {env} takes {game_obs}: the model is {env}'s policy {ours!r} (its "
+                f"metadata says): drop --policy-name, or give --policy-name {ours}")  # fmt: skip
+    return f"the policy {policy_name!r} of {env} takes {game_obs}: it was trained for another policy or game"
+
+
+def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[str] = None) -> dict:
+    """The policy file's content for an ONNX MLP policy: the game's action keys from ``env_info`` (godot-rl's order:
+    SB3's and CleanRL's exports hold no description), else from our own export's metadata. ``policy_name``: the
+    agents' policy_name it plays (None: our export's own, else none, and it plays every agent)."""
+    from python_trainer.envs.spaces import spaces_from_env_info
+
+    where = str(path)
+    model = read_onnx(path)
+    described = policy_from_metadata(model)
+    name = policy_name if policy_name is not None else described.get("policy_name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise PolicyFileError(f"{where}: a policy name must be a non-empty string, got {str(name)[:40]!r}")
+    if env_info is not None:  # the agents of the policy the model plays (a name no agent of the game plays is left out)
+        env_info, policy_name = _policy_of(env_info, policy_name, described, where)
+        name = policy_name
+    norm, layers, n_obs, n_out = onnx_to_policy(model, where)
+    if env_info is not None:
+        keys, env = game_action_keys(env_info), str(env_info.get("env") or described.get("env") or "?")
+        game_obs = int(spaces_from_env_info(env_info)[0].shape[0])
+        if game_obs != n_obs:
+            raise PolicyFileError(f"{where}: the model takes {n_obs} observations, but " + _other_policy(
+                env, game_obs, policy_name, described))  # fmt: skip
+    elif described.get("action_keys"):
+        keys, env = described["action_keys"], str(described.get("env"))
+    else:
+        raise PolicyFileError(f"{where}: the model does not say which game it plays (no godot-ppo metadata): name the "
+                              "game with --env-id (and --env-path for your own export)")  # fmt: skip
+    kinds = {k["action_type"] for k in keys}
+    if len(kinds) > 1:
+        raise PolicyFileError(f"{where}: {env} mixes continuous and discrete action keys; godot-rl's exporters write "
+                              "those as one Box (a discrete key as one value), which the engine's policy file does "
+                              "not play: train it with godot-ppo (one head per key) instead")  # fmt: skip
+    expected = sum(k["size"] for k in keys)
+    if expected != n_out:
+        raise PolicyFileError(f"{where}: the model has {n_out} outputs, but {env}'s action keys "
+                              f"{[k['key'] for k in keys]} need {expected}")  # fmt: skip
+    return {
+        "format": FORMAT,
+        "version": MLP_VERSION,
+        "env": env,
+        **({"policy_name": name} if name is not None else {}),
+        "observation_size": n_obs,
+        "action_keys": keys,
+        "action_rule": action_rule(keys),
+        "obs_normalization": norm,
+        "layers": layers,
+        "lstm": None,
+        "source": {"imported_from": Path(path).name, "producer": model.producer_name or None,
+                   "described": described.get("source")},  # fmt: skip
+    }

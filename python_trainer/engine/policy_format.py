@@ -1,0 +1,123 @@
+"""What a policy file is: its format name, its versions, the largest size it may declare, and what is wrong with a
+file's format or sizes (policy_file.py builds, writes and reads the files; the game checks the same:
+policy_runner.gd, block_compiler.gd)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from python_trainer.engine.policy_cnn import cnn_features
+
+FORMAT = "godot-ppo-policy"
+# 2: layers may end in relu or sigmoid too (ONNX imports); 3: "policy_name", and bundles of several policies;
+# 4: a camera's "image" and "cnn". A file says the version it needs: one without a camera stays version 3 (MLP_VERSION),
+# so games with an older addon still play it. Files of every readable version play the same way.
+VERSION = 4
+MLP_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3, 4)
+# The largest size a policy file may declare (observations, a layer, the LSTM, an action key): far above any network
+# the engine runs at speed, far below what would exhaust memory. The game's bound is the same (block_compiler.gd).
+MAX_SIZE = 65536
+
+
+def is_bundle(policy: dict) -> bool:
+    """A file of several policies ("policies": [...]) rather than one network."""
+    return isinstance(policy, dict) and "policies" in policy
+
+
+def _size(value, name: str) -> int:
+    """``value`` as a declared size: a whole number from 1 to MAX_SIZE, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= MAX_SIZE or value != int(value):
+        raise ValueError(f"{name} must be a whole number from 1 to {MAX_SIZE}, got {str(value)[:40]}")
+    return int(value)
+
+
+def _matrix(rows, name: str, n_rows: int, n_columns: int) -> None:
+    if not isinstance(rows, list) or len(rows) != n_rows:
+        raise ValueError(f"{name} must have {n_rows} rows, got {len(rows) if isinstance(rows, list) else 'no list'}")
+    if any(not isinstance(row, list) or len(row) != n_columns for row in rows):
+        raise ValueError(f"every row of {name} must hold {n_columns} numbers")
+
+
+def format_problem(policy) -> Optional[str]:
+    """What is wrong with a file's format, version and (a bundle) entries' names and games, or None."""
+    if not isinstance(policy, dict) or policy.get("format") != FORMAT:
+        return f'not a godot-ppo policy file (expected "format": "{FORMAT}")'
+    version = policy.get("version")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        return f"unknown version {version!r}; this godot-ppo reads versions {READABLE_VERSIONS[0]} to {VERSION}"
+    if ("cnn" in policy or "image" in policy) and version < 4:
+        return f"a camera policy (\"image\", \"cnn\") needs version 4, this file says {version!r}"
+    if "policy_name" in policy and (not isinstance(policy["policy_name"], str) or not policy["policy_name"].strip()):
+        return f'"policy_name" must be a non-empty string, got {str(policy["policy_name"])[:40]!r}'
+    if not is_bundle(policy):
+        return None
+    entries = policy["policies"]
+    if version < 3:
+        return f"a bundle of policies (\"policies\") needs version 3, this file says {version!r}"
+    if not isinstance(entries, list) or not entries:
+        return '"policies" must be a non-empty list of policies'
+    names = []
+    for i, entry in enumerate(entries):
+        name = entry.get("policy_name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name.strip():
+            return f"the bundle's entry {i} has no \"policy_name\" (each entry names the policy it plays)"
+        if name in names:
+            return f"two entries of the bundle are named {name!r}; each policy comes once"
+        names.append(name)
+        problem = format_problem(entry) if not is_bundle(entry) else "a bundle inside a bundle"
+        if problem is None and entry.get("env") != policy.get("env"):
+            problem = f"it was made for {entry.get('env')!r}, the bundle for {policy.get('env')!r}"
+        if problem:
+            return f"policy {name!r}: {problem}"
+    return None
+
+
+def size_problem(policy: dict) -> Optional[str]:
+    """What is wrong with a policy file's sizes, or None: every size it declares (observation_size, each action key's
+    size, the LSTM's input_size and hidden_size) is a whole number from 1 to MAX_SIZE, and every array has the size
+    its neighbours say (the game checks the same before it allocates anything from them: policy_runner.gd). Values
+    are the game's to check. A bundle: each entry so checked, the problem named by the entry's policy."""
+    if is_bundle(policy):
+        for entry in policy["policies"] if isinstance(policy["policies"], list) else []:
+            problem = size_problem(entry) if isinstance(entry, dict) else "not a policy"
+            if problem:
+                return f"policy {str(entry.get('policy_name') if isinstance(entry, dict) else '?')!r}: {problem}"
+        return None
+    try:
+        # a camera policy may see its image alone (no vector keys: observation_size 0)
+        n_in = 0 if "cnn" in policy and policy.get("observation_size") == 0 else _size(policy.get("observation_size"), "observation_size")
+        n_in += cnn_features(policy)  # a camera policy's layers (or LSTM) take cat([the CNN's features, the vector])
+        keys = policy.get("action_keys")
+        if not isinstance(keys, list) or not keys or not all(isinstance(k, dict) for k in keys):
+            raise ValueError('"action_keys" must be a non-empty list of {"key", "action_type", "size"}')
+        n_out = sum(_size(k.get("size"), f"action key {str(k.get('key'))[:40]!r}'s size") for k in keys)
+        layers, lstm = policy.get("layers"), policy.get("lstm")
+        if not isinstance(layers, list) or not layers or not all(isinstance(layer, dict) for layer in layers):
+            raise ValueError('"layers" must be a non-empty list of {"weight", "bias", "activation"}')
+        after = -1
+        if lstm is not None:
+            if not isinstance(lstm, dict) or not isinstance(lstm.get("after_layer"), int) or not 0 <= lstm["after_layer"] < len(layers):
+                raise ValueError('"lstm" must be null or the LSTM\'s weights with "after_layer" (the index of a layer)')
+            after = lstm["after_layer"]
+            lstm_in, hidden = _size(lstm.get("input_size"), "the LSTM's input_size"), _size(lstm.get("hidden_size"), "the LSTM's hidden_size")
+            _matrix(lstm.get("weight_ih"), "the LSTM's weight_ih", 4 * hidden, lstm_in)
+            _matrix(lstm.get("weight_hh"), "the LSTM's weight_hh", 4 * hidden, hidden)
+        for i, layer in enumerate(layers):
+            if i == after:
+                if n_in != lstm_in:
+                    raise ValueError(f"the LSTM takes {lstm_in} inputs, but the layers before it give {n_in}")
+                n_in = hidden
+            weight = layer.get("weight")
+            n_rows = len(weight) if isinstance(weight, list) else 0
+            if not n_rows or n_rows > MAX_SIZE:
+                raise ValueError(f"layer {i}'s weight must be a list of 1 to {MAX_SIZE} rows")
+            _matrix(weight, f"layer {i}'s weight", n_rows, n_in)
+            if not isinstance(layer.get("bias"), list) or len(layer["bias"]) != n_rows:
+                raise ValueError(f"layer {i} has {n_rows} weight rows, so its bias must hold {n_rows} numbers")
+            n_in = n_rows
+        if n_in != n_out:
+            raise ValueError(f"the network has {n_in} outputs but action_keys need {n_out}")
+    except ValueError as e:
+        return str(e)
+    return None

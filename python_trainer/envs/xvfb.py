@@ -107,8 +107,10 @@ class Xvfb:
         r, w = os.pipe()
         try:
             with open(self.log_path, "ab") as log:
+                # -noreset: by default X resets when its last client leaves, and a game that connects during the
+                # reset finds no display (a probe's disconnect, or one game quitting as the next one starts)
                 self.proc = spawn(
-                    [exe, "-displayfd", str(w), "-screen", "0", self.screen, "-nolisten", "tcp"],
+                    [exe, "-displayfd", str(w), "-screen", "0", self.screen, "-nolisten", "tcp", "-noreset"],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(w,),
                 )
             os.close(w)

@@ -196,13 +196,26 @@ def record(buf: RolloutBuffer, t: int, envs, obs, reward, terminated, truncated,
         buf.episodes.append((t, infos))
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def finite_as_float32(x) -> bool:
+    """Whether every value of ``x`` stays finite as a float32, as the buffers store it (1e39 is a finite float64
+    and inf in the buffer). A camera's uint8 frames always are."""
+    x = np.asarray(x)
+    if x.dtype.kind in "iub":
+        return True
+    return bool(np.isfinite(x).all()) and (x.dtype.itemsize <= 4 or bool((np.abs(x) <= FLOAT32_MAX).all()))
+
+
 def check_finite(t: int, obs, reward, infos) -> None:
-    """Raise NonFiniteEnvData if step t's observations, rewards or final observations hold NaN/inf."""
-    if not (np.isfinite(obs).all() and np.isfinite(reward).all()):
+    """Raise NonFiniteEnvData if step t's observations, rewards or final observations hold NaN/inf, or values
+    beyond float32's range (they would be inf in the buffer)."""
+    if not (finite_as_float32(obs) and finite_as_float32(reward)):
         raise NonFiniteEnvData(t)
     if "final_obs" in infos:  # an episode ended: its final observation (bootstrapped, or rated by RND) too
         ended = np.flatnonzero(infos["_final_obs"])
-        if ended.size and not np.isfinite(np.stack(infos["final_obs"][ended])).all():
+        if ended.size and not finite_as_float32(np.stack(infos["final_obs"][ended])):
             raise NonFiniteEnvData(t, "final observations (the last of an ended episode)")
 
 

@@ -24,6 +24,7 @@ from python_trainer.rollout import LocalRollouts, RolloutBuffer, evaluate
 from python_trainer.run import train
 from python_trainer.run.checks import check_images
 from python_trainer.run.run_folder import TrainError
+from python_trainer.tools import play
 from python_trainer.variants.cnn import CnnEncoder
 from python_trainer.variants.cnn_agent import CnnAgent, RecurrentCnnAgent
 from python_trainer.variants.trained_agent import LoadedAgent, agent_from_checkpoint, make_agent
@@ -212,7 +213,7 @@ def test_what_does_not_go_with_images_is_refused_in_one_line(flags, layout, mess
 @pytest.mark.slow
 def test_train_runs_a_camera_game_with_lstm_and_frame_stack_and_resumes_it(tmp_path, monkeypatch, capsys):
     """The fake game's camera (20 x 20 x 3 beside 2 vector values), windowed under an Xvfb of its own: two updates
-    with --lstm --frame-stack 2, a checkpoint that rebuilds the agent, and a resume for one more update."""
+    with --lstm --frame-stack 2, a checkpoint that rebuilds the agent, a resume for one more update, and play --python."""
     monkeypatch.delenv("DISPLAY", raising=False)
     export = fake_export(tmp_path / "seer.x86_64", "--fake_image=camera_2d:20:20:3", "--fake_obs=obs:2")
     root = tmp_path / "runs"
@@ -231,3 +232,6 @@ def test_train_runs_a_camera_game_with_lstm_and_frame_stack_and_resumes_it(tmp_p
         loaded.act(np.zeros((1, 1202), np.float32))  # an env without the run's frame stack
     assert train.main(["--resume", str(run_dir), "--total-timesteps", "192"]) == 0
     assert "global_step=192" in capsys.readouterr().out
+    # play --python stacks the frames the checkpoint was trained with (before: the row-size error above)
+    assert play.play_main([str(run_dir), "--python", "--seconds", "0.5", "--env-path", str(export)]) == 0
+    assert " from Python in " in capsys.readouterr().out

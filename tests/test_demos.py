@@ -215,6 +215,7 @@ def test_a_cloning_loss_that_becomes_nan_stops_the_run_in_one_line_and_saves_no_
     assert err.startswith("godot-ppo train: error: behavioural cloning diverged: the ") and "\n" not in err
     assert "nothing was saved. Lower --bc-learning-rate (now 1e+39)" in err
     assert not list(root.glob("*/model.pt")) and not list(root.glob("*/checkpoint.pt"))
+    assert not root.exists() or not list(root.iterdir())  # a new run that never trained leaves no folder
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import torch
 from helpers import CLEANRL_TAGS, event_accumulator, read_scalars, run_dirs
 from python_trainer import cli
 from python_trainer import ppo
+from python_trainer import rollout
 from python_trainer.base import flags
 from python_trainer.checkpoint import load_checkpoint
 from python_trainer import normalization
@@ -376,6 +377,32 @@ class _NanAfterThree(gym.Env):
         self.t += 1
         obs = np.full(2, np.nan if self.t > 3 else 0.0, np.float32)
         return obs, 0.0, False, False, {}
+
+
+class _HugeRewardAfterThree(_NanAfterThree):
+    """A reward of 1e39: a finite float64, inf as the buffer's float32."""
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(action)
+        return np.zeros(2, np.float32), 1e39 if self.t > 3 else 0.0, terminated, truncated, info
+
+
+def test_a_reward_beyond_float32_is_named_like_a_nan(tmp_path, capsys):
+    gym.register("TestHugeReward-v0", entry_point=_HugeRewardAfterThree)
+    try:
+        assert cli.main(["train", "--env-id", "TestHugeReward-v0", "--run-dir-root", str(tmp_path), "--num-envs", "2",
+                         "--num-steps", "8", "--total-timesteps", "64"]) == 2  # fmt: skip
+    finally:
+        gym.registry.pop("TestHugeReward-v0")
+    err = capsys.readouterr().err.strip()
+    assert "TestHugeReward-v0 returned NaN/inf observations or rewards at global step 8" in err and "\n" not in err
+    assert not list(tmp_path.glob("*/model.pt"))
+
+
+def test_finite_as_float32_reads_every_kind_of_row():
+    assert rollout.finite_as_float32(np.array([1e38, -3e38])) and rollout.finite_as_float32(np.full(3, 255, np.uint8))
+    assert not rollout.finite_as_float32(np.array([0.0, 1e39])) and not rollout.finite_as_float32(np.array([np.inf]))
+    assert not rollout.finite_as_float32(np.array([np.nan], np.float32))
 
 
 class _MultiBinaryActions(_NanAfterThree):

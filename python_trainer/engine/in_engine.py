@@ -110,9 +110,11 @@ def game_error(result: subprocess.CompletedProcess, what: str) -> PlaybackError:
 # ---------------------------------------------------------------------------------------------- the runs
 def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None, episodes: int = 32, seed: int = 0,
                        agents: Optional[int] = 16, timeout: float = ENGINE_RUN_TIMEOUT_S,
-                       max_episode_steps: Optional[int] = None, env_params: Optional[dict] = None) -> dict:  # fmt: skip
+                       max_episode_steps: Optional[int] = None, env_params: Optional[dict] = None,
+                       display: Optional[str] = None) -> dict:  # fmt: skip
     """Play ``episodes`` episodes with the policy inside the headless game (no Python in the loop); each agent
-    plays its share of them. ``policy_path`` "random": the game's random actions (the baseline; give ``env_id``).
+    plays its share of them. ``display`` (":N"): the windowed game on that X display instead, its window not drawn
+    (--disable-render-loop; cameras still render), for a game whose agents see through cameras. ``policy_path`` "random": the game's random actions (the baseline; give ``env_id``).
     ``env_id`` / ``env_path``: default, the policy's own game (`policy_game`); ``agents``
     None: the game's own number; ``env_params``: name -> number, the game's environment parameters (--env_param).
     ``policy_path`` may be a bundle of several policies, or several files separated by commas (each agent plays the
@@ -124,9 +126,12 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
         game, policy_arg = godot_game(env_id, env_path), RANDOM_POLICY
     else:
         game, policy_arg = policy_game(policy_path, env_id, env_path), engine_policy_arg(policy_path)
-    instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps)
+    instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps,
+                            headless=display is None, display=display)  # fmt: skip
     params = [f"--env_param={name}={value:g}" for name, value in (env_params or {}).items()]
-    result = run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}", *params), timeout)
+    params += [] if display is None else ["--disable-render-loop"]
+    result = run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}", *params), timeout,
+                      env=instance.environ())  # fmt: skip
     report = json_line(result.stdout, "eval")
     if result.returncode != 0 or report is None:
         raise game_error(result, f"in-engine evaluation of {policy_path}")

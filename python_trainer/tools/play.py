@@ -258,7 +258,8 @@ def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, 
         envs = None
         try:
             envs = make_vec_env(game, num_instances=1, agents_per_instance=agents, headless=False, seed=seed,
-                                max_restarts=0, display=display, connect_timeout=connect_timeout)  # fmt: skip
+                                max_restarts=0, display=display, connect_timeout=connect_timeout,
+                                frame_stack=loaded.frame_stack)  # fmt: skip
             shown = _agents_text(envs.num_envs)  # the game's own count
             say(f"playing {checkpoint} from Python in {game.env} with {shown} ({FIXED_FPS} steps/s)"
                 + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip

@@ -63,6 +63,13 @@ class LoadedAgent:
     env_path: Optional[str] = None  # the export it was trained with (None: this repository's or a gymnasium id)
     state: object = NO_STATE  # a recurrent agent's memory of the envs it acts for (one row each)
 
+    @property
+    def frame_stack(self) -> int:
+        """The K newest camera frames the agent reads per row (1: one frame, or no camera): the env it plays in
+        stacks as many (make_vec_env's frame_stack)."""
+        image = self.agent.image_layout
+        return 1 if image is None else int(image.frame_stack)
+
     def act(self, obs, deterministic=True, done=None):
         """numpy observations (n, obs_dim) -> numpy env actions (normalised as in training, clipped to the space).
 

@@ -203,7 +203,8 @@ def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, re
         t = time.perf_counter()
         env = make_vec_env(game, num_instances=cfg.instances, agents_per_instance=cfg.agents,
                            headless=cfg.headless, seed=opts.seed, run_dir=run_dir, max_restarts=0, report=report,
-                           connect_timeout=opts.connect_timeout)  # fmt: skip
+                           connect_timeout=opts.connect_timeout,
+                           frame_stack=policy.frame_stack if policy is not None else 1)  # fmt: skip
         result["launch_seconds"] = round(time.perf_counter() - t, 3)
         result["agents"] = env.num_envs // cfg.instances  # what the game simulates (it may ignore --agents)
         launcher = env.launcher

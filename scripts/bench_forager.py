@@ -65,6 +65,7 @@ def main() -> int:
     parser.add_argument("train_flags", nargs="*", help="more flags for both trainings (after --)")
     args = parser.parse_args()
     root = Path(args.root or tempfile.mkdtemp(prefix="bench_forager_"))
+    root.mkdir(parents=True, exist_ok=True)
     results: dict = {"total_timesteps": args.total_timesteps, "root": str(root), "seeds": {}}
     with Xvfb(root / "xvfb.log") as xvfb:
         display = xvfb.start()

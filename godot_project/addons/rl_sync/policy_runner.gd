@@ -89,8 +89,9 @@ func check_format(data) -> String:
 		return error_text("not a godot-ppo policy file (expected \"format\": \"%s\")" % FORMAT)
 	var version = data.get("version")
 	if not BlockCompiler.is_finite_number(version) or not float(version) in [1.0, 2.0, 3.0, 4.0]:
-		return error_text("unknown policy file version %s; this game reads versions 1 to %d (re-export it with this godot-ppo)"
-				% [str(version), VERSION])
+		# A newer file than this export reads usually means the game was exported before godot-ppo was updated.
+		return error_text(("unknown policy file version %s; this export of the game reads versions 1 to %d (re-export "
+				+ "the game with this godot-ppo: godot-ppo export)") % [str(version), VERSION])
 	return ""
 
 

@@ -6,6 +6,7 @@ with SB3's MultiInputPolicy.
 
 Windowed games run under an Xvfb of the test's own (envs/xvfb.py), which the test ends with every game it started."""
 
+import json
 import os
 import socket
 import subprocess
@@ -14,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from helpers import end, free_port, output_of, wait_gone
+from helpers import end, free_port, output_of, train_run, wait_gone
 from python_trainer.envs.protocol import GodotConnection, pack_actions
 from python_trainer.envs.xvfb import Xvfb
 
@@ -166,6 +167,19 @@ def test_the_vector_baseline_runs_headless(headless_export):
             assert proc.wait(timeout=15) == 0
         finally:
             end(proc)
+
+
+@pytest.mark.slow
+def test_training_the_vector_baseline_stays_headless_without_a_camera(headless_export, tmp_path):
+    """`train --env-param vision=0`: the parameter is in force before env_info is read (it goes on the binary's
+    command line too), so the run trains on the 11 vector values, headless, and its policy sees no camera."""
+    run_dir = train_run(tmp_path, "--env-id", "forager", "--env-param", "vision=0", "--num-instances", "1",
+                        "--agents-per-instance", "2", "--num-steps", "32", "--total-timesteps", "64",
+                        "--eval-episodes", "0", env={"DISPLAY": ""})  # fmt: skip
+    log = (run_dir / "logs" / "instance_0.log").read_text()
+    assert "--env_param=vision=0.0" in log and "windowed" not in log and "restart 1" not in log
+    policy = json.loads((run_dir / "policy.json").read_text())
+    assert policy.get("image") is None and policy["observation_size"] == 11
 
 
 @pytest.mark.slow

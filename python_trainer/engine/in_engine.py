@@ -22,6 +22,7 @@ import numpy as np
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
 from python_trainer.base.processes import run_to_end
 from python_trainer.engine.policy_file import PolicyFileError, read_policy
+from python_trainer.envs.env_params import binary_flags
 from python_trainer.envs.game import GameInstance, GodotGame, game_environ, godot_game
 from python_trainer.envs.logs import shown_lines
 
@@ -128,7 +129,7 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
         game, policy_arg = policy_game(policy_path, env_id, env_path), engine_policy_arg(policy_path)
     instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps,
                             headless=display is None, display=display)  # fmt: skip
-    params = [f"--env_param={name}={value:g}" for name, value in (env_params or {}).items()]
+    params = binary_flags(env_params or {})
     params += [] if display is None else ["--disable-render-loop"]
     result = run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}", *params), timeout,
                       env=instance.environ())  # fmt: skip

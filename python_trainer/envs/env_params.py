@@ -51,6 +51,21 @@ class Value:
         return f"{self.kind}({self.args[0]:g},{self.args[1]:g})"
 
 
+def binary_flags(values: dict) -> list[str]:
+    """The binary's own flags (``--env_param=NAME=VALUE``, env_params.gd) for the constants among ``values`` (name
+    -> number or Value). They are in force from an agent's first episode, before env_info is read, so a parameter
+    that shapes what an agent observes (forager's vision) takes effect: the env_params message comes too late for
+    that. Samplers have no such flag; the message sets them."""
+    flags = []
+    for name, value in values.items():
+        if isinstance(value, Value):
+            if value.kind != CONSTANT:
+                continue
+            value = value.args[0]
+        flags.append(f"--env_param={name}={float(value)!r}")
+    return flags
+
+
 def finite_number(text, where: str) -> float:
     try:
         value = float(text)

@@ -9,6 +9,7 @@ from typing import Optional
 
 from python_trainer.base.errors import say
 from python_trainer.checkpoint import image_entry, space_to_dict
+from python_trainer.envs.env_params import binary_flags
 from python_trainer.envs.game import GodotGame
 from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.envs.spaces import agent_policy_names
@@ -17,6 +18,7 @@ from python_trainer.normalization import Normalizer
 from python_trainer.optimizer import Adam
 from python_trainer.rollout import LocalRollouts, RolloutBuffer
 from python_trainer.run.checks import check_sizes
+from python_trainer.run.curriculum import from_flags
 from python_trainer.run.run_folder import TrainError
 from python_trainer.variants.policies import Learner, PolicySet
 from python_trainer.variants.ray_rollouts import RayRollouts
@@ -42,6 +44,11 @@ def env_kwargs(args, game, global_step, run_dir):
                       headless=not args.window)  # fmt: skip
         if args.copies != 1:
             kwargs["copies"] = args.copies
+        # --env-param's constants also go on the command line, so that env_info obeys them (forager's vision=0)
+        flagged, _ = from_flags(args.env_param or ())
+        extra = binary_flags({name: lessons[0].value for name, lessons in flagged.items()})
+        if extra:
+            kwargs["extra_args"] = extra
         if args.speedup is not None:
             kwargs["speedup"] = args.speedup
         if args.action_repeat is not None:

@@ -34,7 +34,7 @@ from python_trainer.engine.in_engine import (
     HUMAN_OPPONENT, MATCH_KEYWORDS, PlaybackError, engine_policy_arg, match_policy_arg, policy_game,
 )
 from python_trainer.engine.recording import record
-from python_trainer.envs.env_params import CONSTANT, check_params, parse_flag
+from python_trainer.envs.env_params import CONSTANT, binary_flags, check_params, parse_flag
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import FIXED_FPS, GameError, GameInstance, GodotGame, godot_game
 from python_trainer.envs.logs import CappedLog
@@ -146,7 +146,7 @@ def _env_param_flags(game: GodotGame, flags) -> list:
             raise PlaybackError(f"--env-param {text}: the game takes a number here (samplers are for training)")
         values[name], where[name] = [value], f"--env-param {text}"
     check_params(game, values, where)
-    return [f"--env_param={name}={given[0].args[0]!r}" for name, given in values.items()]
+    return binary_flags({name: given[0] for name, given in values.items()})
 
 
 # ---------------------------------------------------------------------------------------------- in the engine

@@ -16,6 +16,7 @@ import numpy as np
 
 from python_trainer.base.errors import one_line
 from python_trainer.engine.onnx_policy import policy_from_metadata
+from python_trainer.engine.policy_format import MAX_SIZE
 from python_trainer.engine.policy_file import FORMAT, MLP_VERSION, PolicyFileError, action_rule, f32, obs_normalization
 
 # The activations an imported layer may end with, as the policy file names them.
@@ -26,12 +27,13 @@ OUTPUT_ONLY = {"Softmax", "LogSoftmax"}  # at the output: dropped, the engine's 
 
 class _Chain:
     """The value of a graph node as a function of the observations: ``layers`` [(W, b, activation)] applied in turn,
-    then the pending affine map x -> W x + b (float64, folded from Gemm/MatMul/Add/Sub/Mul/Div/Slice); ``norm``: the
-    observation normaliser (mean, scale, clip) when a Clip closed a first diagonal map."""
+    then the pending affine map x -> W x + b (float64, folded from Gemm/MatMul/Add/Sub/Mul/Div/Slice); W a matrix, or
+    a 1-D array when it is diagonal (held so: an n x n identity costs n numbers, not n^2); ``norm``: the observation
+    normaliser (mean, scale, clip) when a Clip closed a first diagonal map."""
 
     def __init__(self, n: int):
         self.layers, self.norm = [], None
-        self.w, self.b = np.eye(n), np.zeros(n)
+        self.w, self.b = np.ones(n), np.zeros(n)
 
     def copy(self) -> "_Chain":
         c = _Chain(0)
@@ -39,11 +41,35 @@ class _Chain:
         return c
 
     def pending_is_identity(self) -> bool:
-        return self.w.shape[0] == self.w.shape[1] and np.array_equal(self.w, np.eye(len(self.b))) and not self.b.any()
+        return self.w.ndim == 1 and (self.w == 1).all() and not self.b.any()
+
+    def left(self, m: np.ndarray) -> np.ndarray:
+        """m @ W (m: a model's own weight matrix, so the result is no bigger than it)."""
+        return m * self.w[None, :] if self.w.ndim == 1 else m @ self.w
+
+    def scale_rows(self, c: np.ndarray) -> np.ndarray:
+        return self.w * c if self.w.ndim == 1 else self.w * c[:, None]
+
+    def dense(self, budget: int, what: str) -> np.ndarray:
+        """W as a matrix, refused when it would hold more than ``budget`` numbers (a diagonal map of a huge input)."""
+        if self.w.ndim == 2:
+            return self.w
+        if len(self.w) ** 2 > budget:
+            raise PolicyFileError(f"{what}: a layer acting on each of the {len(self.w)} observations alone would hold "
+                                  f"{len(self.w)}^2 weights; import a model whose first layer is a Gemm/MatMul")
+        return np.diag(self.w)
 
 
 def _node_name(node) -> str:
     return f"{node.op_type} node {node.name or node.output[0]!r}"
+
+
+def _check_initializers(graph, where: str) -> None:
+    """Every initializer's declared shape within MAX_SIZE per axis, before any array is made from it."""
+    for t in graph.initializer:
+        if any(not 0 <= d <= MAX_SIZE for d in t.dims) or len(t.dims) > 4:
+            raise PolicyFileError(f"{where}: the initializer {t.name!r} declares the shape {list(t.dims)[:6]}, beyond "
+                                  f"the policy file's {MAX_SIZE} per axis; import a policy of real size")
 
 
 def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
@@ -53,6 +79,7 @@ def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
     from onnx import numpy_helper
 
     graph = model.graph
+    _check_initializers(graph, where)
     consts = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant":
@@ -70,6 +97,9 @@ def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
     if len(dims) != 2 or not dims[1].dim_value:
         raise PolicyFileError(f"{where}: the input {observed[0].name!r} is not a [batch, n] row of observations")
     n_obs = int(dims[1].dim_value)
+    if n_obs > MAX_SIZE:
+        raise PolicyFileError(f"{where}: the input {observed[0].name!r} declares {n_obs} observations, beyond the "
+                              f"policy file's {MAX_SIZE}; import a policy of real size")  # fmt: skip
     if "output" not in {o.name for o in graph.output}:
         raise PolicyFileError(f"{where}: no output named 'output' (godot-rl's convention: output, state_outs)")
     producers = {out: node for node in graph.node for out in node.output}
@@ -88,7 +118,7 @@ def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
         raise PolicyFileError(f"{where}: `output` does not depend on the observations")
     layers = list(chain.layers)
     if not chain.pending_is_identity() or not layers:
-        layers.append((chain.w, chain.b, "linear"))
+        layers.append((chain.dense(_budget(consts), where), chain.b, "linear"))
     norm = None
     if chain.norm is not None:
         mean, scale, clip = chain.norm
@@ -102,6 +132,11 @@ def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
         entries.append({"weight": [[f32(x) for x in row] for row in w32], "bias": [f32(x) for x in b32],
                         "activation": activation})  # fmt: skip
     return norm, entries, n_obs, len(layers[-1][1])
+
+
+def _budget(consts: dict) -> int:
+    """How many numbers a folded layer may hold: of the order of the model's own weights."""
+    return 4 * sum(int(np.size(c)) for c in consts.values()) + 4 * MAX_SIZE
 
 
 def _apply(node, values: dict, consts: dict, where: str):
@@ -131,8 +166,8 @@ def _apply(node, values: dict, consts: dict, where: str):
             raise PolicyFileError(f"{what} changes the shape of a [batch, n] row; cannot map it")
         return x
     if op in IMPORTED_ACTIVATIONS:
-        x.layers.append((x.w, x.b, IMPORTED_ACTIVATIONS[op]))
-        x.w, x.b = np.eye(len(x.b)), np.zeros(len(x.b))
+        x.layers.append((x.dense(_budget(consts), what), x.b, IMPORTED_ACTIVATIONS[op]))
+        x.w, x.b = np.ones(len(x.b)), np.zeros(len(x.b))
         return x
     if op in OUTPUT_ONLY and node.output[0] == "output":
         return x
@@ -140,13 +175,13 @@ def _apply(node, values: dict, consts: dict, where: str):
     if op == "Gemm":
         return _gemm(x, args, attrs, what)
     if op == "MatMul" and isinstance(args[0], _Chain):
-        x.w, x.b = const.T @ x.w, const.T @ x.b
+        x.w, x.b = x.left(const.T), const.T @ x.b
         return x
     if op in ("Add", "Sub", "Mul", "Div") and const is not None and const.size in (1, len(x.b)):
         return _elementwise(op, x, const, isinstance(args[0], _Chain), what)
     if op == "Slice":
         return _slice(x, args, what)
-    if op == "Clip" and not x.layers and x.norm is None and np.count_nonzero(x.w - np.diag(np.diag(x.w))) == 0:
+    if op == "Clip" and not x.layers and x.norm is None and (x.w.ndim == 1 or np.count_nonzero(x.w - np.diag(np.diag(x.w))) == 0):
         return _clip(x, args, attrs, what)
     raise PolicyFileError(f"{what} ({op}) is not supported; import-policy maps Gemm, MatMul, Add, Sub, Mul, Div, Clip "
                           "(the normaliser), Tanh, Relu, Sigmoid, Slice, Concat, Flatten, Reshape, Identity, Cast and a "
@@ -161,7 +196,7 @@ def _gemm(x: "_Chain", args: list, attrs: dict, what: str) -> "_Chain":
     b_mat = b_mat.T if attrs.get("transB", 0) else b_mat  # (in, out)
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
     bias = np.asarray(args[2], np.float64) * beta if len(args) > 2 and args[2] is not None else 0.0
-    x.w, x.b = alpha * b_mat.T @ x.w, alpha * b_mat.T @ x.b + bias
+    x.w, x.b = alpha * x.left(b_mat.T), alpha * b_mat.T @ x.b + bias
     return x
 
 
@@ -173,9 +208,9 @@ def _elementwise(op: str, x: "_Chain", const: np.ndarray, chain_first: bool, wha
     elif op == "Sub":
         x.w, x.b = (x.w, x.b - c) if chain_first else (-x.w, c - x.b)
     elif op == "Mul":
-        x.w, x.b = x.w * c[:, None], x.b * c
+        x.w, x.b = x.scale_rows(c), x.b * c
     elif chain_first:  # Div by a constant (a constant divided by the observations is not affine)
-        x.w, x.b = x.w / c[:, None], x.b / c
+        x.w, x.b = x.scale_rows(1.0 / c), x.b / c
     else:
         raise PolicyFileError(f"{what} divides by the observations; cannot map it")
     return x
@@ -192,20 +227,27 @@ def _slice(x: "_Chain", args: list, what: str) -> "_Chain":
             rows = rows[int(start) : int(min(end, len(rows))) : int(step)]
         elif not (axis == 0 and start == 0 and end >= 2**31 - 1):
             raise PolicyFileError(f"{what} slices the batch axis; cannot map it")
-    x.w, x.b = x.w[rows], x.b[rows]
+    x.w, x.b = (x.w[rows] if x.w.ndim == 2 else _diag_rows(x.w, rows)), x.b[rows]
     return x
+
+
+def _diag_rows(d: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The rows ``rows`` of diag(d), made without diag(d) itself."""
+    w = np.zeros((len(rows), len(d)))
+    w[np.arange(len(rows)), rows] = d[rows]
+    return w
 
 
 def _clip(x: "_Chain", args: list, attrs: dict, what: str) -> "_Chain":
     """A clip of (obs - mean) / std to [-c, c] at the chain's start: the engine's observation normaliser."""
     low, high = (float(np.asarray(a)) if a is not None else None for a in (args + [None, None])[1:3])
     low, high = attrs.get("min", low), attrs.get("max", high)
-    scale = np.diag(x.w).copy()
+    scale = (x.w if x.w.ndim == 1 else np.diag(x.w)).copy()
     if low is None or high is None or low != -high or high <= 0 or (scale <= 0).any():
         raise PolicyFileError(f"{what} clips in a way the engine's normaliser cannot (it clips (obs - mean) / std to "
                               "[-c, c])")  # fmt: skip
     x.norm = (-x.b / scale, scale, high)
-    x.w, x.b = np.eye(len(x.b)), np.zeros(len(x.b))
+    x.w, x.b = np.ones(len(x.b)), np.zeros(len(x.b))
     return x
 
 
@@ -277,7 +319,7 @@ def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[s
     if env_info is not None:  # the agents of the policy the model plays (a name no agent of the game plays is left out)
         env_info, policy_name = _policy_of(env_info, policy_name, described, where)
         name = policy_name
-    norm, layers, n_obs, n_out = onnx_to_policy(model, where)
+    norm, layers, n_obs, n_out = onnx_to_policy(model, where)  # sizes checked before anything is folded
     if env_info is not None:
         keys, env = game_action_keys(env_info), str(env_info.get("env") or described.get("env") or "?")
         game_obs = int(spaces_from_env_info(env_info)[0].shape[0])

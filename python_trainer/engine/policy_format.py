@@ -18,6 +18,10 @@ READABLE_VERSIONS = (1, 2, 3, 4)
 # The largest size a policy file may declare (observations, a layer, the LSTM, an action key): far above any network
 # the engine runs at speed, far below what would exhaust memory. The game's bound is the same (block_compiler.gd).
 MAX_SIZE = 65536
+# The most layers a policy file holds (its dense layers and a camera policy's convolutions together): far above any
+# real policy (ours have 3 to 6), and few enough that the engine compiles the network in about a second
+# (block_compiler.gd's MAX_LAYERS is the same bound).
+MAX_LAYERS = 64
 
 
 def is_bundle(policy: dict) -> bool:
@@ -95,6 +99,11 @@ def size_problem(policy: dict) -> Optional[str]:
         layers, lstm = policy.get("layers"), policy.get("lstm")
         if not isinstance(layers, list) or not layers or not all(isinstance(layer, dict) for layer in layers):
             raise ValueError('"layers" must be a non-empty list of {"weight", "bias", "activation"}')
+        convs = policy["cnn"].get("convs") if isinstance(policy.get("cnn"), dict) else None
+        depth = len(layers) + (len(convs) if isinstance(convs, list) else 0)
+        if depth > MAX_LAYERS:
+            raise ValueError(f"it has {depth} layers (convolutions included), beyond the engine's {MAX_LAYERS}: "
+                             "train a shallower network")  # fmt: skip
         after = -1
         if lstm is not None:
             if not isinstance(lstm, dict) or not isinstance(lstm.get("after_layer"), int) or not 0 <= lstm["after_layer"] < len(layers):

@@ -118,6 +118,12 @@ func load_dict(data) -> String:
 	if not BlockCompiler.is_size(data["observation_size"]) and not (camera and data["observation_size"] == 0):
 		return error_text("observation_size must be a whole number from 1 to %d, got %s"
 				% [BlockCompiler.MAX_SIZE, str(data["observation_size"]).substr(0, 40)])
+	var depth: int = data["layers"].size() if typeof(data["layers"]) == TYPE_ARRAY else 0
+	if camera and typeof(data.get("cnn")) == TYPE_DICTIONARY and typeof(data["cnn"].get("convs")) == TYPE_ARRAY:
+		depth += data["cnn"]["convs"].size()
+	if depth > BlockCompiler.MAX_LAYERS:
+		return error_text("it has %d layers (convolutions included), beyond the engine's %d: train a shallower network"
+				% [depth, BlockCompiler.MAX_LAYERS])
 	observation_size = int(data["observation_size"])
 	action_keys = data["action_keys"]
 	action_rule = str(data["action_rule"])

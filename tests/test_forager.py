@@ -6,10 +6,13 @@ with SB3's MultiInputPolicy.
 
 Windowed games run under an Xvfb of the test's own (envs/xvfb.py), which the test ends with every game it started."""
 
+import contextlib
+import io
 import json
 import os
 import socket
 import subprocess
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -216,3 +219,24 @@ def test_stable_baselines3_trains_forager_from_its_camera(windowed_export, tmp_p
                 godot_env.proc.kill()
             godot_env.proc.wait(timeout=5)
         assert left == [], "the game did not quit after godot-rl's close message"
+
+
+@pytest.mark.slow
+def test_the_pretrained_policy_forages_inside_the_engine(windowed_export, tmp_path):
+    """exports/policies/forager.json (its CNN in GDScript, on the windowed export, its window not drawn) collects far
+    more targets than the game's random actions in the same rooms; export-policy's line counts the encoder."""
+    from python_trainer import cli
+    from python_trainer.engine.in_engine import evaluate_in_engine
+
+    policies = Path(__file__).resolve().parent.parent / "exports" / "policies"
+    with Xvfb(tmp_path / "xvfb.log") as xvfb:
+        display = xvfb.start()
+        trained = evaluate_in_engine(policies / "forager.json", env_id="forager", env_path=windowed_export,
+                                     episodes=2, agents=2, seed=5, display=display)  # fmt: skip
+        random = evaluate_in_engine("random", env_id="forager", env_path=windowed_export, episodes=2, agents=2,
+                                    seed=5, display=display)  # fmt: skip
+    assert trained["mean_return"] > 10 and random["mean_return"] < 3, (trained, random)
+    out, text = tmp_path / "forager.json", io.StringIO()
+    with contextlib.redirect_stdout(text):
+        assert cli.main(["export-policy", str(policies / "forager_model.pt"), "-o", str(out)]) == 0
+    assert "3 observations + camera_2d 36 x 36 x 3 -> move (discrete, 3), 106291 parameters" in text.getvalue()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
+import numpy as np
 import tyro
 
 from python_trainer.base.errors import UserError
@@ -85,10 +86,14 @@ def _say_written(out: Path, policy: dict) -> None:
         lstm = entry.get("lstm")
         if lstm:  # a recurrent policy: the LSTM's weights too
             n_params += 4 * lstm["hidden_size"] * (lstm["input_size"] + lstm["hidden_size"] + 1)
+        cnn, image = entry.get("cnn"), entry.get("image")
+        if cnn:  # a camera policy: its encoder's convolutions and dense layer too
+            n_params += sum(np.size(part["weight"]) + np.size(part["bias"]) for part in [*cnn["convs"], cnn["dense"]])
+        sees = f" + {image['key']} {' x '.join(str(n) for n in image['size'])}" if image else ""
         actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in entry["action_keys"])
         named = f" policy {entry['policy_name']!r}:" if "policy_name" in entry else ""
         print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): {entry['env']},{named} {entry['observation_size']} "
-              f"observations -> {actions}, {n_params} parameters, global step {entry['source']['global_step']}")  # fmt: skip
+              f"observations{sees} -> {actions}, {n_params} parameters, global step {entry['source']['global_step']}")  # fmt: skip
 
 
 def export_policy_main(argv=None) -> int:

@@ -49,3 +49,25 @@ def test_the_game_refuses_a_policy_deeper_than_max_layers_in_one_line(tmp_path, 
     assert code == 1 and len(errors) == 1, err[-3000:]
     assert f"it has {MAX_LAYERS + 1} layers" in errors[0] and seconds < 10, (errors[0], seconds)
 
+
+
+
+def memory_mlp(depth: int, width: int) -> dict:
+    """A version 3 MLP for memory (4 observations, one discrete key of 3) of ``depth`` layers ``width`` wide."""
+    from python_trainer.engine.policy_file import FORMAT, MLP_VERSION, action_rule
+
+    keys, sizes = [{"key": "move", "action_type": "discrete", "size": 3}], [4] + [width] * (depth - 1) + [3]
+    layers = [{"weight": [[0.01 * ((i + j + k) % 7 - 3) for k in range(n_in)] for j in range(n_out)],
+               "bias": [0.0] * n_out, "activation": "tanh" if i < depth - 1 else "linear"}
+              for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:]))]  # fmt: skip
+    return {"format": FORMAT, "version": MLP_VERSION, "env": "memory", "observation_size": 4, "action_keys": keys,
+            "action_rule": action_rule(keys), "obs_normalization": None, "layers": layers, "lstm": None}
+
+
+@pytest.mark.slow
+def test_the_game_loads_a_policy_of_max_layers_64_wide_in_seconds(tmp_path, headless_export):
+    path = tmp_path / "deepest.json"
+    path.write_text(json.dumps(memory_mlp(MAX_LAYERS, 64)))
+    assert len(read_policy(path)["layers"]) == MAX_LAYERS
+    code, out, err, seconds, _ = _play(headless_export, path)
+    assert code == 0 and seconds < 5, (code, seconds, err[-2000:])  # docs/watching.md's figure: 1.7 s

@@ -16,7 +16,7 @@ import numpy as np
 
 from python_trainer.base.errors import one_line
 from python_trainer.engine.onnx_policy import policy_from_metadata
-from python_trainer.engine.policy_format import MAX_SIZE
+from python_trainer.engine.policy_format import MAX_LAYERS, MAX_SIZE, size_problem
 from python_trainer.engine.policy_file import FORMAT, MLP_VERSION, PolicyFileError, action_rule, f32, obs_normalization
 
 # The activations an imported layer may end with, as the policy file names them.
@@ -61,29 +61,56 @@ class _Chain:
 
 
 def _node_name(node) -> str:
-    return f"{node.op_type} node {node.name or node.output[0]!r}"
+    return f"{node.op_type} node {node.name or (node.output[0] if node.output else '?')!r}"
 
 
-def _check_initializers(graph, where: str) -> None:
-    """Every initializer's declared shape within MAX_SIZE per axis, before any array is made from it."""
-    for t in graph.initializer:
-        if any(not 0 <= d <= MAX_SIZE for d in t.dims) or len(t.dims) > 4:
-            raise PolicyFileError(f"{where}: the initializer {t.name!r} declares the shape {list(t.dims)[:6]}, beyond "
-                                  f"the policy file's {MAX_SIZE} per axis; import a policy of real size")
+# What folding one node may raise from numpy on inputs of shapes that do not fit (our own errors are PolicyFileError).
+FOLDING_ERRORS = (ArithmeticError, IndexError, TypeError, ValueError)
+
+
+def _tensor(t, what: str) -> np.ndarray:
+    """An ONNX tensor (an initializer, a Constant's value) as an array: its declared shape within MAX_SIZE per axis
+    checked before any array is made from it, and data that fits that shape."""
+    from onnx import numpy_helper
+
+    if any(not 0 <= d <= MAX_SIZE for d in t.dims) or len(t.dims) > 4:
+        raise PolicyFileError(f"{what} declares the shape {list(t.dims)[:6]}, beyond the policy file's {MAX_SIZE} per "
+                              "axis; import a policy of real size")  # fmt: skip
+    try:
+        return numpy_helper.to_array(t).astype(np.float64)
+    except FOLDING_ERRORS as e:  # e.g. "cannot reshape array of size 0": dims without the data
+        raise PolicyFileError(f"{what} declares the shape {list(t.dims)} but its data does not fit it "
+                              f"({one_line(e)[:120]}): the file is damaged; export the model again") from None
+
+
+def _constants(graph, where: str) -> dict:
+    """{name: array} of the graph's initializers and Constant nodes' values."""
+    from onnx import helper
+
+    consts = {t.name: _tensor(t, f"{where}: the initializer {t.name!r}") for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type != "Constant":
+            continue
+        what = f"{where}: {_node_name(node)}"
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if len(node.output) != 1 or len(attrs) != 1:
+            raise PolicyFileError(f"{what} has {len(attrs)} values and {len(node.output)} outputs; a Constant holds "
+                                  "one value (attribute `value`) for one output: fix or export the model again")
+        (name, value), = attrs.items()
+        if name == "value":
+            consts[node.output[0]] = _tensor(value, what)
+        elif name in ("value_float", "value_floats", "value_int", "value_ints"):
+            consts[node.output[0]] = np.asarray(value, np.float64)
+        else:
+            raise PolicyFileError(f"{what} holds a {name}; import-policy maps numeric constants only")
+    return consts
 
 
 def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
     """(the policy file's "obs_normalization", "layers" entries, observation size, output size) of an ONNX MLP
     policy whose `output` is a chain of affine maps and activations of its one observation input."""
-    import onnx
-    from onnx import numpy_helper
-
     graph = model.graph
-    _check_initializers(graph, where)
-    consts = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant":
-            consts[node.output[0]] = numpy_helper.to_array(onnx.helper.get_attribute_value(node.attribute[0]))
+    consts = _constants(graph, where)
     inputs = [i for i in graph.input if i.name not in consts]
     if any(node.op_type == "Conv" for node in graph.node) or any(len(i.type.tensor_type.shape.dim) == 4 for i in inputs):
         raise PolicyFileError(f"{where}: the model has convolutions or an image input (a camera policy); import-policy "
@@ -109,10 +136,19 @@ def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
         if node is not None and id(node) not in needed:
             needed.add(id(node))
             todo += list(node.input)
+    depth = sum(id(node) in needed and node.op_type in IMPORTED_ACTIVATIONS for node in graph.node)
+    if depth > MAX_LAYERS:  # each activation closes a layer
+        raise PolicyFileError(f"{where}: the model has {depth} layers, beyond the engine's {MAX_LAYERS}: import a "
+                              "shallower network")  # fmt: skip
     values = {observed[0].name: _Chain(n_obs)}
     for node in graph.node:
         if id(node) in needed and node.op_type != "Constant":
-            values[node.output[0]] = _apply(node, values, consts, where)
+            try:
+                values[node.output[0]] = _apply(node, values, consts, where)
+            except FOLDING_ERRORS as e:  # numpy's word on inputs that do not fit: named for the node
+                raise PolicyFileError(f"{where}: {_node_name(node)}: its inputs do not fit together "
+                                      f"({one_line(e)[:160]}); check the model's shapes (onnx.checker.check_model("
+                                      "model, full_check=True)) and export it again") from None  # fmt: skip
     chain = values.get("output")
     if not isinstance(chain, _Chain):
         raise PolicyFileError(f"{where}: `output` does not depend on the observations")
@@ -175,6 +211,9 @@ def _apply(node, values: dict, consts: dict, where: str):
     if op == "Gemm":
         return _gemm(x, args, attrs, what)
     if op == "MatMul" and isinstance(args[0], _Chain):
+        if const is None or const.ndim != 2 or const.shape[0] != len(x.b):
+            raise PolicyFileError(f"{what} multiplies a row of {len(x.b)} by a weight of shape "
+                                  f"{list(np.shape(const))}; a MatMul takes a [{len(x.b)}, m] weight: fix the model")
         x.w, x.b = x.left(const.T), const.T @ x.b
         return x
     if op in ("Add", "Sub", "Mul", "Div") and const is not None and const.size in (1, len(x.b)):
@@ -194,6 +233,9 @@ def _gemm(x: "_Chain", args: list, attrs: dict, what: str) -> "_Chain":
         raise PolicyFileError(f"{what} multiplies in an order this importer does not map")
     b_mat = np.asarray(args[1], np.float64)
     b_mat = b_mat.T if attrs.get("transB", 0) else b_mat  # (in, out)
+    if b_mat.ndim != 2 or b_mat.shape[0] != len(x.b):
+        raise PolicyFileError(f"{what} multiplies a row of {len(x.b)} by a weight of shape {list(np.shape(args[1]))}; "
+                              f"a Gemm takes a [{len(x.b)}, m] weight ([m, {len(x.b)}] with transB=1): fix the model")
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
     bias = np.asarray(args[2], np.float64) * beta if len(args) > 2 and args[2] is not None else 0.0
     x.w, x.b = alpha * x.left(b_mat.T), alpha * b_mat.T @ x.b + bias
@@ -222,6 +264,8 @@ def _slice(x: "_Chain", args: list, what: str) -> "_Chain":
     axes = np.asarray(args[3]).reshape(-1) if len(args) > 3 and args[3] is not None else np.arange(len(starts))
     steps = np.asarray(args[4]).reshape(-1) if len(args) > 4 and args[4] is not None else np.ones(len(starts), int)
     rows = np.arange(len(x.b))
+    if (steps == 0).any():
+        raise PolicyFileError(f"{what} has a step of 0 (ONNX's Slice steps are non-zero): fix the model")
     for start, end, axis, step in zip(starts, ends, axes, steps):
         if axis in (1, -1):
             rows = rows[int(start) : int(min(end, len(rows))) : int(step)]
@@ -258,10 +302,16 @@ def read_onnx(path):
     path = Path(path)
     if not path.is_file():
         raise PolicyFileError(f"{path}: no such file (give an .onnx model)")
+    if path.stat().st_size == 0:
+        raise PolicyFileError(f"{path}: the file is empty, not an ONNX model: give the .onnx file your exporter wrote")
     try:
-        return onnx.load(str(path))
+        model = onnx.load(str(path))
     except Exception as e:  # protobuf's DecodeError and friends
         raise PolicyFileError(f"{path}: not an ONNX model ({type(e).__name__}: {one_line(e)[:200]})") from None
+    if not model.graph.node and not model.graph.input:
+        raise PolicyFileError(f"{path}: holds no ONNX graph (no nodes, no inputs): not an ONNX model; give the .onnx "
+                              "file your exporter wrote")  # fmt: skip
+    return model
 
 
 def game_action_keys(env_info: dict) -> list[dict]:
@@ -304,6 +354,25 @@ def _other_policy(env: str, game_obs: int, policy_name: Optional[str], described
     return f"the policy {policy_name!r} of {env} takes {game_obs}: it was trained for another policy or game"
 
 
+def _described(model, where: str) -> dict:
+    """The policy's description in our export's metadata (policy_from_metadata), its action keys checked: the list of
+    {key, action_type, size} a policy file holds."""
+    try:
+        described = policy_from_metadata(model)
+    except ValueError as e:  # json's
+        raise PolicyFileError(f"{where}: its godot_ppo.* metadata is not JSON ({one_line(e)[:120]}): export it again "
+                              "(godot-ppo export-policy RUN -o model.onnx), or drop those metadata_props") from None
+    keys = described.get("action_keys")
+    if keys is not None and (not isinstance(keys, list) or not all(
+            isinstance(k, dict) and isinstance(k.get("key"), str) and k.get("action_type") in ("continuous", "discrete")
+            and not isinstance(k.get("size"), bool) and isinstance(k.get("size"), int) and 1 <= k["size"] <= MAX_SIZE
+            for k in keys)):  # fmt: skip
+        raise PolicyFileError(f"{where}: its metadata godot_ppo.action_keys is {str(keys)[:60]!r}, not a list of "
+                              '{"key", "action_type" (continuous or discrete), "size"}: export it again (godot-ppo '
+                              "export-policy RUN -o model.onnx), or name the game with --env-id")  # fmt: skip
+    return described
+
+
 def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[str] = None) -> dict:
     """The policy file's content for an ONNX MLP policy: the game's action keys from ``env_info`` (godot-rl's order:
     SB3's and CleanRL's exports hold no description), else from our own export's metadata. ``policy_name``: the
@@ -312,7 +381,7 @@ def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[s
 
     where = str(path)
     model = read_onnx(path)
-    described = policy_from_metadata(model)
+    described = _described(model, where)
     name = policy_name if policy_name is not None else described.get("policy_name")
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise PolicyFileError(f"{where}: a policy name must be a non-empty string, got {str(name)[:40]!r}")
@@ -340,7 +409,7 @@ def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[s
     if expected != n_out:
         raise PolicyFileError(f"{where}: the model has {n_out} outputs, but {env}'s action keys "
                               f"{[k['key'] for k in keys]} need {expected}")  # fmt: skip
-    return {
+    policy = {
         "format": FORMAT,
         "version": MLP_VERSION,
         "env": env,
@@ -354,3 +423,7 @@ def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[s
         "source": {"imported_from": Path(path).name, "producer": model.producer_name or None,
                    "described": described.get("source")},  # fmt: skip
     }
+    problem = size_problem(policy)  # what read_policy and the game check (e.g. at most MAX_LAYERS layers)
+    if problem:
+        raise PolicyFileError(f"{where}: {problem}")
+    return policy

@@ -19,9 +19,9 @@ READABLE_VERSIONS = (1, 2, 3, 4)
 # the engine runs at speed, far below what would exhaust memory. The game's bound is the same (block_compiler.gd).
 MAX_SIZE = 65536
 # The most layers a policy file holds (its dense layers and a camera policy's convolutions together): far above any
-# real policy (ours have 3 to 6), and few enough that the engine compiles the network in about a second
-# (block_compiler.gd's MAX_LAYERS is the same bound).
-MAX_LAYERS = 64
+# real policy (ours have 3 to 6), and few enough that the engine loads one 64 wide in about two seconds
+# (docs/watching.md gives the figures; block_compiler.gd's MAX_LAYERS is the same bound).
+MAX_LAYERS = 32
 
 
 def is_bundle(policy: dict) -> bool:

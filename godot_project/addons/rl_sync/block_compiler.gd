@@ -16,8 +16,9 @@ extends Reference
 # step's cost grows with the square of a layer's size), far below what would exhaust memory.
 const MAX_SIZE := 65536
 # The most layers a policy file holds (dense layers and a camera policy's convolutions together): the compiled
-# network's load time grows with its depth. (python_trainer/engine/policy_format.py's MAX_LAYERS is the same bound.)
-const MAX_LAYERS := 64
+# network's load time grows with its depth (docs/watching.md gives the figures).
+# (python_trainer/engine/policy_format.py's MAX_LAYERS is the same bound.)
+const MAX_LAYERS := 32
 
 var _members := PoolStringArray()
 var _lines := PoolStringArray()

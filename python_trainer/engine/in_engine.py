@@ -23,7 +23,7 @@ from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
 from python_trainer.base.processes import run_to_end
 from python_trainer.engine.policy_file import PolicyFileError, read_policy
 from python_trainer.envs.env_params import binary_flags
-from python_trainer.envs.game import GameInstance, GodotGame, game_environ, godot_game
+from python_trainer.envs.game import NO_RENDER_LOOP, GameInstance, GodotGame, game_environ, godot_game
 from python_trainer.envs.logs import shown_lines
 
 # A problem the user can fix, raised for the command line to print. One class with the policy file's errors
@@ -130,7 +130,7 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
     instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps,
                             headless=display is None, display=display)  # fmt: skip
     params = binary_flags(env_params or {})
-    params += [] if display is None else ["--disable-render-loop"]
+    params += [] if display is None else [NO_RENDER_LOOP]
     result = run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}", *params), timeout,
                       env=instance.environ())  # fmt: skip
     report = json_line(result.stdout, "eval")

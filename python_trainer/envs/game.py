@@ -42,6 +42,9 @@ WINDOWED_TEMPLATE = "godot3-runner"
 # Engine flag (two words, consumed by Godot itself): every frame is one physics step of 1/60 s, and a headless
 # instance runs as fast as the CPU allows instead of at real time.
 FIXED_FPS = 60
+# Engine flag for a windowed instance whose agents see through cameras: the window is never drawn (the sensors still
+# render their own viewports on decision frames), as godot-rl's scripts run it; training that way is about 5x faster.
+NO_RENDER_LOOP = "--disable-render-loop"
 
 
 class GameError(ValueError):

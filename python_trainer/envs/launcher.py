@@ -52,7 +52,7 @@ from python_trainer.envs.cleanup import LIVE as _LIVE
 from python_trainer.envs.cleanup import install_cleanup_hooks as _install_cleanup_hooks
 from python_trainer.envs.connect import ConnectionWait
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
-from python_trainer.envs.game import GameError, GameInstance, GodotGame
+from python_trainer.envs.game import NO_RENDER_LOOP, GameError, GameInstance, GodotGame
 from python_trainer.envs.logs import DEFAULT_MAX_LOG_BYTES, CappedLog, ScriptErrorWatch, shown_tail
 from python_trainer.envs.protocol import DEFAULT_TIMEOUT_S, GodotConnection, GodotConnectionError
 from python_trainer.envs.images import declared_image
@@ -337,7 +337,7 @@ class InstanceLauncher:
         self._end(self.instances)
         # Nobody looks at a training instance's window: drawing it every frame would halve the rate (the
         # cameras draw themselves, addons/rl_sync/camera_frames.gd).
-        extra = tuple(self.instance.extra_args) + ("--disable-render-loop",)
+        extra = tuple(self.instance.extra_args) + (NO_RENDER_LOOP,)
         self.headless, self.instance = False, self.instance.replace(headless=False, extra_args=extra)
         self.command_prefix = self.instance.game.export.command(False)  # a GameError names the fix
         shape = " x ".join(map(str, size)) if isinstance(size, list) else "?"

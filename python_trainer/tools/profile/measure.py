@@ -16,7 +16,7 @@ import numpy as np
 
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.processes import read_log_tail, run_to_end
-from python_trainer.envs.game import GameError, GameInstance, GodotGame, game_environ
+from python_trainer.envs.game import NO_RENDER_LOOP, GameError, GameInstance, GodotGame, game_environ
 from python_trainer.envs.protocol import GODOT_RL
 from python_trainer.tools.profile.sample import ResourceSampler
 
@@ -68,7 +68,7 @@ def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, 
     """
     try:
         cmd = GameInstance(game, agents=agents, headless=display is None, display=display).command(
-            f"--benchmark_steps={steps}")
+            f"--benchmark_steps={steps}", *([] if display is None else [NO_RENDER_LOOP]))
     except GameError:
         return None
     with ThreadPoolExecutor(max_workers=instances) as pool:
@@ -203,7 +203,7 @@ def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, re
         t = time.perf_counter()
         env = make_vec_env(game, num_instances=cfg.instances, agents_per_instance=cfg.agents,
                            headless=cfg.headless, seed=opts.seed, run_dir=run_dir, max_restarts=0, report=report,
-                           connect_timeout=opts.connect_timeout,
+                           connect_timeout=opts.connect_timeout, extra_args=[NO_RENDER_LOOP] if camera else [],
                            frame_stack=policy.frame_stack if policy is not None else 1)  # fmt: skip
         result["launch_seconds"] = round(time.perf_counter() - t, 3)
         result["agents"] = env.num_envs // cfg.instances  # what the game simulates (it may ignore --agents)

@@ -2,6 +2,7 @@
 The helpers tests share are in helpers.py."""
 
 import os
+import signal
 
 import pytest
 
@@ -10,6 +11,13 @@ from helpers import FAKE
 # Every Ray a test starts (clusters, `--ray-address local`, and the children that inherit this) listens on 127.0.0.1
 # only: on Linux Ray otherwise binds the machine's network address. Ray reads this when it starts.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+# The signal tests send SIGINT/SIGTERM/SIGHUP to the commands they start, and a command keeps a signal ignored that
+# it inherited ignored (`nohup make test` ignores SIGHUP, `make test &` SIGINT: signals.py respects that). The
+# commands must inherit the default whatever started pytest, so this process puts the defaults back.
+for _sig in (signal.SIGINT, signal.SIGHUP):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, signal.SIG_DFL if _sig != signal.SIGINT else signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

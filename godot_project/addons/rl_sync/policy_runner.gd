@@ -2,24 +2,9 @@ extends Reference
 # Runs a trained policy inside the engine: loads a policy file written by `godot-ppo export-policy`,
 # checks it against an agent, normalises observations and runs the MLP forward pass in GDScript.
 #
-# The file is JSON (format "godot-ppo-policy", version 3; version 1 files, which know only tanh and
-# linear layers, and version 2 files, without policy_name, read the same way):
-#   env                 the game it was trained on
-#   policy_name         optional (version 3): the agents' policy_name it plays; without it, every agent
-#   observation_size    length of an agent's flat observation
-#   action_keys         [{"key", "action_type", "size"}] in the order the network's outputs are laid out
-#   action_rule         "clipped_mean" (continuous: the Gaussian mean clipped to [-1, 1]),
-#                       "argmax" (discrete: the most likely choice, per key) or "per_key" (keys of both
-#                       kinds: the clipped mean for each continuous key, the argmax for each discrete one)
-#   obs_normalization   null, or {"mean", "var", "epsilon", "clip"}: x = clip((obs - mean) / sqrt(var + epsilon))
-#   layers              [{"weight": out x in rows, "bias": out, "activation": "tanh" | "relu" | "sigmoid" | "linear"}]
-#   lstm                null, or a recurrent policy's LSTM (lstm_cell.gd's weights plus "after_layer": k):
-#                       layers [0, k) encode the observation, the LSTM carries one state per agent
-#                       (set_agent_count; reset(agent) where its episode begins), layers [k, ...) are the heads
-#   image, cnn          a camera policy (version 4, conv_network.gd): the CNN reads the agent's frame
-#                       (get_obs()[image key]) with a frame stack per agent, and the layers (or the LSTM)
-#                       take cat([its features, the normalised vector keys]); observation_size counts
-#                       the vector keys' values alone (0: the image alone)
+# The file is JSON, format "godot-ppo-policy" (versions 1 to 4 read the same way; 4 adds camera
+# policies: "image" and "cnn", conv_network.gd). Its fields (env, policy_name, observation_size,
+# action_keys, action_rule, obs_normalization, layers, lstm) are in docs/watching.md, "The policy file".
 #
 # The work is shared out: obs_normalization.gd normalises, policy_network.gd checks the layers and
 # runs them (compiled to fast GDScript by block_compiler.gd), policy_actions.gd turns the outputs

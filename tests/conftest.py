@@ -15,9 +15,10 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 # The signal tests send SIGINT/SIGTERM/SIGHUP to the commands they start, and a command keeps a signal ignored that
 # it inherited ignored (`nohup make test` ignores SIGHUP, `make test &` SIGINT: signals.py respects that). The
 # commands must inherit the default whatever started pytest, so this process puts the defaults back.
-for _sig in (signal.SIGINT, signal.SIGHUP):
-    if signal.getsignal(_sig) == signal.SIG_IGN:
-        signal.signal(_sig, signal.SIG_DFL if _sig != signal.SIGINT else signal.default_int_handler)
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # what Python installs when SIGINT is not ignored
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,14 @@ extends Reference
 # again than looping over the blocks.
 #
 # Use: declare each block and bias with basis() and vector() (each returns the member's name, for
-# the code), write the functions with line(), then compile(): an instance of the generated script with
-# every member set to its value, so the numbers it runs on are exactly the packed ones.
+# the code), write the functions with line() (a long sum with sum_line()), then compile(): an instance
+# of the generated script with every member set to its value, so the numbers it runs on are exactly
+# the packed ones.
+#
+# Load time: GDScript 3.2's reload() grows with the square of a script's members and of a function's
+# statements (10k blocks compile in 0.3 s, 20k in 1.1 s, 55k in 14 s), so one script holds at most
+# BLOCKS_PER_SCRIPT blocks: a bigger network is compiled as several scripts (row_ranges() splits a
+# layer's output rows among them) and loads in time linear in its size.
 
 # The largest size a policy file may declare: far above any network the engine runs at speed (the
 # step's cost grows with the square of a layer's size), far below what would exhaust memory.
@@ -19,6 +25,10 @@ const MAX_SIZE := 65536
 # network's load time grows with its depth (docs/watching.md gives the figures).
 # (python_trainer/engine/policy_format.py's MAX_LAYERS is the same bound.)
 const MAX_LAYERS := 32
+# The most blocks one generated script holds (see "Load time" above): 2048 compile in about 0.02 s.
+const BLOCKS_PER_SCRIPT := 2048
+# The longest sum written on one line: longer ones go on in `+=` lines.
+const TERMS_PER_LINE := 96
 
 var _members := PoolStringArray()
 var _lines := PoolStringArray()
@@ -41,6 +51,18 @@ func line(text: String) -> void:
 	_lines.append(text)
 
 
+# var name: Vector3 = first + terms..., TERMS_PER_LINE terms a line.
+func sum_line(indent: String, name: String, first: String, terms: PoolStringArray) -> void:
+	for start in range(0, terms.size(), TERMS_PER_LINE):
+		var part := PoolStringArray()
+		for t in range(start, min(start + TERMS_PER_LINE, terms.size())):
+			part.append(terms[t])
+		if start == 0:
+			line("%svar %s: Vector3 = %s + %s" % [indent, name, first, part.join(" + ")])
+		else:
+			line("%s%s += %s" % [indent, name, part.join(" + ")])
+
+
 # The instance of the generated script, or null when it does not compile (a bug in the generator:
 # the caller words the error).
 func compile():
@@ -52,6 +74,16 @@ func compile():
 	for name in _values:
 		compiled.set(name, _values[name])
 	return compiled
+
+
+# Splits n_rows output chunks, each computed from `blocks_per_row` blocks, into consecutive ranges
+# [from, to] of at most BLOCKS_PER_SCRIPT blocks (at least one row each), one script each.
+static func row_ranges(n_rows: int, blocks_per_row: int) -> Array:
+	var per := int(max(1, BLOCKS_PER_SCRIPT / max(1, blocks_per_row)))
+	var ranges := []
+	for start in range(0, n_rows, per):
+		ranges.append([start, int(min(start + per, n_rows))])
+	return ranges
 
 
 # Block (bo, bi) of the n_rows rows of `matrix` from `first_row` on: entry (r, c) is

@@ -10,35 +10,48 @@ extends Reference
 # the kernel, not with the image. The dense layer is straight-line (flattened in torch's C, H, W
 # order, so its blocks gather the columns of each chunk). ReLU is (v + |v|) * 0.5, exact.
 #
-# The generated script has func encode(frames: Array) -> Array: the K frames (oldest first) in, the
-# dense layer's outputs out as ceil(features / 3) chunks, the last one zero-padded.
+# compile() returns {"convs": a script with func encode(frames: Array) -> PoolVector3Array, the K
+# frames (oldest first) in, the last convolution's output out; "dense": the scripts of the dense layer,
+# each with func dense(x: PoolVector3Array) -> Array for some of its output chunks (a big dense layer is
+# split among several: block_compiler.gd's BLOCKS_PER_SCRIPT); their outputs, joined, are the features
+# as ceil(features / 3) chunks, the last one zero-padded.
 
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
-# The longest sum written on one line: longer ones go on in `+=` lines.
-const TERMS_PER_LINE := 96
 
 
 # `convs`: the checked convolutions, each {"weight", "bias", "stride", "kernel", "in_h", "in_w"};
 # `dense`: {"weight", "bias"}; `channels`: a frame's (1 or 3); `frames`: K. Returns the compiled
-# instance, or null if the generated code does not compile (a bug here).
+# scripts (above), or null if the generated code does not compile (a bug here).
 static func compile(convs: Array, dense: Dictionary, channels: int, frames: int):
 	var code := BlockCompiler.new()
-	code.line("func encode(f: Array) -> Array:")
+	code.line("func encode(f: Array) -> PoolVector3Array:")
 	code.line("\tvar x = conv0(f)")
 	for l in range(1, convs.size()):
 		code.line("\tx = conv%d([x])" % l)
-	code.line("\treturn dense(x)")
+	code.line("\treturn x")
 	var arrays := frames
 	var chunks_per_pixel := 1
 	for l in range(convs.size()):
 		_convolution(code, l, convs[l], arrays, chunks_per_pixel, channels if l == 0 else 0)
 		arrays = 1
 		chunks_per_pixel = BlockCompiler.chunk_count(convs[l]["weight"].size())
+	var encoder = code.compile()
 	var last: Dictionary = convs[-1]
-	var side_h := _out_side(last["in_h"], last["kernel"], last["stride"])
-	var side_w := _out_side(last["in_w"], last["kernel"], last["stride"])
-	_dense(code, dense, last["weight"].size(), side_h * side_w)
-	return code.compile()
+	var n_channels: int = last["weight"].size()
+	var pixels := _out_side(last["in_h"], last["kernel"], last["stride"]) \
+			* _out_side(last["in_w"], last["kernel"], last["stride"])
+	# Every generator stays alive until the last script is made (policy_network.gd's _compile says why).
+	var generators := [code]
+	var scripts := []
+	var blocks_per_row := pixels * BlockCompiler.chunk_count(n_channels)
+	for range_ in BlockCompiler.row_ranges(BlockCompiler.chunk_count(dense["weight"].size()), blocks_per_row):
+		var dense_code := BlockCompiler.new()
+		generators.append(dense_code)
+		_dense(dense_code, dense, n_channels, pixels, range_[0], range_[1])
+		scripts.append(dense_code.compile())
+	if encoder == null or scripts.has(null):
+		return null
+	return {"convs": encoder, "dense": scripts}
 
 
 static func _out_side(side: int, kernel: int, stride: int) -> int:
@@ -96,15 +109,15 @@ static func _convolution(code, l: int, conv: Dictionary, arrays: int, chunks: in
 			var block := Basis(columns[0], columns[1], columns[2])
 			terms.append("%s * %s" % [code.basis("w%d_%d_%s" % [l, j, p[0].substr(1)], block), p[0]])
 		var bias := BlockCompiler.chunk_at(conv["bias"], 0, n_out, j)
-		_sum(code, "\t\t\t", "a%d" % j, code.vector("b%d_%d" % [l, j], bias), terms)
+		code.sum_line("\t\t\t", "a%d" % j, code.vector("b%d_%d" % [l, j], bias), terms)
 		code.line("\t\t\to[n + %d] = (a%d + a%d.abs()) * 0.5" % [j, j, j])
 	code.line("\t\t\tn += %d" % out_chunks)
 	code.line("\treturn o")
 
 
-# The dense layer on the last convolution's output (`pixels` output pixels of `channels` channels),
-# flattened as torch flattens (C, H, W): input column ch * pixels + pixel.
-static func _dense(code, dense: Dictionary, channels: int, pixels: int) -> void:
+# The dense layer's output chunks [first, last) on the last convolution's output (`pixels` output
+# pixels of `channels` channels), flattened as torch flattens (C, H, W): input column ch * pixels + pixel.
+static func _dense(code, dense: Dictionary, channels: int, pixels: int, first: int, last: int) -> void:
 	var weight: Array = dense["weight"]
 	var n_out := weight.size()
 	var chunks := BlockCompiler.chunk_count(channels)
@@ -112,7 +125,7 @@ static func _dense(code, dense: Dictionary, channels: int, pixels: int) -> void:
 	for k in range(pixels * chunks):
 		code.line("\tvar x%d: Vector3 = x[%d]" % [k, k])
 	var outputs := PoolStringArray()
-	for bo in range(BlockCompiler.chunk_count(n_out)):
+	for bo in range(first, last):
 		var terms := PoolStringArray()
 		for pixel in range(pixels):
 			for c in range(chunks):
@@ -127,21 +140,7 @@ static func _dense(code, dense: Dictionary, channels: int, pixels: int) -> void:
 				var k := pixel * chunks + c
 				terms.append("%s * x%d" % [code.basis("d_%d_%d" % [bo, k], block), k])
 		var bias := BlockCompiler.chunk_at(dense["bias"], 0, n_out, bo)
-		_sum(code, "\t", "h%d" % bo, code.vector("db_%d" % bo, bias), terms)
+		code.sum_line("\t", "h%d" % bo, code.vector("db_%d" % bo, bias), terms)
 		code.line("\th%d = (h%d + h%d.abs()) * 0.5" % [bo, bo, bo])
 		outputs.append("h%d" % bo)
 	code.line("\treturn [%s]" % outputs.join(", "))
-
-
-# var name: Vector3 = bias + terms..., TERMS_PER_LINE terms a line.
-static func _sum(code, indent: String, name: String, bias: String, terms: PoolStringArray) -> void:
-	var first := true
-	for start in range(0, terms.size(), TERMS_PER_LINE):
-		var part := PoolStringArray()
-		for t in range(start, min(start + TERMS_PER_LINE, terms.size())):
-			part.append(terms[t])
-		if first:
-			code.line("%svar %s: Vector3 = %s + %s" % [indent, name, bias, part.join(" + ")])
-			first = false
-		else:
-			code.line("%s%s += %s" % [indent, name, part.join(" + ")])

@@ -28,6 +28,7 @@ var channels := 0
 var frame_stack := 1
 # The dense layer's outputs: the features the policy's layers read first.
 var features := 0
+# The encoder conv_compiler.gd compiled: {"convs": script, "dense": scripts}.
 var _compiled = null
 # Per agent: its K newest frames, oldest first.
 var _stacks := []
@@ -164,7 +165,14 @@ func encode(frame, agent: int) -> Array:
 	var stack: Array = _stacks[agent]
 	stack.pop_front()
 	stack.push_back(pixels(frame))
-	return _compiled.encode(stack)
+	var last: PoolVector3Array = _compiled["convs"].encode(stack)
+	var dense: Array = _compiled["dense"]
+	if dense.size() == 1:
+		return dense[0].dense(last)
+	var joined := []
+	for script in dense:
+		joined += script.dense(last)
+	return joined
 
 
 # A frame's bytes as one Vector3 per pixel, each byte / 255 (gray: L, L, L).

@@ -27,12 +27,13 @@ var input_size := 0
 var hidden_size := 0
 # Per agent: [h chunks (Array of Vector3), c chunks (Array of Vector3)].
 var _states := []
-var _compiled = null
+# The generated step, as scripts that each compute some chunks of the new state (see _compile).
+var _pieces := []
 
 
 # Checks and packs the weights, then compiles the step; returns "" or what is wrong.
 func load_weights(weights: Dictionary) -> String:
-	_compiled = null
+	_pieces = []
 	for key in ["input_size", "hidden_size", "weight_ih", "weight_hh"]:
 		if not weights.has(key):
 			return "LSTM weights: the key \"%s\" is missing" % key
@@ -86,8 +87,14 @@ func step(agent: int, x: Array) -> Array:
 # The same with values in Vector3 chunks (ceil(size / 3) of them, the last one zero-padded).
 func step_chunks(agent: int, x_chunks: Array) -> Array:
 	var state: Array = _states[agent]
-	_compiled.run(x_chunks, state[0], state[1])
-	return state[0]
+	var h := []
+	h.resize(state[0].size())
+	var c := []
+	c.resize(state[1].size())
+	for piece in _pieces:
+		piece.run(x_chunks, state[0], state[1], h, c)
+	_states[agent] = [h, c]
+	return h
 
 
 # The agent's current h and c as flat Arrays (for tests and for saving).
@@ -139,16 +146,34 @@ func _check_matrix(matrix, name: String, rows: int, columns: int) -> String:
 	return ""
 
 
-# Generates:
-#   func run(x: Array, h: Array, c: Array) -> void:
+# Generates, for the hidden chunks [first, last) (all of them in one script unless the LSTM is bigger
+# than BlockCompiler.BLOCKS_PER_SCRIPT):
+#   func run(x: Array, h: Array, c: Array, h_out: Array, c_out: Array) -> void:
 #       var x0: Vector3 = x[0] ...; var h0: Vector3 = h[0] ...
 #       var i0: Vector3 = bi0 + wi0_0 * x0 + ... + ui0_0 * h0 + ...     (and f, g, o)
-#       ... sigmoid / tanh per component, then c[k] = f*c + i*g; h[k] = o*tanh(c[k])
-# Every h[k] is written after all gates are computed from the old h. Block row k of gate `gate` is
-# rows gate*H + 3*k + r of the weights.
+#       ... sigmoid / tanh per component, then c_out[k] = f*c + i*g; h_out[k] = o*tanh(c_out[k])
+# The new state goes to new arrays: every script reads the old h. Block row k of gate `gate` is rows
+# gate*H + 3*k + r of the weights.
 func _compile(weight_ih: Array, weight_hh: Array, bias: Array) -> String:
-	var code := BlockCompiler.new()
-	code.line("func run(x: Array, h: Array, c: Array) -> void:")
+	_pieces = []
+	var n_in := BlockCompiler.chunk_count(input_size)
+	var n_h := BlockCompiler.chunk_count(hidden_size)
+	# Every generator stays alive until the last script is made (policy_network.gd's _compile says why).
+	var generators := []
+	for range_ in BlockCompiler.row_ranges(n_h, 4 * (n_in + n_h)):
+		var code := BlockCompiler.new()
+		generators.append(code)
+		_write_step(code, weight_ih, weight_hh, bias, range_[0], range_[1])
+		var piece = code.compile()
+		if piece == null:
+			_pieces = []
+			return "LSTM weights: internal error: the generated step does not compile (please report it)"
+		_pieces.append(piece)
+	return ""
+
+
+func _write_step(code, weight_ih: Array, weight_hh: Array, bias: Array, first: int, last: int) -> void:
+	code.line("func run(x: Array, h: Array, c: Array, h_out: Array, c_out: Array) -> void:")
 	var n_in := BlockCompiler.chunk_count(input_size)
 	var n_h := BlockCompiler.chunk_count(hidden_size)
 	for bi in range(n_in):
@@ -156,28 +181,25 @@ func _compile(weight_ih: Array, weight_hh: Array, bias: Array) -> String:
 	for bi in range(n_h):
 		code.line("\tvar h%d: Vector3 = h[%d]" % [bi, bi])
 	var gate_names := ["i", "f", "g", "o"]
-	for k in range(n_h):
+	for k in range(first, last):
 		for gate in range(4):
 			var g: String = gate_names[gate]
 			var rows := gate * hidden_size
-			var terms := PoolStringArray([code.vector("b%s%d" % [g, k], BlockCompiler.chunk_at(bias, rows, hidden_size, k))])
+			var terms := PoolStringArray()
 			for bi in range(n_in):
 				var block := BlockCompiler.block(weight_ih, rows, hidden_size, input_size, k, bi)
 				terms.append("%s * x%d" % [code.basis("w%s%d_%d" % [g, k, bi], block), bi])
 			for bi in range(n_h):
 				var block := BlockCompiler.block(weight_hh, rows, hidden_size, hidden_size, k, bi)
 				terms.append("%s * h%d" % [code.basis("u%s%d_%d" % [g, k, bi], block), bi])
-			code.line("\tvar %s%d: Vector3 = %s" % [g, k, terms.join(" + ")])
+			var b: String = code.vector("b%s%d" % [g, k], BlockCompiler.chunk_at(bias, rows, hidden_size, k))
+			code.sum_line("\t", "%s%d" % [g, k], b, terms)
 		for g in ["i", "f", "o"]:
 			var v := "%s%d" % [g, k]
 			code.line("\t%s = Vector3(1.0 / (1.0 + exp(-%s.x)), 1.0 / (1.0 + exp(-%s.y)), 1.0 / (1.0 + exp(-%s.z)))"
 					% [v, v, v, v])
 		code.line("\tg%d = Vector3(tanh(g%d.x), tanh(g%d.y), tanh(g%d.z))" % [k, k, k, k])
 		code.line("\tvar c%d: Vector3 = f%d * c[%d] + i%d * g%d" % [k, k, k, k, k])
-	for k in range(n_h):
-		code.line("\tc[%d] = c%d" % [k, k])
-		code.line("\th[%d] = o%d * Vector3(tanh(c%d.x), tanh(c%d.y), tanh(c%d.z))" % [k, k, k, k, k])
-	_compiled = code.compile()
-	if _compiled == null:
-		return "LSTM weights: internal error: the generated step does not compile (please report it)"
-	return ""
+	for k in range(first, last):
+		code.line("\tc_out[%d] = c%d" % [k, k])
+		code.line("\th_out[%d] = o%d * Vector3(tanh(c%d.x), tanh(c%d.y), tanh(c%d.z))" % [k, k, k, k, k])

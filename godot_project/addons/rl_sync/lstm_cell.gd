@@ -25,7 +25,8 @@ const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 
 var input_size := 0
 var hidden_size := 0
-# Per agent: [h chunks (Array of Vector3), c chunks (Array of Vector3)].
+# Per agent: [h chunks (Array of Vector3), c chunks (Array of Vector3), and two spare arrays of
+# the same size that the next step writes its new h and c into].
 var _states := []
 # The generated step, as scripts that each compute some chunks of the new state (see _compile).
 var _pieces := []
@@ -87,13 +88,15 @@ func step(agent: int, x: Array) -> Array:
 # The same with values in Vector3 chunks (ceil(size / 3) of them, the last one zero-padded).
 func step_chunks(agent: int, x_chunks: Array) -> Array:
 	var state: Array = _states[agent]
-	var h := []
-	h.resize(state[0].size())
-	var c := []
-	c.resize(state[1].size())
+	var h: Array = state[2]
+	var c: Array = state[3]
 	for piece in _pieces:
 		piece.run(x_chunks, state[0], state[1], h, c)
-	_states[agent] = [h, c]
+	# The old state's arrays take the next step's new state (no allocation in the step).
+	state[2] = state[0]
+	state[3] = state[1]
+	state[0] = h
+	state[1] = c
 	return h
 
 
@@ -109,7 +112,7 @@ func _zero_state() -> Array:
 	for _k in range(BlockCompiler.chunk_count(hidden_size)):
 		h.append(Vector3())
 		c.append(Vector3())
-	return [h, c]
+	return [h, c, h.duplicate(), c.duplicate()]
 
 
 func _summed_bias(weights: Dictionary):

@@ -12,9 +12,9 @@ extends Reference
 #
 # compile() returns {"convs": a script with func encode(frames: Array) -> PoolVector3Array, the K
 # frames (oldest first) in, the last convolution's output out; "dense": the scripts of the dense layer,
-# each with func dense(x: PoolVector3Array) -> Array for some of its output chunks (a big dense layer is
-# split among several: block_compiler.gd's BLOCKS_PER_SCRIPT); their outputs, joined, are the features
-# as ceil(features / 3) chunks, the last one zero-padded.
+# each with func run(x: PoolVector3Array) -> Array for some of its output chunks (a big dense layer is
+# split among several: block_compiler.gd's BLOCKS_PER_SCRIPT); their outputs, joined
+# (BlockCompiler.run_joined), are the features as ceil(features / 3) chunks, the last one zero-padded.
 
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 
@@ -35,23 +35,18 @@ static func compile(convs: Array, dense: Dictionary, channels: int, frames: int)
 		_convolution(code, l, convs[l], arrays, chunks_per_pixel, channels if l == 0 else 0)
 		arrays = 1
 		chunks_per_pixel = BlockCompiler.chunk_count(convs[l]["weight"].size())
-	var encoder = code.compile()
 	var last: Dictionary = convs[-1]
 	var n_channels: int = last["weight"].size()
 	var pixels := _out_side(last["in_h"], last["kernel"], last["stride"]) \
 			* _out_side(last["in_w"], last["kernel"], last["stride"])
-	# Every generator stays alive until the last script is made (policy_network.gd's _compile says why).
-	var generators := [code]
-	var scripts := []
 	var blocks_per_row := pixels * BlockCompiler.chunk_count(n_channels)
 	for range_ in BlockCompiler.row_ranges(BlockCompiler.chunk_count(dense["weight"].size()), blocks_per_row):
-		var dense_code := BlockCompiler.new()
-		generators.append(dense_code)
-		_dense(dense_code, dense, n_channels, pixels, range_[0], range_[1])
-		scripts.append(dense_code.compile())
-	if encoder == null or scripts.has(null):
+		code.next_script()
+		_dense(code, dense, n_channels, pixels, range_[0], range_[1])
+	var scripts = code.compile()
+	if scripts == null:
 		return null
-	return {"convs": encoder, "dense": scripts}
+	return {"convs": scripts[0], "dense": scripts.slice(1, scripts.size() - 1)}
 
 
 static func _out_side(side: int, kernel: int, stride: int) -> int:
@@ -121,7 +116,7 @@ static func _dense(code, dense: Dictionary, channels: int, pixels: int, first: i
 	var weight: Array = dense["weight"]
 	var n_out := weight.size()
 	var chunks := BlockCompiler.chunk_count(channels)
-	code.line("func dense(x: PoolVector3Array) -> Array:")
+	code.line("func run(x: PoolVector3Array) -> Array:")
 	for k in range(pixels * chunks):
 		code.line("\tvar x%d: Vector3 = x[%d]" % [k, k])
 	var outputs := PoolStringArray()

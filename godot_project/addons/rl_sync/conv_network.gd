@@ -165,14 +165,7 @@ func encode(frame, agent: int) -> Array:
 	var stack: Array = _stacks[agent]
 	stack.pop_front()
 	stack.push_back(pixels(frame))
-	var last: PoolVector3Array = _compiled["convs"].encode(stack)
-	var dense: Array = _compiled["dense"]
-	if dense.size() == 1:
-		return dense[0].dense(last)
-	var joined := []
-	for script in dense:
-		joined += script.dense(last)
-	return joined
+	return BlockCompiler.run_joined(_compiled["dense"], _compiled["convs"].encode(stack))
 
 
 # A frame's bytes as one Vector3 per pixel, each byte / 255 (gray: L, L, L).

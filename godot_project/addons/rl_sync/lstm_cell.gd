@@ -155,23 +155,20 @@ func _check_matrix(matrix, name: String, rows: int, columns: int) -> String:
 #       var x0: Vector3 = x[0] ...; var h0: Vector3 = h[0] ...
 #       var i0: Vector3 = bi0 + wi0_0 * x0 + ... + ui0_0 * h0 + ...     (and f, g, o)
 #       ... sigmoid / tanh per component, then c_out[k] = f*c + i*g; h_out[k] = o*tanh(c_out[k])
-# The new state goes to new arrays: every script reads the old h. Block row k of gate `gate` is rows
-# gate*H + 3*k + r of the weights.
+# The new state goes to other arrays (the agent's spares): every script reads the old h and c. Block
+# row k of gate `gate` is rows gate*H + 3*k + r of the weights.
 func _compile(weight_ih: Array, weight_hh: Array, bias: Array) -> String:
-	_pieces = []
 	var n_in := BlockCompiler.chunk_count(input_size)
 	var n_h := BlockCompiler.chunk_count(hidden_size)
-	# Every generator stays alive until the last script is made (policy_network.gd's _compile says why).
-	var generators := []
+	var code := BlockCompiler.new()
 	for range_ in BlockCompiler.row_ranges(n_h, 4 * (n_in + n_h)):
-		var code := BlockCompiler.new()
-		generators.append(code)
+		code.next_script()
 		_write_step(code, weight_ih, weight_hh, bias, range_[0], range_[1])
-		var piece = code.compile()
-		if piece == null:
-			_pieces = []
-			return "LSTM weights: internal error: the generated step does not compile (please report it)"
-		_pieces.append(piece)
+	var scripts = code.compile()
+	if scripts == null:
+		_pieces = []
+		return "LSTM weights: internal error: the generated step does not compile (please report it)"
+	_pieces = scripts
 	return ""
 
 

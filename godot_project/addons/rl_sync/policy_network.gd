@@ -47,13 +47,7 @@ func run(chunks: Array, agent: int) -> Array:
 
 static func _run_stages(stages: Array, c: Array) -> Array:
 	for stage in stages:
-		if stage.size() == 1:
-			c = stage[0].run(c)
-		else:
-			var joined := []
-			for script in stage:
-				joined += script.run(c)
-			c = joined
+		c = BlockCompiler.run_joined(stage, c)
 	return c
 
 
@@ -137,31 +131,37 @@ func _check_layer(layer, l: int, n_in: int) -> String:
 # 64-wide MLP is one script); a bigger layer is a stage of its own, its output rows split among scripts.
 func _compile(layers: Array) -> String:
 	var split := layers.size() if lstm == null else _lstm_after
-	# Every generator stays alive until the last script is made: one freed between two scripts leaves
-	# holes that the next script's blocks fill in scattered order, which made a 32 x 128 network's
-	# step 1.6x slower (cache misses).
-	var generators := []
-	_encoder = _stages(layers, 0, split, generators)
-	_heads = _stages(layers, split, layers.size(), generators)
-	if _encoder.has(null) or _heads.has(null):
-		_encoder = []
-		_heads = []
+	var code := BlockCompiler.new()
+	# Each stage as how many scripts it has, the layers before the LSTM first.
+	var encoder_sizes := _write_stages(code, layers, 0, split)
+	var head_sizes := _write_stages(code, layers, split, layers.size())
+	var scripts = code.compile()
+	_encoder = []
+	_heads = []
+	if scripts == null:
 		return "internal error: the generated forward pass does not compile (please report it)"
+	var next := 0
+	for n in encoder_sizes:
+		_encoder.append(scripts.slice(next, next + n - 1))
+		next += n
+	for n in head_sizes:
+		_heads.append(scripts.slice(next, next + n - 1))
+		next += n
 	return ""
 
 
-# The stages that run layers [from, to); a script that does not compile is a null stage.
-func _stages(layers: Array, from: int, to: int, generators: Array) -> Array:
-	var stages := []
+# Writes the scripts of the stages that run layers [from, to); returns each stage's script count.
+func _write_stages(code, layers: Array, from: int, to: int) -> Array:
+	var sizes := []
 	var l := from
 	while l < to:
 		var rows := BlockCompiler.chunk_count(layers[l]["weight"].size())
 		var blocks_per_row := BlockCompiler.chunk_count(layers[l]["weight"][0].size())
 		if rows * blocks_per_row > BlockCompiler.BLOCKS_PER_SCRIPT:
-			var stage := []
-			for range_ in BlockCompiler.row_ranges(rows, blocks_per_row):
-				stage.append(_script(layers, l, l + 1, range_[0], range_[1], generators))
-			stages.append(null if stage.has(null) else stage)
+			var ranges := BlockCompiler.row_ranges(rows, blocks_per_row)
+			for range_ in ranges:
+				_write_script(code, layers, l, l + 1, range_[0], range_[1])
+			sizes.append(ranges.size())
 			l += 1
 			continue
 		var end := l + 1
@@ -172,18 +172,16 @@ func _stages(layers: Array, from: int, to: int, generators: Array) -> Array:
 			if blocks > BlockCompiler.BLOCKS_PER_SCRIPT:
 				break
 			end += 1
-		var script = _script(layers, l, end, 0, -1, generators)
-		stages.append(null if script == null else [script])
+		_write_script(code, layers, l, end, 0, -1)
+		sizes.append(1)
 		l = end
-	return stages
+	return sizes
 
 
-# The compiled `func run(c: Array) -> Array` running layers [from, to) on the chunks c; with one layer,
-# only its output chunks [row_from, row_to) (row_to -1: all of every layer's). Its generator joins
-# `generators`.
-func _script(layers: Array, from: int, to: int, row_from: int, row_to: int, generators: Array):
-	var code := BlockCompiler.new()
-	generators.append(code)
+# A new script with `func run(c: Array) -> Array` running layers [from, to) on the chunks c; with one
+# layer, only its output chunks [row_from, row_to) (row_to -1: all of every layer's).
+func _write_script(code, layers: Array, from: int, to: int, row_from: int, row_to: int) -> void:
+	code.next_script()
 	code.line("func run(c: Array) -> Array:")
 	for bi in range(BlockCompiler.chunk_count(layers[from]["weight"][0].size())):
 		code.line("\tvar x%d: Vector3 = c[%d]" % [bi, bi])
@@ -211,4 +209,3 @@ func _script(layers: Array, from: int, to: int, row_from: int, row_to: int, gene
 			outputs.append(h)
 		previous = current
 	code.line("\treturn [%s]" % outputs.join(", "))
-	return code.compile()

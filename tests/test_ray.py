@@ -241,14 +241,16 @@ def test_sigterm_with_a_local_ray_checkpoints_and_ends_every_process(cluster, tm
 
 
 @pytest.mark.slow
-def test_one_ray_worker_trains_the_model_the_local_path_trains(cluster, tmp_path):
+@pytest.mark.parametrize("mode", [[], ["--async"]], ids=["sync", "async"])
+def test_one_ray_worker_trains_the_model_the_local_path_trains(cluster, tmp_path, mode):
     """The same algorithm: a Ray worker runs the local path's collect_rollout with the same seeds, so one worker
-    gives the local run's model (CartPole: no normalisation statistics to merge)."""
+    gives the local run's model (CartPole: no normalisation statistics to merge). With --async both ask for each
+    rollout with the weights from before the last update (the local path's collector is a process of its own)."""
     models = []
     for name, extra in (("local", []), ("ray", ["--ray-address", cluster.address, "--ray-workers", "1"])):
-        argv = ["--env-id", "CartPole-v1", "--num-envs", "4", "--total-timesteps", "1024", "--eval-episodes", "0",
-                *extra]
-        if extra:  # the learner joins Ray from its own process, as `godot-ppo train` does
+        argv = ["--env-id", "CartPole-v1", "--num-envs", "4", "--total-timesteps", "2048", "--eval-episodes", "0",
+                *mode, *extra]
+        if extra or mode:  # the learner joins Ray (or starts --async's collector) from its own process, as a user's
             train_child(tmp_path / name, *argv, timeout=120)
         else:
             assert train.main([*argv, "--run-dir-root", str(tmp_path / name)]) == 0

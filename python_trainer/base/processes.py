@@ -96,16 +96,22 @@ def end_process_tree(pids: Sequence[int], term_grace: float = TERM_GRACE_S) -> N
         psutil.wait_procs(alive, timeout=term_grace)
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """This process gets DEATH_SIGNAL when ``parent_pid`` (its parent) dies, for a child Python starts itself
+    (multiprocessing's): an ended trainer leaves no collector behind, even when SIGKILLed."""
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, int(DEATH_SIGNAL), 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl: the signal will never come
+            os.kill(os.getpid(), DEATH_SIGNAL)
+
+
 def _child_setup(parent_pid: int, batch: bool) -> None:
     """Runs in the child between fork and exec: let it be interrupted again, and have it die with its parent (and,
     ``batch``, schedule it as SCHED_BATCH)."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING_SIGNALS)
     if batch:
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, int(DEATH_SIGNAL), 0, 0, 0)
-        if os.getppid() != parent_pid:  # the parent died before prctl: the signal will never come
-            os.kill(os.getpid(), DEATH_SIGNAL)
+    die_with_parent(parent_pid)
 
 
 def _popen(cmd: Sequence[str], kwargs: dict) -> subprocess.Popen:

@@ -17,5 +17,6 @@ class GameClosedError(InstanceCrashedError):
 
 
 class WorkerLostError(RuntimeError):
-    """A rollout worker that runs its own instances elsewhere (a Ray actor, ray_rollouts.py) failed for good: out of
-    restarts, or its instances out of theirs. The message names the worker and its node."""
+    """A rollout worker that runs its own instances elsewhere (a Ray actor, ray_rollouts.py, or --async's collector
+    process, async_rollouts.py) failed for good: out of restarts, or its instances out of theirs. The message names
+    the worker and its node."""

@@ -17,6 +17,7 @@ from python_trainer.envs.env_params import check_params
 from python_trainer.envs.game import GodotGame, resolve_env
 from python_trainer.envs.gym_env import DEFAULT_NUM_ENVS
 from python_trainer.run.run_folder import TrainError
+from python_trainer.variants.async_rollouts import refusal as async_refusal
 from python_trainer.variants.cnn import encoder_problem
 
 DEFAULT_ENV_ID = "CartPole-v1"  # CleanRL's default, when neither --env-id nor --env-path is given
@@ -74,6 +75,8 @@ def check_args(args, explicit, ckpt):
     if args.self_play and args.ray_address is not None:
         raise TrainError("--self-play runs on this machine's games: Ray workers do not play against a pool yet; drop "
                          "--ray-address")  # fmt: skip
+    if async_refusal(args) is not None:
+        raise TrainError(async_refusal(args))
     saved = (ckpt or {}).get("args") or {}
     if ckpt and bool(saved.get("self_play")) != args.self_play:
         raise TrainError(f"--resume {args.resume}: the run was trained {'with' if saved.get('self_play') else 'without'} "

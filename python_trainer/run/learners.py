@@ -20,6 +20,7 @@ from python_trainer.rollout import LocalRollouts, RolloutBuffer
 from python_trainer.run.checks import check_sizes
 from python_trainer.run.curriculum import from_flags
 from python_trainer.run.run_folder import TrainError
+from python_trainer.variants.async_rollouts import LocalAsyncRollouts
 from python_trainer.variants.policies import Learner, PolicySet
 from python_trainer.variants.ray_rollouts import RayRollouts
 from python_trainer.variants.rnd import RND
@@ -59,12 +60,15 @@ def env_kwargs(args, game, global_step, run_dir):
 
 
 def make_rollouts(args, game, global_step, run_dir):
-    """This machine's envs (LocalRollouts), or --ray-workers Ray workers with their own games (RayRollouts)."""
+    """This machine's envs (LocalRollouts; with --async, LocalAsyncRollouts: in a child process, collecting while the
+    learner updates), or --ray-workers Ray workers with their own games (RayRollouts)."""
     kwargs = env_kwargs(args, game, global_step, run_dir)
     if args.ray_address is not None:
         if isinstance(game, GodotGame):  # a game of several policies is refused before Ray starts (seconds, a GB)
             _refuse_ray_policies(args, _policy_names(game, args))
-        return RayRollouts(game, args, run_dir, kwargs, say)
+        return RayRollouts(game, args, run_dir, kwargs, say)  # (--async: its workers' next fragments asked ahead)
+    if args.async_rl:  # the games and their collection in a child process, the next rollout asked ahead
+        return LocalAsyncRollouts(game, kwargs, args, args.max_policy_lag)
     rollouts = LocalRollouts(make_vec_env(game, **kwargs), args.pipeline)
     if not args.self_play:
         return rollouts
@@ -85,6 +89,9 @@ def policy_set_of(rollouts, args) -> Optional[PolicySet]:
     if len(names) < 2:
         return None
     _refuse_ray_policies(args, names)
+    if args.async_rl:
+        raise TrainError(f"{args.env_id} has several policies ({', '.join(names)}): --async collects for one policy "
+                         "yet; drop --async")  # fmt: skip
     policy_set = PolicySet(rollouts)
     for view in policy_set.views:
         try:

@@ -41,6 +41,7 @@ from python_trainer.rollout import RolloutArgs
 from python_trainer.run.crash import quiet_closed_stdout
 from python_trainer.run.curriculum import CurriculumArgs
 from python_trainer.run.training import TrainingRun
+from python_trainer.variants.async_rollouts import AsyncArgs
 from python_trainer.variants.cloning import CloningArgs
 from python_trainer.variants.cnn_agent import CnnArgs
 from python_trainer.variants.ray_rollouts import RayArgs
@@ -131,7 +132,7 @@ class EnvArgs:
 
 
 @dataclass
-class Args(CloningArgs, SelfPlayArgs, RayArgs, RolloutArgs, RNDArgs, LSTMArgs, CnnArgs, NormArgs, ppo.Args,
+class Args(CloningArgs, SelfPlayArgs, RayArgs, AsyncArgs, RolloutArgs, RNDArgs, LSTMArgs, CnnArgs, NormArgs, ppo.Args,
            CurriculumArgs, FrameStackArgs, EnvArgs, ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 

@@ -9,7 +9,8 @@ driver) puts the weights and the normalisation statistics in Ray's object store 
 its part of the rollout buffer (its fragment: rollout.RolloutBuffer's arrays for its envs, its agents' memories,
 episode statistics, and the moments of the observations and returns it normalised), and `RayRollouts.collect` writes
 the fragments side by side into the learner's buffer and merges the moments into the learner's Normalizer
-(running_stats.py both takes them out and merges them). GAE and the PPO update then run unchanged. RND's warm-up
+(running_stats.py both takes them out and merges them). GAE and the PPO update then run unchanged. With --async the
+next fragments are asked for before the update starts, so the workers never wait for it (async_rollouts.py). RND's warm-up
 (random play priming its observation statistics) runs in the workers too; their moments are merged into the
 learner's RND the same way.
 
@@ -41,6 +42,7 @@ import os
 import socket
 import sys
 import time
+from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
@@ -54,7 +56,8 @@ from python_trainer.base.processes import descendants
 from python_trainer.envs.failures import WorkerLostError
 from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.rollout import NonFiniteEnvData, Rollouts
-from python_trainer.variants.ray_worker import RolloutWorker, export_digest, node_label
+from python_trainer.variants.async_rollouts import PolicyLag, rollout_params
+from python_trainer.variants.ray_worker import RolloutWorker, export_digest, node_label, write_fragment
 
 LOCAL = "local"  # --ray-address local: start a Ray on this machine for the run, stop it at the end
 LOOPBACK = "127.0.0.1"  # where a local Ray listens (listen_on_loopback)
@@ -216,6 +219,9 @@ class RayRollouts(Rollouts):
         self.learner_s = None
         self._last_end = None
         self.env_params = {}
+        self.prefetch, self.max_policy_lag = args.async_rl, args.max_policy_lag
+        self._asked = deque()  # (weights version, the broadcast, the calls) of the fragments asked for, oldest first
+        self.lag = PolicyLag()
         # a local Ray gets CPUs for every worker: the same oversubscription as --num-instances on one machine
         self.reaper = connect(self.address, num_cpus=max(os.cpu_count() or 1, cpus * self.num_workers))
         try:
@@ -304,11 +310,18 @@ class RayRollouts(Rollouts):
         return None  # said when the workers started (see __init__)
 
     def _gather(self, method: str, *args) -> list:
-        """``method(*args)`` on every worker, their results in worker order. A worker that dies is restarted by Ray
+        """``method(*args)`` on every worker, their results in worker order (`_results`)."""
+        return self._results(self._ask(method, *args), method, args)
+
+    def _ask(self, method: str, *args) -> dict:
+        """{the call's ref: worker index} of ``method(*args)`` asked of every worker."""
+        return {getattr(w, method).remote(*args): i for i, w in enumerate(self.workers)}
+
+    def _results(self, pending: dict, method: str, args) -> list:
+        """The results of the calls ``pending`` (`_ask`), in worker order. A worker that dies is restarted by Ray
         and asked again (up to --ray-max-restarts times); past that, or when a worker fails, WorkerLostError."""
         import ray
 
-        pending = {getattr(w, method).remote(*args): i for i, w in enumerate(self.workers)}
         results = [None] * self.num_workers
         while pending:
             (done,), _ = ray.wait(list(pending), num_returns=1)
@@ -349,32 +362,22 @@ class RayRollouts(Rollouts):
 
     def collect(self, agent, normalizer, buf, bonus=None) -> None:
         """One update's rollout: broadcast the weights and statistics, gather every worker's fragment into ``buf``
-        (worker i's envs are the batch's columns offsets[i]:offsets[i+1]) and merge their normalisation moments."""
-        import ray
-
+        (worker i's envs are the batch's columns offsets[i]:offsets[i+1]) and merge their normalisation moments.
+        With --async the fragments were asked for at the last collect, and the next ones are asked for before this
+        returns (async_rollouts.py)."""
         t0 = time.perf_counter()
         if self._last_end is not None:
             self.learner_s = t0 - self._last_end  # GAE, the PPO update and logging since the last collect
-        params = {"model": _numpy_state(agent), "normalizer": normalizer.state_dict(), "env_params": self.env_params,
-                  "rnd": None if bonus is None else {"model": _numpy_state(bonus), "stats": bonus.stats_state_dict()}}
-        ref = ray.put(params)
-        self.broadcast_s = time.perf_counter() - t0
-        fragments = self._gather("collect", ref)
+        if not self._asked:  # the first collect, or every one without --async: ask now
+            self._ask_fragments(agent, normalizer, bonus)
+        version, ref, pending = self._asked.popleft()
+        fragments = self._results(pending, "collect", (ref,))
+        self.lag.took(version)
         self.fragment_bytes = 0
         buf.episodes = []
         for i, frag in enumerate(fragments):
             cols = slice(self.offsets[i], self.offsets[i + 1])  # worker i's envs in the batch
-            for name in buf.fields:
-                if name in ("next_obs", "next_done"):  # (num_envs, ...)
-                    getattr(buf, name)[cols] = frag[name]
-                else:  # (num_steps, num_envs, ...)
-                    getattr(buf, name)[:, cols] = frag[name]
-                self.fragment_bytes += frag[name].nbytes
-            buf.initial_state[cols], buf.state[cols] = frag["initial_state"], frag["state"]  # (--lstm: the memories)
-            buf.episodes += frag["episodes"]  # (t, infos of the envs of one group of the worker's instances)
-            for rms, moments in zip((normalizer.obs_rms, normalizer.return_rms), frag["moments"]):
-                if moments is not None:  # None: nothing normalised (that normalisation is off)
-                    rms.update_from_moments(*moments)
+            self.fragment_bytes += write_fragment(buf, normalizer, frag, cols)
             if frag["where"] != self.where[i]:  # a restarted worker (new pid, maybe another node)
                 self.where[i] = frag["where"]
                 self._write_where()
@@ -384,8 +387,20 @@ class RayRollouts(Rollouts):
         buf.group_steps = fragments[0]["timing"][2]
         self.steps_per_s = [buf.obs.shape[0] * (self.offsets[i + 1] - self.offsets[i]) / f["seconds"]
                             for i, f in enumerate(fragments)]  # fmt: skip
+        while self.prefetch and len(self._asked) < self.max_policy_lag:  # --async: asked before the update starts
+            self._ask_fragments(agent, normalizer, bonus)
+        self.lag.version += 1
         self.collect_s = time.perf_counter() - t0
         self._last_end = time.perf_counter()
+
+    def _ask_fragments(self, agent, normalizer, bonus) -> None:
+        """Ask every worker for its next fragment, with the weights and statistics as they are (one broadcast)."""
+        import ray
+
+        t0 = time.perf_counter()
+        ref = ray.put(rollout_params(agent, normalizer, bonus, self.env_params))
+        self.broadcast_s = time.perf_counter() - t0
+        self._asked.append((self.lag.version, ref, self._ask("collect", ref)))
 
     def set_env_params(self, values: dict) -> None:
         """Every worker's games get ``values`` with the next collect's weights (GodotVecEnv.set_env_params)."""
@@ -398,12 +413,13 @@ class RayRollouts(Rollouts):
                     "ray/collect_s": self.collect_s})  # fmt: skip
         if self.learner_s is not None:
             out["ray/learner_s"] = self.learner_s
-        return out
+        return {**out, **(self.lag.scalars() if self.prefetch else {})}
 
     def evaluate(self, act, num_episodes, seed):
         """The deterministic evaluation (rollout.evaluate) on worker 0's games."""
         import ray
 
+        self._asked.clear()  # the fragments asked ahead are not needed (each worker runs them, then evaluates)
         return ray.get(self.workers[0].evaluate.remote(act, num_episodes, seed))
 
     def close(self):
@@ -430,11 +446,6 @@ class RayRollouts(Rollouts):
             except Exception:
                 pass
             self.reaper = None
-
-
-def _numpy_state(module) -> dict:
-    """A module's state_dict as numpy arrays (what the broadcast carries)."""
-    return {k: v.detach().numpy().copy() for k, v in module.state_dict().items()}
 
 
 def _cause(e) -> str:

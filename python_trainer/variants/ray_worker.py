@@ -69,13 +69,15 @@ class RolloutWorker:
     first `collect` (or `start`), so an actor Ray restarts after a crash starts fresh ones. ``args``: the run's
     flags as a dict."""
 
-    def __init__(self, index, game, env_kwargs, args, digest):
-        import ray
-
+    def __init__(self, index, game, env_kwargs, args, digest, node=None):
         self.index, self.game, self.env_kwargs, self.args, self.digest = index, game, dict(env_kwargs), args, digest
         self.env_seed = self.env_kwargs["seed"] + WORKER_SEED_STRIDE * index  # its games' seed, and their resets'
-        ctx = ray.get_runtime_context()
-        self.node_id, self.node_ip = ctx.get_node_id(), ray.util.get_node_ip_address()
+        self.on_ray = node is None  # else async_rollouts.py's worker process on this machine, which names its own
+        if self.on_ray:
+            import ray
+
+            node = ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+        self.node_id, self.node_ip = node
         self.envs = self.agent = self.normalizer = self.bonus = self.buf = None
         self.env_params = {}  # the environment parameters its games were given (a restarted actor gives them again)
 
@@ -104,14 +106,18 @@ class RolloutWorker:
             seed = self.args["seed"] + self.index  # its own sampling streams
             np.random.seed(seed)
             torch.manual_seed(seed)
-            kwargs = dict(self.env_kwargs, run_dir=str(_worker_dir(self.env_kwargs["run_dir"], self.index)))
+            kwargs = dict(self.env_kwargs)
+            if self.on_ray:  # a Ray worker's games log apart (the local worker's, in the run's logs/)
+                kwargs["run_dir"] = str(_worker_dir(self.env_kwargs["run_dir"], self.index))
             self.envs = make_vec_env(self.game, **dict(kwargs, seed=self.env_seed))
             self._reset = True
         envs = self.envs
         return {**self.where(), "num_envs": envs.num_envs, "observation_space": envs.single_observation_space,
                 "action_space": envs.single_action_space, "env_info": getattr(envs, "env_info", None),
                 "agents_per_instance": getattr(envs, "agents_per_instance", None),
-                "image_layout": getattr(envs, "image_layout", None)}  # fmt: skip
+                "image_layout": getattr(envs, "image_layout", None),
+                "game_settings": getattr(envs, "game_settings", None),
+                "startup_line": envs.startup_line() if getattr(envs, "game_settings", None) else None}  # fmt: skip
 
     def warm_up(self, steps, rnd_obs_dim) -> Optional[tuple]:
         """RND's warm-up on this worker's games: ``steps`` steps of random actions; returns the (mean, var, count)
@@ -174,6 +180,25 @@ class RolloutWorker:
         if self.envs is not None:
             self.envs.close()
             self.envs = None
+
+
+def write_fragment(buf: RolloutBuffer, normalizer: Normalizer, frag: dict, cols: slice) -> int:
+    """The learner's side of `RolloutWorker.collect`: a worker's fragment into the columns ``cols`` of ``buf`` (its
+    envs in the batch), its episodes added to buf.episodes, the moments it normalised merged into ``normalizer``.
+    Returns the fragment's bytes."""
+    nbytes = 0
+    for name in buf.fields:
+        if name in ("next_obs", "next_done"):  # (num_envs, ...)
+            getattr(buf, name)[cols] = frag[name]
+        else:  # (num_steps, num_envs, ...)
+            getattr(buf, name)[:, cols] = frag[name]
+        nbytes += frag[name].nbytes
+    buf.initial_state[cols], buf.state[cols] = frag["initial_state"], frag["state"]  # (--lstm: the memories)
+    buf.episodes += frag["episodes"]  # (t, infos of the envs of one group of the worker's instances)
+    for rms, moments in zip((normalizer.obs_rms, normalizer.return_rms), frag["moments"]):
+        if moments is not None:  # None: nothing normalised (that normalisation is off)
+            rms.update_from_moments(*moments)
+    return nbytes
 
 
 def _worker_dir(run_dir, index) -> Path:

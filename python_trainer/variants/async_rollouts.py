@@ -1,0 +1,264 @@
+"""Rollouts that never stop the games: `godot-ppo train ... --async` (Sample Factory's overlap of collection and update).
+
+The synchronous loop collects, then updates, then collects: the games wait during the update, the learner during the
+rollout. With --async the next rollout is already being collected when ppo.py starts an update: each `collect`
+call takes the rollout asked for at the last call and, right away, asks for the next one with the weights the learner
+has at that moment (before its update). So rollout k+1 is collected, with the weights from before update k, while
+update k runs. Each sample keeps the log-probability of the policy that chose it (the behaviour policy), and PPO's
+ratio is taken against it, as always. --max-policy-lag N keeps N rollouts asked for ahead, so no sample is more than
+N updates old. The lag of the rollout the learner takes is `charts/policy_lag` (all its samples share it: the
+weights change only between rollouts); the largest so far, `charts/policy_lag_max`.
+
+Two kinds fill ppo.py's rollout slot (rollout.Rollouts) this way, and ppo.py does not know which runs:
+- `LocalAsyncRollouts` here: this machine's games and their collection in one child process (a
+  ray_worker.RolloutWorker, the Ray worker's code without Ray, served over a pipe);
+- ray_rollouts.RayRollouts with ``prefetch``: the workers' next fragments are requested before the update starts.
+
+Why a process, not a thread: measured on ball_chase (docs/training.md, "--async"), a collector thread made the update
+2.7x slower and the acting 1.7x slower, since both hold the GIL for most of their Python; the run was no faster.
+A process costs the fragment's trip through the pipe (pickled numpy arrays, about 1 ms for 4,096 samples).
+
+The child process ignores SIGINT (the learner's Ctrl-C stops it through `close`, after the checkpoint) and dies with
+the learner (PR_SET_PDEATHSIG), its games with it. An async run is reproducible in its data but not bit-identical to
+the synchronous one: its rollouts are collected with older weights.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import queue
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Annotated, Callable, Optional
+
+from python_trainer.base.flags import GoesWith, aliases, at_least, flag
+from python_trainer.base.processes import describe_exit, die_with_parent
+from python_trainer.envs.failures import WorkerLostError
+from python_trainer.rollout import Rollouts, RolloutBuffer
+from python_trainer.variants.ray_worker import RolloutWorker, write_fragment
+
+ASYNC = GoesWith("async_rl", "asynchronous collection", "--async")
+CLOSE_TIMEOUT_S = 30.0  # the collector's games end within this once asked (it is then terminated, then killed)
+
+
+@dataclass
+class AsyncArgs:
+    async_rl: Annotated[bool, aliases("--async")] = False
+    """collect the next rollout while the learner updates on the last one (Sample Factory's asynchronous RL): the
+    games never wait for an update, and each rollout is collected with the weights from before it (see
+    --max-policy-lag); on this machine the games and their collection then run in a child process"""
+    max_policy_lag: int = flag(1, at_least(1, "an integer >= 1 (updates)", "1"), goes_with=ASYNC)
+    """with --async: how many rollouts are asked for ahead of the learner, so how many updates old a sample may be"""
+
+
+def refusal(args) -> Optional[str]:
+    """Why --async cannot run with these flags, in one line, or None."""
+    if not args.async_rl:
+        return None
+    if args.self_play:
+        return "--async does not swap --self-play's opponents between rollouts yet: drop --self-play or --async"
+    if args.editor:
+        return "--editor trains the game the editor runs, which connects to this process: drop --async"
+    return None
+
+
+class PolicyLag:
+    """The versions of the weights: one per collect (the updates done then), and the lag of each rollout taken."""
+
+    def __init__(self):
+        self.version = 0  # updates done when the current collect was called
+        self.lag = self.lag_max = 0
+
+    def took(self, version: int) -> None:
+        """A rollout collected with the weights of ``version`` is handed to the learner now."""
+        self.lag = self.version - version
+        self.lag_max = max(self.lag_max, self.lag)
+
+    def scalars(self) -> dict:
+        return {"charts/policy_lag": self.lag, "charts/policy_lag_max": self.lag_max}
+
+
+class LocalAsyncRollouts(Rollouts):
+    """This machine's games collected in a child process, the next rollout asked for before each update (see the
+    module's docstring). ``game``, ``env_kwargs``: make_vec_env's, as LocalRollouts' games would be made."""
+
+    def __init__(self, game, env_kwargs: dict, args, max_policy_lag: int = 1):
+        self.max_policy_lag = max_policy_lag
+        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: forking torch's threads is not safe
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, os.getpid(), game, env_kwargs, asdict(args)),
+                                 name="godot-ppo collector", daemon=True)  # fmt: skip
+        self._proc.start()
+        child.close()
+        self._asked: deque = deque()  # (weights version) of each rollout asked for and not yet taken, oldest first
+        self._env_params: dict = {}
+        self.lag = PolicyLag()
+        self._started = False
+        try:
+            info = self._call("start")
+        except BaseException:
+            self.close()
+            raise
+        self._started = True
+        self.num_envs = info["num_envs"]
+        self.single_observation_space, self.single_action_space = info["observation_space"], info["action_space"]
+        self.env_info, self.agents_per_instance = info["env_info"], info["agents_per_instance"]
+        self.game_settings, self.image_layout = info["game_settings"], info["image_layout"]
+        self._startup_line = info["startup_line"]
+
+    # ------------------------------------------------------------------------------------------------ the learner's
+    def startup_line(self) -> Optional[str]:
+        what = f"asynchronous collection in process {self._proc.pid} (policy lag <= {self.max_policy_lag})"
+        return what if self._startup_line is None else f"{self._startup_line}; {what}"
+
+    def warm_up(self, bonus, steps: int, seed: int) -> None:
+        """RND's warm-up on the collector's games; their moments go into ``bonus``'s statistics."""
+        moments = self._call("warm_up", steps, bonus.obs_rms.mean.shape[0])
+        if moments is not None:
+            bonus.obs_rms.update_from_moments(*moments)
+
+    def reset(self, normalizer, buf: RolloutBuffer, seed: int) -> None:
+        """Nothing here: the collector resets its games at its first rollout (and after an evaluation)."""
+
+    def collect(self, agent, normalizer, buf: RolloutBuffer, bonus=None) -> None:
+        """Take the oldest rollout asked for (the first call asks for it now) into ``buf``, merging the moments it
+        normalised into ``normalizer``; then ask for the next ones, with the weights and statistics as they are."""
+        if not self._asked:
+            self._ask(agent, normalizer, bonus)
+        version = self._asked.popleft()
+        frag = self._receive()
+        buf.episodes = []
+        write_fragment(buf, normalizer, frag, slice(None))
+        buf.policy_s, buf.env_wait_s, buf.group_steps = frag["timing"]
+        self.lag.took(version)
+        while len(self._asked) < self.max_policy_lag:
+            self._ask(agent, normalizer, bonus)
+        self.lag.version += 1  # the learner now updates on buf: the next collect's weights are the next version
+
+    def _ask(self, agent, normalizer, bonus) -> None:
+        self._send("collect", rollout_params(agent, normalizer, bonus, self._env_params))
+        self._asked.append(self.lag.version)
+
+    def scalars(self) -> dict:
+        return self.lag.scalars()
+
+    def evaluate(self, act: Callable, num_episodes: int, seed: int) -> list[float]:
+        """The deterministic evaluation on the collector's games, once the rollouts asked for are in (dropped)."""
+        while self._asked:
+            self._asked.popleft()
+            self._receive()
+        return self._call("evaluate", act, num_episodes, seed)
+
+    def set_env_params(self, values: dict) -> None:
+        """The games get ``values`` with the next rollout asked for (the one already asked for plays the old)."""
+        self._env_params = {**self._env_params, **values}
+
+    def close(self) -> None:
+        """Ask the collector to end its games, then terminate it (SIGTERM: its launcher ends the games), then kill."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S
+        try:
+            self._conn.send(("close", ()))
+            while self._conn.poll(max(0.0, deadline - time.monotonic())):  # the rollouts asked ahead: read, dropped
+                self._conn.recv()  # (a rollout's answer left unread would block the collector's send forever)
+        except (EOFError, OSError, ValueError):
+            pass  # it has closed its end: it is ending
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        self._conn.close()
+
+    # --------------------------------------------------------------------------------------------------- the pipe
+    def _call(self, method: str, *args):
+        self._send(method, *args)
+        return self._receive()
+
+    def _send(self, method: str, *args) -> None:
+        try:
+            self._conn.send((method, args))
+        except (OSError, ValueError):
+            raise self._gone() from None
+
+    def _receive(self):
+        try:
+            status, value = self._conn.recv()
+        except (EOFError, OSError):
+            raise self._gone() from None
+        if status == "error":
+            raise value
+        return value
+
+    def _gone(self) -> WorkerLostError:
+        self._proc.join(5)
+        started = "" if self._started else (" (a script that calls godot-ppo must start it under "
+                                             "`if __name__ == '__main__':`: --async's process imports the script again)")
+        return WorkerLostError(f"the collector process {self._proc.pid} ended ({describe_exit(self._proc.exitcode)})"
+                               f"{started}: its games' logs are in RUN_DIR/logs/")  # fmt: skip
+
+
+def rollout_params(agent, normalizer, bonus, env_params) -> dict:
+    """What the collector's RolloutWorker loads for one rollout (ray_rollouts.RayRollouts broadcasts the same)."""
+    params = {"model": _numpy_state(agent), "normalizer": normalizer.state_dict(), "env_params": dict(env_params),
+              "rnd": None}  # fmt: skip
+    if bonus is not None:
+        params["rnd"] = {"model": _numpy_state(bonus), "stats": bonus.stats_state_dict()}
+    return params
+
+
+def _numpy_state(module) -> dict:
+    """A module's state_dict as numpy arrays (copies: the update changes the weights in place)."""
+    return {k: v.detach().numpy().copy() for k, v in module.state_dict().items()}
+
+
+# ======================================================================================================================
+# The collector process
+# ======================================================================================================================
+def _serve(conn, parent_pid, game, env_kwargs, args) -> None:
+    """The child's main: a RolloutWorker on this machine's games, its methods called over ``conn`` in order, each
+    answered ("ok", result) or ("error", the exception), until "close" or the learner's end."""
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's: it checkpoints, then closes us
+    worker = RolloutWorker(0, game, env_kwargs, args, None, node=("local", "127.0.0.1"))
+    calls: queue.Queue = queue.Queue()  # read by a thread, so that the learner's sends never wait for a rollout
+    threading.Thread(target=_read_calls, args=(conn, calls), daemon=True).start()
+    try:
+        while True:
+            method, call_args = calls.get()
+            if method == "close":
+                break
+            try:
+                answer = ("ok", getattr(worker, method)(*call_args))
+            except BaseException as e:  # the learner raises it
+                answer = ("error", _portable(e))
+            conn.send(answer)
+    finally:
+        worker.close()
+
+
+def _read_calls(conn, calls: queue.Queue) -> None:
+    while True:
+        try:
+            calls.put(conn.recv())
+        except (EOFError, OSError):  # the learner is gone: end as if asked
+            calls.put(("close", ()))
+            return
+
+
+def _portable(e: BaseException) -> BaseException:
+    """``e`` if it survives pickling, else a RuntimeError with its type and message."""
+    try:
+        pickle.loads(pickle.dumps(e))
+        return e
+    except Exception:
+        return RuntimeError(f"{type(e).__name__}: {e}")

@@ -1,0 +1,127 @@
+"""Benchmark: `godot-ppo train --async` against the synchronous trainer, side by side in one run (issue 37).
+
+    .venv/bin/python scripts/bench_async.py [--rounds 2] [--total-timesteps 400000] [--ray] [--skip-cartpole]
+
+Each round, one run at a time, alternating:
+ball_chase  2 headless instances x 16 agents, the `make demo` settings: synced random stepping (GodotVecEnv, random
+            actions, pipelined as training runs: the ceiling of any trainer), then PPO synchronous, then --async;
+CartPole    CartPole-v1 with the course command (4 envs x 128 steps, 4 x 4 minibatches, lr 2.5e-4), synchronous
+            and --async (scripts/bench_vs_cleanrl.py puts either beside CleanRL's ppo.py);
+--ray       a 2-node Ray cluster on this machine (ray.cluster_utils, loopback only), 2 workers x 1 instance of
+            ball_chase x 16 agents, synchronous and --async.
+A training run's steps/s is its last charts/SPS: global steps over the wall clock since its games were up. The
+table gives each run's, the best of each kind, and the ratios of the bests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # a Ray this script starts binds 127.0.0.1 only
+from python_trainer.envs.game import godot_game  # noqa: E402
+from python_trainer.envs.vec_env import make_vec_env  # noqa: E402
+from python_trainer.tools.profile.measure import run_window  # noqa: E402
+
+BALL_CHASE = ["--env-id", "ball_chase", "--agents-per-instance", "16"]
+COURSE = ["--env-id", "CartPole-v1", "--learning-rate", "2.5e-4", "--num-envs", "4", "--num-steps", "128",
+          "--num-minibatches", "4", "--update-epochs", "4"]  # fmt: skip
+
+
+def synced_random(instances: int, agents: int, steps: int = 3000) -> float:
+    """Agent-steps/s of random actions through GodotVecEnv, pipelined (no policy, no update)."""
+    envs = make_vec_env(godot_game("ball_chase"), num_instances=instances, agents_per_instance=agents, seed=0)
+    try:
+        obs, _ = envs.reset(seed=0)
+        envs.action_space.seed(0)
+
+        def act(o):
+            return envs.action_space.sample()[: len(o)]
+
+        obs = run_window(envs, act, obs, steps=50, pipelined=True)[2]  # warm-up
+        n, seconds, _ = run_window(envs, act, obs, steps=steps, pipelined=True)
+        return n * envs.num_envs / seconds
+    finally:
+        envs.close()
+
+
+def train(flags: list, total: int, seed: int = 1) -> dict:
+    """One `godot-ppo train` run in its own process: {"sps": its last charts/SPS, "lag": its last policy lag}."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with tempfile.TemporaryDirectory(prefix="bench-async-") as root:
+        cmd = [sys.executable, "-m", "python_trainer", "train", *flags, "--total-timesteps", str(total), "--seed",
+               str(seed), "--eval-episodes", "0", "--checkpoint-every", "0", "--run-dir-root", root]  # fmt: skip
+        out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=3600)
+        if out.returncode != 0:
+            raise SystemExit(f"{' '.join(flags)}: exit code {out.returncode}\n{out.stderr[-3000:]}")
+        (run_dir,) = Path(root).iterdir()
+        events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+        events.Reload()
+        value = {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    return {"sps": float(value["charts/SPS"][-1]), "lag": value.get("charts/policy_lag", [None])[-1]}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--total-timesteps", type=int, default=400_000, help="ball_chase's steps per run")
+    p.add_argument("--cartpole-timesteps", type=int, default=200_000)
+    p.add_argument("--ray", action="store_true", help="also the 2-node Ray cluster, synchronous and --async")
+    p.add_argument("--skip-cartpole", action="store_true")
+    args = p.parse_args()
+    cluster = None
+    if args.ray:
+        from ray import cluster_utils
+
+        cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 2, "include_dashboard": False, "node_ip_address": "127.0.0.1"})  # fmt: skip
+        cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1")
+        cluster.wait_for_nodes()
+    runs: dict = {}
+    try:
+        for r in range(args.rounds):
+            kinds = {"ball_chase synced random": lambda: synced_random(2, 16),
+                     "ball_chase PPO": lambda: train([*BALL_CHASE, "--num-instances", "2"], args.total_timesteps)["sps"],
+                     "ball_chase PPO --async": lambda: train([*BALL_CHASE, "--num-instances", "2", "--async"],
+                                                             args.total_timesteps)["sps"]}  # fmt: skip
+            if not args.skip_cartpole:
+                kinds["CartPole PPO"] = lambda: train(COURSE, args.cartpole_timesteps)["sps"]
+                kinds["CartPole PPO --async"] = lambda: train([*COURSE, "--async"], args.cartpole_timesteps)["sps"]
+            if cluster is not None:
+                ray_flags = [*BALL_CHASE, "--ray-address", cluster.address, "--ray-workers", "2"]
+                kinds["Ray 2 nodes PPO"] = lambda: train(ray_flags, args.total_timesteps)["sps"]
+                kinds["Ray 2 nodes PPO --async"] = lambda: train([*ray_flags, "--async"], args.total_timesteps)["sps"]
+            for name, measure in kinds.items():
+                value = measure()
+                runs.setdefault(name, []).append(value)
+                print(f"round {r + 1}: {name}: {value:,.0f} steps/s", flush=True)
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+    best = {name: max(values) for name, values in runs.items()}
+    print("\n| run | steps/s, each round | best |\n|-|-|-|")
+    for name, values in runs.items():
+        print(f"| {name} | {', '.join(f'{v:,.0f}' for v in values)} | {best[name]:,.0f} |")
+    print()
+    ratios = [("ball_chase --async / synchronous", "ball_chase PPO --async", "ball_chase PPO"),
+              ("ball_chase --async / synced random", "ball_chase PPO --async", "ball_chase synced random"),
+              ("ball_chase synchronous / synced random", "ball_chase PPO", "ball_chase synced random"),
+              ("CartPole --async / synchronous", "CartPole PPO --async", "CartPole PPO"),
+              ("Ray --async / synchronous", "Ray 2 nodes PPO --async", "Ray 2 nodes PPO")]  # fmt: skip
+    for label, a, b in ratios:
+        if a in best and b in best:
+            print(f"{label}: {best[a] / best[b]:.2f}x")
+    print(f"(numpy {np.__version__}, {os.cpu_count()} CPUs)")
+
+
+if __name__ == "__main__":
+    main()

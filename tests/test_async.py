@@ -1,0 +1,112 @@
+"""--async (issue 37): the next rollout is collected, in a child process, while the learner updates. Real runs of
+`godot-ppo train` on the ball_chase export and on CartPole-v1; every wait polls against a deadline."""
+
+import os
+import signal
+import subprocess
+
+import numpy as np
+import pytest
+
+from helpers import REPO, descendants, read_line, read_scalars, run_dirs, train_argv, train_child, train_run, wait_gone
+from python_trainer import cli
+from python_trainer.checkpoint import load_checkpoint
+
+# ball_chase, 2 instances x 4 agents x 32 steps = 256 steps an update
+BALL_CHASE = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "4", "--num-steps", "32",
+              "--num-minibatches", "2", "--update-epochs", "2"]  # fmt: skip
+
+
+def _collector_pid(text: str) -> int:
+    """The collector's pid, from the startup line ("asynchronous collection in process PID ...")."""
+    return int(text.split("asynchronous collection in process ")[1].split()[0])
+
+
+@pytest.mark.slow
+def test_an_async_run_trains_logs_its_policy_lag_and_leaves_no_process(tmp_path, headless_export):
+    out = train_child(tmp_path, *BALL_CHASE, "--total-timesteps", str(256 * 40), "--eval-episodes", "2", "--async")
+    (run_dir,) = run_dirs(tmp_path)
+    collector = _collector_pid(out.stdout)
+    assert wait_gone([collector], timeout=10) == [], "the collector process outlived the run"
+    scalars = read_scalars(run_dir)
+    lags = [v for _, v in scalars["charts/policy_lag"]]
+    assert lags[0] == 0 and set(lags[1:]) == {1}, lags  # the first rollout: the initial weights; then one update old
+    assert [v for _, v in scalars["charts/policy_lag_max"]][-1] == 1
+    assert load_checkpoint(run_dir / "model.pt")["global_step"] == 256 * 40
+    rows = np.loadtxt(run_dir / "episodes.csv", delimiter=",", skiprows=1, ndmin=2)
+    assert len(rows) >= 8 and (np.diff(rows[:, 0]) >= 0).all()  # every env's episodes, at their global steps
+    assert "eval: deterministic policy, 2 episodes" in out.stdout
+
+
+@pytest.mark.slow
+def test_a_deeper_lag_is_kept_within_max_policy_lag(tmp_path):
+    run_dir = train_run(tmp_path, "--env-id", "CartPole-v1", "--total-timesteps", str(512 * 12), "--eval-episodes", "0",
+                        "--async", "--max-policy-lag", "3")  # fmt: skip
+    lags = [v for _, v in read_scalars(run_dir)["charts/policy_lag"]]
+    assert lags[:4] == [0, 1, 2, 3] and set(lags[3:]) == {3}, lags  # three rollouts asked for ahead, each kept
+
+
+@pytest.mark.slow
+def test_ctrl_c_checkpoints_and_ends_the_collector_and_its_games(tmp_path, headless_export):
+    """Ctrl-C reaches the terminal's whole process group, the collector included: it ignores it, and ends once the
+    learner has written its checkpoint."""
+    argv = train_argv(tmp_path, *BALL_CHASE, "--total-timesteps", str(256 * 2000), "--checkpoint-every", "0",
+                      "--eval-episodes", "0", "--async")  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        read_line(proc, b"global_step=", timeout=90)
+        below = descendants(proc.pid)  # the collector and its two games
+        assert len(below) >= 3, below
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    err = err.decode(errors="replace")
+    assert proc.returncode == 130, err
+    assert "interrupted by SIGINT" in err and "godot-ppo train --resume" in err and "Traceback" not in err
+    (run_dir,) = run_dirs(tmp_path)
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    assert ckpt["global_step"] >= 256 * 20 and ckpt["global_step"] == 256 * ckpt["update"]
+    assert wait_gone(below, timeout=10) == [], "a process outlived the stopped training"
+
+
+@pytest.mark.slow
+def test_a_killed_collector_stops_the_run_with_a_checkpoint_naming_it(tmp_path, headless_export):
+    argv = train_argv(tmp_path, *BALL_CHASE, "--total-timesteps", str(256 * 2000), "--checkpoint-every", "0",
+                      "--eval-episodes", "0", "--async")  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        first = read_line(proc, b"game ball_chase", timeout=90).decode()
+        read_line(proc, b"global_step=", timeout=90)
+        collector = _collector_pid(first)
+        games = [pid for pid in descendants(proc.pid) if pid != collector]
+        os.kill(collector, signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    err = err.decode(errors="replace")
+    assert proc.returncode == 1, err
+    (error,) = [line for line in err.splitlines() if line.startswith("godot-ppo train: error:")]
+    assert f"collector process {collector} ended" in error and "SIGKILL" in error, error
+    assert "godot-ppo train --resume" in err and "Traceback" not in err
+    (run_dir,) = run_dirs(tmp_path)
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 256 * 20
+    assert wait_gone(games, timeout=10) == [], "a game outlived its collector"
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--async", "--self-play"], "--async does not swap --self-play's opponents"),
+    (["--async", "--editor"], "--editor trains the game the editor runs"),
+    (["--max-policy-lag", "2"], "--max-policy-lag is for asynchronous collection: add --async"),
+    (["--async", "--max-policy-lag", "0"], "--max-policy-lag"),
+])  # fmt: skip
+def test_what_async_cannot_do_is_refused_in_one_line(tmp_path, capsys, flags, says):
+    assert cli.main(["train", "--env-id", "CartPole-v1", *flags, "--run-dir-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if line.startswith("godot-ppo train: error:")]
+    assert says in line and "Traceback" not in err
+    assert run_dirs(tmp_path) == []

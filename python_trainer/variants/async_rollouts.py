@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import pickle
 import queue
+import select
 import signal
 import threading
 import time
@@ -38,6 +39,7 @@ from typing import Annotated, Callable, Optional
 
 from python_trainer.base.flags import GoesWith, aliases, at_least, flag
 from python_trainer.base.processes import describe_exit, die_with_parent
+from python_trainer.base.signals import signals_deferred
 from python_trainer.envs.failures import WorkerLostError
 from python_trainer.rollout import Rollouts, RolloutBuffer
 from python_trainer.variants.ray_worker import RolloutWorker, write_fragment
@@ -98,7 +100,7 @@ class LocalAsyncRollouts(Rollouts):
         self._asked: deque = deque()  # (weights version) of each rollout asked for and not yet taken, oldest first
         self._env_params: dict = {}
         self.lag = PolicyLag()
-        self._started = False
+        self._started = self._closed = False
         try:
             info = self._call("start")
         except BaseException:
@@ -160,16 +162,16 @@ class LocalAsyncRollouts(Rollouts):
 
     def close(self) -> None:
         """Ask the collector to end its games, then terminate it (SIGTERM: its launcher ends the games), then kill."""
-        proc, self._proc = self._proc, None
-        if proc is None:
+        proc = self._proc
+        if self._closed:
             return
+        self._closed = True
         deadline = time.monotonic() + CLOSE_TIMEOUT_S
         try:
-            self._conn.send(("close", ()))
-            while self._conn.poll(max(0.0, deadline - time.monotonic())):  # the rollouts asked ahead: read, dropped
-                self._conn.recv()  # (a rollout's answer left unread would block the collector's send forever)
-        except (EOFError, OSError, ValueError):
-            pass  # it has closed its end: it is ending
+            self._send("close")
+        except WorkerLostError:
+            pass  # it is ending already
+        _drain(self._conn, deadline)  # the answers to rollouts asked ahead, unread, would block its sends forever
         proc.join(max(0.0, deadline - time.monotonic()))
         if proc.is_alive():
             proc.terminate()
@@ -186,13 +188,16 @@ class LocalAsyncRollouts(Rollouts):
 
     def _send(self, method: str, *args) -> None:
         try:
-            self._conn.send((method, args))
+            with signals_deferred():  # a message cut by Ctrl-C would leave the pipe out of step
+                self._conn.send((method, args))
         except (OSError, ValueError):
             raise self._gone() from None
 
     def _receive(self):
         try:
-            status, value = self._conn.recv()
+            self._conn.poll(None)  # the wait, which Ctrl-C may end; then the message, read whole
+            with signals_deferred():
+                status, value = self._conn.recv()
         except (EOFError, OSError):
             raise self._gone() from None
         if status == "error":
@@ -214,6 +219,18 @@ def rollout_params(agent, normalizer, bonus, env_params) -> dict:
     if bonus is not None:
         params["rnd"] = {"model": _numpy_state(bonus), "stats": bonus.stats_state_dict()}
     return params
+
+
+def _drain(conn, deadline: float) -> None:
+    """Read and drop whatever the collector still sends, as raw bytes (a message cut short leaves no frame to trust),
+    until it closes its end or ``deadline`` (time.monotonic) passes."""
+    fd = conn.fileno()
+    while (remaining := deadline - time.monotonic()) > 0:
+        try:
+            if not select.select([fd], [], [], remaining)[0] or not os.read(fd, 1 << 20):
+                return  # nothing more within the deadline, or its end is closed
+        except OSError:
+            return
 
 
 def _numpy_state(module) -> dict:
@@ -250,7 +267,7 @@ def _read_calls(conn, calls: queue.Queue) -> None:
     while True:
         try:
             calls.put(conn.recv())
-        except (EOFError, OSError):  # the learner is gone: end as if asked
+        except Exception:  # the learner is gone (or its message was cut): end as if asked
             calls.put(("close", ()))
             return
 

@@ -27,30 +27,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # a Ray this script starts binds 127.0.0.1 only
+from bench_sync import synced  # noqa: E402  (scripts/: random actions through GodotVecEnv, no policy, no update)
 from python_trainer.envs.game import godot_game  # noqa: E402
-from python_trainer.envs.vec_env import make_vec_env  # noqa: E402
-from python_trainer.tools.profile.measure import run_window  # noqa: E402
 
 BALL_CHASE = ["--env-id", "ball_chase", "--agents-per-instance", "16"]
 COURSE = ["--env-id", "CartPole-v1", "--learning-rate", "2.5e-4", "--num-envs", "4", "--num-steps", "128",
           "--num-minibatches", "4", "--update-epochs", "4"]  # fmt: skip
-
-
-def synced_random(instances: int, agents: int, steps: int = 3000) -> float:
-    """Agent-steps/s of random actions through GodotVecEnv, pipelined (no policy, no update)."""
-    envs = make_vec_env(godot_game("ball_chase"), num_instances=instances, agents_per_instance=agents, seed=0)
-    try:
-        obs, _ = envs.reset(seed=0)
-        envs.action_space.seed(0)
-
-        def act(o):
-            return envs.action_space.sample()[: len(o)]
-
-        obs = run_window(envs, act, obs, steps=50, pipelined=True)[2]  # warm-up
-        n, seconds, _ = run_window(envs, act, obs, steps=steps, pipelined=True)
-        return n * envs.num_envs / seconds
-    finally:
-        envs.close()
 
 
 def train(flags: list, total: int, seed: int = 1) -> dict:
@@ -89,7 +71,7 @@ def main():
     runs: dict = {}
     try:
         for r in range(args.rounds):
-            kinds = {"ball_chase synced random": lambda: synced_random(2, 16),
+            kinds = {"ball_chase synced random": lambda: synced(godot_game("ball_chase"), 2, 16, 3000, pipelined=True),
                      "ball_chase PPO": lambda: train([*BALL_CHASE, "--num-instances", "2"], args.total_timesteps)["sps"],
                      "ball_chase PPO --async": lambda: train([*BALL_CHASE, "--num-instances", "2", "--async"],
                                                              args.total_timesteps)["sps"]}  # fmt: skip

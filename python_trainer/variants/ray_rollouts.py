@@ -65,6 +65,7 @@ RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray binds the loo
 WORKERS_JSON = "ray_workers.json"
 CONNECT_TIMEOUT_S = 5.0  # an address with nothing behind it is named within this
 START_TIMEOUT_S = 180.0  # workers placed, binaries checked, games connected
+RESTART_POLL_S = 0.2  # how often a restarting worker is asked again
 
 
 RAY = GoesWith("ray_address", "Ray rollout workers",
@@ -216,6 +217,7 @@ class RayRollouts(Rollouts):
         is_godot = isinstance(game, GodotGame)
         cpus = args.ray_cpus_per_worker or ((args.num_instances if is_godot else 0) + 1)
         self.workers, self.failures = [], [0] * self.num_workers
+        self._down_since = [None] * self.num_workers  # when each worker's last counted death was, until it answers
         self.learner_s = None
         self._last_end = None
         self.env_params = {}
@@ -317,6 +319,28 @@ class RayRollouts(Rollouts):
         """{the call's ref: worker index} of ``method(*args)`` asked of every worker."""
         return {getattr(w, method).remote(*args): i for i, w in enumerate(self.workers)}
 
+    def _actor_down(self, i: int) -> None:
+        """Worker i's call failed: its actor died (one restart more, or WorkerLostError past --ray-max-restarts), or
+        it is still restarting from that death (a call asked ahead by --async, or the call asked again too soon)."""
+        if self._down_since[i] is not None:  # the same death
+            if time.monotonic() - self._down_since[i] > START_TIMEOUT_S:
+                raise WorkerLostError(f"Ray worker {i} did not come back within {START_TIMEOUT_S:.0f} s of its "
+                                      "restart: check its node (`ray status`)")  # fmt: skip
+            time.sleep(RESTART_POLL_S)  # Ray is restarting the actor: ask again shortly
+            return
+        self._down_since[i] = time.monotonic()
+        self.failures[i] += 1
+        where = self.where[i]
+        if self.failures[i] > self.max_restarts:
+            raise WorkerLostError(
+                f"Ray worker {i} (pid {where['pid']}) on {node_label(where['node_ip'], where['node_id'])} "
+                f"died after {self.failures[i] - 1} restart(s), the most --ray-max-restarts "
+                f"{self.max_restarts} allows: check that node (`ray status`, its Ray logs in /tmp/ray and "
+                f"RUN_DIR/workers/worker_{i}/logs there) or raise --ray-max-restarts"
+            ) from None
+        self.say(f"godot-ppo: ray: worker {i} (pid {where['pid']}) on {node_label(where['node_ip'], where['node_id'])} "
+                 f"died; restart {self.failures[i]}/{self.max_restarts}, asking it again")  # fmt: skip
+
     def _results(self, pending: dict, method: str, args) -> list:
         """The results of the calls ``pending`` (`_ask`), in worker order. A worker that dies is restarted by Ray
         and asked again (up to --ray-max-restarts times); past that, or when a worker fails, WorkerLostError."""
@@ -328,18 +352,9 @@ class RayRollouts(Rollouts):
             i = pending.pop(done)
             try:
                 results[i] = ray.get(done)
+                self._down_since[i] = None  # it answers: a later failure is a new death
             except ray.exceptions.RayActorError:  # the actor died: Ray restarts it, we ask the new one again
-                self.failures[i] += 1
-                where = self.where[i]
-                if self.failures[i] > self.max_restarts:
-                    raise WorkerLostError(
-                        f"Ray worker {i} (pid {where['pid']}) on {node_label(where['node_ip'], where['node_id'])} "
-                        f"died after {self.failures[i] - 1} restart(s), the most --ray-max-restarts "
-                        f"{self.max_restarts} allows: check that node (`ray status`, its Ray logs in /tmp/ray and "
-                        f"RUN_DIR/workers/worker_{i}/logs there) or raise --ray-max-restarts"
-                    ) from None
-                self.say(f"godot-ppo: ray: worker {i} (pid {where['pid']}) on {node_label(where['node_ip'], where['node_id'])} "
-                         f"died; restart {self.failures[i]}/{self.max_restarts}, asking it again")  # fmt: skip
+                self._actor_down(i)
                 pending[getattr(self.workers[i], method).remote(*args)] = i
             except ray.exceptions.RayTaskError as e:
                 if isinstance(e.cause, NonFiniteEnvData):

@@ -75,8 +75,9 @@ def check_args(args, explicit, ckpt):
     if args.self_play and args.ray_address is not None:
         raise TrainError("--self-play runs on this machine's games: Ray workers do not play against a pool yet; drop "
                          "--ray-address")  # fmt: skip
-    if async_refusal(args) is not None:
-        raise TrainError(async_refusal(args))
+    refused = async_refusal(args)
+    if refused is not None:
+        raise TrainError(refused)
     saved = (ckpt or {}).get("args") or {}
     if ckpt and bool(saved.get("self_play")) != args.self_play:
         raise TrainError(f"--resume {args.resume}: the run was trained {'with' if saved.get('self_play') else 'without'} "

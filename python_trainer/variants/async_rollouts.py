@@ -1,4 +1,4 @@
-"""Rollouts that never stop the games: `godot-ppo train ... --async` (Sample Factory's overlap of collection and update).
+"""Rollouts that never stop the games: `godot-ppo train --async` (Sample Factory's overlap of collection and update).
 
 The synchronous loop collects, then updates, then collects: the games wait during the update, the learner during the
 rollout. With --async the next rollout is already being collected when ppo.py starts an update: each `collect`

@@ -1,7 +1,8 @@
-"""A Ray rollout worker (an actor of `RayRollouts`, ray_rollouts.py): its games on its node, the run's agent with the
-learner's weights, and one fragment of the rollout per update (the buffer's arrays for its envs, a camera's images as
-uint8 (obs_store.py), its agents' memories, episode statistics, and the moments its normalisation statistics added, for the learner to merge). The class is made
-remote in `RayRollouts`, so importing this module does not import Ray.
+"""A rollout worker: an actor of `RayRollouts` (ray_rollouts.py) on its node, or --async's collector process on this
+machine (async_rollouts.py). Its games, the run's agent with the learner's weights, and one fragment of the rollout
+per update: the buffer's arrays for its envs (a camera's images as uint8, obs_store.py), its agents' memories,
+episode statistics, and the moments its normalisation statistics added; `write_fragment` is the learner's side. The
+class is made remote in `RayRollouts`, so importing this module does not import Ray.
 """
 
 from __future__ import annotations

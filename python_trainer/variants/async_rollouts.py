@@ -189,7 +189,7 @@ class LocalAsyncRollouts(Rollouts):
     def _send(self, method: str, *args) -> None:
         try:
             with signals_deferred():  # a message cut by Ctrl-C would leave the pipe out of step
-                self._conn.send((method, args))
+                self._conn.send_bytes(_dumps((method, args)))
         except (OSError, ValueError):
             raise self._gone() from None
 
@@ -197,7 +197,7 @@ class LocalAsyncRollouts(Rollouts):
         try:
             self._conn.poll(None)  # the wait, which Ctrl-C may end; then the message, read whole
             with signals_deferred():
-                status, value = self._conn.recv()
+                status, value = pickle.loads(self._conn.recv_bytes())
         except (EOFError, OSError):
             raise self._gone() from None
         if status == "error":
@@ -258,7 +258,7 @@ def _serve(conn, parent_pid, game, env_kwargs, args) -> None:
                 answer = ("ok", getattr(worker, method)(*call_args))
             except BaseException as e:  # the learner raises it
                 answer = ("error", _portable(e))
-            conn.send(answer)
+            conn.send_bytes(_dumps(answer))
     finally:
         worker.close()
 
@@ -266,10 +266,16 @@ def _serve(conn, parent_pid, game, env_kwargs, args) -> None:
 def _read_calls(conn, calls: queue.Queue) -> None:
     while True:
         try:
-            calls.put(conn.recv())
+            calls.put(pickle.loads(conn.recv_bytes()))
         except Exception:  # the learner is gone (or its message was cut): end as if asked
             calls.put(("close", ()))
             return
+
+
+def _dumps(message) -> bytes:
+    """A message as plain pickle: multiprocessing's own pickler would pass each torch tensor (a normaliser's
+    statistics, an LSTM's memories) as a shared file descriptor, a socket handshake with the other process each."""
+    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _portable(e: BaseException) -> BaseException:

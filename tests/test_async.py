@@ -46,25 +46,32 @@ def test_a_deeper_lag_is_kept_within_max_policy_lag(tmp_path):
     assert lags[:4] == [0, 1, 2, 3] and set(lags[3:]) == {3}, lags  # three rollouts asked for ahead, each kept
 
 
-@pytest.mark.slow
-def test_ctrl_c_checkpoints_and_ends_the_collector_and_its_games(tmp_path, headless_export):
-    """Ctrl-C reaches the terminal's whole process group, the collector included: it ignores it, and ends once the
-    learner has written its checkpoint."""
+def _stopped_run(tmp_path, stop) -> tuple:
+    """An --async ball_chase training, in a session of its own, stopped by ``stop(pid, collector pid)`` once it
+    trains; (its exit status, its stderr, the collector's pid, every pid that was below it)."""
     argv = train_argv(tmp_path, *BALL_CHASE, "--total-timesteps", str(256 * 2000), "--checkpoint-every", "0",
                       "--eval-episodes", "0", "--async")  # fmt: skip
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
+        collector = _collector_pid(read_line(proc, b"game ball_chase", timeout=90).decode())
         read_line(proc, b"global_step=", timeout=90)
-        below = descendants(proc.pid)  # the collector and its two games
-        assert len(below) >= 3, below
-        os.killpg(proc.pid, signal.SIGINT)
+        below = descendants(proc.pid)  # the collector, its two games (and multiprocessing's resource tracker)
+        assert collector in below and len(below) >= 3, below
+        stop(proc.pid, collector)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    err = err.decode(errors="replace")
-    assert proc.returncode == 130, err
+    return proc.returncode, err.decode(errors="replace"), collector, below
+
+
+@pytest.mark.slow
+def test_ctrl_c_checkpoints_and_ends_the_collector_and_its_games(tmp_path, headless_export):
+    """Ctrl-C reaches the terminal's whole process group, the collector included: it ignores it, and ends once the
+    learner has written its checkpoint."""
+    code, err, _, below = _stopped_run(tmp_path, lambda pid, _: os.killpg(pid, signal.SIGINT))
+    assert code == 130, err
     assert "interrupted by SIGINT" in err and "godot-ppo train --resume" in err and "Traceback" not in err
     (run_dir,) = run_dirs(tmp_path)
     ckpt = load_checkpoint(run_dir / "checkpoint.pt")
@@ -74,28 +81,14 @@ def test_ctrl_c_checkpoints_and_ends_the_collector_and_its_games(tmp_path, headl
 
 @pytest.mark.slow
 def test_a_killed_collector_stops_the_run_with_a_checkpoint_naming_it(tmp_path, headless_export):
-    argv = train_argv(tmp_path, *BALL_CHASE, "--total-timesteps", str(256 * 2000), "--checkpoint-every", "0",
-                      "--eval-episodes", "0", "--async")  # fmt: skip
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        first = read_line(proc, b"game ball_chase", timeout=90).decode()
-        read_line(proc, b"global_step=", timeout=90)
-        collector = _collector_pid(first)
-        games = [pid for pid in descendants(proc.pid) if pid != collector]
-        os.kill(collector, signal.SIGKILL)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    err = err.decode(errors="replace")
-    assert proc.returncode == 1, err
+    code, err, collector, below = _stopped_run(tmp_path, lambda _, collector: os.kill(collector, signal.SIGKILL))
+    assert code == 1, err
     (error,) = [line for line in err.splitlines() if line.startswith("godot-ppo train: error:")]
     assert f"collector process {collector} ended" in error and "SIGKILL" in error, error
     assert "godot-ppo train --resume" in err and "Traceback" not in err
     (run_dir,) = run_dirs(tmp_path)
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 256 * 20
-    assert wait_gone(games, timeout=10) == [], "a game outlived its collector"
+    assert wait_gone(below, timeout=10) == [], "a game outlived its collector"
 
 
 @pytest.mark.parametrize("flags, says", [

@@ -12,7 +12,7 @@ weights change only between rollouts); the largest so far, `charts/policy_lag_ma
 Two kinds fill ppo.py's rollout slot (rollout.Rollouts) this way, and ppo.py does not know which runs:
 - `LocalAsyncRollouts` here: this machine's games and their collection in one child process (a
   ray_worker.RolloutWorker, the Ray worker's code without Ray, served over a pipe);
-- ray_rollouts.RayRollouts with ``prefetch``: the workers' next fragments are requested before the update starts.
+- ray_rollouts.RayRollouts with --async: the workers' next fragments are requested before the update starts.
 
 Why a process, not a thread: measured on ball_chase (docs/training.md, "--async"), a collector thread made the update
 2.7x slower and the acting 1.7x slower, since both hold the GIL for most of their Python; the run was no faster.
@@ -69,17 +69,29 @@ def refusal(args) -> Optional[str]:
     return None
 
 
-class PolicyLag:
-    """The versions of the weights: one per collect (the updates done then), and the lag of each rollout taken."""
+class AskedAhead:
+    """The rollouts asked for and not yet taken, oldest first, each with the version of the weights it was asked
+    with (the updates done then), and the lag of each one taken: the bookkeeping both kinds of rollouts share.
+    ``depth``: how many are asked for ahead of the learner (--max-policy-lag; 0: each when it is taken)."""
 
-    def __init__(self):
-        self.version = 0  # updates done when the current collect was called
+    def __init__(self, depth: int):
+        self.depth, self.asked, self.version = depth, deque(), 0
         self.lag = self.lag_max = 0
 
-    def took(self, version: int) -> None:
-        """A rollout collected with the weights of ``version`` is handed to the learner now."""
+    def take(self, ask: Callable):
+        """The oldest rollout asked for (``ask()`` asks for one now when none is), and its lag noted."""
+        if not self.asked:
+            self.asked.append((self.version, ask()))
+        version, request = self.asked.popleft()
         self.lag = self.version - version
         self.lag_max = max(self.lag_max, self.lag)
+        return request
+
+    def ask_ahead(self, ask: Callable) -> None:
+        """Before the update: ``ask()`` for rollouts up to ``depth`` ahead; the update then makes the next version."""
+        while len(self.asked) < self.depth:
+            self.asked.append((self.version, ask()))
+        self.version += 1
 
     def scalars(self) -> dict:
         return {"charts/policy_lag": self.lag, "charts/policy_lag_max": self.lag_max}
@@ -97,9 +109,8 @@ class LocalAsyncRollouts(Rollouts):
                                  name="godot-ppo collector", daemon=True)  # fmt: skip
         self._proc.start()
         child.close()
-        self._asked: deque = deque()  # (weights version) of each rollout asked for and not yet taken, oldest first
         self._env_params: dict = {}
-        self.lag = PolicyLag()
+        self.ahead = AskedAhead(max_policy_lag)  # (each answer comes down the pipe in the order asked)
         self._started = self._closed = False
         try:
             info = self._call("start")
@@ -130,29 +141,21 @@ class LocalAsyncRollouts(Rollouts):
     def collect(self, agent, normalizer, buf: RolloutBuffer, bonus=None) -> None:
         """Take the oldest rollout asked for (the first call asks for it now) into ``buf``, merging the moments it
         normalised into ``normalizer``; then ask for the next ones, with the weights and statistics as they are."""
-        if not self._asked:
-            self._ask(agent, normalizer, bonus)
-        version = self._asked.popleft()
+        ask = lambda: self._send("collect", rollout_params(agent, normalizer, bonus, self._env_params))  # noqa: E731
+        self.ahead.take(ask)
         frag = self._receive()
         buf.episodes = []
         write_fragment(buf, normalizer, frag, slice(None))
         buf.policy_s, buf.env_wait_s, buf.group_steps = frag["timing"]
-        self.lag.took(version)
-        while len(self._asked) < self.max_policy_lag:
-            self._ask(agent, normalizer, bonus)
-        self.lag.version += 1  # the learner now updates on buf: the next collect's weights are the next version
-
-    def _ask(self, agent, normalizer, bonus) -> None:
-        self._send("collect", rollout_params(agent, normalizer, bonus, self._env_params))
-        self._asked.append(self.lag.version)
+        self.ahead.ask_ahead(ask)
 
     def scalars(self) -> dict:
-        return self.lag.scalars()
+        return self.ahead.scalars()
 
     def evaluate(self, act: Callable, num_episodes: int, seed: int) -> list[float]:
         """The deterministic evaluation on the collector's games, once the rollouts asked for are in (dropped)."""
-        while self._asked:
-            self._asked.popleft()
+        while self.ahead.asked:
+            self.ahead.asked.popleft()
             self._receive()
         return self._call("evaluate", act, num_episodes, seed)
 

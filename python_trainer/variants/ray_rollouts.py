@@ -42,7 +42,6 @@ import os
 import socket
 import sys
 import time
-from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
@@ -56,7 +55,7 @@ from python_trainer.base.processes import descendants
 from python_trainer.envs.failures import WorkerLostError
 from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.rollout import NonFiniteEnvData, Rollouts
-from python_trainer.variants.async_rollouts import PolicyLag, rollout_params
+from python_trainer.variants.async_rollouts import AskedAhead, rollout_params
 from python_trainer.variants.ray_worker import RolloutWorker, export_digest, node_label, write_fragment
 
 LOCAL = "local"  # --ray-address local: start a Ray on this machine for the run, stop it at the end
@@ -221,9 +220,7 @@ class RayRollouts(Rollouts):
         self.learner_s = None
         self._last_end = None
         self.env_params = {}
-        self.prefetch, self.max_policy_lag = args.async_rl, args.max_policy_lag
-        self._asked = deque()  # (weights version, the broadcast, the calls) of the fragments asked for, oldest first
-        self.lag = PolicyLag()
+        self.ahead = AskedAhead(args.max_policy_lag if args.async_rl else 0)  # (the broadcast, the calls) of each
         # a local Ray gets CPUs for every worker: the same oversubscription as --num-instances on one machine
         self.reaper = connect(self.address, num_cpus=max(os.cpu_count() or 1, cpus * self.num_workers))
         try:
@@ -383,11 +380,9 @@ class RayRollouts(Rollouts):
         t0 = time.perf_counter()
         if self._last_end is not None:
             self.learner_s = t0 - self._last_end  # GAE, the PPO update and logging since the last collect
-        if not self._asked:  # the first collect, or every one without --async: ask now
-            self._ask_fragments(agent, normalizer, bonus)
-        version, ref, pending = self._asked.popleft()
+        ask = lambda: self._ask_fragments(agent, normalizer, bonus)  # noqa: E731
+        ref, pending = self.ahead.take(ask)  # (without --async: asked now)
         fragments = self._results(pending, "collect", (ref,))
-        self.lag.took(version)
         self.fragment_bytes = 0
         buf.episodes = []
         for i, frag in enumerate(fragments):
@@ -402,20 +397,19 @@ class RayRollouts(Rollouts):
         buf.group_steps = fragments[0]["timing"][2]
         self.steps_per_s = [buf.obs.shape[0] * (self.offsets[i + 1] - self.offsets[i]) / f["seconds"]
                             for i, f in enumerate(fragments)]  # fmt: skip
-        while self.prefetch and len(self._asked) < self.max_policy_lag:  # --async: asked before the update starts
-            self._ask_fragments(agent, normalizer, bonus)
-        self.lag.version += 1
+        self.ahead.ask_ahead(ask)  # --async: the next fragments, asked before the update starts
         self.collect_s = time.perf_counter() - t0
         self._last_end = time.perf_counter()
 
-    def _ask_fragments(self, agent, normalizer, bonus) -> None:
-        """Ask every worker for its next fragment, with the weights and statistics as they are (one broadcast)."""
+    def _ask_fragments(self, agent, normalizer, bonus) -> tuple:
+        """Ask every worker for its next fragment, with the weights and statistics as they are (one broadcast):
+        (the broadcast, the calls)."""
         import ray
 
         t0 = time.perf_counter()
         ref = ray.put(rollout_params(agent, normalizer, bonus, self.env_params))
         self.broadcast_s = time.perf_counter() - t0
-        self._asked.append((self.lag.version, ref, self._ask("collect", ref)))
+        return ref, self._ask("collect", ref)
 
     def set_env_params(self, values: dict) -> None:
         """Every worker's games get ``values`` with the next collect's weights (GodotVecEnv.set_env_params)."""
@@ -428,13 +422,13 @@ class RayRollouts(Rollouts):
                     "ray/collect_s": self.collect_s})  # fmt: skip
         if self.learner_s is not None:
             out["ray/learner_s"] = self.learner_s
-        return {**out, **(self.lag.scalars() if self.prefetch else {})}
+        return {**out, **(self.ahead.scalars() if self.ahead.depth else {})}
 
     def evaluate(self, act, num_episodes, seed):
         """The deterministic evaluation (rollout.evaluate) on worker 0's games."""
         import ray
 
-        self._asked.clear()  # the fragments asked ahead are not needed (each worker runs them, then evaluates)
+        self.ahead.asked.clear()  # the fragments asked ahead are not needed (each worker runs them, then evaluates)
         return ray.get(self.workers[0].evaluate.remote(act, num_episodes, seed))
 
     def close(self):

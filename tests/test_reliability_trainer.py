@@ -458,3 +458,22 @@ def test_a_signal_while_a_checkpoint_is_written_is_raised_once_it_is_whole():
                 os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside the write
                 written.append("whole")
     assert written == ["whole"] and raised.value.signum == signal.SIGTERM
+
+
+def test_a_later_signal_during_a_stuck_stop_prints_where_each_thread_waits(monkeypatch, capfd):
+    """A stop that hangs (a clean-up waiting on something) is reported where it waits: a signal that comes long after
+    the first prints every thread's stack; an impatient second Ctrl-C gets the one-line note alone."""
+    from python_trainer.base import signals
+
+    with signals.signal_policy():
+        with pytest.raises(signals.Interrupted):
+            os.kill(os.getpid(), signal.SIGINT)
+            wait_for(lambda: False, 10, "interruption by SIGINT")
+        with signals.hold_signals():  # the clean-up on the way out
+            os.kill(os.getpid(), signal.SIGTERM)  # soon after the first: the note only
+            monkeypatch.setattr(signals._Policy, "received_at", signals._Policy.received_at - 60)
+            os.kill(os.getpid(), signal.SIGTERM)  # a minute after it: the note and the stacks
+    err = capfd.readouterr().err
+    assert err.count("SIGTERM received: already stopping") == 2, err
+    assert err.count("still stopping 60 s after the first signal; where each thread waits:") == 1, err
+    assert "test_a_later_signal_during_a_stuck_stop_prints_where_each_thread_waits" in err, err

@@ -6,19 +6,25 @@ directly) makes each of them raise `Interrupted` (a KeyboardInterrupt) in the ma
 completed update and the --resume hint; every command: its Godot instances closed). A signal that is ignored when
 the command starts (SIG_IGN: `cmd &` in a script ignores SIGINT, `nohup` SIGHUP) stays ignored. Only the first
 signal interrupts; later ones are noted and do not cut the clean-up (the checkpoint being written) short
-(`hold_signals`), and a first one that arrives while a checkpoint is written is raised once it is whole
-(`signals_deferred`). Exit status: 130 for SIGINT, 128 + N for signal N (143 SIGTERM, 129 SIGHUP) where a
-command's Ctrl-C status is 130 (train, profile); `launch` and `play`, whose normal stop is Ctrl-C, exit 0.
+(`hold_signals`; one that comes STUCK_AFTER_S after the first also prints where each thread waits), and a first
+one that arrives while a checkpoint is written is raised once it is whole (`signals_deferred`). Exit status: 130
+for SIGINT, 128 + N for signal N (143 SIGTERM, 129 SIGHUP) where a command's Ctrl-C status is 130 (train,
+profile); `launch` and `play`, whose normal stop is Ctrl-C, exit 0.
 
 Below every other module: the commands import it, and nothing imports the command line (cli).
 """
 
 import contextlib
+import faulthandler
 import os
 import signal
 import threading
+import time
 
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# A later signal this long after the first means the stop itself is stuck: that signal also prints where each thread
+# waits, so a hang can be reported (a person's impatient second Ctrl-C, sooner, gets the one-line note only).
+STUCK_AFTER_S = 15.0
 
 
 class Interrupted(KeyboardInterrupt):
@@ -33,17 +39,23 @@ class _Policy:
     depth = 0  # nested signal_policy() blocks (cli.main, then a command's main): only the outermost installs
     previous: dict = {}
     received = None  # the first ending signal, once one arrived
+    received_at = 0.0  # its time.monotonic()
     holding = 0  # hold_signals() blocks: signals are noted, not raised
 
 
 def _handler(signum, frame):
     if _Policy.received is None:
-        _Policy.received = signum
+        _Policy.received, _Policy.received_at = signum, time.monotonic()
         if not _Policy.holding:
             raise Interrupted(signum)
     note = f"\ngodot-ppo: {signal.Signals(signum).name} received: already stopping (saving, closing the instances)\n"
+    stuck = time.monotonic() - _Policy.received_at
+    if stuck > STUCK_AFTER_S:
+        note += f"godot-ppo: still stopping {stuck:.0f} s after the first signal; where each thread waits:\n"
     try:
         os.write(2, note.encode())
+        if stuck > STUCK_AFTER_S:
+            faulthandler.dump_traceback(file=2, all_threads=True)
     except OSError:  # stderr closed (a hung-up terminal)
         pass
 

@@ -22,6 +22,7 @@ from python_trainer.run.run_folder import episode_rows
 from python_trainer.tools.profile.measure import Config
 
 TOTAL_TIMESTEPS = 10**12  # never reached: the budget's SIGINT ends the training
+STOP_WAIT_S = 60  # from the SIGINT to PPO's exit: a checkpoint and closing the instances take a few seconds
 
 
 def _episode_returns(run_dir: Path) -> list[tuple[int, float]]:
@@ -64,7 +65,12 @@ def _run_for(cmd: list[str], log_path: Path, budget_s: float, result: dict) -> i
         except subprocess.TimeoutExpired:
             result["child_pids"] = [p.pid for p in descendants(proc.pid)]  # its Godot instances (and Xvfb): checked gone below
             proc.send_signal(signal.SIGINT)  # PPO: checkpoint, close the instances, exit 130
-            code = proc.wait(timeout=60)
+            try:
+                code = proc.wait(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:  # the stop is stuck: this SIGTERM also logs where (signals.py)
+                result["stuck"] = f"PPO did not exit within {STOP_WAIT_S} s of its SIGINT"
+                end_process_tree([proc.pid])
+                code = proc.wait(timeout=10)
     except BaseException:
         end_process_tree([proc.pid])  # also when our own Ctrl-C (KeyboardInterrupt) lands here
         proc.wait(timeout=10)
@@ -111,7 +117,8 @@ def train_for(cfg: Config, opts, game: GodotGame, out_dir: Path, budget_s: float
     code = _run_for(cmd, log_path, budget_s, result)
     runs = sorted(root.glob(f"{game.env}__{exp}__*"), key=lambda p: p.stat().st_mtime)
     if code not in (0, 130) or not runs:
-        result["error"] = f"PPO exited with code {code}; last lines of {log_path}:\n" + read_log_tail(log_path)
+        stuck = f"{result['stuck']}; " if "stuck" in result else ""
+        result["error"] = f"{stuck}PPO exited with code {code}; last lines of {log_path}:\n" + read_log_tail(log_path)
         return result
     result["run_dir"] = str(runs[-1])
     result.update(_returns_reached(runs[-1], result["wall_seconds"]))

@@ -65,7 +65,9 @@ class RolloutBuffer:
     the rollout from it). With a bonus (RND): int_rewards[t], the raw intrinsic reward of the observation reached
     at step t (the final one where an episode ended), and rnd_next_obs[t] that raw observation.
     Where the rollout's time went: policy_s (acting: the normaliser, the forward pass, sampling), env_wait_s (sending
-    actions to the games and waiting for their replies), over group_steps steps of one group of envs.
+    actions to the games and waiting for their replies), over group_steps steps of one group of envs; beside_s: with
+    --async, the collection's own wall-clock time, spent beside the learner's update (policy_s and env_wait_s are
+    parts of it, not of the learner's wait), else 0.
     An agent that reads a camera image (its ``image_layout``: variants/cnn_agent.py) gets its obs in an
     obs_store.ObsStore, the image block as uint8; every other agent's are a float32 array.
     """
@@ -96,7 +98,7 @@ class RolloutBuffer:
         self.state = agent.initial_state(num_envs)
         self.initial_state = self.state.clone()
         self.fields = self.FIELDS + (self.BONUS_FIELDS if bonus is not None else ())
-        self.policy_s = self.env_wait_s = 0.0
+        self.policy_s = self.env_wait_s = self.beside_s = 0.0
         self.group_steps = 0
         if bonus is not None:
             self.int_rewards = np.zeros((num_steps, num_envs), np.float32)

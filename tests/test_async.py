@@ -36,6 +36,12 @@ def test_an_async_run_trains_logs_its_policy_lag_and_leaves_no_process(tmp_path,
     rows = np.loadtxt(run_dir / "episodes.csv", delimiter=",", skiprows=1, ndmin=2)
     assert len(rows) >= 8 and (np.diff(rows[:, 0]) >= 0).all()  # every env's episodes, at their global steps
     assert "eval: deterministic policy, 2 episodes" in out.stdout
+    # the time line: acting and waiting for the games are shares of the collection's own time, which ran beside
+    # the learner's update (as shares of the learner's time they could add up to more than its wait)
+    (time_line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("time: ")]
+    assert time_line.startswith("time: waiting for the collection "), time_line
+    acting, waiting = (int(time_line.split(k)[1].split("%")[0]) for k in ("beside them: acting ", "waiting for the envs "))
+    assert 0 < acting and 0 < waiting and acting + waiting <= 100, time_line
 
 
 @pytest.mark.slow

@@ -434,11 +434,13 @@ def _perf_scalars(its) -> dict:
 
 class TimeShares:
     """Where the updates' wall-clock time went (the perf/* tags, summed): the rollout (of which acting and waiting
-    for the games), the update epochs, and everything else (GAE, logging, checkpoints)."""
+    for the games), the update epochs, and everything else (GAE, logging, checkpoints). With --async the rollout is
+    the learner's wait for a collection that ran beside its update: acting and waiting for the games are then
+    shares of the collection's own time (buf.beside_s), as they are not parts of the learner's."""
 
     def __init__(self):
         self.updates, self.group_steps = 0, 0
-        self.seconds = dict.fromkeys(("rollout", "policy", "env_wait", "update", "other"), 0.0)
+        self.seconds = dict.fromkeys(("rollout", "policy", "env_wait", "update", "other", "beside"), 0.0)
 
     def add(self, scalars: dict, wall_s: float, buf) -> float:
         """One update's perf/* scalars and its wall-clock time; returns its perf/other_s."""
@@ -446,16 +448,23 @@ class TimeShares:
         for name in ("rollout", "policy", "env_wait", "update"):
             self.seconds[name] += scalars[f"perf/{name}_s"]
         self.seconds["other"] += other
+        self.seconds["beside"] += buf.beside_s
         self.updates, self.group_steps = self.updates + 1, self.group_steps + buf.group_steps
         return other
 
     def summary(self, batch_size: int, group_size: int) -> str:
         s, total = self.seconds, sum(self.seconds[k] for k in ("rollout", "update", "other")) or 1e-9
         acting_us = 1e6 * s["policy"] / max(1, self.group_steps)
+        per_step = (f"acting {acting_us:.0f} us per step of {group_size} envs, update "
+                    f"{1e3 * s['update'] / self.updates:.0f} ms per {batch_size} samples")
+        if s["beside"]:
+            return (f"time: waiting for the collection {s['rollout'] / total:.0%}, update {s['update'] / total:.0%}, "
+                    f"other {s['other'] / total:.0%} of {total:.1f} s; the collection, beside them: acting "
+                    f"{s['policy'] / s['beside']:.0%}, waiting for the envs {s['env_wait'] / s['beside']:.0%} of its "
+                    f"{s['beside']:.1f} s; {per_step}")
         return (f"time: rollout {s['rollout'] / total:.0%} (acting {s['policy'] / total:.0%}, waiting for the envs "
                 f"{s['env_wait'] / total:.0%}), update {s['update'] / total:.0%}, other {s['other'] / total:.0%} of "
-                f"{total:.1f} s; acting {acting_us:.0f} us per step of {group_size} envs, update "
-                f"{1e3 * s['update'] / self.updates:.0f} ms per {batch_size} samples")
+                f"{total:.1f} s; {per_step}")
 
 
 def record_final_video(run_dir, game, seed, connect_timeout=DEFAULT_CONNECT_TIMEOUT_S) -> None:

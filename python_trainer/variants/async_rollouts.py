@@ -147,6 +147,7 @@ class LocalAsyncRollouts(Rollouts):
         buf.episodes = []
         write_fragment(buf, normalizer, frag, slice(None))
         buf.policy_s, buf.env_wait_s, buf.group_steps = frag["timing"]
+        buf.beside_s = frag["seconds"]
         self.ahead.ask_ahead(ask)
 
     def scalars(self) -> dict:

@@ -395,6 +395,7 @@ class RayRollouts(Rollouts):
         # where a worker's rollout time went, on average over the workers (each acts for its own games)
         buf.policy_s, buf.env_wait_s = (float(np.mean([f["timing"][k] for f in fragments])) for k in (0, 1))
         buf.group_steps = fragments[0]["timing"][2]
+        buf.beside_s = float(np.mean([f["seconds"] for f in fragments])) if self.ahead.depth else 0.0
         self.steps_per_s = [buf.obs.shape[0] * (self.offsets[i + 1] - self.offsets[i]) / f["seconds"]
                             for i, f in enumerate(fragments)]  # fmt: skip
         self.ahead.ask_ahead(ask)  # --async: the next fragments, asked before the update starts

@@ -5,12 +5,20 @@ import os
 import signal
 import subprocess
 
+import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 from helpers import REPO, descendants, read_line, read_scalars, run_dirs, train_argv, train_child, train_run, wait_gone
 from python_trainer import cli
 from python_trainer.checkpoint import load_checkpoint
+from python_trainer.envs.gym_env import GymVecEnv
+from python_trainer.fast_acting import FastAgent
+from python_trainer.normalization import Normalizer
+from python_trainer.rollout import RolloutBuffer, collect_rollout
+from python_trainer.variants import async_rollouts
+from python_trainer.variants.recurrent import RecurrentAgent
 
 # ball_chase, 2 instances x 4 agents x 32 steps = 256 steps an update
 BALL_CHASE = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "4", "--num-steps", "32",
@@ -109,3 +117,24 @@ def test_what_async_cannot_do_is_refused_in_one_line(tmp_path, capsys, flags, sa
     (line,) = [line for line in err.splitlines() if line.startswith("godot-ppo train: error:")]
     assert says in line and "Traceback" not in err
     assert run_dirs(tmp_path) == []
+
+
+@pytest.mark.parametrize("recurrent", [False, True], ids=["mlp", "lstm"])
+def test_the_learners_critic_values_the_rollout_again_as_collection_did_with_the_same_weights(monkeypatch, recurrent):
+    """refresh_values (--async: the rollout valued by the learner's critic, not the collector's older one) gives, for
+    unchanged weights, the values the rollout stored: every env's steps in order, an LSTM replayed from the
+    rollout's initial state across its episode starts, in blocks of whole envs (here 2 of 3 envs, then 1)."""
+    monkeypatch.setattr(async_rollouts, "REFRESH_ROWS", 2 * 12)
+    torch.manual_seed(0)
+    agent = RecurrentAgent(4, gym.spaces.Discrete(2), 16) if recurrent else FastAgent(4, gym.spaces.Discrete(2))
+    envs = GymVecEnv("CartPole-v1", num_envs=3, seed=0, max_episode_steps=5)
+    normalizer, buf = Normalizer(4, 3, 0.99, norm_obs=True, norm_reward=False), RolloutBuffer(12, 3, 4, agent)
+    buf.next_obs[:] = normalizer.normalize_obs(envs.reset(seed=0)[0])
+    collect_rollout(envs, agent, normalizer, buf, pipeline=True)  # a first rollout: the LSTM's memory is not zero
+    collect_rollout(envs, agent, normalizer, buf, pipeline=True)
+    envs.close()
+    collected = buf.values.copy()
+    buf.values[:] = np.nan
+    async_rollouts.refresh_values(agent, buf)
+    assert buf.dones[1:].any() and (not recurrent or buf.initial_state.h.abs().sum() > 0)
+    np.testing.assert_allclose(buf.values, collected, atol=1e-5, rtol=1e-5)

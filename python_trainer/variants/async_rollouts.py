@@ -5,9 +5,12 @@ rollout. With --async the next rollout is already being collected when ppo.py st
 call takes the rollout asked for at the last call and, right away, asks for the next one with the weights the learner
 has at that moment (before its update). So rollout k+1 is collected, with the weights from before update k, while
 update k runs. Each sample keeps the log-probability of the policy that chose it (the behaviour policy), and PPO's
-ratio is taken against it, as always. --max-policy-lag N keeps N rollouts asked for ahead, so no sample is more than
-N updates old. The lag of the rollout the learner takes is `charts/policy_lag` (all its samples share it: the
-weights change only between rollouts); the largest so far, `charts/policy_lag_max`.
+ratio is taken against it, as always. Its critic values do not stay the collector's: the learner's critic, as it is
+when the update starts, values the rollout again (`refresh_values`) before the advantages are computed, as in a
+synchronous run (on CartPole, a critic one update old cost a fifth more samples to the solve: docs/training.md).
+--max-policy-lag N keeps N rollouts asked for ahead, so no sample is more than N updates old. The lag of the rollout
+the learner takes is `charts/policy_lag` (all its samples share it: the weights change only between rollouts); the
+largest so far, `charts/policy_lag_max`.
 
 Two kinds fill ppo.py's rollout slot (rollout.Rollouts) this way, and ppo.py does not know which runs:
 - `LocalAsyncRollouts` here: this machine's games and their collection in one child process (a
@@ -37,6 +40,9 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Annotated, Callable, Optional
 
+import numpy as np
+import torch
+
 from python_trainer.base.flags import GoesWith, aliases, at_least, flag
 from python_trainer.base.processes import describe_exit, die_with_parent
 from python_trainer.base.signals import signals_deferred
@@ -46,6 +52,7 @@ from python_trainer.variants.ray_worker import RolloutWorker, write_fragment
 
 ASYNC = GoesWith("async_rl", "asynchronous collection", "--async")
 CLOSE_TIMEOUT_S = 30.0  # the collector's games end within this once asked (it is then terminated, then killed)
+REFRESH_ROWS = 8192  # rows per forward pass of refresh_values (a camera game's images become floats a block at a time)
 
 
 @dataclass
@@ -149,6 +156,7 @@ class LocalAsyncRollouts(Rollouts):
         buf.policy_s, buf.env_wait_s, buf.group_steps = frag["timing"]
         buf.beside_s = frag["seconds"]
         self.ahead.ask_ahead(ask)
+        refresh_values(agent, buf)
 
     def scalars(self) -> dict:
         return self.ahead.scalars()
@@ -214,6 +222,24 @@ class LocalAsyncRollouts(Rollouts):
                                              "`if __name__ == '__main__':`: --async's process imports the script again)")
         return WorkerLostError(f"the collector process {self._proc.pid} ended ({describe_exit(self._proc.exitcode)})"
                                f"{started}: its games' logs are in RUN_DIR/logs/")  # fmt: skip
+
+
+def refresh_values(agent, buf: RolloutBuffer) -> None:
+    """buf.values, V(s_t) (and V_int with RND) of every stored step, as ``agent``'s critic gives them now instead of
+    as the older weights that collected the rollout did: GAE's baseline and the value loss's clipping anchor are then
+    the learner's own, as in a synchronous rollout. A recurrent critic replays each env's steps from the rollout's
+    initial state, in blocks of whole envs (REFRESH_ROWS rows at most), as the update does."""
+    num_steps, num_envs = buf.rewards.shape
+    b_obs, b_dones = buf.batch_obs(), torch.from_numpy(buf.dones.reshape(-1))
+    flat = np.arange(num_steps * num_envs).reshape(num_steps, num_envs)  # time-major, as env_minibatches'
+    per_block = max(1, REFRESH_ROWS // num_steps)
+    with torch.no_grad():
+        for start in range(0, num_envs, per_block):
+            envs = np.arange(start, min(num_envs, start + per_block))
+            rows = torch.from_numpy(flat[:, envs].ravel())
+            x, done = b_obs.index_select(0, rows), b_dones.index_select(0, rows)
+            values = agent.get_value(x, buf.initial_state[envs], done)
+            buf.values[:, envs] = values.numpy().reshape(num_steps, len(envs), -1)
 
 
 def rollout_params(agent, normalizer, bonus, env_params) -> dict:

@@ -55,7 +55,7 @@ from python_trainer.base.processes import descendants
 from python_trainer.envs.failures import WorkerLostError
 from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.rollout import NonFiniteEnvData, Rollouts
-from python_trainer.variants.async_rollouts import AskedAhead, rollout_params
+from python_trainer.variants.async_rollouts import AskedAhead, refresh_values, rollout_params
 from python_trainer.variants.ray_worker import RolloutWorker, export_digest, node_label, write_fragment
 
 LOCAL = "local"  # --ray-address local: start a Ray on this machine for the run, stop it at the end
@@ -399,6 +399,8 @@ class RayRollouts(Rollouts):
         self.steps_per_s = [buf.obs.shape[0] * (self.offsets[i + 1] - self.offsets[i]) / f["seconds"]
                             for i, f in enumerate(fragments)]  # fmt: skip
         self.ahead.ask_ahead(ask)  # --async: the next fragments, asked before the update starts
+        if self.ahead.depth:
+            refresh_values(agent, buf)  # --async: valued by the learner's critic, not the one that collected them
         self.collect_s = time.perf_counter() - t0
         self._last_end = time.perf_counter()
 

@@ -11,7 +11,7 @@ APT_PACKAGES := godot3-server godot3-runner xvfb xauth imagemagick xdotool
 
 demo: deps export
 	$(PY) -m python_trainer train --env-id ball_chase --num-instances 2 --agents-per-instance 16 \
-		--total-timesteps 1000000 --exp-name demo
+		--total-timesteps 1000000 --async --exp-name demo
 
 # Watch the pretrained ball_chase agent in the game window (Xvfb is started when there is no $DISPLAY).
 play: deps export

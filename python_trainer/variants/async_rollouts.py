@@ -100,6 +100,12 @@ class AskedAhead:
             self.asked.append((self.version, ask()))
         self.version += 1
 
+    def drop(self) -> list:
+        """The rollouts asked for and not taken, oldest first, forgotten (an evaluation comes before them)."""
+        requests = [request for _, request in self.asked]
+        self.asked.clear()
+        return requests
+
     def scalars(self) -> dict:
         return {"charts/policy_lag": self.lag, "charts/policy_lag_max": self.lag_max}
 
@@ -163,9 +169,8 @@ class LocalAsyncRollouts(Rollouts):
 
     def evaluate(self, act: Callable, num_episodes: int, seed: int) -> list[float]:
         """The deterministic evaluation on the collector's games, once the rollouts asked for are in (dropped)."""
-        while self.ahead.asked:
-            self.ahead.asked.popleft()
-            self._receive()
+        for _ in self.ahead.drop():
+            self._receive()  # (each answer comes down the pipe in the order asked)
         return self._call("evaluate", act, num_episodes, seed)
 
     def set_env_params(self, values: dict) -> None:

@@ -395,12 +395,12 @@ class RayRollouts(Rollouts):
         # where a worker's rollout time went, on average over the workers (each acts for its own games)
         buf.policy_s, buf.env_wait_s = (float(np.mean([f["timing"][k] for f in fragments])) for k in (0, 1))
         buf.group_steps = fragments[0]["timing"][2]
-        buf.beside_s = float(np.mean([f["seconds"] for f in fragments])) if self.ahead.depth else 0.0
         self.steps_per_s = [buf.obs.shape[0] * (self.offsets[i + 1] - self.offsets[i]) / f["seconds"]
                             for i, f in enumerate(fragments)]  # fmt: skip
         self.ahead.ask_ahead(ask)  # --async: the next fragments, asked before the update starts
-        if self.ahead.depth:
-            refresh_values(agent, buf)  # --async: valued by the learner's critic, not the one that collected them
+        if self.ahead.depth:  # --async: collected beside the update, and valued by the learner's critic instead
+            buf.beside_s = float(np.mean([f["seconds"] for f in fragments]))
+            refresh_values(agent, buf)
         self.collect_s = time.perf_counter() - t0
         self._last_end = time.perf_counter()
 
@@ -431,7 +431,7 @@ class RayRollouts(Rollouts):
         """The deterministic evaluation (rollout.evaluate) on worker 0's games."""
         import ray
 
-        self.ahead.asked.clear()  # the fragments asked ahead are not needed (each worker runs them, then evaluates)
+        self.ahead.drop()  # the fragments asked ahead are not needed (each worker runs them, then evaluates)
         return ray.get(self.workers[0].evaluate.remote(act, num_episodes, seed))
 
     def close(self):

@@ -5,7 +5,9 @@
 before   `godot-ppo train` from the checkout DIR (the trainer before this change, e.g. `git worktree add /tmp/before
          d147839`): 8 instances x 1 agent;
 now      this checkout's trainer, the same 8 instances x 1 agent (no copies);
-copies   this checkout's trainer, 2 instances, each running --copies copies of the game's scene (16 agents each).
+copies   this checkout's trainer, 2 instances, each running --copies copies of the game's scene (16 agents each);
+now-async, copies-async (only when --configs names them): now and copies with `--async` (the collection beside
+         the update, make demo's choice for games).
 All three run this checkout's headless export (`godot-ppo export`; without --copies it plays as before), one after
 the other in each round, so that a machine shared with other work loads each about alike; each run prints its
 `SPS=` (the last `global_step=... SPS=...` line) and the machine's 1-minute load average before and after it. The
@@ -27,6 +29,8 @@ CONFIGS = {  # name -> (whose trainer: "before" or "now", its flags)
     "before": ("before", ["--num-instances", "8", "--agents-per-instance", "1"]),
     "now": ("now", ["--num-instances", "8", "--agents-per-instance", "1"]),
     "copies": ("now", ["--num-instances", "2", "--agents-per-instance", "1", "--copies", "{copies}"]),
+    "now-async": ("now", ["--num-instances", "8", "--agents-per-instance", "1", "--async"]),
+    "copies-async": ("now", ["--num-instances", "2", "--agents-per-instance", "1", "--copies", "{copies}", "--async"]),
 }
 
 
@@ -52,7 +56,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=100_000, help="agent-steps of each training")
     parser.add_argument("--copies", type=int, default=16)
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, in each round's order")
+    parser.add_argument("--configs", default="before,now,copies", help="which configurations, in each round's order")
     args = parser.parse_args()
     if not EXPORT.is_file():
         raise SystemExit(f"{EXPORT} is missing: run `godot-ppo export` first")
@@ -67,7 +71,7 @@ def main():
             load = os.getloadavg()[0]
             value = train_sps(code[whose], [f.format(copies=args.copies) for f in flags], args.steps, seed=1 + r)
             sps[name].append(value)
-            print(f"round {r + 1} {name:>7}: {value:8,.0f} SPS (load {load:.1f} -> {os.getloadavg()[0]:.1f})",
+            print(f"round {r + 1} {name:>12}: {value:8,.0f} SPS (load {load:.1f} -> {os.getloadavg()[0]:.1f})",
                   flush=True)
     median = {name: statistics.median(v) for name, v in sps.items()}
     print("median: " + ", ".join(f"{name} {m:,.0f}" for name, m in median.items()))

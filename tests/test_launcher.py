@@ -62,6 +62,20 @@ def test_start_connect_close(binary, tmp_path):
         assert inst.proc.returncode == 0  # each quit by itself on "close" (and was reaped: no zombies)
 
 
+@pytest.mark.parametrize("async_rl, policy", [(False, os.SCHED_BATCH), (True, os.SCHED_OTHER)])
+def test_games_are_batch_scheduled_except_beside_an_async_learner(async_rl, policy, headless_export, tmp_path):
+    """Train's games run as SCHED_BATCH (a woken game leaves the trainer its core); under --async they do not, since
+    the learner's update then runs beside them and a woken game must be able to take its core."""
+    from python_trainer.run import learners, train
+
+    args = train.Args(env_id="ball_chase", num_instances=2, agents_per_instance=2, async_rl=async_rl)
+    game = godot_game("ball_chase")
+    kwargs = learners.env_kwargs(args, game, 0, tmp_path)
+    options = {k: v for k, v in kwargs.items() if k not in ("num_envs", "seed", "run_dir")}
+    with launch("ball_chase", **dict(options, run_dir=tmp_path)) as launcher:
+        assert [os.sched_getscheduler(pid) for pid in launcher.pids()] == [policy, policy]
+
+
 def test_close_is_fast_and_idempotent(fake_binary, tmp_path):
     launcher = launch("ball_chase", 2, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary)
     pids = launcher.pids()

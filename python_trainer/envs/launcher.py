@@ -84,6 +84,7 @@ class LaunchOptions:
     extra_args: Sequence[str] = ()  # appended to every instance's command line
     copies: int = 1  # copies of the game's scene in each instance (the addon's scene_copies.gd)
     # the launcher's
+    batch: bool = True  # the games as SCHED_BATCH (see _spawn); False under --async, whose learner updates beside them
     run_dir: Optional[str | os.PathLike] = None  # logs/instance_<i>.log go there (None: a temporary folder)
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S
     step_timeout: float = DEFAULT_TIMEOUT_S  # how long a reply may take before the instance counts as silent
@@ -421,8 +422,11 @@ class InstanceLauncher:
             try:
                 # own session: a terminal's Ctrl-C reaches only us; dies with us (processes.spawn). SCHED_BATCH: a game
                 # woken by its actions does not take the trainer's core, so the trainer goes on sending, or choosing
-                # the next group's actions, while it simulates (+25-35% steps/s in PPO on 2 cores, docs/benchmarks.md)
-                proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, batch=True)
+                # the next group's actions, while it simulates (+25-35% steps/s in PPO on 2 cores, docs/benchmarks.md).
+                # Not under --async: there a woken game would wait for the learner's update to leave its core
+                # (ball_chase on 2 cores: 1.08x -> 1.20x the synchronous steps/s without SCHED_BATCH)
+                proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env,
+                             batch=self.options.batch)
             except OSError as e:
                 raise InstanceStartError(f"could not start instance {index} ({cmd[0]}): {e}") from e
             finally:

@@ -54,6 +54,8 @@ def env_kwargs(args, game, global_step, run_dir):
             kwargs["speedup"] = args.speedup
         if args.action_repeat is not None:
             kwargs["action_repeat"] = args.action_repeat
+        if args.async_rl:  # the learner's update runs beside the games: a woken game must be able to take its core
+            kwargs["batch"] = False
         kwargs.update(max_restarts=args.max_restarts, step_timeout=args.step_timeout,
                       allow_script_errors=args.allow_script_errors, connect_timeout=args.connect_timeout)  # fmt: skip
     return kwargs

@@ -4,11 +4,12 @@
 
 Each round, one run at a time, alternating:
 ball_chase  2 headless instances x 16 agents, the `make demo` settings: synced random stepping (GodotVecEnv, random
-            actions, pipelined as training runs: the ceiling of any trainer), then PPO synchronous, then --async;
+            actions, pipelined as training runs: the ceiling of any trainer), then PPO synchronous, then --async,
+            then --async with the learner at its own priority (--learner-nice 0: what lowering it gains);
 CartPole    CartPole-v1 with the course command (4 envs x 128 steps, 4 x 4 minibatches, lr 2.5e-4), synchronous
             and --async (scripts/bench_vs_cleanrl.py puts either beside CleanRL's ppo.py);
 --ray       a 2-node Ray cluster on this machine (ray.cluster_utils, loopback only), 2 workers x 1 instance of
-            ball_chase x 16 agents, synchronous and --async.
+            ball_chase x 16 agents, synchronous, --async and --async --learner-nice 0.
 A training run's steps/s is its last charts/SPS: global steps over the wall clock since its games were up. The
 table gives each run's, the best of each kind, and the ratios of the bests. Beside each training run: the machine's
 cores busy on average over its training loop (all processes: games, trainer, Ray's daemons). Overlap adds no CPU,
@@ -118,7 +119,10 @@ def main():
             kinds = {"ball_chase synced random": lambda: synced(godot_game("ball_chase"), 2, 16, 3000, pipelined=True),
                      "ball_chase PPO": lambda: train([*BALL_CHASE, "--num-instances", "2"], args.total_timesteps),
                      "ball_chase PPO --async": lambda: train([*BALL_CHASE, "--num-instances", "2", "--async"],
-                                                             args.total_timesteps)}  # fmt: skip
+                                                             args.total_timesteps),
+                     "ball_chase PPO --async --learner-nice 0": lambda: train(
+                         [*BALL_CHASE, "--num-instances", "2", "--async", "--learner-nice", "0"],
+                         args.total_timesteps)}  # fmt: skip
             if not args.skip_cartpole:
                 kinds["CartPole PPO"] = lambda: train(COURSE, args.cartpole_timesteps)
                 kinds["CartPole PPO --async"] = lambda: train([*COURSE, "--async"], args.cartpole_timesteps)
@@ -126,6 +130,8 @@ def main():
                 ray_flags = [*BALL_CHASE, "--ray-address", cluster.address, "--ray-workers", "2"]
                 kinds["Ray 2 nodes PPO"] = lambda: train(ray_flags, args.total_timesteps)
                 kinds["Ray 2 nodes PPO --async"] = lambda: train([*ray_flags, "--async"], args.total_timesteps)
+                kinds["Ray 2 nodes PPO --async --learner-nice 0"] = lambda: train(
+                    [*ray_flags, "--async", "--learner-nice", "0"], args.total_timesteps)
             for name, measure in kinds.items():
                 result = measure()
                 if not isinstance(result, dict):  # synced random stepping: its steps/s alone
@@ -144,10 +150,14 @@ def main():
               f"{', '.join(f'{c:.2f}' for c in cores[name] if not np.isnan(c)) or '-'} |")
     print()
     ratios = [("ball_chase --async / synchronous", "ball_chase PPO --async", "ball_chase PPO"),
+              ("ball_chase --async --learner-nice 0 / synchronous", "ball_chase PPO --async --learner-nice 0",
+               "ball_chase PPO"),
               ("ball_chase --async / synced random", "ball_chase PPO --async", "ball_chase synced random"),
               ("ball_chase synchronous / synced random", "ball_chase PPO", "ball_chase synced random"),
               ("CartPole --async / synchronous", "CartPole PPO --async", "CartPole PPO"),
-              ("Ray --async / synchronous", "Ray 2 nodes PPO --async", "Ray 2 nodes PPO")]  # fmt: skip
+              ("Ray --async / synchronous", "Ray 2 nodes PPO --async", "Ray 2 nodes PPO"),
+              ("Ray --async --learner-nice 0 / synchronous", "Ray 2 nodes PPO --async --learner-nice 0",
+               "Ray 2 nodes PPO")]  # fmt: skip
     for label, a, b in ratios:
         if a in best and b in best:
             print(f"{label}: {best[a] / best[b]:.2f}x")

@@ -7,6 +7,7 @@ import subprocess
 
 import gymnasium as gym
 import numpy as np
+import psutil
 import pytest
 import torch
 
@@ -60,9 +61,15 @@ def test_a_deeper_lag_is_kept_within_max_policy_lag(tmp_path):
     assert lags[:4] == [0, 1, 2, 3] and set(lags[3:]) == {3}, lags  # three rollouts asked for ahead, each kept
 
 
-def _stopped_run(tmp_path, stop) -> tuple:
+def _niceness(pid: int) -> list:
+    """The niceness of each of ``pid``'s threads (Linux's nice is a thread's own)."""
+    return sorted({psutil.Process(t.id).nice() for t in psutil.Process(pid).threads()})
+
+
+def _stopped_run(tmp_path, stop, seen=None) -> tuple:
     """An --async ball_chase training, in a session of its own, stopped by ``stop(pid, collector pid)`` once it
-    trains; (its exit status, its stderr, the collector's pid, every pid that was below it)."""
+    trains; (its exit status, its stderr, the collector's pid, every pid that was below it). ``seen``, a dict, gets
+    the niceness of the learner's threads and of every process below it while it trains."""
     argv = train_argv(tmp_path, *BALL_CHASE, "--total-timesteps", str(256 * 2000), "--checkpoint-every", "0",
                       "--eval-episodes", "0", "--async")  # fmt: skip
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -71,6 +78,8 @@ def _stopped_run(tmp_path, stop) -> tuple:
         read_line(proc, b"global_step=", timeout=90)
         below = descendants(proc.pid)  # the collector, its two games (and multiprocessing's resource tracker)
         assert collector in below and len(below) >= 3, below
+        if seen is not None:
+            seen.update({"learner": _niceness(proc.pid), "below": {pid: _niceness(pid) for pid in below}})
         stop(proc.pid, collector)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -83,8 +92,13 @@ def _stopped_run(tmp_path, stop) -> tuple:
 @pytest.mark.slow
 def test_ctrl_c_checkpoints_and_ends_the_collector_and_its_games(tmp_path, headless_export):
     """Ctrl-C reaches the terminal's whole process group, the collector included: it ignores it, and ends once the
-    learner has written its checkpoint."""
-    code, err, _, below = _stopped_run(tmp_path, lambda pid, _: os.killpg(pid, signal.SIGINT))
+    learner has written its checkpoint. While it trains, the learner's threads are at --learner-nice's 10 and the
+    collector and its games at the priority they started with (pytest's)."""
+    seen: dict = {}
+    code, err, _, below = _stopped_run(tmp_path, lambda pid, _: os.killpg(pid, signal.SIGINT), seen)
+    mine = max(10, os.nice(0))  # (a test run under `nice` starts everything nicer)
+    assert seen["learner"] == [mine], seen
+    assert all(nice == [os.nice(0)] for nice in seen["below"].values()), seen
     assert code == 130, err
     assert "interrupted by SIGINT" in err and "godot-ppo train --resume" in err and "Traceback" not in err
     (run_dir,) = run_dirs(tmp_path)

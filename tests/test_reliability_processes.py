@@ -5,6 +5,7 @@ Every case runs real processes (the fake game where the engine adds nothing, the
 waits by polling with deadlines.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -338,3 +339,30 @@ def test_a_local_process_with_the_token_is_refused(fake_binary, tmp_path, claim)
             hostile.stdout.close()
             hostile.stderr.close()
         HostileLauncher.hostiles.clear()
+
+
+def test_lower_priority_renices_every_thread_and_never_raises_a_priority_back(tmp_path):
+    """--async's learner (processes.lower_priority): every thread of the process, one started before included, gets
+    the niceness, a later call asking less leaves it, and a thread started after inherits it. In a child process:
+    a niceness once raised cannot be lowered again."""
+    script = textwrap.dedent("""
+        import json, os, threading
+        from python_trainer.base.processes import lower_priority
+        start = os.nice(0)
+        hold = threading.Event()
+        before = threading.Thread(target=hold.wait); before.start()
+        first = lower_priority(start + 5)
+        again = lower_priority(start + 3)
+        after = threading.Thread(target=hold.wait); after.start()
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+        print(json.dumps({"start": start, "first": first, "again": again, "after": after.native_id,
+                          "threads": {t: os.getpriority(os.PRIO_PROCESS, t) for t in tids}}))
+        hold.set()
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    want = min(19, seen["start"] + 5)
+    assert seen["first"] == seen["again"] == want, seen
+    assert len(seen["threads"]) == 3 and set(seen["threads"].values()) == {want}, seen
+    assert str(seen["after"]) in seen["threads"], seen

@@ -105,6 +105,22 @@ def die_with_parent(parent_pid: int) -> None:
             os.kill(os.getpid(), DEATH_SIGNAL)
 
 
+def lower_priority(niceness: int) -> int:
+    """Give every thread of this process at least ``niceness`` (Linux's nice, 0-19; a thread's own on Linux, so each
+    one is set) and return this thread's niceness after. A process may raise its niceness but not lower it again, so
+    a thread already nicer is left as it is; so are the children already started (those started later inherit it)."""
+    if not hasattr(os, "setpriority"):  # pragma: no cover - the trainer runs on Linux
+        return 0
+    tids = [int(t) for t in os.listdir("/proc/self/task")] if os.path.isdir("/proc/self/task") else [0]
+    for tid in tids:
+        try:
+            if os.getpriority(os.PRIO_PROCESS, tid) < niceness:
+                os.setpriority(os.PRIO_PROCESS, tid, niceness)
+        except (ProcessLookupError, PermissionError):
+            pass  # a thread that ended meanwhile; a nicer one is already where we want it
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
 def _child_setup(parent_pid: int, batch: bool) -> None:
     """Runs in the child between fork and exec: let it be interrupted again, and have it die with its parent (and,
     ``batch``, schedule it as SCHED_BATCH)."""

@@ -51,7 +51,7 @@ import numpy as np
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.files import write_atomic
 from python_trainer.base.flags import GoesWith, at_least, flag, positive
-from python_trainer.base.processes import descendants
+from python_trainer.base.processes import descendants, lower_priority
 from python_trainer.envs.failures import WorkerLostError
 from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.rollout import NonFiniteEnvData, Rollouts
@@ -261,7 +261,10 @@ class RayRollouts(Rollouts):
         self.where = [{k: info[k] for k in ("worker", "node_id", "node_ip", "pid", "game_pids")} for info in infos]
         self._write_where()
         nodes = len({w["node_id"] for w in self.where})
-        say(f"godot-ppo: ray: {self.num_workers} workers on {nodes} node(s), {self.num_envs} envs; where: "
+        niced = ""
+        if args.async_rl:  # a worker on this machine collects beside the update: see async_rollouts.py
+            niced = f"; the learner at nice {lower_priority(args.learner_nice)}"
+        say(f"godot-ppo: ray: {self.num_workers} workers on {nodes} node(s), {self.num_envs} envs{niced}; where: "
             f"{self.run_dir / WORKERS_JSON}")  # fmt: skip
 
     # ------------------------------------------------------------------------------------------------------ setup

@@ -24,7 +24,8 @@ A process costs the fragment's trip through the pipe (pickled numpy arrays, abou
 Why the learner lowers its priority (--learner-nice, 10): the collection is a chain of short turns (a game simulates,
 the collector acts, the next game simulates), so where the cores are shared, an update that holds one when a game is
 woken delays the whole chain, and the learner then waits for the rollout anyway. At nice 10 the update takes what the
-collection leaves: on 2 cores, ball_chase's --async went from 1.12x to 1.27x the synchronous steps/s (docs/training.md).
+collection leaves: on 2 cores, ball_chase's --async kept 1.75-1.83 cores busy instead of 1.62-1.71, -1% to +8%
+in steps/s (docs/training.md). The data do not depend on it, only the time.
 
 The child process ignores SIGINT (the learner's Ctrl-C stops it through `close`, after the checkpoint) and dies with
 the learner (PR_SET_PDEATHSIG), its games with it. An async run is reproducible in its data but not bit-identical to
@@ -71,7 +72,8 @@ class AsyncArgs:
     learner_nice: int = flag(10, in_range(0, 19, "an integer from 0 to 19 (Linux's nice)", "10"), goes_with=ASYNC)
     """with --async: the learner's niceness once its collection has started, so that where the update and the
     collection want the same cores, the collection (the games and their acting) takes them first and the update
-    fills the gaps (ball_chase on 2 cores: 1.12x -> 1.27x the synchronous steps/s); 0 keeps the learner's priority"""
+    fills the gaps (ball_chase on 2 cores: 1.62-1.71 -> 1.75-1.83 cores busy, -1% to +8% in steps/s); 0 keeps
+    the learner's priority"""
 
 
 def refusal(args) -> Optional[str]:

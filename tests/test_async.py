@@ -62,8 +62,14 @@ def test_a_deeper_lag_is_kept_within_max_policy_lag(tmp_path):
 
 
 def _niceness(pid: int) -> list:
-    """The niceness of each of ``pid``'s threads (Linux's nice is a thread's own)."""
-    return sorted({psutil.Process(t.id).nice() for t in psutil.Process(pid).threads()})
+    """The niceness of each of ``pid``'s threads (Linux's nice is a thread's own), those that ended meanwhile left out."""
+    seen = set()
+    for thread in psutil.Process(pid).threads():
+        try:
+            seen.add(psutil.Process(thread.id).nice())
+        except psutil.NoSuchProcess:
+            pass
+    return sorted(seen)
 
 
 def _stopped_run(tmp_path, stop, seen=None) -> tuple:

@@ -341,7 +341,7 @@ def test_a_local_process_with_the_token_is_refused(fake_binary, tmp_path, claim)
         HostileLauncher.hostiles.clear()
 
 
-def test_lower_priority_renices_every_thread_and_never_raises_a_priority_back(tmp_path):
+def test_lower_priority_renices_every_thread_and_never_raises_a_priority_back():
     """--async's learner (processes.lower_priority): every thread of the process, one started before included, gets
     the niceness, a later call asking less leaves it, and a thread started after inherits it. In a child process:
     a niceness once raised cannot be lowered again."""

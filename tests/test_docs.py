@@ -228,6 +228,34 @@ def test_the_checks_can_fail(helps):
     assert problems("tensorboard --logdir runs") != [] and problems("tensorboard --logdir runs", in_bash=False) == []
 
 
+def premature_breaks(help_text: str) -> list[str]:
+    """The lines of a tyro help box that end before the next line's first word would have fit: a paragraph broken
+    where its source line broke, not where the column is full."""
+    found = []
+    lines = help_text.splitlines()
+    for a, b in zip(lines, lines[1:]):
+        if not all(line.startswith("│") and line.endswith("│") for line in (a, b)):
+            continue
+        inner_a, inner_b = a[1:-1], b[1:-1]
+        next_line = re.match(r"( {5,})([A-Za-z]\S*)", inner_b)  # help text going on, not a new flag or item
+        if not next_line:
+            continue
+        column = len(next_line.group(1))
+        if inner_a[:column].strip() and inner_a[column - 2 : column] != "  " or not inner_a[column:].strip():
+            continue  # a flag too long for its column, its help below it
+        if len(inner_a.rstrip()) + 1 + len(next_line.group(2)) <= len(inner_a) - 1:
+            found.append(f"{inner_a.strip()!r}, then {next_line.group(2)!r}")
+    return found
+
+
+def test_a_flags_help_is_wrapped_as_one_paragraph(helps):
+    """A field's docstring spans several source lines; --help wraps it to the column, not line by line."""
+    broken = {key: premature_breaks(text) for key, text in helps.items() if key.startswith("godot-ppo ")}
+    assert sum("│" in text for key, text in helps.items()) >= 5  # tyro's boxes were read
+    assert not any(broken.values()), broken
+    assert premature_breaks("│ --a    one two          │\n│        three            │") == ["'--a    one two', then 'three'"]
+
+
 def anchors(page: Path) -> set[str]:
     """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces to hyphens."""
     headings = re.findall(r"^#+ (.+)$", strip_fences(page.read_text()), re.M)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -126,10 +127,30 @@ def parse_flags(args_class, argv, prog: str, description: Optional[str] = None, 
     leaves the check to the command, for one that first fills in flags from elsewhere (train's --resume)."""
     import tyro
 
+    _help_in_paragraphs()
     args = tyro.cli(args_class, args=list(argv), prog=prog, description=description)
     if check:
         check_flags(args, explicit_fields(argv, args_class))
     return args
+
+
+def _help_in_paragraphs() -> None:
+    """Make `--help` show a field's docstring as the paragraph it is. docstring_parser gives an attribute docstring
+    with its source indentation, and tyro keeps each line break before an indented line, so every source line was
+    wrapped on its own (a word alone on a line). Reading the docstrings dedented (inspect.cleandoc) leaves tyro only
+    the blank lines as breaks. Once, before the first parse (tyro caches the help it reads); a tyro without the
+    function is left as it is."""
+    from tyro import _docstrings
+
+    read = getattr(_docstrings, "parse_docstring_from_object", None)
+    if read is None or getattr(read, "dedented", False):
+        return
+
+    def dedented(obj) -> dict:
+        return {name: inspect.cleandoc(text) for name, text in read(obj).items()}
+
+    dedented.dedented = True
+    _docstrings.parse_docstring_from_object = dedented
 
 
 def to_argv(args_class, **values) -> list:

@@ -9,7 +9,8 @@ ball_chase  2 headless instances x 16 agents, the `make demo` settings: synced r
 CartPole    CartPole-v1 with the course command (4 envs x 128 steps, 4 x 4 minibatches, lr 2.5e-4), synchronous
             and --async (scripts/bench_vs_cleanrl.py puts either beside CleanRL's ppo.py);
 --ray       a 2-node Ray cluster on this machine (ray.cluster_utils, loopback only), 2 workers x 1 instance of
-            ball_chase x 16 agents, synchronous, --async and --async --learner-nice 0.
+            ball_chase x 16 agents (--ray-instances 2: 2 instances x 8 agents each), synchronous, --async and
+            --async --learner-nice 0.
 A training run's steps/s is its last charts/SPS: global steps over the wall clock since its games were up. The
 table gives each run's, the best of each kind, and the ratios of the bests. Beside each training run: the machine's
 cores busy on average over its training loop (all processes: games, trainer, Ray's daemons). Overlap adds no CPU,
@@ -103,6 +104,8 @@ def main():
     p.add_argument("--cartpole-timesteps", type=int, default=200_000)
     p.add_argument("--ray", action="store_true", help="also the 2-node Ray cluster, synchronous and --async")
     p.add_argument("--skip-cartpole", action="store_true")
+    p.add_argument("--ray-instances", type=int, default=1, choices=(1, 2, 4),
+                   help="with --ray: each worker's instances, 16 agents between them (2: two groups to pipeline)")
     args = p.parse_args()
     cluster = None
     if args.ray:
@@ -127,7 +130,10 @@ def main():
                 kinds["CartPole PPO"] = lambda: train(COURSE, args.cartpole_timesteps)
                 kinds["CartPole PPO --async"] = lambda: train([*COURSE, "--async"], args.cartpole_timesteps)
             if cluster is not None:
-                ray_flags = [*BALL_CHASE, "--ray-address", cluster.address, "--ray-workers", "2"]
+                ray_flags = ["--env-id", "ball_chase", "--num-instances", str(args.ray_instances),
+                             "--agents-per-instance", str(16 // args.ray_instances),
+                             "--ray-address", cluster.address, "--ray-workers", "2",
+                             "--ray-cpus-per-worker", "2"]  # a worker to each 2-CPU node, whatever its instances
                 kinds["Ray 2 nodes PPO"] = lambda: train(ray_flags, args.total_timesteps)
                 kinds["Ray 2 nodes PPO --async"] = lambda: train([*ray_flags, "--async"], args.total_timesteps)
                 kinds["Ray 2 nodes PPO --async --learner-nice 0"] = lambda: train(

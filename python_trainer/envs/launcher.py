@@ -137,8 +137,8 @@ class Instance:
         return f"instance {self.index} (port {self.port}, pid {self.pid}, game {self.game})"
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        if self.log is not None:
-            self.log.sync()  # what the game printed just before it died may still be in the pipe
+        if self.log is not None:  # with what the game printed just before it died, still in the pipe
+            return self.log.shown_tail(lines)
         return shown_tail(self.log_path, lines)
 
     def exit_code(self) -> Optional[int]:

@@ -102,6 +102,13 @@ class CappedLog:
             for fd in list(self._pipes):
                 self._copy(fd, 2**20)
 
+    def shown_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """`shown_tail` of this log after a `sync`, read under the lock: a flood's rolling tail is rewritten in place,
+        and a read beside that rewrite could find the file's end moved and read nothing."""
+        with self._lock:
+            self.sync()
+            return shown_tail(self.path, lines)
+
     def close(self, timeout: float = 1.0) -> None:
         """Wait up to ``timeout`` for the followed pipes to end (their processes are gone), then close the file."""
         deadline = time.monotonic() + timeout

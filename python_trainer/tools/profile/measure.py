@@ -171,6 +171,7 @@ def run_window(env, act: Callable, obs, steps: Optional[int] = None, seconds: Op
         for i in sorted(in_flight):  # an error halfway: leave no reply unread
             env.step_wait(i)
 
+
 def _rate(before: list[dict], after: list[dict], key: str) -> list[float]:
     """Per-instance counter rate over the game's own clock (time_usec)."""
     rates = []

@@ -8,10 +8,13 @@ now      this checkout's trainer, the same 8 instances x 1 agent (no copies);
 copies   this checkout's trainer, 2 instances, each running --copies copies of the game's scene (16 agents each);
 now-async, copies-async (only when --configs names them): now and copies with `--async` (the collection beside
          the update, make demo's choice for games).
-All three run this checkout's headless export (`godot-ppo export`; without --copies it plays as before), one after
+random, random-piped (only when --configs names them): no trainer, random actions through GodotVecEnv on the same
+         8 instances x 1 for as many agent-steps, in strict turns and pipelined (two groups of 4, as training runs
+         them): the most any trainer that waits for each reply can get out of these games on this machine.
+All of them run this checkout's headless export (`godot-ppo export`; without --copies it plays as before), one after
 the other in each round, so that a machine shared with other work loads each about alike; each run prints its
 `SPS=` (the last `global_step=... SPS=...` line) and the machine's 1-minute load average before and after it. The
-last lines give each configuration's median over the rounds and the ratios now / before and copies / before.
+last lines give each configuration's median over the rounds and each one's ratio to before.
 """
 
 import argparse
@@ -31,6 +34,8 @@ CONFIGS = {  # name -> (whose trainer: "before" or "now", its flags)
     "copies": ("now", ["--num-instances", "2", "--agents-per-instance", "1", "--copies", "{copies}"]),
     "now-async": ("now", ["--num-instances", "8", "--agents-per-instance", "1", "--async"]),
     "copies-async": ("now", ["--num-instances", "2", "--agents-per-instance", "1", "--copies", "{copies}", "--async"]),
+    "random": ("random", ["strict"]),
+    "random-piped": ("random", ["pipelined"]),
 }
 
 
@@ -50,17 +55,43 @@ def train_sps(code: Path, flags: list, steps: int, seed: int) -> float:
     return float(found[-1])
 
 
+def random_sps(turns: str, steps: int, seed: int) -> float:
+    """Random actions on 8 one-agent instances through GodotVecEnv, no trainer: agent-steps/s over ``steps``."""
+    sys.path.insert(0, str(REPO))
+    from python_trainer.envs.vec_env import make_vec_env
+    from python_trainer.tools.profile.measure import run_window
+
+    envs = make_vec_env("ball_chase", env_path=EXPORT, num_instances=8, agents_per_instance=1, seed=seed)
+    try:
+        obs, _ = envs.reset(seed=seed)
+        envs.action_space.seed(seed)
+
+        def act(o):
+            return envs.action_space.sample()[: len(o)]
+
+        pipelined = turns == "pipelined"
+        obs = run_window(envs, act, obs, steps=50, pipelined=pipelined)[2]  # warm-up, as training's first steps
+        n, seconds, _ = run_window(envs, act, obs, steps=steps // envs.num_envs, pipelined=pipelined)
+        return n * envs.num_envs / seconds
+    finally:
+        envs.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, required=True, help="a checkout of the trainer to compare against")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=100_000, help="agent-steps of each training")
     parser.add_argument("--copies", type=int, default=16)
-    parser.add_argument("--configs", default="before,now,copies", help="which configurations, in each round's order")
+    parser.add_argument("--configs", default="before,now,copies",
+                        help=f"which configurations, in each round's order, of: {', '.join(CONFIGS)}")
     args = parser.parse_args()
     if not EXPORT.is_file():
         raise SystemExit(f"{EXPORT} is missing: run `godot-ppo export` first")
     names = args.configs.split(",")
+    unknown = [name for name in names if name not in CONFIGS]
+    if unknown:
+        raise SystemExit(f"--configs: unknown {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
     code = {"before": args.before.resolve(), "now": REPO}
     sps = {name: [] for name in names}
     print(f"ball_chase, 1 agent per instance (copies: {args.copies} per instance), {args.steps} steps per run, "
@@ -69,7 +100,10 @@ def main():
         for name in names:
             whose, flags = CONFIGS[name]
             load = os.getloadavg()[0]
-            value = train_sps(code[whose], [f.format(copies=args.copies) for f in flags], args.steps, seed=1 + r)
+            if whose == "random":
+                value = random_sps(flags[0], args.steps, seed=1 + r)
+            else:
+                value = train_sps(code[whose], [f.format(copies=args.copies) for f in flags], args.steps, seed=1 + r)
             sps[name].append(value)
             print(f"round {r + 1} {name:>12}: {value:8,.0f} SPS (load {load:.1f} -> {os.getloadavg()[0]:.1f})",
                   flush=True)

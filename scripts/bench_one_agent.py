@@ -55,26 +55,13 @@ def train_sps(code: Path, flags: list, steps: int, seed: int) -> float:
     return float(found[-1])
 
 
-def random_sps(turns: str, steps: int, seed: int) -> float:
+def random_sps(turns: str, steps: int) -> float:
     """Random actions on 8 one-agent instances through GodotVecEnv, no trainer: agent-steps/s over ``steps``."""
     sys.path.insert(0, str(REPO))
-    from python_trainer.envs.vec_env import make_vec_env
-    from python_trainer.tools.profile.measure import run_window
+    from bench_sync import synced  # scripts/: the same measurement at any instance count
+    from python_trainer.envs.game import godot_game
 
-    envs = make_vec_env("ball_chase", env_path=EXPORT, num_instances=8, agents_per_instance=1, seed=seed)
-    try:
-        obs, _ = envs.reset(seed=seed)
-        envs.action_space.seed(seed)
-
-        def act(o):
-            return envs.action_space.sample()[: len(o)]
-
-        pipelined = turns == "pipelined"
-        obs = run_window(envs, act, obs, steps=50, pipelined=pipelined)[2]  # warm-up, as training's first steps
-        n, seconds, _ = run_window(envs, act, obs, steps=steps // envs.num_envs, pipelined=pipelined)
-        return n * envs.num_envs / seconds
-    finally:
-        envs.close()
+    return synced(godot_game("ball_chase", EXPORT), 8, 1, steps // 8, pipelined=turns == "pipelined")
 
 
 def main():
@@ -101,7 +88,7 @@ def main():
             whose, flags = CONFIGS[name]
             load = os.getloadavg()[0]
             if whose == "random":
-                value = random_sps(flags[0], args.steps, seed=1 + r)
+                value = random_sps(flags[0], args.steps)
             else:
                 value = train_sps(code[whose], [f.format(copies=args.copies) for f in flags], args.steps, seed=1 + r)
             sps[name].append(value)

@@ -1,4 +1,4 @@
-"""Benchmark: a one-agent game, ball_chase at --agents-per-instance 1, trained by PPO three ways, side by side.
+"""Benchmark: a one-agent game, ball_chase at --agents-per-instance 1, trained by PPO several ways, side by side.
 
     .venv/bin/python scripts/bench_one_agent.py --before DIR [--rounds 3] [--steps 100000] [--copies 16]
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 EXPORT = REPO / "exports" / "headless" / "rl_games.x86_64"
-CONFIGS = {  # name -> (whose trainer: "before" or "now", its flags)
+CONFIGS = {  # name -> (whose trainer: "before" or "now", its flags), or ("random", [its turns]): no trainer
     "before": ("before", ["--num-instances", "8", "--agents-per-instance", "1"]),
     "now": ("now", ["--num-instances", "8", "--agents-per-instance", "1"]),
     "copies": ("now", ["--num-instances", "2", "--agents-per-instance", "1", "--copies", "{copies}"]),
@@ -57,7 +57,6 @@ def train_sps(code: Path, flags: list, steps: int, seed: int) -> float:
 
 def random_sps(turns: str, steps: int) -> float:
     """Random actions on 8 one-agent instances through GodotVecEnv, no trainer: agent-steps/s over ``steps``."""
-    sys.path.insert(0, str(REPO))
     from bench_sync import synced  # scripts/: the same measurement at any instance count
     from python_trainer.envs.game import godot_game
 

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import selectors
+import signal
 import socket
 import stat
 import subprocess
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -160,6 +162,23 @@ def end(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.communicate()
+
+
+def communicate_after_signal(proc: subprocess.Popen, timeout: float = 60):
+    """``proc.communicate(timeout=timeout)`` for a command that was sent an ending signal. One still running then
+    gets a second SIGTERM, which (signals.STUCK_AFTER_S after the first) makes it print where each of its threads
+    waits, and the test fails with that."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        text = err.decode(errors="replace") if isinstance(err, bytes) else (err or "")
+        pytest.fail(f"still stopping {timeout:.0f} s after the signal; where its threads waited:\n{text[-6000:]}")
 
 
 def output_of(proc: subprocess.Popen) -> str:

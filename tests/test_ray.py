@@ -12,8 +12,8 @@ import numpy as np
 import psutil
 import pytest
 
-from helpers import (REPO, alive, descendants, end, free_port, read_scalars, run_dirs, train_argv, train_child, train_run,
-                     wait_for, wait_gone)
+from helpers import (REPO, alive, communicate_after_signal, descendants, end, free_port, read_scalars, run_dirs,
+                     train_argv, train_child, train_run, wait_for, wait_gone)
 from python_trainer import cli
 from python_trainer.base import running_stats
 from python_trainer.run import learners, train
@@ -231,7 +231,7 @@ def test_sigterm_with_a_local_ray_checkpoints_and_ends_every_process(cluster, tm
         # for the workers' fragments there (the rollout), blocked (sleeping) for most of each update
         wait_for(lambda: _blocked(proc.pid), 60, "learner waiting for the workers", proc)
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        _, err = communicate_after_signal(proc)
     finally:
         end(proc)
     assert proc.returncode == 143, err[-3000:]

@@ -13,7 +13,7 @@ import threading
 import psutil
 import pytest
 
-from helpers import REPO, descendants, read_line, run_dirs, wait_for, wait_gone
+from helpers import REPO, communicate_after_signal, descendants, read_line, run_dirs, wait_for, wait_gone
 from python_trainer import cli
 from python_trainer.run import learners, run_folder, train
 from python_trainer.checkpoint import load_checkpoint
@@ -44,6 +44,12 @@ def _finish(proc, timeout=60):
     return proc.returncode, err.decode(errors="replace") if isinstance(err, bytes) else (err or "")
 
 
+def _finish_after_signal(proc):
+    """(returncode, stderr text) of a command sent an ending signal; a stuck stop fails with its threads' stacks."""
+    _, err = communicate_after_signal(proc)
+    return proc.returncode, err.decode(errors="replace")
+
+
 def _games(pid):
     """The Godot processes below ``pid`` (profile runs other short-lived tools too)."""
     found = []
@@ -68,7 +74,7 @@ def test_sigterm_and_sighup_stop_training_like_ctrl_c(tmp_path, headless_export,
         games = descendants(proc.pid)
         assert games, "the trainer started no game"
         proc.send_signal(sig)
-        code, err = _finish(proc)
+        code, err = _finish_after_signal(proc)
     finally:
         _finish(proc, timeout=1)
     assert code == 128 + sig, err
@@ -98,7 +104,7 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_still_checkpoints(tmp_path)
 
         wait_for(two_more_checkpoints, 60, "two more checkpoints after SIGINT", proc)
         proc.send_signal(signal.SIGTERM)
-        code, err = _finish(proc)
+        code, err = _finish_after_signal(proc)
     finally:
         _finish(proc, timeout=1)
     assert code == 128 + signal.SIGTERM, err
@@ -428,52 +434,3 @@ def test_a_peer_sending_invalid_utf8_or_deep_json_gets_a_clear_connection_error(
     finally:
         a.close()
         b.close()
-
-
-def test_a_sigterm_that_ray_turns_into_a_plain_keyboard_interrupt_is_still_named_sigterm():
-    """Ray's blocking calls (ray.get, ray.wait) run our handler from C and raise a plain KeyboardInterrupt in place
-    of its Interrupted(SIGTERM): the signal that arrived is still the one named (issue 22)."""
-    from python_trainer.base import signals
-
-    with signals.signal_policy():
-        try:
-            try:
-                os.kill(os.getpid(), signal.SIGTERM)
-                wait_for(lambda: False, 10, "interruption by SIGTERM")  # the handler raises at the next bytecode
-            except signals.Interrupted:
-                raise KeyboardInterrupt from None  # what Ray's check_signals does with it
-        except KeyboardInterrupt as e:
-            assert type(e) is KeyboardInterrupt and signals.signum_of(e) == signal.SIGTERM
-
-
-def test_a_signal_while_a_checkpoint_is_written_is_raised_once_it_is_whole():
-    """torch.save's C++ writer turns an exception raised inside it into its own RuntimeError ("unexpected pos"), so a
-    SIGTERM there ended a Ray run with exit 1 and a torch error: it is now raised after the write, as SIGTERM."""
-    from python_trainer.base import signals
-
-    written = []
-    with signals.signal_policy():
-        with pytest.raises(signals.Interrupted) as raised:
-            with signals.signals_deferred():
-                os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside the write
-                written.append("whole")
-    assert written == ["whole"] and raised.value.signum == signal.SIGTERM
-
-
-def test_a_later_signal_during_a_stuck_stop_prints_where_each_thread_waits(monkeypatch, capfd):
-    """A stop that hangs (a clean-up waiting on something) is reported where it waits: a signal that comes long after
-    the first prints every thread's stack; an impatient second Ctrl-C gets the one-line note alone."""
-    from python_trainer.base import signals
-
-    with signals.signal_policy():
-        with pytest.raises(signals.Interrupted):
-            os.kill(os.getpid(), signal.SIGINT)
-            wait_for(lambda: False, 10, "interruption by SIGINT")
-        with signals.hold_signals():  # the clean-up on the way out
-            os.kill(os.getpid(), signal.SIGTERM)  # soon after the first: the note only
-            monkeypatch.setattr(signals._Policy, "received_at", signals._Policy.received_at - 60)
-            os.kill(os.getpid(), signal.SIGTERM)  # a minute after it: the note and the stacks
-    err = capfd.readouterr().err
-    assert err.count("SIGTERM received: already stopping") == 2, err
-    assert err.count("still stopping 60 s after the first signal; where each thread waits:") == 1, err
-    assert "test_a_later_signal_during_a_stuck_stop_prints_where_each_thread_waits" in err, err

@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from helpers import CLEANRL_TAGS, REPO, descendants, end, read_scalars, run_dirs, train_argv, wait_for, wait_gone
+from helpers import (CLEANRL_TAGS, REPO, communicate_after_signal, descendants, end, read_scalars, run_dirs, train_argv,
+                     wait_for, wait_gone)
 from python_trainer.run import train
 from python_trainer.variants import trained_agent
 from python_trainer.checkpoint import load_checkpoint
@@ -44,7 +45,7 @@ def test_ctrl_c_saves_a_checkpoint_and_leaves_no_godot_process(tmp_path, headles
         wait_for(first_update, 120, "first checkpoint", proc)
         assert games, "the trainer started no game process"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        _, err = communicate_after_signal(proc)
     finally:
         end(proc)
     assert proc.returncode == 130, err

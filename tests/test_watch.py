@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, end, no_display_env, processes_mentioning, train_argv, wait_for, wait_gone, xvfb_pid
+from helpers import (REPO, communicate_after_signal, end, no_display_env, processes_mentioning, train_argv, wait_for,
+                     wait_gone, xvfb_pid)
 from python_trainer import cli
 from python_trainer.envs import xvfb
 from python_trainer.engine.watcher import start_policy_watcher
@@ -63,7 +64,7 @@ def test_watch_window_ends_when_training_is_stopped_or_killed(tmp_path, headless
         games = processes_mentioning(f"--policy={tmp_path}")  # the watched game
         assert games
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
+        _, err = communicate_after_signal(proc) if sig == signal.SIGTERM else proc.communicate(timeout=60)
     finally:
         end(proc)
     assert proc.returncode == (128 + sig if sig == signal.SIGTERM else -sig), err[-3000:]

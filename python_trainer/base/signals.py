@@ -6,8 +6,9 @@ directly) makes each of them raise `Interrupted` (a KeyboardInterrupt) in the ma
 completed update and the --resume hint; every command: its Godot instances closed). A signal that is ignored when
 the command starts (SIG_IGN: `cmd &` in a script ignores SIGINT, `nohup` SIGHUP) stays ignored. Only the first
 signal interrupts; later ones are noted and do not cut the clean-up (the checkpoint being written) short
-(`hold_signals`; one that comes STUCK_AFTER_S after the first also prints where each thread waits), and a first
-one that arrives while a checkpoint is written is raised once it is whole (`signals_deferred`). Exit status: 130
+(`hold_signals`; one that comes STUCK_AFTER_S after the first also prints where each thread waits), a first
+one that arrives while a checkpoint is written is raised once it is whole (`signals_deferred`), and one that arrives
+inside the standard library's locking code is raised once out of it (`_raise_where_safe`). Exit status: 130
 for SIGINT, 128 + N for signal N (143 SIGTERM, 129 SIGHUP) where a command's Ctrl-C status is 130 (train,
 profile); `launch` and `play`, whose normal stop is Ctrl-C, exit 0.
 
@@ -17,7 +18,9 @@ Below every other module: the commands import it, and nothing imports the comman
 import contextlib
 import faulthandler
 import os
+import queue
 import signal
+import sys
 import threading
 import time
 
@@ -25,6 +28,58 @@ ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # A later signal this long after the first means the stop itself is stuck: that signal also prints where each thread
 # waits, so a hang can be reported (a person's impatient second Ctrl-C, sooner, gets the one-line note only).
 STUCK_AFTER_S = 15.0
+
+
+# CPython runs a signal handler between two bytecodes, so the exception it raises can cut the standard library's own
+# locking code anywhere: right after Condition.__enter__ took its lock but before the caller's `with` holds it, or
+# in Event.set between its flag and its notify. The lock then stays held (a loop of `with condition: pass` interrupted
+# by SIGINT leaves it held about one time in two), and the clean-up after the signal hangs on it forever: a
+# TensorBoard writer's close waits on its queue's lock, a thread on an Event that was never notified. So a signal that
+# arrives in that code is raised at the next call or return outside it (a profile function sees each), as if that call
+# had raised it, but never as a call of __exit__; or where that code blocks: Condition.wait and
+# Thread.join's wait undo themselves, so a signal can always end a wait. A second signal does not wait.
+_LOCK_CODE = frozenset({threading.__file__, queue.__file__})
+_THIS_FILE = __file__  # the handler's own frames, which the profile function sees too, are not where to raise
+_BLOCKING_WAITS = frozenset({"wait", "_wait_for_tstate_lock"})
+_WITH_CALLS = frozenset({"__enter__", "__exit__"})
+
+
+def _in_lock_code(frame) -> bool:
+    if frame is None:
+        return False
+    code = frame.f_code
+    return code.co_filename in _LOCK_CODE or code.co_name in _WITH_CALLS or code.co_filename == _THIS_FILE
+
+
+def _is_blocking_wait(frame) -> bool:
+    return frame.f_code.co_filename in _LOCK_CODE and frame.f_code.co_name in _BLOCKING_WAITS
+
+
+def _raise_where_safe(signum: int) -> None:
+    """Profile the main thread until ``signum`` can be raised (the comment above), and raise it there."""
+
+    def at_calls(frame, event, arg):
+        if event == "call":  # ``frame``: the called function's
+            safe = _is_blocking_wait(frame) or (not _in_lock_code(frame.f_back) and frame.f_code.co_name != "__exit__")
+        elif event == "c_call":  # ``frame``: the caller's; ``arg``: the C function
+            safe = not _in_lock_code(frame) and getattr(arg, "__name__", None) != "__exit__"
+        elif event == "return":
+            safe = not (_in_lock_code(frame) or _in_lock_code(frame.f_back))
+        else:
+            safe = False
+        if safe:
+            _stop_waiting()
+            _Policy.received, _Policy.received_at = signum, time.monotonic()
+            if not _Policy.holding:
+                raise Interrupted(signum)
+
+    _Policy.waiting = True
+    sys.setprofile(at_calls)
+
+
+def _stop_waiting() -> None:
+    sys.setprofile(None)
+    _Policy.waiting = False
 
 
 class Interrupted(KeyboardInterrupt):
@@ -41,9 +96,16 @@ class _Policy:
     received = None  # the first ending signal, once one arrived
     received_at = 0.0  # its time.monotonic()
     holding = 0  # hold_signals() blocks: signals are noted, not raised
+    waiting = False  # a signal waits to be raised outside the locking code (_raise_where_safe)
 
 
 def _handler(signum, frame):
+    if _Policy.waiting:
+        _stop_waiting()  # a second signal while the first waits: raised at once
+    elif _Policy.received is None and not _Policy.holding and sys.getprofile() is None:  # (a profiler's stays)
+        if _in_lock_code(frame) and not _is_blocking_wait(frame):
+            _raise_where_safe(signum)
+            return
     if _Policy.received is None:
         _Policy.received, _Policy.received_at = signum, time.monotonic()
         if not _Policy.holding:

@@ -45,6 +45,8 @@ _WITH_CALLS = frozenset({"__enter__", "__exit__"})
 
 
 def _in_lock_code(frame) -> bool:
+    """Whether ``frame`` is where a signal must not be raised: the locking code, an __enter__ or __exit__, or this
+    module's own handler."""
     if frame is None:
         return False
     code = frame.f_code

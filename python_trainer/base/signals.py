@@ -57,31 +57,27 @@ def _is_blocking_wait(frame) -> bool:
     return frame.f_code.co_filename in _LOCK_CODE and frame.f_code.co_name in _BLOCKING_WAITS
 
 
-def _raise_where_safe(signum: int) -> None:
-    """Profile the main thread until ``signum`` can be raised (the comment above), and raise it there."""
-
-    def at_calls(frame, event, arg):
-        if event == "call":  # ``frame``: the called function's
-            safe = _is_blocking_wait(frame) or (not _in_lock_code(frame.f_back) and frame.f_code.co_name != "__exit__")
-        elif event == "c_call":  # ``frame``: the caller's; ``arg``: the C function
-            safe = not _in_lock_code(frame) and getattr(arg, "__name__", None) != "__exit__"
-        elif event == "return":
-            safe = not (_in_lock_code(frame) or _in_lock_code(frame.f_back))
-        else:
-            safe = False
-        if safe:
-            _stop_waiting()
-            _Policy.received, _Policy.received_at = signum, time.monotonic()
-            if not _Policy.holding:
-                raise Interrupted(signum)
-
-    _Policy.waiting = True
-    sys.setprofile(at_calls)
+def _raise_where_safe(frame, event, arg) -> None:
+    """The main thread's profile function while a signal waits (the comment above): raises it at the first safe
+    call or return."""
+    if event == "call":  # ``frame``: the called function's
+        safe = _is_blocking_wait(frame) or (not _in_lock_code(frame.f_back) and frame.f_code.co_name != "__exit__")
+    elif event == "c_call":  # ``frame``: the caller's; ``arg``: the C function
+        safe = not _in_lock_code(frame) and getattr(arg, "__name__", None) != "__exit__"
+    else:
+        safe = event == "return" and not (_in_lock_code(frame) or _in_lock_code(frame.f_back))
+    if safe:
+        signum = _stop_waiting()
+        _Policy.received, _Policy.received_at = signum, time.monotonic()
+        if not _Policy.holding:
+            raise Interrupted(signum)
 
 
-def _stop_waiting() -> None:
+def _stop_waiting() -> int:
+    """The signal that waited; the profile function is off."""
     sys.setprofile(None)
-    _Policy.waiting = False
+    signum, _Policy.waiting = _Policy.waiting, None
+    return signum
 
 
 class Interrupted(KeyboardInterrupt):
@@ -98,15 +94,16 @@ class _Policy:
     received = None  # the first ending signal, once one arrived
     received_at = 0.0  # its time.monotonic()
     holding = 0  # hold_signals() blocks: signals are noted, not raised
-    waiting = False  # a signal waits to be raised outside the locking code (_raise_where_safe)
+    waiting = None  # a signal that waits to be raised outside the locking code (_raise_where_safe)
 
 
 def _handler(signum, frame):
-    if _Policy.waiting:
+    if _Policy.waiting is not None:
         _stop_waiting()  # a second signal while the first waits: raised at once
     elif _Policy.received is None and not _Policy.holding and sys.getprofile() is None:  # (a profiler's stays)
         if _in_lock_code(frame) and not _is_blocking_wait(frame):
-            _raise_where_safe(signum)
+            _Policy.waiting = signum
+            sys.setprofile(_raise_where_safe)
             return
     if _Policy.received is None:
         _Policy.received, _Policy.received_at = signum, time.monotonic()

@@ -272,3 +272,16 @@ def test_a_run_killed_after_its_pool_moved_on_resumes_with_a_window_of_one(headl
     resumed = torch.load(run_dir / "checkpoint.pt", weights_only=True)["rollouts"]
     assert resumed["steps"] == 2560 and [p["step"] for p in resumed["pool"]] == [2560]
     assert files(run_dir) == sorted({snap(2560), resumed["opponent"]["file"]})  # the killed run's extra files went
+
+
+def test_self_play_learns_on_every_instances_agents(headless_export, tmp_path, capsys):
+    # pong's 16 paddles per instance, 2 instances: team 0 is 8 paddles in each, 16 in all (before, instance 0's 8
+    # learned and instance 1's steps were thrown away: 8 x 16 = 128 learner steps per update)
+    root = tmp_path / "runs"
+    assert train.main(["--env-id", "pong", "--num-instances", "2", "--self-play", "--num-steps", "16",
+                       "--total-timesteps", "256", "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "self-play: team 0 learns (16 agents)" in out, out
+    (run_dir,) = root.iterdir()
+    assert [e.step for e in event_accumulator(run_dir).Scalars("self_play/elo")] == [256]  # one update of 16 x 16
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["rollouts"]["steps"] == 256

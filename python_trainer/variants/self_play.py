@@ -1,7 +1,7 @@
 """--self-play: a two-sided game's learning team plays against snapshots of its own past policy (ML-Agents' ghost trainer).
 
 The game's agents play one policy in two teams (each controller's ``policy_name`` the same, its ``team`` 0 or 1, sent
-in env_info's ``agent_teams``). `SelfPlayRollouts` fills ppo.py's rollouts slot: each rollout is collected with two
+in env_info's ``agent_teams``; a team is its agents in every instance). `SelfPlayRollouts` fills ppo.py's rollouts slot: each rollout is collected with two
 routes (policies.collect_routes), the learner's agents acting with the current policy into the learner's buffer, and
 the other team's agents acting with a frozen snapshot into a buffer nobody trains on. Around the collection it keeps:
 
@@ -109,6 +109,13 @@ def teams_of(env_info: dict, env_id: str) -> tuple[np.ndarray, np.ndarray]:
     return zero, one
 
 
+def agents_info(base) -> dict:
+    """The env_info of all of ``base``'s agents: its vector env's instances' together (GodotVecEnv.agents_env_info),
+    so that the teams cover every instance; ``base.env_info`` where the env has no instances of its own."""
+    merged = getattr(base.envs, "agents_env_info", None)
+    return merged() if callable(merged) else base.env_info
+
+
 class _FrozenNormalizer:
     """The opponent's normaliser: its snapshot's observation statistics, never updated; its rewards are not trained on."""
 
@@ -129,7 +136,7 @@ class SelfPlayRollouts(Rollouts):
     def __init__(self, base, args, run_dir):
         self.base, self.envs, self.args = base, base.envs, args
         self.env_id = args.env_id
-        self.teams = teams_of(base.env_info, args.env_id)
+        self.teams = teams_of(agents_info(base), args.env_id)  # every instance's agents, not instance 0's alone
         self.pool_dir = Path(run_dir) / POOL_DIR
         self.num_envs = int(self.teams[0].size)
         self.single_observation_space = base.single_observation_space

@@ -30,7 +30,7 @@ from python_trainer.base.flags import (parse_flags,
 from python_trainer.base.signals import signal_policy, signum_of
 from python_trainer.engine.watcher import WATCH_FPS
 from python_trainer.envs.editor import DEFAULT_EDITOR_PORT
-from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
+from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError, WorkerLostError
 from python_trainer.envs.frame_stack import FrameStackArgs
 from python_trainer.envs.game import GameError
 from python_trainer.envs.gym_env import MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
@@ -152,7 +152,8 @@ def main(argv=None) -> int:
             return TrainingRun(args, explicit_fields(argv, Args), Args).run()
         except (UnknownEnvError, UnsupportedSpaceError, MissingDependencyError, GameError) as e:
             raise UserError(str(e)) from None
-        except (InstanceStartError, InstanceCrashedError, GodotConnectionError, OSError) as e:  # before training
+        except (InstanceStartError, InstanceCrashedError, WorkerLostError, GodotConnectionError,
+                OSError) as e:  # before training (WorkerLostError: --async's collector, a Ray worker)
             quiet_closed_stdout()
             if getattr(e, "errno", None) == errno.EADDRINUSE:  # the launcher binds port 0: no free local port left
                 e = f"{e} (while opening a local port for a game instance: are the ephemeral ports used up?)"

@@ -40,24 +40,30 @@ import pickle
 import queue
 import select
 import signal
+import socket
+import struct
 import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import numpy as np
 import torch
 
-from python_trainer.base.flags import GoesWith, aliases, at_least, flag, in_range
+from python_trainer.base import bounds
+from python_trainer.base.flags import GoesWith, aliases, flag, in_range
 from python_trainer.base.processes import describe_exit, die_with_parent, lower_priority
-from python_trainer.base.signals import signals_deferred
 from python_trainer.envs.failures import WorkerLostError
 from python_trainer.rollout import Rollouts, RolloutBuffer
 from python_trainer.variants.ray_worker import RolloutWorker, write_fragment
 
 ASYNC = GoesWith("async_rl", "asynchronous collection", "--async")
 CLOSE_TIMEOUT_S = 30.0  # the collector's games end within this once asked (it is then terminated, then killed)
+CLOSE_SILENCE_S = 3.0  # a collector that sends nothing for this long while it closes is stopped or stuck: killed
+HEARTBEAT_S = 1.0  # the collector says it is alive this often (at most a quarter of --step-timeout)
+TERM_GRACE_S = 2.0  # a collector that does not close: SIGTERM (its launcher ends its games), then SIGKILL after this
 REFRESH_ROWS = 8192  # rows per forward pass of refresh_values (a camera game's images become floats a block at a time)
 
 
@@ -67,8 +73,11 @@ class AsyncArgs:
     """collect the next rollout while the learner updates on the last one (Sample Factory's asynchronous RL): the
     games never wait for an update, and each rollout is collected with the weights from before it (see
     --max-policy-lag); on this machine the games and their collection then run in a child process"""
-    max_policy_lag: int = flag(1, at_least(1, "an integer >= 1 (updates)", "1"), goes_with=ASYNC)
-    """with --async: how many rollouts are asked for ahead of the learner, so how many updates old a sample may be"""
+    max_policy_lag: int = flag(1, in_range(1, bounds.POLICY_LAG.value, f"an integer from 1 to {bounds.POLICY_LAG.value} "
+                                           "(updates; each is a rollout held and collected ahead)", "1"),
+                               goes_with=ASYNC)  # fmt: skip
+    """with --async: how many rollouts are asked for ahead of the learner, so how many updates old a sample may be
+    (at most 8: the rollouts asked ahead are dropped when the run evaluates or ends)"""
     learner_nice: int = flag(10, in_range(0, 19, "an integer from 0 to 19 (Linux's nice)", "10"), goes_with=ASYNC)
     """with --async: the learner's niceness once its collection has started, so that where the update and the
     collection want the same cores, the collection (the games and their acting) takes them first and the update
@@ -128,7 +137,12 @@ class LocalAsyncRollouts(Rollouts):
     def __init__(self, game, env_kwargs: dict, args, max_policy_lag: int = 1):
         self.max_policy_lag = max_policy_lag
         ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: forking torch's threads is not safe
-        self._conn, child = ctx.Pipe()
+        self._conn, child = ctx.Pipe()  # a socket pair: the learner frames its messages itself, with deadlines
+        self._sock = socket.socket(fileno=os.dup(self._conn.fileno()))
+        # the longest the collector may say nothing while it is waited for: until its first word (its interpreter
+        # starts, imports torch), the games' start budget; then --step-timeout
+        self._silence, self._silence_flag = float(args.connect_timeout), "--connect-timeout"
+        self._logs = Path(env_kwargs["run_dir"]) / "logs" if env_kwargs.get("run_dir") else None
         self._proc = ctx.Process(target=_serve, args=(child, os.getpid(), game, env_kwargs, asdict(args)),
                                  name="godot-ppo collector", daemon=True)  # fmt: skip
         self._proc.start()
@@ -136,12 +150,15 @@ class LocalAsyncRollouts(Rollouts):
         self._env_params: dict = {}
         self.ahead = AskedAhead(max_policy_lag)  # (each answer comes down the pipe in the order asked)
         self._started = self._closed = False
+        self._cut = False  # a message was cut (a signal during its read or write): the pipe cannot be trusted
+        self._silent = False  # the collector said nothing for --step-timeout: stopped or stuck
         try:
-            info = self._call("start")
+            info = self._call("start", what="its games to start")
         except BaseException:
             self.close()
             raise
         self._started = True
+        self._silence, self._silence_flag = float(args.step_timeout), "--step-timeout"
         self.niceness = lower_priority(args.learner_nice)  # the collector and its games keep theirs
         self.num_envs = info["num_envs"]
         self.single_observation_space, self.single_action_space = info["observation_space"], info["action_space"]
@@ -157,7 +174,7 @@ class LocalAsyncRollouts(Rollouts):
 
     def warm_up(self, bonus, steps: int, seed: int) -> None:
         """RND's warm-up on the collector's games; their moments go into ``bonus``'s statistics."""
-        moments = self._call("warm_up", steps, bonus.obs_rms.mean.shape[0])
+        moments = self._call("warm_up", steps, bonus.obs_rms.mean.shape[0], what="RND's warm-up")
         if moments is not None:
             bonus.obs_rms.update_from_moments(*moments)
 
@@ -169,7 +186,7 @@ class LocalAsyncRollouts(Rollouts):
         normalised into ``normalizer``; then ask for the next ones, with the weights and statistics as they are."""
         ask = lambda: self._send("collect", rollout_params(agent, normalizer, bonus, self._env_params))  # noqa: E731
         self.ahead.take(ask)
-        frag = self._receive()
+        frag = self._answer("a rollout")
         buf.episodes = []
         write_fragment(buf, normalizer, frag, slice(None))
         buf.policy_s, buf.env_wait_s, buf.group_steps = frag["timing"]
@@ -181,65 +198,143 @@ class LocalAsyncRollouts(Rollouts):
         return self.ahead.scalars()
 
     def evaluate(self, act: Callable, num_episodes: int, seed: int) -> list[float]:
-        """The deterministic evaluation on the collector's games, once the rollouts asked for are in (dropped)."""
-        for _ in self.ahead.drop():
-            self._receive()  # (each answer comes down the pipe in the order asked)
-        return self._call("evaluate", act, num_episodes, seed)
+        """The deterministic evaluation on the collector's games, once the rollouts asked for ahead are dropped (the
+        one it is collecting ends first; the evaluation resets the games)."""
+        self._drop()
+        return self._call("evaluate", act, num_episodes, seed, what=f"the evaluation's {num_episodes} episodes")
+
+    def _drop(self) -> int:
+        """Forget the rollouts asked for ahead: the collector drops those it has not begun, and its answers up to
+        the drop's are read and thrown away (each answer comes down the pipe in the order asked). Returns how many
+        it dropped unbegun."""
+        if not self.ahead.drop():
+            return 0
+        self._send("drop")
+        while True:
+            status, value = self._receive("the rollouts asked ahead to be dropped")
+            if status == "dropped":
+                return value
 
     def set_env_params(self, values: dict) -> None:
         """The games get ``values`` with the next rollout asked for (the one already asked for plays the old)."""
         self._env_params = {**self._env_params, **values}
 
     def close(self) -> None:
-        """Ask the collector to end its games, then terminate it (SIGTERM: its launcher ends the games), then kill."""
+        """Ask the collector to end its games (the rollouts asked ahead and not begun are dropped, the one begun
+        ends), then terminate it (SIGTERM: its launcher ends the games), then kill. A collector that says nothing
+        for CLOSE_SILENCE_S (stopped, stuck) or whose pipe was cut is terminated at once."""
         proc = self._proc
         if self._closed:
             return
         self._closed = True
         deadline = time.monotonic() + CLOSE_TIMEOUT_S
-        try:
-            self._send("close")
-        except WorkerLostError:
-            pass  # it is ending already
-        _drain(self._conn, deadline)  # the answers to rollouts asked ahead, unread, would block its sends forever
-        proc.join(max(0.0, deadline - time.monotonic()))
+        ended = False
+        if not (self._cut or self._silent) and proc.is_alive():
+            try:
+                self._send("close", silence=CLOSE_SILENCE_S)
+                ended = _drain(self._sock, deadline)  # its unread answers would block its sends: read, dropped
+            except WorkerLostError:
+                pass  # it is ending already, or silent
+        if ended:
+            proc.join(max(0.0, deadline - time.monotonic()))
         if proc.is_alive():
             proc.terminate()
-            proc.join(10)
+            if proc.pid is not None:
+                _signal(proc.pid, signal.SIGCONT)  # a stopped collector (SIGSTOP) gets its SIGTERM
+            proc.join(TERM_GRACE_S)
         if proc.is_alive():
             proc.kill()
             proc.join()
+        self._sock.close()
         self._conn.close()
 
     # --------------------------------------------------------------------------------------------------- the pipe
-    def _call(self, method: str, *args):
+    def _call(self, method: str, *args, what: str):
         self._send(method, *args)
-        return self._receive()
+        return self._answer(what)
 
-    def _send(self, method: str, *args) -> None:
-        try:
-            with signals_deferred():  # a message cut by Ctrl-C would leave the pipe out of step
-                self._conn.send_bytes(_dumps((method, args)))
-        except (OSError, ValueError):
-            raise self._gone() from None
-
-    def _receive(self):
-        try:
-            self._conn.poll(None)  # the wait, which Ctrl-C may end; then the message, read whole
-            with signals_deferred():
-                status, value = pickle.loads(self._conn.recv_bytes())
-        except (EOFError, OSError):
-            raise self._gone() from None
+    def _answer(self, what: str):
+        """The answer to the oldest call (``what`` the learner waits for), heartbeats skipped; the collector's error
+        raised."""
+        status, value = self._receive(what)
         if status == "error":
             raise value
         return value
 
+    def _receive(self, what: str) -> tuple:
+        """The next (status, value) that is not a heartbeat. WorkerLostError when the collector ends, or says nothing
+        for --step-timeout (a heartbeat counts: the wait runs from the last word heard)."""
+        while True:
+            status, value = pickle.loads(self._read_frame(what))
+            if status != "beat":
+                return status, value
+
+    def _send(self, method: str, *args, silence: Optional[float] = None) -> None:
+        """One call, written whole with multiprocessing's framing (the collector reads it with recv_bytes); the
+        collector must take some of it within ``silence`` (--step-timeout) each time the pipe is full."""
+        data = _dumps((method, args))
+        header = struct.pack("!i", len(data)) if len(data) <= 0x7FFFFFFF else struct.pack("!iQ", -1, len(data))
+        view, limit = memoryview(header + data), self._silence if silence is None else silence
+        self._cut = True  # until the whole message is written
+        while view:
+            try:
+                if not select.select([], [self._sock], [], limit)[1]:
+                    raise self._silent_error(f"to take the call {method!r}", limit)
+                view = view[self._sock.send(view, socket.MSG_DONTWAIT):]
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                raise self._gone() from None
+        self._cut = False
+
+    def _read_frame(self, what: str) -> bytes:
+        """One message's bytes, each part within --step-timeout of the last (a signal may end the wait)."""
+        self._cut = True  # until the whole message is read
+        (size,) = struct.unpack("!i", self._read_exact(4, what))
+        if size == -1:
+            (size,) = struct.unpack("!Q", self._read_exact(8, what))
+        data = self._read_exact(size, what)
+        self._cut = False
+        return data
+
+    def _read_exact(self, size: int, what: str) -> bytes:
+        parts, left = [], size
+        while left:
+            try:
+                if not select.select([self._sock], [], [], self._silence)[0]:
+                    raise self._silent_error(f"for {what}", self._silence)
+                chunk = self._sock.recv(min(left, 1 << 22))
+            except InterruptedError:
+                continue
+            except OSError:
+                raise self._gone() from None
+            if not chunk:
+                raise self._gone()
+            parts.append(chunk)
+            left -= len(chunk)
+        return b"".join(parts)
+
+    def _silent_error(self, what: str, seconds: float) -> WorkerLostError:
+        self._silent = True
+        return WorkerLostError(
+            f"the collector process {self._proc.pid} said nothing for {seconds:g} s while the learner waited {what} "
+            f"({self._silence_flag} {self._silence:g}; it says it is alive while it runs): it "
+            f"is stopped or stuck{self._where_logs()}")  # fmt: skip
+
     def _gone(self) -> WorkerLostError:
         self._proc.join(5)
-        started = "" if self._started else (" (a script that calls godot-ppo must start it under "
-                                             "`if __name__ == '__main__':`: --async's process imports the script again)")
-        return WorkerLostError(f"the collector process {self._proc.pid} ended ({describe_exit(self._proc.exitcode)})"
-                               f"{started}: its games' logs are in RUN_DIR/logs/")  # fmt: skip
+        code = self._proc.exitcode
+        when = "" if self._started else " before its games started"
+        hint = ""
+        if not self._started and code == 1:  # what a script without the guard gets (its process prints the cause)
+            hint = (" (a script that calls godot-ppo must start it under `if __name__ == '__main__':`: --async's "
+                    "process imports the script again)")  # fmt: skip
+        return WorkerLostError(f"the collector process {self._proc.pid} ended{when} ({describe_exit(code)}){hint}"
+                               f"{self._where_logs()}")  # fmt: skip
+
+    def _where_logs(self) -> str:
+        """Where its games' logs are, once they started (a start that failed leaves no run folder)."""
+        return f"; its games' logs are in {self._logs}" if self._started and self._logs is not None else ""
 
 
 def refresh_values(agent, buf: RolloutBuffer) -> None:
@@ -269,16 +364,31 @@ def rollout_params(agent, normalizer, bonus, env_params) -> dict:
     return params
 
 
-def _drain(conn, deadline: float) -> None:
-    """Read and drop whatever the collector still sends, as raw bytes (a message cut short leaves no frame to trust),
-    until it closes its end or ``deadline`` (time.monotonic) passes."""
-    fd = conn.fileno()
+def _drain(sock, deadline: float) -> bool:
+    """Read and drop whatever the collector still sends, as raw bytes, until it closes its end (True), says nothing
+    for CLOSE_SILENCE_S (it sends a heartbeat every second while it lives) or ``deadline`` (time.monotonic) passes."""
     while (remaining := deadline - time.monotonic()) > 0:
         try:
-            if not select.select([fd], [], [], remaining)[0] or not os.read(fd, 1 << 20):
-                return  # nothing more within the deadline, or its end is closed
+            if not select.select([sock], [], [], min(remaining, CLOSE_SILENCE_S))[0]:
+                return False  # silent: stopped or stuck
+            if not sock.recv(1 << 20):
+                return True  # its end is closed
+        except InterruptedError:
+            continue
         except OSError:
-            return
+            return True
+    return False
+
+
+def _signal(pid: int, sig) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def _heartbeat_s(step_timeout: float) -> float:
+    return min(HEARTBEAT_S, step_timeout / 4)
 
 
 def _numpy_state(module) -> dict:
@@ -296,27 +406,59 @@ def _serve(conn, parent_pid, game, env_kwargs, args) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's: it checkpoints, then closes us
     worker = RolloutWorker(0, game, env_kwargs, args, None, node=("local", "127.0.0.1"))
     calls: queue.Queue = queue.Queue()  # read by a thread, so that the learner's sends never wait for a rollout
+    sending = threading.Lock()  # the answers and the heartbeats share the pipe
     threading.Thread(target=_read_calls, args=(conn, calls), daemon=True).start()
+    threading.Thread(target=_beat, args=(conn, sending, _heartbeat_s(args["step_timeout"])), daemon=True).start()
     try:
         while True:
             method, call_args = calls.get()
             if method == "close":
                 break
-            try:
-                answer = ("ok", getattr(worker, method)(*call_args))
-            except BaseException as e:  # the learner raises it
-                answer = ("error", _portable(e))
-            conn.send_bytes(_dumps(answer))
+            if method == "drop":  # the calls asked ahead were dropped from the queue: say where the answers end
+                answer = ("dropped", call_args[0])
+            else:
+                try:
+                    answer = ("ok", getattr(worker, method)(*call_args))
+                except BaseException as e:  # the learner raises it
+                    answer = ("error", _portable(e))
+            with sending:
+                conn.send_bytes(_dumps(answer))
     finally:
         worker.close()
 
 
 def _read_calls(conn, calls: queue.Queue) -> None:
+    """The learner's calls into ``calls``; "drop" and "close" first empty it of the rollouts asked ahead."""
     while True:
         try:
-            calls.put(pickle.loads(conn.recv_bytes()))
+            method, call_args = pickle.loads(conn.recv_bytes())
         except Exception:  # the learner is gone (or its message was cut): end as if asked
-            calls.put(("close", ()))
+            method = "close"
+        if method in ("drop", "close"):
+            dropped = 0
+            while True:
+                try:
+                    calls.get_nowait()
+                    dropped += 1
+                except queue.Empty:
+                    break
+            calls.put((method, (dropped,)))
+            if method == "close":
+                return
+        else:
+            calls.put((method, call_args))
+
+
+def _beat(conn, sending: threading.Lock, every: float) -> None:
+    """A heartbeat every ``every`` seconds while the process lives: the learner's wait for an answer runs from the
+    last word heard (a rollout or an evaluation may take long; a stopped or stuck collector says nothing)."""
+    beat = _dumps(("beat", None))
+    while True:
+        time.sleep(every)
+        try:
+            with sending:
+                conn.send_bytes(beat)
+        except Exception:
             return
 
 

@@ -143,18 +143,6 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
                 line += f" (its log: {applied!r}: physics ticks/s, time scale, speedup taken)"
         return line
 
-    def agents_env_info(self) -> dict:
-        """env_info over every instance's agents, in the batch's order: each per-agent list (agent_policy_names,
-        agent_teams, per-agent spaces) of the instances concatenated, n_agents their sum (``env_info`` is instance 0's,
-        which describes only its own agents)."""
-        infos = [inst.env_info for inst in self.launcher.instances]
-        merged = dict(infos[0], n_agents=self.num_envs)
-        for key in ("observation_space", "action_space", "agent_policy_names", "agent_teams"):
-            parts = [info.get(key) for info in infos]
-            if any(isinstance(p, list) for p in parts):  # one that lacks the list lacks it for all (teams_of says so)
-                merged[key] = [x for p in parts for x in p] if all(isinstance(p, list) for p in parts) else None
-        return merged
-
     # ---------------------------------------------------------------- several policies
     def _set_spaces(self) -> None:
         """Each env's policy and the batch's spaces (`policy_batch.PolicyBatch`: one policy, or several)."""

@@ -110,10 +110,18 @@ def teams_of(env_info: dict, env_id: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def agents_info(base) -> dict:
-    """The env_info of all of ``base``'s agents: its vector env's instances' together (GodotVecEnv.agents_env_info),
-    so that the teams cover every instance; ``base.env_info`` where the env has no instances of its own."""
-    merged = getattr(base.envs, "agents_env_info", None)
-    return merged() if callable(merged) else base.env_info
+    """The env_info of all of ``base``'s agents, so that the teams cover every instance: each instance's per-agent
+    lists (agent_policy_names, agent_teams) one after the other, in the vector env's order (``base.env_info`` is
+    instance 0's alone); ``base.env_info`` itself where the env has no instances."""
+    launcher = getattr(base.envs, "launcher", None)  # (a FrameStack passes it on)
+    if launcher is None:
+        return base.env_info
+    infos = [inst.env_info for inst in launcher.instances]
+    merged = dict(infos[0], n_agents=sum(info["n_agents"] for info in infos))
+    for key in ("agent_policy_names", "agent_teams"):  # one instance without the list: none (teams_of says so)
+        parts = [info.get(key) for info in infos]
+        merged[key] = [x for p in parts for x in p] if all(isinstance(p, list) for p in parts) else None
+    return merged
 
 
 class _FrozenNormalizer:

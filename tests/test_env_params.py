@@ -253,3 +253,74 @@ def test_every_game_plays_its_defaults_as_before(headless_export):
     assert "ball_chase" in games and "forager" not in games
     runs = _default_runs(headless_export, games)
     assert {name: runs.get(name) for name in recorded} == recorded
+
+
+# ---------------------------------------------------------------------------------------------- fixed at start
+def test_a_curriculum_whose_first_lesson_sets_vision_to_0_trains_forager_on_the_vector_observation(
+        headless_export, tmp_path, monkeypatch, capsys):
+    """The values in force at start (a curriculum's first lesson, as --env-param's constants) go on the binary's
+    command line, so forager decides its observation with them: 11 vector values, no camera, headless. Before, the
+    env_params message came after the game had chosen its camera (3 + 36 x 36 x 3 values, run windowed)."""
+    monkeypatch.delenv("DISPLAY", raising=False)  # a camera would need a window: the vector baseline needs none
+    lessons = tmp_path / "vision.toml"
+    lessons.write_text('[[environment_parameters.vision.curriculum]]\nvalue = 0\n'
+                       'completion_criteria = { measure = "progress", threshold = 0.5 }\n'
+                       '[[environment_parameters.vision.curriculum]]\nvalue = 0\n'
+                       '[[environment_parameters.target_ahead.curriculum]]\nvalue = 1\n'
+                       'completion_criteria = { measure = "progress", threshold = 0.5 }\n'
+                       '[[environment_parameters.target_ahead.curriculum]]\nvalue = 0.5\n')  # fmt: skip
+    root = tmp_path / "runs"
+    assert train.main(["--env-id", "forager", "--curriculum", str(lessons), "--num-instances", "1",
+                       "--agents-per-instance", "2", "--num-steps", "16", "--total-timesteps", "64",
+                       "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
+    assert "lesson 1" in capsys.readouterr().out  # target_ahead's lesson moved on; vision's value stayed 0
+    (run_dir,) = run_dirs(root)
+    ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=False)
+    assert ckpt["observation_space"]["shape"] == [11], ckpt["observation_space"]
+    policy = json.loads((run_dir / "policy.json").read_text())
+    assert policy.get("image") is None and policy["observation_size"] == 11
+    log = (run_dir / "logs" / "instance_0.log").read_text()
+    assert "--env_param=vision=0.0" in log and "--env_param=target_ahead=1.0" in log and "windowed" not in log
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--env-param", "vision=uniform(0,1)"], "--env-param vision=uniform(0,1): vision=uniform(0,1) is a sampler, but "
+     "forager fixes vision when its agents start (it shapes what they observe), so it cannot vary by episode: give it "
+     "one value, e.g. --env-param vision=0"),
+    (["--env-param", "vision=gaussian(0.5,0.2)"], "vision=gaussian(0.5,0.2) is a sampler, but forager fixes vision"),
+    ("later", "vision.toml:1: vision goes from 1 in lesson 0 to 0 in lesson 1, but forager fixes vision when its agents "
+     "start (it shapes what they observe), so no later lesson can change it: give it one value in every lesson, or use "
+     "--env-param vision=1 and drop it from the curriculum"),
+])  # fmt: skip
+def test_a_sampler_or_a_later_lesson_on_a_parameter_fixed_at_start_is_refused_in_one_line(
+        headless_export, tmp_path, capsys, flags, said):
+    if flags == "later":
+        lessons = tmp_path / "vision.toml"
+        lessons.write_text('[[environment_parameters.vision.curriculum]]\nvalue = 1\n'
+                           'completion_criteria = { measure = "progress", threshold = 0.5 }\n'
+                           '[[environment_parameters.vision.curriculum]]\nvalue = 0\n')  # fmt: skip
+        flags = ["--curriculum", str(lessons)]
+    root = tmp_path / "runs"
+    assert cli.main(["train", "--env-id", "forager", *flags, "--run-dir-root", str(root)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and "\n" not in err, err
+    assert not root.exists()  # refused before any game started or folder was made
+
+
+def test_the_game_refuses_a_message_that_changes_a_parameter_fixed_at_start(headless_export, capsys):
+    """The game's side (env_params.gd): a message may repeat a fixed parameter's value in force, never change it;
+    `godot-ppo envs` says which parameters are fixed."""
+    env = make_vec_env("forager", num_instances=1, agents_per_instance=2, extra_args=["--env_param=vision=0"])
+    try:
+        assert env.env_info["env_params"]["vision"] == {"default": 1.0, "min": 0.0, "max": 1.0, "fixed": True}
+        assert env.single_observation_space.shape == (11,)
+        env.set_env_params({"vision": 0.0, "target_ahead": 0.5})  # the value in force: taken
+        inst = env.launcher.instances[0]
+        with pytest.raises(GodotConnectionError):  # another value ends the game with one line
+            inst.conn.request("env_params", timeout=10, values={"vision": {"uniform": [0.0, 1.0]}})
+        assert ("rl_sync: error: environment parameter vision is fixed when the game starts (it shapes what the agents "
+                "observe), at 0: set it with --env_param=vision=VALUE") in inst.log_tail(20)
+    finally:
+        env.close()
+    assert game_commands.envs_main(["--env-id", "forager"]) == 0
+    assert "    vision: default 1, range [0, 1], fixed at start (--env-param only)\n" in capsys.readouterr().out

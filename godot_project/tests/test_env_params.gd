@@ -58,6 +58,24 @@ func test_values_are_checked_before_any_is_set() -> void:
 	check_eq([params.for_agent(0), params.for_agent(1)], [{"gap": 2.0}, {"gap": 0.5}], "shared and per-agent values")
 
 
+# A parameter declared "fixed" is set by --env_param (set_values) only: a message may repeat its value.
+func test_a_fixed_parameter_is_set_at_start_only() -> void:
+	var fixed := {"vision": {"default": 1.0, "min": 0.0, "max": 1.0, "fixed": true}}
+	check_eq(EnvParams.declared_in(_declaring(fixed)), fixed, "kept in the declaration")
+	check_eq(EnvParams.declared_in(_declaring({"gap": {"default": 1.0, "min": 0.5, "max": 3.0, "fixed": false}})),
+			DECLARED, "a false \"fixed\" is left out")
+	check(str(EnvParams.declared_in(_declaring({"v": {"default": 1, "min": 0, "max": 1, "fixed": 1}}))).find(
+			"not true or false") != -1, "a \"fixed\" that is not a bool")
+	var params := EnvParams.new(fixed, 2, 0)
+	check_eq(params.set_values({"vision": 0.0}), "", "the command line's value")
+	check_eq(params.apply_message({"values": {"vision": 0.0}}), "", "the value in force, again")
+	check(params.apply_message({"values": {"vision": 1.0}}).find("vision is fixed when the game starts") != -1,
+			"another value")
+	check(params.apply_message({"agent_values": [{}, {"vision": {"uniform": [0.0, 1.0]}}]}).find(
+			"not by the trainer's message ({\"uniform\"") != -1, "a sampler for one agent")
+	check_eq([params.for_agent(0), params.for_agent(1)], [{"vision": 0.0}, {"vision": 0.0}], "unchanged")
+
+
 # The defaults draw nothing; a sampler draws a new value for every episode of every agent, read back through
 # get_info() when each episode ends.
 func test_a_sampler_varies_per_episode_and_defaults_draw_nothing() -> void:

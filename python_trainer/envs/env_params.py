@@ -4,7 +4,9 @@ A game made with the rl_sync addon declares numbers its episodes read (a gap, a 
 a default and a range; the binary reports them in its one short query (``--list_envs``, our extension) and in every
 instance's env_info. A run gives a parameter a value (`Value`): a constant, or a sampler the game draws from at every
 episode of every agent (uniform or Gaussian, from a generator of the game's own, seeded by --env_seed). The game takes
-a value at each agent's next episode (the ``env_params`` message, `GodotVecEnv.set_env_params`). A game made with
+a value at each agent's next episode (the ``env_params`` message, `GodotVecEnv.set_env_params`); the constants in
+force at start also go on its command line (`binary_flags`). A parameter declared ``"fixed": true`` is read once, as
+the agents start: one constant for the run, or it is refused (`check_params`). A game made with
 godot_rl_agents' plugin has no parameters.
 
     --env-param gap_max=3.0   --env-param gap_max=uniform(2.6,3.4)   --env-param gap_max=gaussian(3.0,0.2)
@@ -143,7 +145,29 @@ def check_params(game, values: dict, where: dict) -> None:
             ends = value.args if value.kind != GAUSSIAN else value.args[:1]
             if any(not low <= v <= high for v in ends):
                 raise EnvParamError(f"{where[name]}: {name}={value} is outside its declared range [{low:g}, {high:g}]")
+        if declared[name].get("fixed"):
+            _check_fixed(game, name, given, where[name], declared[name])
     _check_pairs(declared, values, where)
+
+
+def _check_fixed(game, name: str, given: list, where: str, spec: dict) -> None:
+    """A parameter the game declares ``"fixed": true`` is read once, as its agents start (forager's vision chooses
+    their observation space): it takes one constant for the run, which goes on the games' command lines (binary_flags)
+    before env_info. A sampler, a lesson after the first that changes it, or, for the game the editor runs (started
+    with no flags), a value other than its default is refused."""
+    why = f"{game.env} fixes {name} when its agents start (it shapes what they observe)"
+    first = given[0]
+    if first.kind != CONSTANT:
+        raise EnvParamError(f"{where}: {name}={first} is a sampler, but {why}, so it cannot vary by episode: give it one "
+                            f"value, e.g. --env-param {name}={spec['min']:g}")  # fmt: skip
+    changed = next((k for k, value in enumerate(given) if value != first), None)
+    if changed is not None:
+        raise EnvParamError(f"{where}: {name} goes from {first} in lesson 0 to {given[changed]} in lesson {changed}, but "
+                            f"{why}, so no later lesson can change it: give it one value in every lesson, or use "
+                            f"--env-param {name}={first} and drop it from the curriculum")  # fmt: skip
+    if isinstance(game.export, EditorPlay) and first.args[0] != spec["default"]:
+        raise EnvParamError(f"{where}: {name}={first}, but {why}, and the game the Godot editor runs started with "
+                            f"{name}={spec['default']:g}: drop the setting, or train an export (without --editor)")
 
 
 def _check_pairs(declared: dict, values: dict, where: dict) -> None:
@@ -167,7 +191,8 @@ def _check_pairs(declared: dict, values: dict, where: dict) -> None:
 
 def describe(declared: dict) -> list[str]:
     """One line per declared parameter: name, default, range (`godot-ppo envs`)."""
-    return [f"{name}: default {p['default']:g}, range [{p['min']:g}, {p['max']:g}]" for name, p in sorted(declared.items())]
+    return [f"{name}: default {p['default']:g}, range [{p['min']:g}, {p['max']:g}]"
+            f"{', fixed at start (--env-param only)' if p.get('fixed') else ''}" for name, p in sorted(declared.items())]
 
 
 def wire_values(values: dict) -> dict:

@@ -199,6 +199,16 @@ def read(env_param_flags, curriculum_file) -> tuple[dict, dict]:
     return {**params, **flagged}, {**where, **flag_where}
 
 
+def start_values(params: dict, state: Optional[dict] = None) -> dict:
+    """name -> the Value in force as the games start: each parameter's first lesson, or the lesson of a resumed run's
+    checkpoint (its curriculum ``state``; one that does not fit is refused later, by Schedule.load_state_dict). They go
+    on the games' command lines as --env-param's constants do, before env_info (learners.env_kwargs)."""
+    lessons = (state or {}).get("lesson") or {}
+    at = {n: lessons.get(n, 0) if isinstance(lessons.get(n, 0), int) and 0 <= lessons.get(n, 0) < len(ls) else 0
+          for n, ls in params.items()}  # fmt: skip
+    return {name: params[name][at[name]].value for name in params}
+
+
 # ======================================================================================================================
 # The schedule: the lesson of each parameter, and the ended episodes that move it on
 # ======================================================================================================================

@@ -33,8 +33,10 @@ VIDEO_DIR = "videos"  # --capture-video's folder in the run folder, as CleanRL's
 # ======================================================================================================================
 # The rollouts
 # ======================================================================================================================
-def env_kwargs(args, game, global_step, run_dir):
-    """make_vec_env's options: every env gets num_envs/seed/run_dir, Godot games the instance options."""
+def env_kwargs(args, game, global_step, run_dir, start_values: Optional[dict] = None):
+    """make_vec_env's options: every env gets num_envs/seed/run_dir, Godot games the instance options.
+    ``start_values``: name -> env_params.Value in force as the games start (curriculum.start_values: --env-param's and
+    a curriculum's); None: --env-param's alone."""
     kwargs = {"num_envs": args.num_envs, "seed": args.seed + global_step, "run_dir": str(run_dir)}
     if args.frame_stack != 1:  # a camera game's K newest frames (a GameError for a game without a camera)
         kwargs["frame_stack"] = args.frame_stack
@@ -45,9 +47,11 @@ def env_kwargs(args, game, global_step, run_dir):
                       headless=not args.window)  # fmt: skip
         if args.copies != 1:
             kwargs["copies"] = args.copies
-        # --env-param's constants also go on the command line, so that env_info obeys them (forager's vision=0)
-        flagged, _ = from_flags(args.env_param or ())
-        extra = binary_flags({name: lessons[0].value for name, lessons in flagged.items()})
+        # the constants in force at start (--env-param's, a curriculum's lesson) also go on the command line, so that
+        # env_info obeys them (forager's vision=0: a parameter the game fixes at start, docs/env_params.md)
+        if start_values is None:
+            start_values = {name: lessons[0].value for name, lessons in from_flags(args.env_param or ())[0].items()}
+        extra = binary_flags(start_values)
         if extra:
             kwargs["extra_args"] = extra
         if args.speedup is not None:
@@ -61,10 +65,10 @@ def env_kwargs(args, game, global_step, run_dir):
     return kwargs
 
 
-def make_rollouts(args, game, global_step, run_dir):
+def make_rollouts(args, game, global_step, run_dir, start_values: Optional[dict] = None):
     """This machine's envs (LocalRollouts; with --async, LocalAsyncRollouts: in a child process, collecting while the
-    learner updates), or --ray-workers Ray workers with their own games (RayRollouts)."""
-    kwargs = env_kwargs(args, game, global_step, run_dir)
+    learner updates), or --ray-workers Ray workers with their own games (RayRollouts). ``start_values``: env_kwargs'."""
+    kwargs = env_kwargs(args, game, global_step, run_dir, start_values)
     if args.ray_address is not None:
         if isinstance(game, GodotGame):  # a game of several policies is refused before Ray starts (seconds, a GB)
             _refuse_ray_policies(args, _policy_names(game, args))

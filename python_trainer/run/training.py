@@ -134,7 +134,8 @@ class TrainingRun:
         envs there are; the sizes are checked against them, and a curriculum's lesson is set."""
         args, ckpt = self.args, self.ckpt
         self.lock = RunLock(self.run_dir, prefix="--resume " if ckpt else "")  # one training per run folder
-        rollouts = self.rollouts = make_rollouts(args, self.game, self.global_step, self.run_dir)
+        start = curriculum.start_values(self.params, (ckpt or {}).get("curriculum"))  # on the games' command lines
+        rollouts = self.rollouts = make_rollouts(args, self.game, self.global_step, self.run_dir, start)
         self.num_envs = rollouts.num_envs
         self.policy_set = policy_set_of(rollouts, args)  # a game with several policies: each one's batch must split too
         if ckpt and args.self_play:  # the pool, the ratings and the sides where the checkpoint left them

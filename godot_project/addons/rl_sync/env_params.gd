@@ -11,7 +11,10 @@ extends Reference
 #   {"type": "env_params", ...} the trainer's message (trainer_session.gd): "values" for every agent,
 #                               "agent_values" one Dictionary per agent; a value is a number or a
 #                               sampler, {"uniform": [lo, hi]} or {"gaussian": [mean, std]}
-# Both take effect at each agent's next episode. A sampler draws a new value for every episode from a
+# Both take effect at each agent's next episode. A parameter declared with "fixed": true is read once,
+# when each agent starts (it shapes what the agents observe, as forager's vision does): only
+# --env_param sets it; a message may repeat the value in force, never change it or give a sampler.
+# A sampler draws a new value for every episode from a
 # generator of its own (seeded by --env_seed and the agent's index); constants and defaults draw
 # nothing, so a game run with its defaults is the same, bit for bit, as one without parameters.
 # Nothing here quits or prints: errors come back as a String.
@@ -69,13 +72,19 @@ static func _declaration(entry):
 		if not typeof(entry.get(key)) in [TYPE_INT, TYPE_REAL]:
 			return "lacks a number \"%s\" (give {\"default\": D, \"min\": LO, \"max\": HI})" % key
 		spec[key] = float(entry[key])
+	if entry.has("fixed"):  # only a true "fixed" is kept: other declarations read as they always did
+		if typeof(entry["fixed"]) != TYPE_BOOL:
+			return "has a \"fixed\" that is not true or false"
+		if entry["fixed"]:
+			spec["fixed"] = true
 	if not (spec["min"] <= spec["default"] and spec["default"] <= spec["max"]):
 		return "has a default %s outside its range [%s, %s]" % [spec["default"], spec["min"], spec["max"]]
 	return spec
 
 
 static func _same(a: Dictionary, b: Dictionary) -> bool:
-	return a["default"] == b["default"] and a["min"] == b["min"] and a["max"] == b["max"]
+	return a["default"] == b["default"] and a["min"] == b["min"] and a["max"] == b["max"] \
+			and a.get("fixed", false) == b.get("fixed", false)
 
 
 # "" when `value` (a number, or a sampler Dictionary) may be given to `name`, else why not.
@@ -114,16 +123,33 @@ func names_text() -> String:
 
 
 # Sets `values` (name -> number or sampler) for agent `agent`, or for every agent when it is -1;
-# every value is checked before any is set. Returns "" or what is wrong.
-func set_values(values: Dictionary, agent: int = -1) -> String:
+# every value is checked before any is set. Returns "" or what is wrong. `message`: the trainer's
+# message, which may not change a fixed parameter.
+func set_values(values: Dictionary, agent: int = -1, message := false) -> String:
 	for name in values:
 		var error := check(name, values[name])
+		if error == "" and message:
+			error = _fixed_error(name, values[name], agent)
 		if error != "":
 			return error
 	for i in range(_settings.size()):
 		if agent == -1 or agent == i:
 			for name in values:
 				_settings[i][name] = values[name]
+	return ""
+
+
+# "" unless `name` is fixed and `value` is a sampler or another number than agent `agent`'s (-1: every
+# agent's) value in force: a fixed parameter was read when the agents started.
+func _fixed_error(name: String, value, agent: int) -> String:
+	if not declared[name].get("fixed", false):
+		return ""
+	for i in range(_settings.size()):
+		var now = _settings[i].get(name, declared[name]["default"])
+		if (agent == -1 or agent == i) and not (typeof(value) in [TYPE_INT, TYPE_REAL] and float(value) == now):
+			return "environment parameter %s is fixed when the game starts (it shapes what the agents observe), at %s: " \
+					% [name, str(now)] + "set it with --env_param=%s=VALUE, not by the trainer's message (%s)" \
+					% [name, to_json(value) if typeof(value) == TYPE_DICTIONARY else str(value)]
 	return ""
 
 
@@ -135,12 +161,12 @@ func apply_message(message: Dictionary) -> String:
 		return "env_params: \"values\" must map parameter names to values, got %s" % to_json(shared)
 	if per_agent != null and (typeof(per_agent) != TYPE_ARRAY or per_agent.size() != _settings.size()):
 		return "env_params: \"agent_values\" must hold one Dictionary per agent (%d)" % _settings.size()
-	var error := set_values(shared)
+	var error := set_values(shared, -1, true)
 	if error == "" and per_agent != null:
 		for i in range(per_agent.size()):
 			if typeof(per_agent[i]) != TYPE_DICTIONARY:
 				return "env_params: the values of agent %d must be a Dictionary, got %s" % [i, to_json(per_agent[i])]
-			error = set_values(per_agent[i], i)
+			error = set_values(per_agent[i], i, true)
 			if error != "":
 				break
 	return error

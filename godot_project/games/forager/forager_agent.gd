@@ -19,7 +19,8 @@ const BODY_RADIUS := 0.4
 const BODY_LAYER := 2  # the render layer of the agents' bodies (room.tscn)
 const PARAMS := {
 	# 1: the agent sees through its camera; 0: it is told where the targets are (the vector baseline).
-	"vision": {"default": 1.0, "min": 0.0, "max": 1.0},
+	# Fixed: it decides the observation space, so it is read once, at the first episode (--env_param).
+	"vision": {"default": 1.0, "min": 0.0, "max": 1.0, "fixed": true},
 	# The chance that an episode starts with a target straight ahead (a first lesson for a curriculum).
 	"target_ahead": {"default": 0.0, "min": 0.0, "max": 1.0},
 }

@@ -3,7 +3,8 @@
 Accepts the real binary's flags (--port, --env, --agents, --env_seed, --token, --max_episode_steps,
 --connect_timeout, ...; unknown ones ignored) and, like it, reads the token from $RL_SYNC_TOKEN before --token;
 plus test-only ones:
-  --fake_mode=ok | exit_at_start | never_connect | wrong_token | hang_after=N | crash_after=N
+  --fake_mode=ok | exit_at_start | never_connect | wrong_token | hang_after=N | crash_after=N | oversize_after=N
+                                    (oversize: a reply that announces a message over the 64 MiB limit)
   --fake_action=continuous:2 | discrete:3 | continuous:2,continuous:1 | discrete:3,discrete:2 | continuous:2,discrete:2
   --fake_obs=obs:4 | a:2,b:3        (observation keys and sizes); by_seed: one key of size 4 + --env_seed
   --fake_fixed_agents=N             simulate N agents whatever --agents says (as a user's fixed scene does)
@@ -216,6 +217,7 @@ def main():
     steps = 0
     hang_after = int(mode.split("=")[1]) if mode.startswith("hang_after=") else None
     crash_after = int(mode.split("=")[1]) if mode.startswith("crash_after=") else None
+    oversize_after = int(mode.split("=")[1]) if mode.startswith("oversize_after=") else None
     while True:
         msg = recv(sock)
         if msg is None:
@@ -271,6 +273,9 @@ def main():
             if hang_after is not None and steps > hang_after:
                 print("fake_game: hanging on purpose", flush=True)
                 time.sleep(3600)
+            if oversize_after is not None and steps > oversize_after:  # the length of a reply too large to send
+                sock.sendall(struct.pack("<I", 64 * 1024 * 1024 + 1))
+                continue
             time.sleep(float(args.get("fake_step_delay", 0)))
             if len(acts) != n:
                 print("rl_sync: error: wrong action count", file=sys.stderr, flush=True)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from helpers import event_accumulator, fake_export, quiet, read_scalars, run_dirs
+from python_trainer.base import bounds
 from python_trainer.envs.spaces import spaces_from_env_info
 from python_trainer.run import train
 from python_trainer.run.behaviour import Behaviour, ShareJump
@@ -94,6 +95,18 @@ def test_each_key_gets_its_histogram_from_the_games_layout():
     np.testing.assert_array_equal(out["actions/aim"][0], [2, 0])
     np.testing.assert_array_equal(out["actions/fire"][1], [-0.5, 0.5, 1.5])
     assert sorted(Behaviour(gym.spaces.Discrete(2), None).histograms(np.array([[1, 0]]))) == ["actions/action"]
+
+
+def test_a_wide_continuous_key_writes_its_whole_histogram_and_only_its_first_dimensions_up_to_the_bound():
+    wide = env_info({"joints": {"size": 5000, "action_type": "continuous"}, "grip": {"size": 1, "action_type": "discrete"}})
+    space = spaces_from_env_info(wide)[1]
+    rows = np.random.default_rng(0).uniform(-1, 1, (4, 3, 5001)).astype(np.float32)
+    rows[..., -1] = 1
+    out = Behaviour(space, wide).histograms(rows)
+    assert len(out) == bounds.ACTION_HISTOGRAMS.value  # not 5,002 tags an update
+    assert list(out)[:3] == ["actions/grip", "actions/joints", "actions/joints/0"]  # every key's whole histogram first
+    assert out["actions/joints"][0].shape == (12, 5000)
+    np.testing.assert_array_equal(out["actions/joints/29"][0], np.clip(rows[..., 29].reshape(-1), -1, 1))
 
 
 # ---------------------------------------------------------------------------------------------- through training

@@ -266,6 +266,27 @@ def test_windowed_real_instance_under_xvfb(windowed_export, tmp_path, monkeypatc
 
 
 # ---------------------------------------------------------------------------------------------- restarts
+def test_a_reply_over_the_message_limit_stops_the_run_in_one_line_and_restarts_nothing(fake_binary, tmp_path):
+    from python_trainer.envs.game import GameBugError
+    from python_trainer.envs.vec_env import make_vec_env
+
+    events = []
+    env = make_vec_env("ball_chase", num_instances=1, agents_per_instance=2, run_dir=tmp_path, binary=fake_binary,
+                       max_restarts=3, extra_args=["--fake_mode=oversize_after=2"], report=quiet(events))
+    try:
+        env.reset()
+        pids = env.launcher.pids()
+        with pytest.raises(GameBugError) as caught:
+            for _ in range(4):
+                env.step(env.action_space.sample())
+        said = str(caught.value)
+        assert "\n" not in said and "over the 67,108,864-byte limit of one message" in said
+        assert "--agents-per-instance" in said and "--max-restarts" not in said
+        assert env.launcher.pids() == pids and not any("restart" in e for e in map(str, events))  # nothing restarted
+    finally:
+        env.close()
+
+
 def test_crash_mid_run_is_reported_and_restarted(fake_binary, tmp_path):
     from python_trainer.envs.vec_env import make_vec_env
 

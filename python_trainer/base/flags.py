@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from python_trainer.base import bounds
 from python_trainer.base.errors import UserError
 
 RULE, GOES_WITH = "rule", "goes_with"  # the metadata keys
@@ -214,10 +215,9 @@ def non_negative(example: str, what: str = "a number >= 0") -> Rule:
 # Each instance is a Godot process of its own (about 60 MB headless, 300 MB windowed, up to a CPU core): past 64 on one
 # machine they only contend with each other.
 MAX_INSTANCES = 64
-# An instance builds its agents' nodes before it connects and simulates them all on one core: ball_chase starts 2048
-# agents in 0.7 s and steps them in 0.12 s, while 4096 overflow Godot's message queue during set-up and never
-# connect (100000 spent minutes). More agents belong in more instances.
-MAX_AGENTS_PER_INSTANCE = 2048
+# An instance builds its agents' nodes before it connects and simulates them all on one core (bounds.py says why
+# there). More agents belong in more instances.
+MAX_AGENTS_PER_INSTANCE = bounds.AGENTS_PER_INSTANCE.value
 
 NUM_INSTANCES = in_range(1, MAX_INSTANCES, f"1 to {MAX_INSTANCES} (one Godot process each; more on one machine only "
                          "contend for its cores and memory)", "2")  # fmt: skip
@@ -282,6 +282,7 @@ def agents_for(num_envs, num_instances, agents_per_instance=None, as_flags=False
     name = (lambda n: "--" + n.replace("_", "-")) if as_flags else (lambda n: n)
     given = (lambda n, v: f"{name(n)} {v}") if as_flags else (lambda n, v: f"{n}={v}")
     if num_envs is None:
+        _check_agents_of_copies(agents_per_instance, copies, given)
         return agents_per_instance
     areas = num_instances * copies  # each copy of the scene is asked for the agents
     instances = given("num_instances", num_instances) + (f" x {given('copies', copies)}" if copies != 1 else "")
@@ -295,7 +296,16 @@ def agents_for(num_envs, num_instances, agents_per_instance=None, as_flags=False
                         f"{name('agents_per_instance')}{' x ' + name('copies') if copies != 1 else ''} = "
                         f"{num_instances} x {per}{f' x {copies}' if copies != 1 else ''} = {areas * per}: drop "
                         f"{name('num_envs')} or make them agree")  # fmt: skip
+    _check_agents_of_copies(per, copies, given)
     return per
+
+
+def _check_agents_of_copies(per, copies, given) -> None:
+    """Each of the ``copies`` asked for ``per`` agents: together at most bounds.AGENTS_PER_INSTANCE in one instance."""
+    if per is not None and per * copies > MAX_AGENTS_PER_INSTANCE:
+        raise FlagError(f"{given('agents_per_instance', per)} x {given('copies', copies)} = {per * copies:,} agents in "
+                        f"one instance, over the {MAX_AGENTS_PER_INSTANCE} it can build (Godot's message queue "
+                        f"overflows while it sets them up): ask for fewer per instance, and more instances")
 
 
 def check_instance_options(num_instances, agents_per_instance=None, speedup=1, action_repeat=1, copies=1) -> None:
@@ -305,3 +315,4 @@ def check_instance_options(num_instances, agents_per_instance=None, speedup=1, a
     COPIES.check_keyword("copies", copies)
     SPEEDUP.check_keyword("speedup", speedup)
     ACTION_REPEAT.check_keyword("action_repeat", action_repeat)
+    _check_agents_of_copies(agents_per_instance, copies, lambda n, v: f"{n}={v}")

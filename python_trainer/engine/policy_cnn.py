@@ -20,8 +20,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
-MAX_SIDE = 512  # envs/images.py's bound on a camera's side (the game's is the same: conv_network.gd)
-MAX_FRAME_STACK = 64
+from python_trainer.base import bounds
+
+MAX_SIDE = bounds.CAMERA_SIDE.value  # a camera's side, as the game declares it (conv_network.gd's is the same)
+MAX_FRAME_STACK = bounds.FRAME_STACK.value
 CHANNELS = (1, 3)  # grayscale or RGB (the engine reads the frame as Godot's L8 or RGB8 image)
 
 

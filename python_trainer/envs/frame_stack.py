@@ -15,14 +15,16 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
-from python_trainer.base.flags import at_least, flag
+from python_trainer.base import bounds
+from python_trainer.base.flags import flag, in_range
 from python_trainer.envs.game import GameError
 from python_trainer.envs.grouped_env import GroupedVecEnv
 
 
 @dataclass
 class FrameStackArgs:
-    frame_stack: int = flag(1, at_least(1, "an integer >= 1", "4"))
+    frame_stack: int = flag(1, in_range(1, bounds.FRAME_STACK.value, f"1 to {bounds.FRAME_STACK.value} (the engine's "
+                                        "policy file takes at most that many frames)", "4"))
     """games with a camera image: the K newest frames on the image's channels (H, W, C*K), oldest first, cleared at
     each episode's start (1: the current frame only)"""
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-MAX_SIDE = 512  # the largest camera side a game may declare
+from python_trainer.base import bounds
+
+MAX_SIDE = bounds.CAMERA_SIDE.value  # the largest camera side a game may declare
 
 
 def is_image_key(key: str) -> bool:

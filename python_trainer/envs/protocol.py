@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from python_trainer.base import bounds
 from python_trainer.envs.game import GameBugError
 
 MAJOR_VERSION = "0"
@@ -66,7 +67,7 @@ DIALECT_NAMES = {RL_SYNC: "the rl_sync addon's protocol (with our extensions)",
 EXTENSION_KEY = "extension_version"  # in our addon's env_info only
 ENV_INFO_KEYS = ("n_agents", "observation_space", "action_space")
 # The game rejects messages above 64 MiB; we refuse to allocate for anything bigger either.
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_MESSAGE_BYTES = bounds.MESSAGE_BYTES.value
 DEFAULT_TIMEOUT_S = 30.0
 
 _LEN = struct.Struct("<I")
@@ -87,6 +88,11 @@ class GodotConnectionError(ConnectionError):
         if log_tail:
             msg += "\n--- last lines printed by the instance ---\n" + log_tail.rstrip("\n")
         super().__init__(msg)
+
+
+class MessageTooLargeError(GodotConnectionError):
+    """An instance announced a message over the limit of one message (bounds.MESSAGE_BYTES): a restart would send
+    the same again, so the vector env restarts nothing."""
 
 
 class ImageSizeError(ValueError):
@@ -337,9 +343,10 @@ class GodotConnection:
         self._fill(4, deadline, what, first_wait=t)
         (n,) = _LEN.unpack_from(self._rbuf, 0)
         if n > MAX_MESSAGE_BYTES:
-            raise self.error(
-                f"announced a message of {n} bytes, above the {MAX_MESSAGE_BYTES}-byte limit (corrupt stream?)"
-            )
+            error = self.error(f"announced a message of {n:,} bytes, over the {MAX_MESSAGE_BYTES:,}-byte limit of one "
+                               "message: fewer agents per instance (--agents-per-instance, --copies) or smaller camera "
+                               "images")  # fmt: skip
+            raise MessageTooLargeError(error.instance, error.reason, error.log_tail)
         self._fill(4 + n, deadline, what)
         if len(self._rbuf) == 4 + n:  # the usual case: one whole message and nothing after it
             body = bytes(memoryview(self._rbuf)[4:])

@@ -58,6 +58,7 @@ from python_trainer.envs.protocol import (
     GODOT_RL,
     STATUS_TRUNCATED,
     GodotConnectionError,
+    MessageTooLargeError,
 )
 from python_trainer.envs.policy_batch import PolicyBatch
 from python_trainer.envs.spaces import agent_policy_names, policies_from_env_info, reward_problem
@@ -184,6 +185,8 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
 
     def _restart(self, i: int, error: BaseException) -> np.ndarray:
         """Restart instance i (raises past the budget), reset it and return its agents' first observations."""
+        if isinstance(error, MessageTooLargeError):  # a restart would send the same again
+            raise GameBugError(str(error).split("\n", 1)[0]) from None
         while True:
             inst = self.launcher.restart(i, error)
             try:

@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from python_trainer.agent import env_action
+from python_trainer.base import bounds
 from python_trainer.envs.spaces import spaces_from_env_info
 
 CONTINUOUS_BINS = 20  # a continuous value's histogram: this many bins over its space's bounds, the same every update
@@ -115,14 +116,16 @@ class Behaviour:
 
     def histograms(self, actions: np.ndarray) -> dict:
         """{tag: (values, bins)}: ``actions/<key>`` for every key (a discrete key's chosen indices; a continuous key's
-        values, every dimension's), and ``actions/<key>/<i>`` for each dimension of a continuous key of several."""
-        out = {}
+        values, every dimension's), then ``actions/<key>/<i>`` for each dimension of a continuous key of several: at
+        most bounds.ACTION_HISTOGRAMS in all (a wide key's first dimensions; the rest are in ``actions/<key>``)."""
+        out, dimensions = {}, []
         for key, (values, bins) in key_values(self.action_space, self.keys, actions).items():
             out[f"{self.tag}actions/{key}"] = (values, bins)
             if values.ndim == 2 and values.shape[1] > 1:
-                for i in range(values.shape[1]):
-                    out[f"{self.tag}actions/{key}/{i}"] = (values[:, i], bins)
-        return out
+                dimensions += [(f"{self.tag}actions/{key}/{i}", values[:, i], bins) for i in range(values.shape[1])]
+        for tag, values, bins in dimensions[: max(0, bounds.ACTION_HISTOGRAMS.value - len(out))]:
+            out[tag] = (values, bins)
+        return dict(list(out.items())[: bounds.ACTION_HISTOGRAMS.value])
 
     def truncated_share(self, terminated: np.ndarray, truncated: np.ndarray) -> dict:
         """{``charts/truncated_share``: the share of the episodes that ended since the last log which the time limit

@@ -109,6 +109,9 @@ def _check_resumed_model(args, ckpt):
     if args.lstm and int(saved.get("lstm_size", args.lstm_size)) != args.lstm_size:
         raise TrainError(f"{where}: the checkpoint's LSTM has --lstm-size {saved.get('lstm_size')}, not "
                          f"{args.lstm_size}: drop --lstm-size or start a new run")  # fmt: skip
+    if int(saved.get("frame_stack", 1)) != args.frame_stack:
+        raise TrainError(f"{where}: the run was trained with frame stack {saved.get('frame_stack', 1)}, and this run "
+                         f"asks for frame stack {args.frame_stack}: drop --frame-stack or start a new run")
     if bool(saved.get("rnd")) != args.rnd or (args.rnd and not ckpt.get("rnd")):
         had = "was trained with --rnd" if saved.get("rnd") else "was trained without --rnd (no RND networks or statistics)"
         raise TrainError(f"{where}: the checkpoint {had}, and this run asks for {'--rnd' if args.rnd else '--no-rnd'}: "
@@ -136,7 +139,7 @@ def check_game(args, params, params_where):
         return _check_against(game, args, params, params_where)
     except BaseException:
         if isinstance(game, GodotGame) and isinstance(game.export, EditorPlay):
-            game.export.instance.conn.close()  # the editor's game quits: this run will not train it
+            game.export.instance.close()  # the editor's game quits (this run will not train it), the port closes
         raise
 
 

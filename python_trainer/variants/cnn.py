@@ -17,6 +17,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from python_trainer.base import bounds
+
 # kind -> ([(out channels, kernel, stride)], dense features, smallest image side)
 ENCODERS = {
     "simple": ([(16, 8, 4), (32, 4, 2)], 256, 20),
@@ -40,7 +42,28 @@ def encoder_problem(kind: str, height: int, width: int) -> str:
         fix = f"use --cnn {other[0]}" if other else f"give the camera at least {ENCODERS['simple'][2]} pixels a side"
         return f"the {kind} encoder needs images of at least {smallest} x {smallest}, the game's are {height} x " \
                f"{width}: {fix}"
+    if not _fits(kind, height, width):
+        features, dense = dense_inputs(kind, height, width), ENCODERS[kind][1]
+        largest = max(s for s in range(smallest, bounds.CAMERA_SIDE.value + 1) if _fits(kind, s, s))
+        return (f"the {kind} encoder turns {height} x {width} images into {features:,} features, and its dense layer "
+                f"would hold {features * dense:,} weights, over the bounds of a policy ({bounds.LAYER_SIZE.value:,} "
+                f"inputs to a layer, {bounds.POLICY_WEIGHTS.value:,} weights) that the engine plays: give the camera "
+                f"at most {largest} x {largest} pixels (a camera sensor's size)")
     return ""
+
+
+def dense_inputs(kind: str, height: int, width: int) -> int:
+    """The features the encoder's convolutions give its dense layer for an image of height x width."""
+    convs, _, _ = ENCODERS[kind]
+    for _, kernel, stride in convs:
+        height, width = conv_out(height, kernel, stride), conv_out(width, kernel, stride)
+    return convs[-1][0] * height * width
+
+
+def _fits(kind: str, height: int, width: int) -> bool:
+    """The encoder's dense layer within the bounds of a policy file (bounds.LAYER_SIZE, bounds.POLICY_WEIGHTS)."""
+    features = dense_inputs(kind, height, width)
+    return features <= bounds.LAYER_SIZE.value and features * ENCODERS[kind][1] <= bounds.POLICY_WEIGHTS.value
 
 
 class CnnEncoder(nn.Module):

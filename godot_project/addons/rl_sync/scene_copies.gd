@@ -21,6 +21,8 @@ extends Node
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const CopiesCheck = preload("res://addons/rl_sync/copies_check.gd")
+const AgentController = preload("res://addons/rl_sync/agent_controller.gd")
+const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 
 # The meta of a copy's Viewport (its index) and of the host (the number of copies).
 const COPY_META := "rl_sync_copy"
@@ -59,8 +61,8 @@ static func take_over(sync_node: Node) -> bool:
 		return true
 	var host = load("res://addons/rl_sync/scene_copies.gd").new()
 	host.findings = found
-	host.build(sync_node, scene, count)
-	sync_node.call_deferred("_start")
+	if host.build(sync_node, scene, count):
+		sync_node.call_deferred("_start")
 	return true
 
 
@@ -73,8 +75,10 @@ static func report(sync_node: Node) -> Dictionary:
 
 
 # Replaces `scene` (the tree's current scene) by this host, holding `sync_node` and `count` copies of
-# the scene's file.
-func build(sync_node: Node, scene: Node, count: int) -> void:
+# the scene's file. False (the run failed) once the copies hold more agents than one process can build:
+# past ArenaGrid.MAX_AGENTS, Godot's message queue overflows while the scene is set up, and the game
+# would never connect.
+func build(sync_node: Node, scene: Node, count: int) -> bool:
 	var tree := sync_node.get_tree()
 	var packed: PackedScene = load(scene.filename)
 	var seed_value = RlArgs.get_int(tree, "env_seed", 0, 0)
@@ -104,9 +108,16 @@ func build(sync_node: Node, scene: Node, count: int) -> void:
 		viewport.add_child(copy)
 		add_child(viewport)
 		copies.append(viewport)
+		var agents := tree.get_nodes_in_group(AgentController.AGENT_GROUP).size()
+		if agents > ArenaGrid.MAX_AGENTS:
+			RlArgs.fail(tree, ("--copies=%d: %d copies already hold %d agents, over the %d one instance can " +
+					"build: fewer copies or agents per instance (--agents), more instances") %
+					[count, k + 1, agents, ArenaGrid.MAX_AGENTS])
+			return false
 	RlArgs.set_override({})
 	if not headless:
 		_show_tiles()
+	return true
 
 
 static func _remove_sync_nodes(root: Node, sync_script: Script) -> void:

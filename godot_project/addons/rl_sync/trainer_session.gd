@@ -111,6 +111,9 @@ func step() -> String:
 		if CameraFrames.problem() != "":  # said in its line already; the trainer hears it instead of frames
 			_send({"type": "error", "message": CameraFrames.problem()})
 			return CameraFrames.problem()
+		if packet.size() - 4 > Wire.MAX_MESSAGE_BYTES:  # every step's would be: said instead, nothing to restart
+			_send({"type": "error", "message": Wire.TOO_LARGE % [packet.size() - 4, Wire.MAX_MESSAGE_BYTES]})
+			return Wire.TOO_LARGE % [packet.size() - 4, Wire.MAX_MESSAGE_BYTES]
 		if stream.put_data(packet) != OK:
 			return Wire.DISCONNECTED
 	var sent := OS.get_ticks_usec()

@@ -11,8 +11,9 @@ extends Reference
 const Observations = preload("res://addons/rl_sync/observations.gd")
 
 # A length prefix above this is not godot-rl's protocol (an HTTP request, a stray client): refusing
-# it keeps a bad peer from making the game allocate gigabytes.
+# it keeps a bad peer from making the game allocate gigabytes. A reply this large is not sent (TOO_LARGE).
 const MAX_MESSAGE_BYTES := 64 * 1024 * 1024
+const TOO_LARGE := "a step's reply of %d bytes is over the %d-byte limit of one message: fewer agents per instance (--agents, --copies) or smaller camera images"
 # What read_message() returns when the peer is gone or the stream ends inside a message.
 const DISCONNECTED := "the trainer disconnected; quitting"
 # Brackets allowed in a message when the caller does not size the bound to its agents.

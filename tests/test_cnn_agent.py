@@ -230,6 +230,11 @@ def test_train_runs_a_camera_game_with_lstm_and_frame_stack_and_resumes_it(tmp_p
     with pytest.raises(ValueError, match="the policy reads rows of 2402 values .* the env gives 1202: make the env "
                                          "with frame_stack=2"):  # fmt: skip
         loaded.act(np.zeros((1, 1202), np.float32))  # an env without the run's frame stack
+    saved_args = (run_dir / "args.json").read_bytes()
+    with pytest.raises(TrainError, match="the run was trained with frame stack 2, and this run asks for frame stack 4: "
+                                        "drop --frame-stack or start a new run"):  # fmt: skip
+        train.main(["--resume", str(run_dir), "--frame-stack", "4"])
+    assert (run_dir / "args.json").read_bytes() == saved_args  # a refused resume rewrites nothing
     assert train.main(["--resume", str(run_dir), "--total-timesteps", "192"]) == 0
     assert "global_step=192" in capsys.readouterr().out
     # play --python stacks the frames the checkpoint was trained with (before: the row-size error above)

@@ -42,10 +42,9 @@ func _init(declared = null) -> void:
 	if declared == null:
 		declared = from_input_map()
 	var error := check(declared)
-	if error == "":
-		error = copies_refusal()
+	error = copies_refusal() if error == "" else "input_actions.gd: " + error
 	if error != "":
-		RlArgs.fail(Engine.get_main_loop(), "input_actions.gd: " + error)
+		RlArgs.fail(Engine.get_main_loop(), error)
 		return
 	for key in declared:
 		var entry = declared[key]

@@ -5,6 +5,7 @@ Every command runs under one signal policy (signals.py): SIGINT, SIGTERM and SIG
 """
 
 import importlib
+import signal
 import sys
 
 from python_trainer.base.errors import UserError, say
@@ -48,17 +49,22 @@ def main(argv=None):
         try:
             return interrupted_status(getattr(importlib.import_module(module), func)(rest) or 0)
         except UserError as e:  # the one place a command's error is printed: one line, named for the command
-            say(f"godot-ppo {name}: error: {e}")
+            say(error_line(name, e))
             return e.status
         except SystemExit as e:  # the parser's --help (0), or a flag it could not parse (it printed why)
             return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
         except KeyboardInterrupt as e:  # outside the command's own clean-up (e.g. while importing it)
             try:
-                print(f"\ngodot-ppo {name}: interrupted", file=sys.stderr)
+                print(f"\ngodot-ppo {name}: interrupted by {signal.Signals(signum_of(e)).name}", file=sys.stderr)
             except OSError:  # a hung-up terminal
                 pass
             return 128 + signum_of(e)
 
 
 if __name__ == "__main__":
+def error_line(command: str, message) -> str:
+    """A command's error as it is printed (also by ray_cluster.py's guardian, which speaks for a learner Ray ended)."""
+    return f"godot-ppo {command}: error: {message}"
+
+
     sys.exit(main())

@@ -336,3 +336,105 @@ def test_a_ray_worker_gives_its_games_the_runs_environment_parameters(cluster, t
         episodes[name] = [line.split(",")[:3] for line in (run_dir / "episodes.csv").read_text().splitlines()[1:]]
     assert len(episodes["local"]) >= 4 and episodes["ray"] == episodes["local"]
     assert episodes["default"] != episodes["local"]
+
+
+# ---- Ray's own faults under a local Ray (CartPole: no game to start), each ending in one line -------------------------
+LOCAL_RUN = ["--env-id", "CartPole-v1", "--num-envs", "4", "--total-timesteps", str(10**8), "--eval-episodes", "0",
+             "--ray-address", "local", "--ray-workers", "1", "--async", "--checkpoint-every", "1"]  # fmt: skip
+
+
+def _ray_process(learner: int, name: str):
+    """The pid of the local Ray's process ``name`` (raylet, gcs_server) below ``learner``, or None."""
+    for pid in descendants(learner):
+        try:
+            if psutil.Process(pid).name() == name:
+                return pid
+        except psutil.Error:
+            pass
+    return None
+
+
+def _fault_run(tmp_path, fault, *, trained=True) -> tuple:
+    """A local-Ray --async CartPole training, ``fault(learner pid)`` once it has a checkpoint (or, not ``trained``,
+    once its raylet runs); (exit status, stderr, its run folder or None, every pid that was below it)."""
+    proc = subprocess.Popen(train_argv(tmp_path, *LOCAL_RUN), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        if trained:
+            wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 120, "first update", proc)
+        else:
+            wait_for(lambda: _ray_process(proc.pid, "raylet"), 120, "the local Ray's raylet", proc)
+        below = descendants(proc.pid)
+        fault(proc.pid)
+        _, err = communicate_after_signal(proc)
+    finally:
+        end(proc)
+    runs = run_dirs(tmp_path)
+    return proc.returncode, err, runs[0] if runs else None, below
+
+
+def _error_lines(err: str) -> list:
+    return [line for line in err.splitlines() if line.startswith("godot-ppo train: error:")]
+
+
+@pytest.mark.slow
+def test_a_killed_raylet_is_said_in_one_line_and_releases_the_run(tmp_path):
+    """Ray ends the learner at once when its node's raylet goes (its object store with it): the guardian says so
+    on the learner's stderr, and the run keeps its checkpoint and releases train.lock. (The learner, which looks at
+    the local raylet every 2 s while it waits, may find it gone first: then it says so itself, with a checkpoint.)"""
+    raylet = []
+    code, err, run_dir, below = _fault_run(
+        tmp_path, lambda pid: raylet.append(_ray_process(pid, "raylet")) or os.kill(raylet[0], signal.SIGKILL))
+    assert code == 1, err[-3000:]
+    (line,) = _error_lines(err)
+    assert f"raylet (pid {raylet[0]}) ended" in line, line
+    assert f"continue with: godot-ppo train --resume {run_dir}" in err and "Traceback" not in err
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 512
+    assert not (run_dir / "train.lock").exists()
+    assert wait_gone(below, timeout=15) == [], [p for p in below if alive(p)]
+
+
+@pytest.mark.slow
+def test_a_killed_gcs_stops_the_run_with_a_checkpoint_in_one_line(tmp_path):
+    """The learner finds the local Ray's GCS gone while it waits for its workers (within seconds; Ray's own C++
+    abort would come after RAY_gcs_rpc_server_reconnect_timeout_s, 60)."""
+    gcs = []
+    code, err, run_dir, below = _fault_run(
+        tmp_path, lambda pid: gcs.append(_ray_process(pid, "gcs_server")) or os.kill(gcs[0], signal.SIGKILL))
+    assert code == 1, err[-3000:]
+    (line,) = _error_lines(err)
+    assert f"the local Ray's gcs_server (pid {gcs[0]}) ended under the run" in line, line
+    assert f"continue with: godot-ppo train --resume {run_dir}" in err and "Traceback" not in err
+    assert "rpc_client" not in err and "*** " not in err  # no C++ abort, no stack dump
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 512
+    assert not (run_dir / "train.lock").exists()
+    assert wait_gone(below, timeout=15) == [], [p for p in below if alive(p)]
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_local_ray_starts_exits_143_and_leaves_nothing(tmp_path):
+    code, err, run_dir, below = _fault_run(tmp_path, lambda pid: os.kill(pid, signal.SIGTERM), trained=False)
+    assert code == 143, err[-3000:]
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err and "*** " not in err, err[-3000:]
+    assert run_dir is None or not (run_dir / "train.lock").exists()
+    assert wait_gone(below, timeout=15) == [], [p for p in below if alive(p)]
+
+
+@pytest.mark.slow
+def test_a_worker_killed_during_the_final_evaluation_is_restarted_and_the_run_completes(cluster, tmp_path,
+                                                                                        headless_export):
+    proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--async", "--max-policy-lag", "8",
+                                   "--eval-episodes", "64", total=4096), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_for(lambda: list(tmp_path.glob("*/model.pt")), 120, "the final model (then the evaluation)", proc)
+        (run_dir,) = run_dirs(tmp_path)
+        before = _where(run_dir)[0]
+        os.kill(before["pid"], signal.SIGKILL)  # worker 0 evaluates
+        out, err = communicate_after_signal(proc, timeout=120)
+    finally:
+        end(proc)
+    assert proc.returncode == 0, err[-3000:]
+    assert "worker 0" in err and "restart 1/3" in err, err[-3000:]
+    assert "eval: deterministic policy, 64 episodes" in out, out[-2000:]
+    assert wait_gone([p for w in _where(run_dir) for p in (w["pid"], *w["game_pids"])], timeout=15) == []

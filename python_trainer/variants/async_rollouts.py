@@ -28,7 +28,10 @@ collection leaves: on 2 cores, ball_chase's --async kept 1.75-1.83 cores busy in
 in steps/s (docs/training.md). The data do not depend on it, only the time.
 
 The child process ignores SIGINT (the learner's Ctrl-C stops it through `close`, after the checkpoint) and dies with
-the learner (PR_SET_PDEATHSIG), its games with it. An async run is reproducible in its data but not bit-identical to
+the learner (PR_SET_PDEATHSIG), its games with it. It sends a heartbeat every second (HEARTBEAT_S), so each of
+the learner's waits, reads and writes on the pipe ends --step-timeout after the last word heard (a stopped or stuck
+collector is named, and killed at close); the rollouts asked ahead and not begun are dropped, not collected, when
+the run evaluates or closes (--max-policy-lag is at most bounds.POLICY_LAG). An async run is reproducible in its data but not bit-identical to
 the synchronous one: its rollouts are collected with older weights.
 """
 

@@ -24,9 +24,15 @@ times; its unfinished fragment is collected again by the new actor (fresh games,
 Past the limit `WorkerLostError` names the worker and the node and the run stops with a checkpoint. A node whose game
 binary is missing or differs (SHA-256 of the binary and its .pck) is refused before training, naming the node.
 
+Ray's own faults (ray_cluster.py): a lost GCS or local raylet is found while the learner waits for its workers
+(each wait looks every WAIT_POLL_S) and stops the run with its checkpoint; when Ray ends the learner itself, the
+guardian says so and releases the run's lock. A worker that dies during the final evaluation is restarted and
+asked again, as during training; the fragments asked ahead by --async are cancelled when the run evaluates or ends.
+
 Signals. ray.init() installs a SIGTERM handler in the driver (sys.exit, which would skip the checkpoint) and, for
-``local``, the head node's (kill Ray's processes, exit). `connect` puts back the handlers that were in place before
-it (signals.signal_policy's), so SIGINT/SIGTERM/SIGHUP in the driver run ours first and only: the checkpoint is written,
+``local``, the head node's (kill Ray's processes, exit). `connect` keeps Ray from installing it and puts back the
+handlers that were in place before it (signals.signal_policy's), and holds a signal that arrives while Ray starts
+until it stands, so SIGINT/SIGTERM/SIGHUP in the driver run ours first and only: the checkpoint is written,
 then `close` ends the workers and stops a local Ray. In an actor, Ray's worker loop installs its SIGTERM handler
 first and the launcher installs its own when the worker starts its games (launcher._install_cleanup_hooks): ours runs
 first, closes the games, then calls Ray's (which exits the actor). A SIGKILLed actor cannot run anything: its games
@@ -39,8 +45,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,7 +52,7 @@ from typing import Optional
 
 import numpy as np
 
-from python_trainer.base.errors import UserError, one_line
+from python_trainer.base.errors import one_line
 from python_trainer.base.files import write_atomic
 from python_trainer.base.flags import GoesWith, at_least, flag, positive
 from python_trainer.base.processes import descendants, lower_priority
@@ -56,15 +60,15 @@ from python_trainer.envs.failures import WorkerLostError
 from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.rollout import NonFiniteEnvData, Rollouts
 from python_trainer.variants.async_rollouts import AskedAhead, refresh_values, rollout_params
+from python_trainer.variants.ray_cluster import (  # noqa: F401 (LOOPBACK, RaySetupError: the tests' names here)
+    LOCAL, LOOPBACK, RayHealth, RayLostError, RaySetupError, connect, listen_on_loopback,
+)
 from python_trainer.variants.ray_worker import RolloutWorker, export_digest, node_label, write_fragment
 
-LOCAL = "local"  # --ray-address local: start a Ray on this machine for the run, stop it at the end
-LOOPBACK = "127.0.0.1"  # where a local Ray listens (listen_on_loopback)
-RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray binds the loopback address, not the network's
 WORKERS_JSON = "ray_workers.json"
-CONNECT_TIMEOUT_S = 5.0  # an address with nothing behind it is named within this
 START_TIMEOUT_S = 180.0  # workers placed, binaries checked, games connected
 RESTART_POLL_S = 0.2  # how often a restarting worker is asked again
+WAIT_POLL_S = 0.5  # the learner's wait for its workers looks at Ray's health this often
 
 
 RAY = GoesWith("ray_address", "Ray rollout workers",
@@ -85,119 +89,9 @@ class RayArgs:
     checkpoint)"""
 
 
-class RaySetupError(UserError):
-    """The cluster cannot run the workers (no cluster at the address, too few CPUs, a node with other game files)."""
-
-
 # ======================================================================================================================
-# The driver's side
+# The driver's side (joining or starting Ray, and the guardian: ray_cluster.py)
 # ======================================================================================================================
-def _check_address(address):
-    """An error within seconds, naming the address, when nothing answers at HOST:PORT."""
-
-    if address in (LOCAL, "auto") or "://" in address:
-        return
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise RaySetupError(f"--ray-address {address}: give HOST:PORT of a Ray head (`ray start --head` prints it, e.g. "
-                         "10.0.0.5:6379), or local")  # fmt: skip
-    try:
-        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
-    except OSError as e:
-        raise RaySetupError(
-            f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e}); start one with "
-            f"`ray start --head --port={port}` on {host}, or train on this machine with --ray-address local"
-        ) from None
-
-
-_REAPER = """
-import os, sys, psutil
-sys.stdin.buffer.read()  # EOF: the driver ended, however it ended
-procs = []
-for arg in sys.argv[1:]:
-    pid, created = arg.split(":")
-    try:
-        p = psutil.Process(int(pid))
-        if abs(p.create_time() - float(created)) < 0.01:
-            procs.append(p)
-    except psutil.Error:
-        pass
-for p in procs:
-    try:
-        p.terminate()
-    except psutil.Error:
-        pass
-for p in psutil.wait_procs(procs, timeout=3)[1]:
-    try:
-        p.kill()
-    except psutil.Error:
-        pass
-"""
-
-
-def _reap_when_driver_ends(pids_before):
-    """For a local Ray: a small process in its own session that ends the Ray processes started for this run once the
-    driver is gone, however it went. A SIGKILLed driver takes the processes it started itself along (Ray sets their
-    parent-death signal), but not the agents the raylet starts (with Ray 2.60, ray::DashboardAgent and
-    ray::RuntimeEnvAgent stay behind). The pipe's write end lives only in the driver: its end is the EOF."""
-    import subprocess
-    import sys
-
-    import psutil
-
-    started = [p for p in descendants() if p.pid not in pids_before]
-    args = []
-    for p in started:
-        try:
-            args.append(f"{p.pid}:{p.create_time()}")
-        except psutil.Error:
-            pass
-    return subprocess.Popen([sys.executable, "-c", _REAPER, *args], stdin=subprocess.PIPE, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-
-
-def listen_on_loopback() -> None:
-    """Make the Ray this process starts listen on 127.0.0.1 only. On Linux Ray binds the machine's network address
-    (its GCS, raylets, runtime-env agent, object manager and every worker would be reachable from the network, with
-    the cluster's token as the only guard); RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 makes it use the loopback address.
-    Ray reads the variable when it is imported, and its processes inherit it from our environment; should Ray be
-    imported already, its constant is set too. Only for ``--ray-address local``: a cluster's own address is its own."""
-    os.environ[RAY_LOOPBACK_ENV] = "0"
-    constants = sys.modules.get("ray._private.ray_constants")
-    if constants is not None:
-        constants.ENABLE_RAY_CLUSTER = False
-
-
-def connect(address, num_cpus):
-    """ray.init for --ray-address (``local``: a Ray of ``num_cpus`` CPUs on this machine, on 127.0.0.1 only), with
-    our signal handlers put back (see the module's docstring). Returns the watchdog of a local Ray (None when
-    joining)."""
-    import signal
-
-    if address == LOCAL:
-        listen_on_loopback()  # before Ray is imported and starts its processes
-    import ray
-
-    _check_address(address)
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    reaper = None
-    try:
-        if address == LOCAL:
-            before = {p.pid for p in descendants()}
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="warning",
-                     _node_ip_address=LOOPBACK)  # fmt: skip
-            reaper = _reap_when_driver_ends(before)
-        else:
-            ray.init(address=address, logging_level="warning")
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        raise RaySetupError(f"--ray-address {address}: could not join the Ray cluster there: {one_line(e)}")
-    finally:
-        for sig, handler in saved.items():
-            if handler is not None:
-                signal.signal(sig, handler)
-    return reaper
-
-
 class RayRollouts(Rollouts):
     """K rollout workers on a Ray cluster filling the rollout slot (rollout.Rollouts): spaces, num_envs, env_info,
     `collect` (one update's rollout into the learner's buffer), `warm_up`, `evaluate`, `close`. ``args``: the run's
@@ -222,7 +116,9 @@ class RayRollouts(Rollouts):
         self.env_params = {}
         self.ahead = AskedAhead(args.max_policy_lag if args.async_rl else 0)  # (the broadcast, the calls) of each
         # a local Ray gets CPUs for every worker: the same oversubscription as --num-instances on one machine
-        self.reaper = connect(self.address, num_cpus=max(os.cpu_count() or 1, cpus * self.num_workers))
+        self.guardian = self.health = None
+        self.guardian = connect(self.address, max(os.cpu_count() or 1, cpus * self.num_workers), self.run_dir)
+        self.health = RayHealth(self.address, self.guardian)
         try:
             self._check_room(cpus)
             digest = None
@@ -288,7 +184,10 @@ class RayRollouts(Rollouts):
         import ray
 
 
-        ready, pending = ray.wait(refs, num_returns=len(refs), timeout=START_TIMEOUT_S)
+        pending, deadline = list(refs), time.monotonic() + START_TIMEOUT_S
+        while pending and time.monotonic() < deadline:
+            self.health.check()
+            _, pending = ray.wait(pending, num_returns=len(pending), timeout=WAIT_POLL_S)
         if pending:
             raise RaySetupError(f"{len(pending)} of {len(refs)} Ray workers ({cpus:g} CPUs each) were still waiting "
                              f"{doing} after {START_TIMEOUT_S:.0f} s: is the cluster at {self.address} busy, or "
@@ -348,8 +247,12 @@ class RayRollouts(Rollouts):
 
         results = [None] * self.num_workers
         while pending:
-            (done,), _ = ray.wait(list(pending), num_returns=1)
-            i = pending.pop(done)
+            self.health.check()  # Ray itself must still stand (its GCS, the local raylet): looked at every 2 s
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_POLL_S)
+            if not ready:
+                continue
+            i = pending.pop(ready[0])
+            done = ready[0]
             try:
                 results[i] = ray.get(done)
                 self._down_since[i] = None  # it answers: a later failure is a new death
@@ -431,18 +334,33 @@ class RayRollouts(Rollouts):
         return {**out, **(self.ahead.scalars() if self.ahead.depth else {})}
 
     def evaluate(self, act, num_episodes, seed):
-        """The deterministic evaluation (rollout.evaluate) on worker 0's games."""
+        """The deterministic evaluation (rollout.evaluate) on worker 0's games; a worker that dies meanwhile is
+        restarted and asked again, as during training (`_results`)."""
+        self._cancel_ahead()  # the fragments asked ahead are not needed: those not begun are cancelled
+        args = (act, num_episodes, seed)
+        return self._results({self.workers[0].evaluate.remote(*args): 0}, "evaluate", args)[0]
+
+    def _cancel_ahead(self) -> None:
+        """Cancel the fragments asked ahead by --async (a worker's queued calls; the one it is collecting ends)."""
         import ray
 
-        self.ahead.drop()  # the fragments asked ahead are not needed (each worker runs them, then evaluates)
-        return ray.get(self.workers[0].evaluate.remote(act, num_episodes, seed))
+        for _, pending in self.ahead.drop():
+            for ref in pending:
+                try:
+                    ray.cancel(ref)
+                except Exception:
+                    pass
 
     def close(self):
-        """End the workers (their games first) and leave the cluster (stopping it when we started it)."""
+        """End the workers (their games first) and leave the cluster (stopping it when we started it). After a lost
+        Ray, no call to it: the guardian ends the local Ray's processes, and the process ends once it has said why
+        (ray_cluster.RayHealth.leave_now)."""
         import ray
 
-        if self.workers:
+        lost = self.health is not None and self.health.lost is not None
+        if self.workers and not lost:
             try:
+                self._cancel_ahead()
                 ray.wait([w.close.remote() for w in self.workers], num_returns=len(self.workers), timeout=15)
             except Exception:
                 pass
@@ -451,16 +369,14 @@ class RayRollouts(Rollouts):
                     ray.kill(w, no_restart=True)
                 except Exception:
                     pass
-            self.workers = []
-        if ray.is_initialized():
+        self.workers = []
+        if lost:
+            self.health.leave_now()
+        elif ray.is_initialized():
             ray.shutdown()
-        if self.reaper is not None:  # a local Ray: its watchdog ends what ray.shutdown left, then itself
-            self.reaper.stdin.close()
-            try:
-                self.reaper.wait(timeout=10)
-            except Exception:
-                pass
-            self.reaper = None
+        if self.guardian is not None:  # a local Ray: it ends what ray.shutdown left, then itself
+            self.guardian.end()
+            self.guardian = None
 
 
 def _cause(e) -> str:

@@ -1,10 +1,16 @@
-"""The ways a game instance fails the trainer: it did not start, it crashed past its restarts, the editor's game was
-closed, or the worker that held it (a Ray actor) was lost. One place, so that the launcher, the Xvfb display and the
-Ray workers raise the same errors and every command catches them by one name."""
+"""The ways a game instance fails the trainer: it did not start, it had no display, it crashed past its restarts, the
+editor's game was closed, or the worker that held it (a Ray actor) was lost. One place, so that the launcher, the Xvfb
+display and the Ray workers raise the same errors and every command catches them by one name."""
 
 
 class InstanceStartError(RuntimeError):
     """An instance could not be started or never connected (exit code / timeout, with its log tail)."""
+
+
+class DisplayError(InstanceStartError):
+    """Windowed instances have no display: none is set and Xvfb is missing, $DISPLAY names no X server that answers,
+    or the display died under them (the Xvfb started for them ended). Nothing can start or restart an instance then;
+    the message names the display and the fix in one line."""
 
 
 class InstanceCrashedError(RuntimeError):

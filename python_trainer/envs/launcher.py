@@ -51,12 +51,12 @@ from python_trainer.base.processes import (LOG_TAIL_LINES, TERM_GRACE_S, describ
 from python_trainer.envs.cleanup import LIVE as _LIVE
 from python_trainer.envs.cleanup import install_cleanup_hooks as _install_cleanup_hooks
 from python_trainer.envs.connect import ConnectionWait
-from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
+from python_trainer.envs.failures import DisplayError, InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import NO_RENDER_LOOP, GameError, GameInstance, GodotGame
 from python_trainer.envs.logs import DEFAULT_MAX_LOG_BYTES, CappedLog, ScriptErrorWatch, shown_tail
 from python_trainer.envs.protocol import DEFAULT_TIMEOUT_S, GodotConnection, GodotConnectionError
 from python_trainer.envs.images import declared_image
-from python_trainer.envs.xvfb import Xvfb, open_display, user_display
+from python_trainer.envs.xvfb import GODOT_NO_DISPLAY, Xvfb, display_lost, open_display, user_display
 
 DEFAULT_MAX_RESTARTS = 3
 CLOSE_GRACE_S = 2.0  # how long instances get to quit by themselves after the "close" message
@@ -264,6 +264,10 @@ class InstanceLauncher:
                     end_process_tree([old.pid])
                     self._reap(old.proc)
                 old.close_listener()
+            lost = self._display_lost()
+            if lost is not None:  # every instance went with it, and none can start again
+                raise DisplayError(f"{lost}, and {old.label() if old else f'instance {index}'} ended with it: windowed "
+                                   "instances cannot run without their display") from error  # fmt: skip
             what = str(error) if error is not None else "restart requested"
             status = describe_exit(code) if code is not None else "was still running (ended it)"
             msg = f"instance {index} failed: {what}\n  process: {status}; log: {old.log_path if old else '?'}"
@@ -344,9 +348,11 @@ class InstanceLauncher:
         shape = " x ".join(map(str, size)) if isinstance(size, list) else "?"
         why = (f"{self.num_instances} windowed instance(s): {self.env} observes a camera image ({key}, {shape}), which "
                "a headless build cannot render")
-        if self.display or user_display():
-            self._note(f"on the display {self.display or user_display()}, {why}")
-        self._ensure_display(f"for {why}")
+        given = self.display or user_display()
+        self._ensure_display(f"for {why}", instead=None, need=f"{self.env} observes a camera image ({key}), which only "
+                             "a windowed instance renders, and windowed instances need a display")  # fmt: skip
+        if given:
+            self._note(f"on the display {given}, {why}")
         self.instances = [self._spawn(i, restarts=0) for i in range(self.num_instances)]
         self._connect(self.instances, time.monotonic() + self.connect_timeout)
 
@@ -445,8 +451,15 @@ class InstanceLauncher:
     def _connect(self, pending_instances: Sequence[Instance], deadline: float) -> None:
         """Accept each instance's connection, handshake, read env_info and tell the game's dialect, all instances in
         parallel against one deadline (`connect.ConnectionWait`)."""
-        ConnectionWait(pending_instances, env=self.env, connect_timeout=self.connect_timeout,
-                       step_timeout=self.step_timeout, note=self._note).run(deadline)  # fmt: skip
+        try:
+            ConnectionWait(pending_instances, env=self.env, connect_timeout=self.connect_timeout,
+                           step_timeout=self.step_timeout, note=self._note).run(deadline)  # fmt: skip
+        except InstanceStartError as e:  # a display that answers our probe but refuses the game (xauth), or died
+            if self.headless or isinstance(e, DisplayError) or GODOT_NO_DISPLAY not in str(e):
+                raise
+            raise DisplayError(self._display_lost() or (
+                f"the game could not open the display {self.display} (it said: {GODOT_NO_DISPLAY}): let this user open "
+                "it (xauth, xhost), or unset DISPLAY so that an Xvfb is started for the windowed instances")) from None
 
     def _copies(self, inst: Instance) -> dict:
         """The env_info's report of the scene's copies (our extension: their number, the check of the game's scripts),
@@ -464,11 +477,16 @@ class InstanceLauncher:
         self.report(msg)
 
     # ---------------------------------------------------------------- Xvfb
-    def _ensure_display(self, why: str = "for the windowed instances") -> None:
+    def _ensure_display(self, why: str = "for the windowed instances", **no_display) -> None:
+        """$DISPLAY or an Xvfb for the windowed instances (``no_display``: what to say without either, `open_display`)."""
         if self.display is not None:
             return
         self._xvfb = Xvfb(self.log_dir / "xvfb.log")
-        self.display = open_display(self._xvfb, self._note, why)
+        self.display = open_display(self._xvfb, self._note, why, **no_display)
+
+    def _display_lost(self) -> Optional[str]:
+        """None while the windowed instances' display is there (or they run headless), else what became of it."""
+        return None if self.headless or self.display is None else display_lost(self.display, self._xvfb)
 
 
 

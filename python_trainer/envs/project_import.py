@@ -92,6 +92,7 @@ def ensure_imported(project, timeout: Optional[float] = None, env=None,
     project, timeout = Path(project), IMPORT_TIMEOUT_S if timeout is None else timeout
     if is_up_to_date(project):
         return False
+    check_writable(project)
     (report or (lambda msg: say(f"godot-ppo: {msg}")))(
         f"importing {project}'s assets with Godot's editor (once: kept in {project / '.import'})")
     with tempfile.TemporaryDirectory(prefix="godot-ppo-import-") as scratch:
@@ -112,6 +113,21 @@ def ensure_imported(project, timeout: Optional[float] = None, env=None,
     (project / STAMP).parent.mkdir(exist_ok=True)
     write_atomic(project / STAMP, import_state(project))
     return True
+
+
+def check_writable(project: Path) -> None:
+    """ImportFailed (one line, naming the folder and the fix) unless the import can write where Godot's editor puts
+    it: DIR/.import/ and an ASSET.import file beside each asset (a read-only mount, a folder of another user's)."""
+    where = project / ".import"
+    try:
+        where.mkdir(exist_ok=True)
+        problem = next((f"{p} is not writable" for p in (project, where) if not os.access(p, os.W_OK)), None)
+    except OSError as e:
+        problem = f"cannot make {where} ({e.strerror or e})"
+    if problem is not None:
+        raise ImportFailed(f"{project}'s assets need an import, and {problem}: Godot's editor writes it into "
+                           f"{where} and beside each asset; make the folder writable, or copy the project to one "
+                           "that is and give that to --project")  # fmt: skip
 
 
 def keep_out_of_projects(folder) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import os
 import select
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -17,9 +18,11 @@ import psutil
 
 from python_trainer.base.errors import UserError
 from python_trainer.base.processes import describe_exit, end_process_tree, read_log_tail, spawn
-from python_trainer.envs.failures import InstanceStartError
+from python_trainer.envs.failures import DisplayError, InstanceStartError
 
 _POLL_S = 0.1
+PROBE_TIMEOUT_S = 2.0  # how long an X server's socket may take to accept a connection
+GODOT_NO_DISPLAY = "X11 Display is not available"  # what a windowed Godot 3 prints when it cannot open its display
 
 
 def xvfb_binary() -> Optional[str]:
@@ -32,10 +35,40 @@ def user_display() -> Optional[str]:
     return os.environ.get("DISPLAY") or None
 
 
-def no_display_message(instead: str = "run headless") -> str:
-    """What to say when windowed instances need a display and neither $DISPLAY nor Xvfb is there."""
-    return ("windowed instances need a display: $DISPLAY is not set and Xvfb is not installed. "
-            f"Run `sudo apt-get install xvfb`, set DISPLAY, or {instead}.")  # fmt: skip
+def no_display_message(instead: Optional[str] = "run headless", need: str = "windowed instances need a display") -> str:
+    """What to say when windowed instances need a display (``need``: why) and neither $DISPLAY nor Xvfb is there;
+    ``instead``: what works without one (None: nothing does, as for a game that sees through a camera)."""
+    alternative = f", set DISPLAY, or {instead}" if instead else " or set DISPLAY to a running X display"
+    return f"{need}: $DISPLAY is not set and Xvfb is not installed. Run `sudo apt-get install xvfb`{alternative}."
+
+
+def display_answers(display: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether an X server accepts connections at ``display`` (":N", "unix:N" or "HOST:N", each with an optional
+    ".SCREEN"): its local socket (the abstract one, then the file in /tmp/.X11-unix) or TCP port 6000 + N on HOST.
+    A form this does not know counts as answering (the game then says what it found)."""
+    host, _, rest = display.rpartition(":")
+    number = rest.split(".")[0]
+    if not number.isdigit() or "/" in host:
+        return True
+    try:
+        if host not in ("", "unix"):
+            socket.create_connection((host, 6000 + int(number)), timeout=timeout).close()
+            return True
+        for address in (f"\0/tmp/.X11-unix/X{number}", f"/tmp/.X11-unix/X{number}"):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(timeout)
+                if probe.connect_ex(address) == 0:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def unreachable_display_message(display: str, what: str = "$DISPLAY is") -> str:
+    """One line for a display that answers nothing (``what``: how it was given), and the fix."""
+    unset = ("unset DISPLAY (an Xvfb is then started for the windowed instances)" if xvfb_binary() is not None else
+             "unset DISPLAY and install Xvfb (`sudo apt-get install xvfb`), which is then started for them")
+    return f"{what} {display}, but no X server answers there: {unset}, or set DISPLAY to a running display"
 
 
 def person_display(what: str, instead: str) -> str:
@@ -53,12 +86,31 @@ def display_available() -> bool:
     return user_display() is not None or xvfb_binary() is not None
 
 
-def open_display(xvfb: "Xvfb", report: Callable[[str], None], why: str = "") -> str:
+def display_lost(display: str, xvfb: Optional["Xvfb"]) -> Optional[str]:
+    """None while ``display`` is there; else what became of it: ``xvfb`` (the Xvfb started for it, if one was) ended,
+    or the display stopped answering."""
+    if xvfb is not None:
+        proc = xvfb.proc
+        code = proc.poll() if proc is not None else None
+        if code is None:
+            return None
+        return (f"the Xvfb display {display} (pid {proc.pid}) that the windowed instances ran on died "
+                f"({describe_exit(code)}; its log: {xvfb.log_path})")  # fmt: skip
+    return None if display_answers(display) else f"the display {display} stopped answering"
+
+
+def open_display(xvfb: "Xvfb", report: Callable[[str], None], why: str = "", instead: Optional[str] = "run headless",
+                 need: str = "windowed instances need a display") -> str:
     """The user's $DISPLAY, or ``xvfb`` started and reported (``why``: what it is for, or what the user should
-    know about a window nobody sees)."""
+    know about a window nobody sees). A DisplayError in one line when $DISPLAY answers nothing, or when it is not set
+    and Xvfb is not installed (``need`` and ``instead``: `no_display_message`'s)."""
     display = user_display()
     if display is not None:
+        if not display_answers(display):
+            raise DisplayError(unreachable_display_message(display))
         return display
+    if xvfb_binary() is None:
+        raise DisplayError(no_display_message(instead, need))
     display = xvfb.start()
     report(f"no $DISPLAY: started Xvfb on {display} (pid {xvfb.pid}){' ' + why if why else ''}")
     return display
@@ -103,7 +155,7 @@ class Xvfb:
         """Start Xvfb and return its display (":N"); raises InstanceStartError naming the fix."""
         exe = xvfb_binary()
         if exe is None:
-            raise InstanceStartError(no_display_message())
+            raise DisplayError(no_display_message())
         r, w = os.pipe()
         try:
             with open(self.log_path, "ab") as log:

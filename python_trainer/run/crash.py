@@ -16,6 +16,8 @@ from python_trainer.envs.failures import GameClosedError, InstanceCrashedError, 
 from python_trainer.envs.game import GameError
 from python_trainer.envs.protocol import GodotConnectionError
 
+ERROR_LOG = "error.log"  # RUN_DIR/error.log: the traceback of a bug that ended training (describe_crash)
+
 
 def stop_message(e, run_dir, *, ready, saved, save_error, saved_step, done_step, resumed) -> tuple[int, str]:
     """(exit status, message) for ``e`` that ended training: 128 + N for signal N, whose message starts with
@@ -59,8 +61,8 @@ def describe_crash(e, run_dir):
     if isinstance(e, (InstanceStartError, GodotConnectionError, GameError, WorkerLostError)):
         return one_line(e)
     try:  # whole or not there: a disk that fills up meanwhile leaves no empty error.log
-        write_atomic(run_dir / "error.log", "".join(traceback.format_exception(e)))
-        return f"{type(e).__name__}: {one_line(e)} (traceback in {run_dir / 'error.log'})"
+        write_atomic(run_dir / ERROR_LOG, "".join(traceback.format_exception(e)))
+        return f"{type(e).__name__}: {one_line(e)} (traceback in {run_dir / ERROR_LOG})"
     except OSError:
         return f"{type(e).__name__}: {one_line(e)}"
 

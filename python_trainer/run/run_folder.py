@@ -14,6 +14,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import time
@@ -26,6 +27,7 @@ import numpy as np
 from python_trainer.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import atomic_output, write_atomic
+from python_trainer.run.crash import ERROR_LOG
 
 EPISODES_CSV = "episodes.csv"
 ARGS_JSON = "args.json"
@@ -44,20 +46,25 @@ def _flag(name):
 
 
 def new_run_dir(root, env_id, exp_name, seed) -> Path:
-    """Create ROOT/<env>__<exp>__<seed>__<time> (with _2, _3... appended if that exists already) and return it.
+    """Create ROOT/<env>__<exp>__<seed>__<time> (with _2, _3... appended if that exists already) and return it; a
+    TrainError naming --run-dir-root when ROOT cannot hold it (read-only, full).
 
     Each candidate is created with an exclusive mkdir, so two runs started in the same second get two folders."""
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
     run_name = f"{env_id}__{exp_name}__{seed}__{int(time.time())}"
     k = 1
-    while True:
-        run_dir = root / (run_name if k == 1 else f"{run_name}_{k}")
-        try:
-            run_dir.mkdir()
-            return run_dir
-        except FileExistsError:
-            k += 1
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        while True:
+            run_dir = root / (run_name if k == 1 else f"{run_name}_{k}")
+            try:
+                run_dir.mkdir()
+                return run_dir
+            except FileExistsError:
+                k += 1
+    except OSError as e:  # a read-only folder, a full disk, a file in the way: said before any game starts
+        raise TrainError(f"cannot make the run folder in {root.absolute()} ({e.strerror or e}): give --run-dir-root a "
+                         "folder you can write to") from None  # fmt: skip
 
 
 class RunLock:
@@ -152,16 +159,21 @@ def recorded_command(run_dir) -> str | None:
         return None
 
 
-def discard_if_unused(run_dir, logs_too: bool = False):
-    """Remove a run folder in which nothing happened (only its args.json and lock; ``logs_too``: and the games' logs,
-    when the error that ended it says all they would): don't leave an empty run folder behind."""
+def discard_new_run(run_dir, error: BaseException | None = None) -> None:
+    """Remove a new run's folder after a refused or failed start, or a stop before its training began: nothing in it
+    is worth keeping (the error quotes its games' logs), unless it holds error.log, the traceback of a bug that the
+    error names. ``error``'s message then names the files that went by their names alone (`gone_from`)."""
     run_dir = Path(run_dir)
-    if logs_too:
-        shutil.rmtree(run_dir / "logs", ignore_errors=True)
-    if not any(p for p in run_dir.iterdir() if p.name not in (ARGS_JSON, LOCK_NAME)):
-        (run_dir / ARGS_JSON).unlink(missing_ok=True)
-        (run_dir / LOCK_NAME).unlink(missing_ok=True)
-        run_dir.rmdir()
+    if (run_dir / ERROR_LOG).exists():
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if error is not None and len(error.args) == 1 and isinstance(error.args[0], str):
+        error.args = (gone_from(run_dir, error.args[0]),)
+
+
+def gone_from(run_dir, text: str) -> str:
+    """``text`` with each path inside the removed folder ``run_dir`` (a game's log) named by its file name, said gone."""
+    return re.sub(re.escape(str(run_dir)) + r"/(?:[^\s/]+/)*([^\s/:;,)]+)", r"\1 (removed with its run folder)", text)
 
 
 def train_command(args: dict, args_class=None) -> str:

@@ -28,7 +28,7 @@ from python_trainer.engine.policy_file import (
 from python_trainer.engine.recording import record
 from python_trainer.engine.watcher import start_policy_watcher
 from python_trainer.envs.failures import GameClosedError, InstanceStartError
-from python_trainer.envs.game import GameBugError, GameError, GodotGame
+from python_trainer.envs.game import GameError, GodotGame
 from python_trainer.envs.project_import import keep_out_of_projects
 from python_trainer.rollout import NonFiniteEnvData, eval_seed
 from python_trainer.run import crash, curriculum
@@ -41,7 +41,7 @@ from python_trainer.run.learners import (
     VIDEO_DIR, declared_actions, make_learner, make_rollouts, policy_set_of, policy_state, policy_table, saved_policy,
 )
 from python_trainer.run.run_folder import (
-    RunLock, RunLog, TrainError, discard_if_unused, new_run_dir, prepare_run, train_command, write_args_json,
+    RunLock, RunLog, TrainError, discard_new_run, new_run_dir, prepare_run, train_command, write_args_json,
 )
 from python_trainer.variants import cloning
 from python_trainer.variants.policies import lockstep
@@ -59,7 +59,7 @@ class TrainingRun:
         self.args, self.explicit, self.args_class = args, set(explicit), args_class or type(args)
         self.rollouts = self.lock = self.log = self.watcher = self.schedule = None
         self.ready = False  # set once the agent exists: from then on a stop or a crash saves a checkpoint
-        self.done_step = self.done_update = self.saved_step = None
+        self.done_step = self.done_update = self.saved_step = self.start_update = None
         self.fresh, self.stopped_by = False, None  # a new run folder (not --resume's); what ended the run early
 
     def run(self) -> int:
@@ -76,6 +76,11 @@ class TrainingRun:
             raise  # NaN observations or loss: its message names the last checkpoint (the model may be diverging)
         except (KeyboardInterrupt, Exception) as e:
             self.stopped_by = e
+            if isinstance(e, GameClosedError) and self.done_update in (None, self.start_update):
+                self.ready = False  # nothing trained: no checkpoint, and a new run leaves no folder
+                raise UserError(f"the editor's game closed before the first update ({one_line(e)}): nothing was "
+                                "trained; start the trainer again, then press Play and leave the game running",
+                                status=1) from None  # fmt: skip
             # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), the editor's game closed, an instance out of restarts, a
             # closed stdout (`| head`), a bug: the model in memory is intact, so the last completed update is saved
             # first, with a second signal held.
@@ -88,9 +93,9 @@ class TrainingRun:
         finally:
             self.close()
             if self.fresh and not self.ready and self.stopped_by is not None:
-                # a new run refused once its games had started (its demonstrations, --demos on a game of several
-                # policies): no folder is left of it; its games' logs go too when its one line says all
-                discard_if_unused(self.run_dir, logs_too=isinstance(self.stopped_by, (GameBugError, UserError)))
+                # a new run refused or stopped before its training began (its demonstrations, --demos on a game of
+                # several policies, a game closed or crashed at its first reset, a signal): no folder is left of it
+                discard_new_run(self.run_dir, self.stopped_by)
 
     # ---- prepare ------------------------------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -106,27 +111,26 @@ class TrainingRun:
         args = self.args
         fresh = self.fresh = self.run_dir is None
         self.run_dir = self.run_dir or new_run_dir(args.run_dir_root, args.env_id, args.exp_name, args.seed)
-        keep_out_of_projects(self.run_dir.parent)  # runs/ inside a Godot project: its editor must not import it
         self.global_step = self.ckpt["global_step"] if self.ckpt else 0
         self.saved_step = self.global_step if self.ckpt else None
-
-        # Seeding (and, when resuming, the RNG streams exactly where the checkpoint left them)
-        random.seed(args.seed)
-        np.random.seed(args.seed)
-        torch.manual_seed(args.seed)
-        torch.backends.cudnn.deterministic = args.torch_deterministic
-        torch.set_num_threads(max(1, args.torch_threads))
-        if self.ckpt:
-            set_rng_state(self.ckpt["rng"])
         try:
+            keep_out_of_projects(self.run_dir.parent)  # runs/ inside a Godot project: its editor must not import it
+            # Seeding (and, when resuming, the RNG streams exactly where the checkpoint left them)
+            random.seed(args.seed)
+            np.random.seed(args.seed)
+            torch.manual_seed(args.seed)
+            torch.backends.cudnn.deterministic = args.torch_deterministic
+            torch.set_num_threads(max(1, args.torch_threads))
+            if self.ckpt:
+                set_rng_state(self.ckpt["rng"])
             self._open_rollouts()
         except BaseException as e:
             if self.rollouts is not None:
                 self.rollouts.close()
-            if fresh:  # a game's own bug or a setting it cannot take is named in full by its one line: its logs go too
-                discard_if_unused(self.run_dir, logs_too=isinstance(e, (GameBugError, UserError)))
             if self.lock is not None:
                 self.lock.release()
+            if fresh:  # a refused or failed start (a game that never connected, no display...) leaves no folder
+                discard_new_run(self.run_dir, e)
             raise
 
     def _open_rollouts(self) -> None:

@@ -302,3 +302,84 @@ def test_godot_rls_own_env_drives_the_game_run_from_its_folder(tmp_path):
     finally:
         end(game)
     assert game.returncode == 0 and "rl_sync: training with the trainer on 127.0.0.1" in game_out, game_out[-2000:]
+
+
+def test_an_editor_game_closed_before_the_first_update_is_a_fault_and_leaves_no_run_folder(tmp_path):
+    port, runs = free_port(), tmp_path / "runs"
+    trainer = editor_trainer(runs, port, "--total-timesteps", "100000", "--num-steps", "16")
+    game = None
+    try:  # it dies at its first action, as a game killed at once
+        game = subprocess.Popen([*FAKE, f"--port={port}", "--env=ball_chase", "--fake_mode=crash_after=0", "--agents=2"])
+        out, _ = trainer.communicate(timeout=60)
+        assert game.wait(timeout=10) != 0
+    finally:
+        end(trainer)
+        if game is not None:
+            end(game)
+    out = out.decode()
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert trainer.returncode == 1 and len(errors) == 1, out[-3000:]
+    assert "the editor's game closed before the first update" in errors[0] and "press Play" in errors[0]
+    assert "nothing to save" not in out and "checkpoint" not in out and run_dirs(runs) == []
+
+
+def test_a_second_game_pressing_play_is_told_the_trainer_is_busy(tmp_path):
+    project = walker_project(tmp_path, icon=False)
+    port, runs = free_port(), tmp_path / "runs"
+    trainer = editor_trainer(runs, port, "--total-timesteps", "100000", "--num-steps", "16")
+    first = second = None
+    try:
+        first = subprocess.Popen([*FAKE, f"--port={port}", "--env=ball_chase", "--agents=2"])
+        read_line(trainer, b"game ball_chase: run by the Godot editor", timeout=60)
+        second = subprocess.Popen(["godot3-server", "--path", str(project)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, env=dict(os.environ, RL_SYNC_EDITOR_PORT=str(port)))
+        line = read_line(second, b"rl_sync: human play", timeout=30).decode()
+        trainer.send_signal(signal.SIGINT)
+        out, _ = trainer.communicate(timeout=60)
+        assert first.wait(timeout=10) == 0  # the game it trained was sent "close"
+    finally:
+        for proc in (trainer, first, second):
+            if proc is not None:
+                end(proc)
+    assert f"the trainer on 127.0.0.1:{port} is training another game; stop that training first" in line, line
+    assert trainer.returncode == 130 and b"interrupted by SIGINT: checkpoint at global step" in out, out[-3000:]
+
+
+def test_strangers_on_the_editor_port_are_held_within_its_bounds_and_the_game_still_trains(tmp_path):
+    """40 connections that each announce the largest greeting and send 60 MB: at most EDITOR_CONNECTIONS are held
+    at once (a new one closes the oldest), each buffering at most HANDSHAKE_BYTES; then the game connects and trains."""
+    from python_trainer.base.bounds import EDITOR_CONNECTIONS, HANDSHAKE_BYTES
+
+    port, runs = free_port(), tmp_path / "runs"
+    trainer = editor_trainer(runs, port, "--total-timesteps", "64", "--num-steps", "16", "--eval-episodes", "0")
+    me, game = psutil.Process(trainer.pid), None
+
+    def stranger():
+        try:
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(HANDSHAKE_BYTES.value.to_bytes(4, "little"))
+                for _ in range(60):
+                    sock.sendall(bytes(2**20))
+        except OSError:  # closed by the trainer: refused
+            pass
+
+    try:
+        base = me.memory_info().rss
+        senders = [threading.Thread(target=stranger, daemon=True) for _ in range(40)]
+        for t in senders:
+            t.start()
+        peak_rss = peak_held = 0
+        while any(t.is_alive() for t in senders):
+            held = [c for c in me.net_connections("tcp4") if c.laddr.port == port and c.status != psutil.CONN_LISTEN]
+            peak_rss, peak_held = max(peak_rss, me.memory_info().rss), max(peak_held, len(held))
+        game = subprocess.Popen([*FAKE, f"--port={port}", "--env=ball_chase", "--agents=2"])
+        out, _ = trainer.communicate(timeout=60)
+    finally:
+        end(trainer)
+        if game is not None:
+            end(game)
+    assert trainer.returncode == 0, out[-3000:]
+    assert 0 < peak_held <= EDITOR_CONNECTIONS.value
+    grown = (peak_rss - base) / 2**20
+    assert grown < EDITOR_CONNECTIONS.value * HANDSHAKE_BYTES.value / 2**20 + 64, f"the trainer grew {grown:.0f} MiB"
+    print(f"40 strangers: the trainer held at most {peak_held} connections and grew {grown:.0f} MiB")

@@ -22,13 +22,13 @@ from typing import Callable, Optional, Sequence
 
 import psutil
 
+from python_trainer.base.bounds import HANDSHAKE_BYTES
 from python_trainer.base.flags import SLOW_GAME_HINT
 from python_trainer.base.processes import describe_exit, descendants
 from python_trainer.envs.failures import InstanceStartError
 from python_trainer.envs.game import PLUGIN_CONNECT_LINE, GameBugError
 from python_trainer.envs.protocol import (
     BINARY_STEP_ENCODING,
-    MAX_MESSAGE_BYTES,
     PACKED_OBS_ENCODING,
     GodotConnection,
     decode_body,
@@ -57,9 +57,10 @@ class Greeting:
         self.buf += data
         while len(self.buf) >= 4:
             (n,) = struct.unpack_from("<I", self.buf, 0)
-            if n > MAX_MESSAGE_BYTES:
+            if n > HANDSHAKE_BYTES.value:  # a hello or an env_info: what a stranger may make us buffer
                 raise InstanceStartError(f"{self.inst.label()}: its first message announced {n} bytes, above the "
-                                         f"{MAX_MESSAGE_BYTES}-byte limit (corrupt stream?)")
+                                         f"{HANDSHAKE_BYTES.value}-byte bound of a hello or an env_info (corrupt "
+                                         "stream?)")  # fmt: skip
             if len(self.buf) < 4 + n:
                 return None
             body = bytes(self.buf[4:4 + n])

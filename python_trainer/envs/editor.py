@@ -7,7 +7,9 @@ side by side; the first to answer our handshake and env_info request in godot-rl
 ours run from its project folder with no mode flag tries that port once, for at most 0.5 s, with no token
 (addons/rl_sync/run_mode.gd); it reads the port from ``$RL_SYNC_EDITOR_PORT``, else the project setting
 ``rl_sync/editor_port``. A game made with godot_rl_agents' plugin connects there too, from the editor, as godot-rl's
-own editor training has it.
+own editor training has it. At most EDITOR_CONNECTIONS (base/bounds.py) are greeted at once (a new one closes the
+oldest), each buffering at most HANDSHAKE_BYTES; once the game is found the port stays ours, and a second game's Play
+is told the trainer is busy (`BusyPort`).
 
     game = wait_for_play(port, say)       # a GodotGame whose export is an `EditorPlay` holding the connection
     EditorLauncher(game, options)         # the vector env's launcher of that one instance (vec_env.py picks it)
@@ -21,10 +23,12 @@ from __future__ import annotations
 import errno
 import selectors
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from python_trainer.base.bounds import EDITOR_CONNECTIONS
 from python_trainer.base.errors import one_line
 from python_trainer.envs.connect import Greeting
 from python_trainer.envs.failures import GameClosedError, InstanceStartError
@@ -37,6 +41,7 @@ from python_trainer.envs.protocol import (
 DEFAULT_EDITOR_PORT = 11008  # godot-rl's (GodotEnv.DEFAULT_PORT); the game's side: addons/rl_sync/run_flags.gd
 GREETING_TIMEOUT_S = 5.0  # a connection that answers nothing meanwhile is not a game
 PORT_SETTINGS = "the game's project setting rl_sync/editor_port (or $RL_SYNC_EDITOR_PORT where Godot runs)"
+BUSY = {"type": "busy"}  # what a game that presses Play while another trains is told (addons/rl_sync/trainer_handshake.gd)
 
 
 @dataclass(eq=False)
@@ -50,6 +55,14 @@ class EditorInstance:
     dialect: Optional[str] = None
     index: int = 0
     seed: int = 0  # the game's own --env_seed: the editor gives it none
+    port_kept: Optional["BusyPort"] = None  # the listening port, kept while the game trains
+
+    def close(self, send_close: bool = True) -> None:
+        """Close the game's connection (``send_close``: asking it to quit first) and give the port back."""
+        if self.conn is not None:
+            self.conn.close(send_close=send_close)
+        if self.port_kept is not None:
+            self.port_kept.close()
 
     @property
     def game(self) -> str:
@@ -94,11 +107,49 @@ def wait_for_play(port: int, say: Callable[[str], None], env_id: Optional[str] =
         found = None
         while found is None:
             found = wait.step()
+    except BaseException:
+        listener.close()
+        raise
     finally:
         wait.close()
     inst, sock = found
     inst.conn = GodotConnection(sock, label=inst.label, timeout=step_timeout)
+    inst.port_kept = BusyPort(listener)
     return GodotGame(EditorPlay(port, inst), inst.game, rl_sync=inst.dialect == RL_SYNC)
+
+
+class BusyPort:
+    """The port, kept while its game trains: a game that presses Play meanwhile is told, in one message, that the
+    trainer is busy (it then says so, and a person plays it), and closed. Nothing is read from a connection here."""
+
+    def __init__(self, listener: socket.socket):
+        self.listener = listener
+        listener.setblocking(True)
+        self.thread = threading.Thread(target=self._answer, name="editor-port-busy", daemon=True)
+        self.thread.start()
+
+    def _answer(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:  # closed (close() shuts it down, which wakes the accept)
+                return
+            try:
+                sock.settimeout(1.0)
+                sock.sendall(encode_message(BUSY))
+                sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            finally:
+                sock.close()
+
+    def close(self) -> None:
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+        self.thread.join(timeout=2)
 
 
 class _PlayWait:
@@ -109,7 +160,8 @@ class _PlayWait:
         self.listener, self.port, self.env_id, self.say = listener, port, env_id, say
         self.sel = selectors.DefaultSelector()
         self.sel.register(listener, selectors.EVENT_READ)
-        self.greeting: dict = {}  # socket -> (Greeting, its deadline)
+        self.greeting: dict = {}  # socket -> (Greeting, its deadline), oldest first: at most EDITOR_CONNECTIONS
+        self.said_full = False
 
     def step(self) -> Optional[tuple]:
         """Wait for the next event: an accepted connection, or a greeting's bytes; (the game, its socket) once one is
@@ -119,7 +171,7 @@ class _PlayWait:
         for key, _ in events:
             if key.fileobj is self.listener:
                 self._accept()
-            else:
+            elif key.fileobj in self.greeting:  # (not closed by an _accept of this same batch)
                 found = self._read(key.fileobj)
                 if found is not None:
                     return found
@@ -130,6 +182,11 @@ class _PlayWait:
 
     def _accept(self) -> None:
         sock, _ = self.listener.accept()
+        if len(self.greeting) >= EDITOR_CONNECTIONS.value:  # the oldest stranger goes: a game answers at once
+            oldest = next(iter(self.greeting))
+            self._refuse(oldest, f"it was the oldest of {EDITOR_CONNECTIONS.value} that had not answered (said once)",
+                         said=self.said_full)  # fmt: skip
+            self.said_full = True
         try:
             sock.settimeout(GREETING_TIMEOUT_S)  # a few hundred bytes: a peer that cannot take them is not a game
             sock.sendall(encode_message(handshake_message(PACKED_OBS_ENCODING, BINARY_STEP_ENCODING))
@@ -166,8 +223,9 @@ class _PlayWait:
         sock.setblocking(True)
         return inst, sock
 
-    def _refuse(self, sock: socket.socket, why: str, send_close: bool = False) -> None:
-        """Close a connection that is not the game to train (a game is sent "close" first, so it quits cleanly)."""
+    def _refuse(self, sock: socket.socket, why: str, send_close: bool = False, said: bool = False) -> None:
+        """Close a connection that is not the game to train (a game is sent "close" first, so it quits cleanly);
+        ``said``: a refusal like this one was said already."""
         self.sel.unregister(sock)
         del self.greeting[sock]
         try:
@@ -176,13 +234,14 @@ class _PlayWait:
         except OSError:
             pass
         sock.close()
-        self.say(f"godot-ppo: refused a connection on 127.0.0.1:{self.port}: {why}; still waiting for Play")
+        if not said:
+            self.say(f"godot-ppo: refused a connection on 127.0.0.1:{self.port}: {why}; still waiting for Play")
 
     def close(self) -> None:
+        """Close the connections being greeted (the listening socket is the caller's)."""
         for sock in self.greeting:
             sock.close()
         self.sel.close()
-        self.listener.close()
 
 
 class EditorLauncher:
@@ -206,10 +265,10 @@ class EditorLauncher:
                               f"editor): {reason}")  # fmt: skip
 
     def close(self, send_close: bool = True) -> None:
-        """Ask the game to quit (the editor's Play window closes), and close the connection. Idempotent."""
+        """Ask the game to quit (the editor's Play window closes), close the connection and the port. Idempotent."""
         if not self.closed:
             self.closed = True
-            self.instances[0].conn.close(send_close=send_close)
+            self.instances[0].close(send_close=send_close)
 
     def script_errors(self) -> None:
         return None  # Godot's script errors go to the editor's Debugger panel, not to us

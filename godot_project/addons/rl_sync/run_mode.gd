@@ -82,7 +82,10 @@ func _look_for_editor_trainer() -> void:
 	var error := trainer.try_connect(port, RunFlags.EDITOR_CONNECT_S)
 	if error != "":
 		trainer.close()
-		print("rl_sync: human play (%s; `godot-ppo train --editor` listens there)" % error.trim_suffix("; quitting"))
+		var hint := "; `godot-ppo train --editor` listens there"
+		if error.ends_with("is training another game"):  # TrainerHandshake.try_connect(): it is busy
+			hint = "; stop that training first, or give this game another port (%s)" % RunFlags.EDITOR_PORT_SETTING
+		print("rl_sync: human play (%s%s)" % [error.trim_suffix("; quitting"), hint])
 		return
 	mode = Mode.TRAIN
 	OS.vsync_enabled = false

@@ -16,6 +16,9 @@ const OBS_ENCODINGS := ["json", "f32_base64"]
 # Step encodings ("step_encoding" in the handshake): godot-rl's JSON, or our binary step exchange
 # (packed actions in, one packed block of observations, rewards and statuses out; see wire.gd).
 const STEP_ENCODINGS := ["json", "binary"]
+# What _greet() returns when the trainer answers {"type": "busy"}: it trains another game
+# (python_trainer/envs/editor.py, BusyPort).
+const BUSY := "busy"
 
 var stream: StreamPeerTCP = null
 var obs_encoding := "json"
@@ -52,7 +55,10 @@ func try_connect(port: int, timeout_s: float) -> String:
 	var deadline := OS.get_ticks_msec() + int(timeout_s * 1000)
 	if not _open(port, deadline):
 		return "no trainer listens on 127.0.0.1:%d" % port
-	return _greet(deadline, "")
+	var error := _greet(deadline, "")
+	if error == BUSY:
+		return "the trainer on 127.0.0.1:%d is training another game" % port
+	return error
 
 
 # Connects the stream to 127.0.0.1:port before the deadline; false when nothing accepted.
@@ -92,6 +98,8 @@ func _greet(deadline: int, token: String) -> String:
 	var message = Wire.read_message(stream, _max_brackets)
 	if typeof(message) == TYPE_STRING:
 		return message
+	if message["type"] == BUSY:
+		return BUSY
 	if message["type"] != "handshake":
 		return "the first message must be a handshake, got '%s'" % str(message["type"])
 	return check(message)

@@ -23,6 +23,7 @@ COMMANDS = {
     "play": ("python_trainer.tools.play", "play_main", "watch a trained policy in the Godot window"),
     "record": ("python_trainer.tools.record_command", "main", "play the game and record demonstrations for --demos"),
     "profile": ("python_trainer.tools.profile.command", "main", "profile headless against windowed instances"),
+    "package": ("python_trainer.tools.package", "main", "a trained run as a folder for the Hugging Face Hub (--push)"),
 }
 
 # ======================================================================================================================

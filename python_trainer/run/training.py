@@ -43,6 +43,7 @@ from python_trainer.run.learners import (
 from python_trainer.run.run_folder import (
     RunLock, RunLog, TrainError, discard_new_run, new_run_dir, prepare_run, train_command, write_args_json,
 )
+from python_trainer.run.tracking import finish_tracking, start_tracking, tracked_fields
 from python_trainer.variants import cloning
 from python_trainer.variants.policies import lockstep
 from python_trainer.variants.trained_agent import LoadedAgent
@@ -58,6 +59,7 @@ class TrainingRun:
     def __init__(self, args, explicit=frozenset(), args_class=None):
         self.args, self.explicit, self.args_class = args, set(explicit), args_class or type(args)
         self.rollouts = self.lock = self.log = self.watcher = self.schedule = None
+        self.tracked = None  # --track's W&B run (tracking.py)
         self.ready = False  # set once the agent exists: from then on a stop or a crash saves a checkpoint
         self.done_step = self.done_update = self.saved_step = self.start_update = None
         self.fresh, self.stopped_by = False, None  # a new run folder (not --resume's); what ended the run early
@@ -164,6 +166,7 @@ class TrainingRun:
                 f"--agents-per-instance says; training {self.num_envs} envs")  # fmt: skip
         if rollouts.startup_line() is not None:
             print(rollouts.startup_line(), flush=True)
+        self.tracked = start_tracking(args, self.run_dir, resumed=bool(ckpt))  # --track: before TensorBoard's writer
         self._write_args_json()
         # The algorithm's slots, filled once per policy (a game with several policies trains one network each, as
         # learners whose rollouts policies.PolicySet routes): the agent (MLP or --lstm), the bonus (--rnd), the
@@ -208,7 +211,7 @@ class TrainingRun:
         write_args_json(self.run_dir, self.args, {
             "num_envs_resolved": self.num_envs, "batch_size": self.batch_size, "minibatch_size": self.minibatch_size,
             "num_iterations": self.num_iterations, **({"game_settings": game_settings} if game_settings else {}),
-            "command": self.command})  # fmt: skip
+            "command": self.command, **tracked_fields(self.tracked)})  # fmt: skip
 
     def _clone(self):
         """--demos, behavioural cloning (cloning.py): pre-training (not on --resume), then PPO's auxiliary loss.
@@ -424,6 +427,7 @@ class TrainingRun:
         if self.log is not None:
             self.log.close()
         self.rollouts.close()
+        finish_tracking(self.tracked, self.run_dir, self.stopped_by)  # after the writer's close: its last scalars
         self.lock.release()
 
 

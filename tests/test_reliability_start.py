@@ -18,7 +18,8 @@ import pytest
 from helpers import (REPO, communicate_after_signal, end, fake_export, no_display_env, processes_mentioning, run_dirs,
                      train_argv, wait_for, xvfb_pid)  # fmt: skip
 from python_trainer.envs.xvfb import display_answers
-from python_trainer.run.run_folder import gone_from
+from python_trainer.base.errors import UserError
+from python_trainer.run.run_folder import discard_new_run, gone_from
 
 FORAGER = ["--env-id", "forager", "--num-steps", "16", "--eval-episodes", "0"]
 
@@ -131,8 +132,18 @@ def test_a_start_that_fails_leaves_no_run_folder_and_names_no_removed_file(tmp_p
     assert run_dirs(runs) == [] and processes_mentioning(str(tmp_path)) == []
 
 
-def test_a_message_names_the_files_of_a_removed_run_folder_by_name_alone():
+def test_a_message_names_the_files_of_a_removed_run_folder_by_name_alone(tmp_path):
     text = "--- last lines of /r/x__1/logs/instance_0.log ---\nXvfb did not start; log /r/x__1/logs/xvfb.log:\n"
     assert gone_from(Path("/r/x__1"), text) == ("--- last lines of instance_0.log (removed with its run folder) ---\n"
                                                 "Xvfb did not start; log xvfb.log (removed with its run folder):\n")
     assert gone_from(Path("/r/x__1"), "/r/x__10/logs/a.log") == "/r/x__10/logs/a.log", "another folder's file"
+    run_dir = tmp_path / "x__1"
+    (run_dir / "logs").mkdir(parents=True)
+    cause, said = RuntimeError(f"log: {run_dir}/logs/instance_0.log"), UserError(f"(log: {run_dir}/logs/a.log)")
+    discard_new_run(run_dir, cause, None, said)
+    assert not run_dir.exists() and str(cause) == "log: instance_0.log (removed with its run folder)"
+    assert str(said) == "(log: a.log (removed with its run folder))"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "error.log").write_text("Traceback ...")  # a bug's traceback, which its line names: the folder stays
+    discard_new_run(run_dir, RuntimeError("x"))
+    assert (run_dir / "error.log").is_file()

@@ -159,16 +159,17 @@ def recorded_command(run_dir) -> str | None:
         return None
 
 
-def discard_new_run(run_dir, error: BaseException | None = None) -> None:
+def discard_new_run(run_dir, *errors: BaseException | None) -> None:
     """Remove a new run's folder after a refused or failed start, or a stop before its training began: nothing in it
     is worth keeping (the error quotes its games' logs), unless it holds error.log, the traceback of a bug that the
-    error names. ``error``'s message then names the files that went by their names alone (`gone_from`)."""
+    error names. The messages of ``errors`` then name the files that went by their names alone (`gone_from`)."""
     run_dir = Path(run_dir)
     if (run_dir / ERROR_LOG).exists():
         return
     shutil.rmtree(run_dir, ignore_errors=True)
-    if error is not None and len(error.args) == 1 and isinstance(error.args[0], str):
-        error.args = (gone_from(run_dir, error.args[0]),)
+    for error in errors:
+        if error is not None and len(error.args) == 1 and isinstance(error.args[0], str):
+            error.args = (gone_from(run_dir, error.args[0]),)
 
 
 def gone_from(run_dir, text: str) -> str:

@@ -6,6 +6,7 @@ curve, --capture-video), and on a crash (the checkpoint of the last completed up
 from __future__ import annotations
 
 import random
+import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -96,8 +97,9 @@ class TrainingRun:
             self.close()
             if self.fresh and not self.ready and self.stopped_by is not None:
                 # a new run refused or stopped before its training began (its demonstrations, --demos on a game of
-                # several policies, a game closed or crashed at its first reset, a signal): no folder is left of it
-                discard_new_run(self.run_dir, self.stopped_by)
+                # several policies, a game closed or crashed at its first reset, a signal): no folder is left of it,
+                # and the line said for it (the error on its way out) names no file that went with it
+                discard_new_run(self.run_dir, self.stopped_by, sys.exc_info()[1])
 
     # ---- prepare ------------------------------------------------------------------------------------------------------
     def prepare(self) -> None:

@@ -1,12 +1,15 @@
 """How long the engine takes to load a policy file, and what one forward pass then costs, per MLP shape.
 
-Each shape (depth x width, memory's 4 observations in and 3 actions out) is written as a policy file, loaded by
+Each shape (depth x width, memory's 4 observations in and 3 actions out; or the layer sizes, observations first and
+a continuous key's size last, as 12-65536-2) is written as a policy file, loaded by
 policy_runner.gd under `godot3-server -s` (the load is timed alone: the file's JSON parse, its checks and the
 compile of the forward pass), then run --calls times on one observation. --before DIR runs the same files on
 another checkout's godot_project (say `git worktree add /tmp/old main`) in the same run, side by side.
-The goal (issue 36): no file the format admits takes more than seconds to load, and load time grows linearly.
+The goal (issues 36 and 55): no file the format admits takes more than seconds to load, and load time grows linearly
+in the weights, however wide one row is (12-65536-2: one row of 65,536 inputs per output).
 
     .venv/bin/python scripts/bench_policy_load.py [--shapes 2x64,32x64,32x128,3x512] [--before /tmp/old]
+    .venv/bin/python scripts/bench_policy_load.py --shapes 12-6144-2,12-65536-2,12-730-730-2 --calls 20
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ func _init():
 \t\tquit(1)
 \t\treturn
 \trunner.set_agent_count(1)
-\tvar obs := [0.1, -0.2, 0.3, 0.4]
+\tvar obs := []
+\tfor i in range(runner.observation_size):
+\t\tobs.append(0.1 * (i % 7) - 0.3)
 \tvar calls := int(args["--bench_calls"])
 \tt0 = OS.get_ticks_usec()
 \tfor _i in range(calls):
@@ -54,13 +59,19 @@ func _init():
 """
 
 
-def mlp(depth: int, width: int) -> dict:
-    """A policy file for memory (4 observations, one discrete key of 3): ``depth`` layers, ``width`` wide."""
-    keys, sizes = [{"key": "move", "action_type": "discrete", "size": 3}], [4] + [width] * (depth - 1) + [3]
+def mlp(shape: str) -> dict:
+    """A policy file for ``shape``: "DxW", memory's (4 observations, one discrete key of 3) with D layers W wide, or
+    "N-W-...-M", those layer sizes (N observations, a continuous key of M)."""
+    if "x" in shape:
+        depth, width = (int(v) for v in shape.split("x"))
+        keys, sizes = [{"key": "move", "action_type": "discrete", "size": 3}], [4] + [width] * (depth - 1) + [3]
+    else:
+        sizes = [int(v) for v in shape.split("-")]
+        depth, keys = len(sizes) - 1, [{"key": "move", "action_type": "continuous", "size": sizes[-1]}]
     layers = [{"weight": [[0.01 * ((i + j + k) % 7 - 3) for k in range(n_in)] for j in range(n_out)],
                "bias": [0.001 * j for j in range(n_out)], "activation": "tanh" if i < depth - 1 else "linear"}
               for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:]))]  # fmt: skip
-    return {"format": FORMAT, "version": MLP_VERSION, "env": "memory", "observation_size": 4, "action_keys": keys,
+    return {"format": FORMAT, "version": MLP_VERSION, "env": "memory", "observation_size": sizes[0], "action_keys": keys,
             "action_rule": action_rule(keys), "obs_normalization": None, "layers": layers, "lstm": None}
 
 
@@ -87,10 +98,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-policy-load-") as tmp:
         script = Path(tmp) / "bench_policy_load.gd"
         script.write_text(BENCH_GD)
-        print("shape     weights  " + "  ".join(f"{name:>6} load  forward" for name in projects))
+        print("shape           weights  " + "  ".join(f"{name:>6} load  forward" for name in projects))
         for shape in args.shapes.split(","):
-            depth, width = (int(v) for v in shape.split("x"))
-            policy = mlp(depth, width)
+            policy = mlp(shape)
             path = Path(tmp) / f"mlp_{shape}.json"
             path.write_text(json.dumps(policy))
             weights = sum(len(layer["weight"]) * len(layer["weight"][0]) for layer in policy["layers"])
@@ -98,7 +108,7 @@ def main() -> None:
             for project in projects.values():
                 result = run(project, script, path, args.calls)
                 cells.append(f"{result['load_s']:9.2f} s {result['forward_us']:7.0f} µs")
-            print(f"{shape:8s} {weights:8d}  " + "  ".join(cells))
+            print(f"{shape:14s} {weights:9d}  " + "  ".join(cells))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ from python_trainer.base.errors import UserError
 from python_trainer.base.files import write_atomic
 from python_trainer.engine.policy_cnn import cnn_entries, vector_statistics
 from python_trainer.engine.policy_format import (  # noqa: F401  (FORMAT and VERSION: read from here too)
-    FORMAT, MAX_SIZE, MLP_VERSION, READABLE_VERSIONS, VERSION, format_problem, is_bundle, size_problem,
+    FORMAT, MAX_SIZE, MLP_VERSION, READABLE_VERSIONS, VERSION, file_size_problem, format_problem, is_bundle,
+    size_problem,
 )
 
 # torch and gymnasium are imported where they are used: in_engine imports this module to read policy files and
@@ -384,6 +385,9 @@ def read_policy(path) -> dict:
     """Load and lightly check a policy file, single or bundle (the game does the full validation)."""
     path = Path(path)
     try:
+        too_big = file_size_problem(path.stat().st_size)  # before a read of gigabytes
+        if too_big:
+            raise PolicyFileError(f"policy file {path}: {too_big}")
         policy = json.loads(path.read_text())
     except FileNotFoundError:
         raise PolicyFileError(f"policy file {path}: the file does not exist") from None

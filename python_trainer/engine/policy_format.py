@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from python_trainer.base import bounds
 from python_trainer.engine.policy_cnn import cnn_features
 
 FORMAT = "godot-ppo-policy"
@@ -15,9 +16,15 @@ FORMAT = "godot-ppo-policy"
 VERSION = 4
 MLP_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3, 4)
-# The largest size a policy file may declare (observations, a layer, the LSTM, an action key): far above any network
-# the engine runs at speed, far below what would exhaust memory. The game's bound is the same (block_compiler.gd).
-MAX_SIZE = 65536
+# The largest size a policy file may declare (observations, a layer's inputs or outputs, the LSTM, an action key):
+# bounds.LAYER_SIZE (the game's is block_compiler.gd's MAX_SIZE); MAX_SIZE is the name other modules import.
+MAX_SIZE = bounds.LAYER_SIZE.value
+# The largest file: BYTES_PER_WEIGHT bytes for each of the most weights a policy holds (bounds.POLICY_WEIGHTS; our
+# writer takes 12 to 15 a weight: a float32's shortest decimal and a comma). The game refuses a larger file before it
+# reads a byte (block_compiler.gd's MAX_FILE_BYTES, the same product), so a file of gigabytes costs no parse.
+BYTES_PER_WEIGHT = 16
+MAX_FILE_BYTES = BYTES_PER_WEIGHT * bounds.POLICY_WEIGHTS.value
+SMALLER = "train a smaller network (a smaller camera image, a larger stride or narrower layers)"  # the fix of a size
 # The most layers a policy file holds (its dense layers and a camera policy's convolutions together): far above any
 # real policy (ours have 3 to 6), and few enough that the engine loads one 64 wide in about two seconds
 # (docs/watching.md gives the figures; block_compiler.gd's MAX_LAYERS is the same bound).
@@ -41,6 +48,15 @@ def _matrix(rows, name: str, n_rows: int, n_columns: int) -> None:
         raise ValueError(f"{name} must have {n_rows} rows, got {len(rows) if isinstance(rows, list) else 'no list'}")
     if any(not isinstance(row, list) or len(row) != n_columns for row in rows):
         raise ValueError(f"every row of {name} must hold {n_columns} numbers")
+
+
+def file_size_problem(n_bytes: int) -> Optional[str]:
+    """What is wrong with a policy file of ``n_bytes`` bytes (more than MAX_FILE_BYTES), or None: checked before the
+    file is read."""
+    if n_bytes <= MAX_FILE_BYTES:
+        return None
+    return (f"the file holds {n_bytes} bytes, beyond the engine's {MAX_FILE_BYTES} ({BYTES_PER_WEIGHT} for each of the "
+            f"{bounds.POLICY_WEIGHTS.value} weights a policy may hold): {SMALLER}")  # fmt: skip
 
 
 def format_problem(policy) -> Optional[str]:
@@ -79,9 +95,11 @@ def format_problem(policy) -> Optional[str]:
 
 def size_problem(policy: dict) -> Optional[str]:
     """What is wrong with a policy file's sizes, or None: every size it declares (observation_size, each action key's
-    size, the LSTM's input_size and hidden_size) is a whole number from 1 to MAX_SIZE, and every array has the size
-    its neighbours say (the game checks the same before it allocates anything from them: policy_runner.gd). Values
-    are the game's to check. A bundle: each entry so checked, the problem named by the entry's policy."""
+    size, the LSTM's input_size and hidden_size, each layer's inputs and outputs, a camera's CNN features) is a whole
+    number from 1 to MAX_SIZE, the weights number at most bounds.POLICY_WEIGHTS, and every array has the size its
+    neighbours say (the game checks the same before it builds anything from them: policy_runner.gd,
+    policy_limits.gd). Values are the game's to check. A bundle: each entry so checked, the problem named by the
+    entry's policy."""
     if is_bundle(policy):
         for entry in policy["policies"] if isinstance(policy["policies"], list) else []:
             problem = size_problem(entry) if isinstance(entry, dict) else "not a policy"
@@ -91,7 +109,9 @@ def size_problem(policy: dict) -> Optional[str]:
     try:
         # a camera policy may see its image alone (no vector keys: observation_size 0)
         n_in = 0 if "cnn" in policy and policy.get("observation_size") == 0 else _size(policy.get("observation_size"), "observation_size")
-        n_in += cnn_features(policy)  # a camera policy's layers (or LSTM) take cat([the CNN's features, the vector])
+        features = cnn_features(policy)  # a camera policy's layers (or LSTM) take cat([the CNN's features, the vector])
+        n_in += features
+        weights = _cnn_weights(policy)
         keys = policy.get("action_keys")
         if not isinstance(keys, list) or not keys or not all(isinstance(k, dict) for k in keys):
             raise ValueError('"action_keys" must be a non-empty list of {"key", "action_type", "size"}')
@@ -112,11 +132,15 @@ def size_problem(policy: dict) -> Optional[str]:
             lstm_in, hidden = _size(lstm.get("input_size"), "the LSTM's input_size"), _size(lstm.get("hidden_size"), "the LSTM's hidden_size")
             _matrix(lstm.get("weight_ih"), "the LSTM's weight_ih", 4 * hidden, lstm_in)
             _matrix(lstm.get("weight_hh"), "the LSTM's weight_hh", 4 * hidden, hidden)
+            weights += 4 * hidden * (lstm_in + hidden)
         for i, layer in enumerate(layers):
             if i == after:
                 if n_in != lstm_in:
                     raise ValueError(f"the LSTM takes {lstm_in} inputs, but the layers before it give {n_in}")
                 n_in = hidden
+            if n_in > MAX_SIZE:
+                raise ValueError(f"layer {i} takes {n_in} inputs ({features} CNN features and {n_in - features} vector "
+                                 f"values), beyond the engine's {MAX_SIZE}: {SMALLER}")  # fmt: skip
             weight = layer.get("weight")
             n_rows = len(weight) if isinstance(weight, list) else 0
             if not n_rows or n_rows > MAX_SIZE:
@@ -124,9 +148,23 @@ def size_problem(policy: dict) -> Optional[str]:
             _matrix(weight, f"layer {i}'s weight", n_rows, n_in)
             if not isinstance(layer.get("bias"), list) or len(layer["bias"]) != n_rows:
                 raise ValueError(f"layer {i} has {n_rows} weight rows, so its bias must hold {n_rows} numbers")
+            weights += n_rows * n_in
             n_in = n_rows
+        if weights > bounds.POLICY_WEIGHTS.value:
+            raise ValueError(f"it holds {weights} weights, beyond the engine's {bounds.POLICY_WEIGHTS.value}: {SMALLER}")
         if n_in != n_out:
             raise ValueError(f"the network has {n_in} outputs but action_keys need {n_out}")
     except ValueError as e:
         return str(e)
     return None
+
+
+def _cnn_weights(policy: dict) -> int:
+    """The weights of a camera policy's CNN, whose shapes cnn_features found to chain (0 without one), once its dense
+    layer's inputs (the last convolution's outputs, flattened) are found to be at most MAX_SIZE."""
+    if "cnn" not in policy:
+        return 0
+    convs, weight = policy["cnn"]["convs"], policy["cnn"]["dense"]["weight"]
+    if len(weight[0]) > MAX_SIZE:
+        raise ValueError(f"the CNN's dense layer takes {len(weight[0])} inputs, beyond the engine's {MAX_SIZE}: {SMALLER}")
+    return len(weight) * len(weight[0]) + sum(len(c["weight"]) * len(c["weight"][0]) * int(c["kernel"]) ** 2 for c in convs)

@@ -9,18 +9,30 @@ extends Reference
 # again than looping over the blocks.
 #
 # Use: declare each block and bias with basis() and vector() (each returns the member's name, for
-# the code), write the functions with line() (a long sum with sum_line()), next_script() between two
-# scripts, then compile(): one instance per generated script, every member set to its value, so the
-# numbers it runs on are exactly the packed ones.
+# the code; row_terms() declares a row's blocks and gives its terms), write the functions with line()
+# (a long sum with sum_line()), next_script() between two scripts, then compile(): one instance per
+# generated script, every member set to its value, so the numbers it runs on are the packed ones.
 #
 # Load time: GDScript 3.2's reload() grows with the square of a script's members and of a function's
 # statements (10k blocks compile in 0.3 s, 20k in 1.1 s, 55k in 14 s), so one script holds at most
 # BLOCKS_PER_SCRIPT blocks: a bigger network is compiled as several scripts (row_ranges() splits a
 # layer's output rows among them; run_joined() runs them) and loads in time linear in its size.
+# Wide rows: one output chunk whose sum has more than BLOCKS_PER_SCRIPT blocks (a layer of more than
+# 6,144 inputs) is split too: row_terms() writes its blocks as parts, each a script of its own that
+# sums about equal shares of at most BLOCKS_PER_SCRIPT blocks, reading its inputs straight from the
+# arrays (`w7 * c[7]`), and the row's sum is the bias plus one `part.run(c)` per part. A policy file
+# of 12 -> 65,536 -> 2 loads in seconds instead of minutes (docs/watching.md gives the figures).
 
-# The largest size a policy file may declare: far above any network the engine runs at speed (the
-# step's cost grows with the square of a layer's size), far below what would exhaust memory.
+# The largest size a policy file may declare (a layer's inputs or outputs, a camera's CNN features
+# included): far above any network the engine runs at speed, far below what would exhaust memory.
+# (python_trainer/base/bounds.py's LAYER_SIZE is the same bound.)
 const MAX_SIZE := 65536
+# The most weights a policy file holds (its layers, LSTM and CNN together), counted from its declared
+# sizes before any is read: loading takes about 3 us a weight (bounds.py's POLICY_WEIGHTS).
+const MAX_WEIGHTS := 16777216
+# The largest policy file read: 16 bytes for each of MAX_WEIGHTS weights (the trainer writes 12 to
+# 15), checked before the file is read (python_trainer/engine/policy_format.py's MAX_FILE_BYTES).
+const MAX_FILE_BYTES := 16 * MAX_WEIGHTS
 # The most layers a policy file holds (dense layers and a camera policy's convolutions together): the compiled
 # network's load time grows with its weights (docs/watching.md gives the figures).
 # (python_trainer/engine/policy_format.py's MAX_LAYERS is the same bound.)
@@ -37,6 +49,8 @@ var _values := {}
 # until the last script is made (see compile()), and their instances (null: did not compile).
 var _finished := []
 var _instances := []
+# A part (see row_terms()) did not compile.
+var _failed := false
 
 
 func basis(name: String, value: Basis) -> String:
@@ -67,6 +81,39 @@ func sum_line(indent: String, name: String, first: String, terms: PoolStringArra
 			line("%s%s += %s" % [indent, name, part.join(" + ")])
 
 
+# The terms of the sum of blocks[i] * inputs[i] (one output chunk) in the script being written, each
+# block a member named prefix_i: or, past BLOCKS_PER_SCRIPT blocks, one `prefix_pK.run(args)` per part
+# (see "Wide rows"), a script that reads its inputs as `part_inputs` (["c[0]", ...]) from `args` ("c"),
+# the arrays of the function that calls it, which then needs no `inputs`.
+func row_terms(prefix: String, blocks: Array, inputs, part_inputs, args: String) -> PoolStringArray:
+	var terms := PoolStringArray()
+	if not is_wide(blocks.size()):
+		for i in range(blocks.size()):
+			terms.append("%s * %s" % [basis("%s_%d" % [prefix, i], blocks[i]), inputs[i]])
+		return terms
+	for range_ in column_ranges(blocks.size()):
+		var outer := [_members, _lines, _values]
+		_members = PoolStringArray()
+		_lines = PoolStringArray(["func run(%s) -> Vector3:" % args])
+		_values = {}
+		var part := PoolStringArray()
+		for i in range(range_[0], range_[1]):
+			part.append("%s * %s" % [basis("w%d" % i, blocks[i]), part_inputs[i]])
+		sum_line("\t", "s", "Vector3()", part)
+		line("\treturn s")
+		var instance = _instance()
+		_failed = _failed or instance == null
+		_finished.append([_members, _lines, _values])
+		_members = outer[0]
+		_lines = outer[1]
+		_values = outer[2]
+		var name := "%s_p%d" % [prefix, range_[0]]
+		_members.append("var %s" % name)
+		_values[name] = instance
+		terms.append("%s.run(%s)" % [name, args])
+	return terms
+
+
 # Ends the script being written (if anything was) and makes it: what follows goes into a new one.
 func next_script() -> void:
 	if _lines.empty() and _members.empty():
@@ -85,7 +132,7 @@ func next_script() -> void:
 # slower (cache misses).
 func compile():
 	var instances := _instances + [_instance()]
-	return null if instances.has(null) else instances
+	return null if instances.has(null) or _failed else instances
 
 
 func _instance():
@@ -110,13 +157,32 @@ static func run_joined(scripts: Array, x) -> Array:
 	return joined
 
 
-# Splits n_rows output chunks, each computed from `blocks_per_row` blocks, into consecutive ranges
+# Splits n_rows output chunks, each costing `cost` blocks (row_cost()), into consecutive ranges
 # [from, to] of at most BLOCKS_PER_SCRIPT blocks (at least one row each), one script each.
-static func row_ranges(n_rows: int, blocks_per_row: int) -> Array:
-	var per := int(max(1, BLOCKS_PER_SCRIPT / max(1, blocks_per_row)))
+static func row_ranges(n_rows: int, cost: int) -> Array:
+	var per := int(max(1, BLOCKS_PER_SCRIPT / max(1, cost)))
 	var ranges := []
 	for start in range(0, n_rows, per):
 		ranges.append([start, int(min(start + per, n_rows))])
+	return ranges
+
+
+# A sum of n_blocks blocks is written as parts (row_terms()).
+static func is_wide(n_blocks: int) -> bool:
+	return n_blocks > BLOCKS_PER_SCRIPT
+
+
+# What a sum of n_blocks blocks costs the script that holds it: its blocks, or a wide one's parts.
+static func row_cost(n_blocks: int) -> int:
+	return column_ranges(n_blocks).size() if is_wide(n_blocks) else n_blocks
+
+
+# n_blocks as consecutive ranges [from, to) of about equal size, at most BLOCKS_PER_SCRIPT each.
+static func column_ranges(n_blocks: int) -> Array:
+	var n := int(ceil(n_blocks / float(BLOCKS_PER_SCRIPT)))
+	var ranges := []
+	for i in range(n):
+		ranges.append([n_blocks * i / n, n_blocks * (i + 1) / n])
 	return ranges
 
 
@@ -176,6 +242,6 @@ static func is_finite_number(x) -> bool:
 
 # Every size a policy file declares (observations, LSTM sizes, action keys) is checked with this
 # before anything is allocated from it, then against the arrays it describes: a whole number from 1
-# to MAX_SIZE. (python_trainer/policy_file.py's MAX_SIZE is the same bound.)
+# to MAX_SIZE. (python_trainer/engine/policy_format.py's MAX_SIZE is the same bound.)
 static func is_size(x) -> bool:
 	return is_finite_number(x) and x == floor(x) and x >= 1 and x <= MAX_SIZE

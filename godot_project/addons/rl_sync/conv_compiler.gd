@@ -13,7 +13,8 @@ extends Reference
 # compile() returns {"convs": a script with func encode(frames: Array) -> PoolVector3Array, the K
 # frames (oldest first) in, the last convolution's output out; "dense": the scripts of the dense layer,
 # each with func run(x: PoolVector3Array) -> Array for some of its output chunks (a big dense layer is
-# split among several: block_compiler.gd's BLOCKS_PER_SCRIPT); their outputs, joined
+# split among several, and a row of more than BLOCKS_PER_SCRIPT blocks among parts: block_compiler.gd's
+# BLOCKS_PER_SCRIPT and row_terms()); their outputs, joined
 # (BlockCompiler.run_joined), are the features as ceil(features / 3) chunks, the last one zero-padded.
 
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
@@ -39,8 +40,8 @@ static func compile(convs: Array, dense: Dictionary, channels: int, frames: int)
 	var n_channels: int = last["weight"].size()
 	var pixels := _out_side(last["in_h"], last["kernel"], last["stride"]) \
 			* _out_side(last["in_w"], last["kernel"], last["stride"])
-	var blocks_per_row := pixels * BlockCompiler.chunk_count(n_channels)
-	for range_ in BlockCompiler.row_ranges(BlockCompiler.chunk_count(dense["weight"].size()), blocks_per_row):
+	var cost := BlockCompiler.row_cost(pixels * BlockCompiler.chunk_count(n_channels))
+	for range_ in BlockCompiler.row_ranges(BlockCompiler.chunk_count(dense["weight"].size()), cost):
 		code.next_script()
 		_dense(code, dense, n_channels, pixels, range_[0], range_[1])
 	var scripts = code.compile()
@@ -117,11 +118,17 @@ static func _dense(code, dense: Dictionary, channels: int, pixels: int, first: i
 	var n_out := weight.size()
 	var chunks := BlockCompiler.chunk_count(channels)
 	code.line("func run(x: PoolVector3Array) -> Array:")
+	var wide := BlockCompiler.is_wide(pixels * chunks)  # then its parts read x
+	var inputs := PoolStringArray()
+	var part_inputs := PoolStringArray()
 	for k in range(pixels * chunks):
-		code.line("\tvar x%d: Vector3 = x[%d]" % [k, k])
+		inputs.append("x%d" % k)
+		part_inputs.append("x[%d]" % k)
+		if not wide:
+			code.line("\tvar x%d: Vector3 = x[%d]" % [k, k])
 	var outputs := PoolStringArray()
 	for bo in range(first, last):
-		var terms := PoolStringArray()
+		var blocks := []
 		for pixel in range(pixels):
 			for c in range(chunks):
 				var columns := []
@@ -131,9 +138,8 @@ static func _dense(code, dense: Dictionary, channels: int, pixels: int, first: i
 						if 3 * c + r < channels and 3 * bo + rr < n_out:
 							column[rr] = float(weight[3 * bo + rr][(3 * c + r) * pixels + pixel])
 					columns.append(column)
-				var block := Basis(columns[0], columns[1], columns[2])
-				var k := pixel * chunks + c
-				terms.append("%s * x%d" % [code.basis("d_%d_%d" % [bo, k], block), k])
+				blocks.append(Basis(columns[0], columns[1], columns[2]))  # block k = pixel * chunks + c
+		var terms: PoolStringArray = code.row_terms("d_%d" % bo, blocks, inputs, part_inputs, "x")
 		var bias := BlockCompiler.chunk_at(dense["bias"], 0, n_out, bo)
 		code.sum_line("\t", "h%d" % bo, code.vector("db_%d" % bo, bias), terms)
 		code.line("\th%d = (h%d + h%d.abs()) * 0.5" % [bo, bo, bo])

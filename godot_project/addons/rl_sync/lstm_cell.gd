@@ -150,7 +150,8 @@ func _check_matrix(matrix, name: String, rows: int, columns: int) -> String:
 
 
 # Generates, for the hidden chunks [first, last) (all of them in one script unless the LSTM is bigger
-# than BlockCompiler.BLOCKS_PER_SCRIPT):
+# than BlockCompiler.BLOCKS_PER_SCRIPT; a gate row longer than that is a sum of parts, which read x
+# and h themselves: BlockCompiler.row_terms()):
 #   func run(x: Array, h: Array, c: Array, h_out: Array, c_out: Array) -> void:
 #       var x0: Vector3 = x[0] ...; var h0: Vector3 = h[0] ...
 #       var i0: Vector3 = bi0 + wi0_0 * x0 + ... + ui0_0 * h0 + ...     (and f, g, o)
@@ -161,7 +162,7 @@ func _compile(weight_ih: Array, weight_hh: Array, bias: Array) -> String:
 	var n_in := BlockCompiler.chunk_count(input_size)
 	var n_h := BlockCompiler.chunk_count(hidden_size)
 	var code := BlockCompiler.new()
-	for range_ in BlockCompiler.row_ranges(n_h, 4 * (n_in + n_h)):
+	for range_ in BlockCompiler.row_ranges(n_h, 4 * BlockCompiler.row_cost(n_in + n_h)):
 		code.next_script()
 		_write_step(code, weight_ih, weight_hh, bias, range_[0], range_[1])
 	var scripts = code.compile()
@@ -176,22 +177,26 @@ func _write_step(code, weight_ih: Array, weight_hh: Array, bias: Array, first: i
 	code.line("func run(x: Array, h: Array, c: Array, h_out: Array, c_out: Array) -> void:")
 	var n_in := BlockCompiler.chunk_count(input_size)
 	var n_h := BlockCompiler.chunk_count(hidden_size)
-	for bi in range(n_in):
-		code.line("\tvar x%d: Vector3 = x[%d]" % [bi, bi])
-	for bi in range(n_h):
-		code.line("\tvar h%d: Vector3 = h[%d]" % [bi, bi])
+	var wide := BlockCompiler.is_wide(n_in + n_h)
+	var inputs := PoolStringArray()
+	var part_inputs := PoolStringArray()
+	for a in [["x", n_in], ["h", n_h]]:
+		for bi in range(a[1]):
+			inputs.append("%s%d" % [a[0], bi])
+			part_inputs.append("%s[%d]" % [a[0], bi])
+			if not wide:
+				code.line("\tvar %s%d: Vector3 = %s[%d]" % [a[0], bi, a[0], bi])
 	var gate_names := ["i", "f", "g", "o"]
 	for k in range(first, last):
 		for gate in range(4):
 			var g: String = gate_names[gate]
 			var rows := gate * hidden_size
-			var terms := PoolStringArray()
+			var blocks := []  # those of weight_ih, then weight_hh's
 			for bi in range(n_in):
-				var block := BlockCompiler.block(weight_ih, rows, hidden_size, input_size, k, bi)
-				terms.append("%s * x%d" % [code.basis("w%s%d_%d" % [g, k, bi], block), bi])
+				blocks.append(BlockCompiler.block(weight_ih, rows, hidden_size, input_size, k, bi))
 			for bi in range(n_h):
-				var block := BlockCompiler.block(weight_hh, rows, hidden_size, hidden_size, k, bi)
-				terms.append("%s * h%d" % [code.basis("u%s%d_%d" % [g, k, bi], block), bi])
+				blocks.append(BlockCompiler.block(weight_hh, rows, hidden_size, hidden_size, k, bi))
+			var terms: PoolStringArray = code.row_terms("w%s%d" % [g, k], blocks, inputs, part_inputs, "x, h")
 			var b: String = code.vector("b%s%d" % [g, k], BlockCompiler.chunk_at(bias, rows, hidden_size, k))
 			code.sum_line("\t", "%s%d" % [g, k], b, terms)
 		for g in ["i", "f", "o"]:

@@ -128,7 +128,8 @@ func _check_layer(layer, l: int, n_in: int) -> String:
 # Writes the forward pass as straight-line code:
 #   var h0_0: Vector3 = b0_0 + w0_0_0 * x0 + w0_0_1 * x1 + ...;  h0_0 = Vector3(tanh(h0_0.x), ...)
 # Consecutive layers share a script while their blocks fit in BlockCompiler.BLOCKS_PER_SCRIPT (a
-# 64-wide MLP is one script); a bigger layer is a stage of its own, its output rows split among scripts.
+# 64-wide MLP is one script); a bigger layer is a stage of its own, its output rows split among scripts
+# (and a row of more than BLOCKS_PER_SCRIPT blocks among parts: BlockCompiler.row_terms()).
 func _compile(layers: Array) -> String:
 	var split := layers.size() if lstm == null else _lstm_after
 	var code := BlockCompiler.new()
@@ -158,7 +159,7 @@ func _write_stages(code, layers: Array, from: int, to: int) -> Array:
 		var rows := BlockCompiler.chunk_count(layers[l]["weight"].size())
 		var blocks_per_row := BlockCompiler.chunk_count(layers[l]["weight"][0].size())
 		if rows * blocks_per_row > BlockCompiler.BLOCKS_PER_SCRIPT:
-			var ranges := BlockCompiler.row_ranges(rows, blocks_per_row)
+			var ranges := BlockCompiler.row_ranges(rows, BlockCompiler.row_cost(blocks_per_row))
 			for range_ in ranges:
 				_write_script(code, layers, l, l + 1, range_[0], range_[1])
 			sizes.append(ranges.size())
@@ -183,7 +184,9 @@ func _write_stages(code, layers: Array, from: int, to: int) -> Array:
 func _write_script(code, layers: Array, from: int, to: int, row_from: int, row_to: int) -> void:
 	code.next_script()
 	code.line("func run(c: Array) -> Array:")
-	for bi in range(BlockCompiler.chunk_count(layers[from]["weight"][0].size())):
+	var n_chunks := BlockCompiler.chunk_count(layers[from]["weight"][0].size())
+	var wide := BlockCompiler.is_wide(n_chunks)  # then alone in its script, its parts read c
+	for bi in range(0 if wide else n_chunks):
 		code.line("\tvar x%d: Vector3 = c[%d]" % [bi, bi])
 	var previous := "x"
 	var outputs := PoolStringArray()
@@ -195,11 +198,17 @@ func _write_script(code, layers: Array, from: int, to: int, row_from: int, row_t
 		var first := row_from if row_to != -1 else 0
 		var last := row_to if row_to != -1 else BlockCompiler.chunk_count(n_out)
 		outputs = PoolStringArray()
+		var inputs := PoolStringArray()
+		var part_inputs := PoolStringArray()
+		for bi in range(BlockCompiler.chunk_count(n_in)):
+			inputs.append("%s%d" % [previous, bi])
+			if wide:
+				part_inputs.append("c[%d]" % bi)
 		for bo in range(first, last):
-			var terms := PoolStringArray()
+			var blocks := []
 			for bi in range(BlockCompiler.chunk_count(n_in)):
-				var block := BlockCompiler.block(weight, 0, n_out, n_in, bo, bi)
-				terms.append("%s * %s%d" % [code.basis("w%d_%d_%d" % [l, bo, bi], block), previous, bi])
+				blocks.append(BlockCompiler.block(weight, 0, n_out, n_in, bo, bi))
+			var terms: PoolStringArray = code.row_terms("w%d_%d" % [l, bo], blocks, inputs, part_inputs, "c")
 			var bias := BlockCompiler.chunk_at(layers[l]["bias"], 0, n_out, bo)
 			var h := "%s%d" % [current, bo]
 			code.sum_line("\t", h, code.vector("b%d_%d" % [l, bo], bias), terms)

@@ -10,6 +10,7 @@ extends Reference
 # its networks. A half-written, damaged or mismatched file keeps the previous policy (one warning line)
 # and is tried again when it changes next: never an error, never a quit.
 
+const PolicyLimits = preload("res://addons/rl_sync/policy_limits.gd")
 const CHECK_EVERY_MSEC := 250
 # While the file's time is within this many seconds of now, its text is compared too (see above).
 const RECENT_S := 2
@@ -47,11 +48,12 @@ func poll(now_msec: int) -> bool:
 	if mtime == _mtime and OS.get_unix_time() > mtime + RECENT_S:
 		return false
 	_mtime = mtime
-	var text := _read()
+	var read := PolicyLimits.read_text(path)  # a file over the engine's bounds is not read: its error is compared
+	var text: String = read.get("text", read.get("error"))
 	if text == _text:
 		return false
 	_text = text
-	var error: String = _policies.reload_text(path, text)
+	var error: String = read["error"] if read.has("error") else _policies.reload_text(path, text)
 	if error != "":
 		refused += 1
 		printerr("rl_sync: warning: policy not reloaded, the previous one keeps playing: " + error)
@@ -65,18 +67,9 @@ func poll(now_msec: int) -> bool:
 	return true
 
 
-# The file's text, "" when it cannot be read.
+# The file's text, "" when it cannot be read (or is over the engine's bounds).
 static func read_text(file_path: String) -> String:
-	var file := File.new()
-	if file.open(file_path, File.READ) != OK:
-		return ""
-	var text := file.get_as_text()
-	file.close()
-	return text
-
-
-func _read() -> String:
-	return read_text(path)
+	return PolicyLimits.read_text(file_path).get("text", "")
 
 
 # Seconds since the epoch, or -1 when the file does not exist (get_modified_time would print an error).

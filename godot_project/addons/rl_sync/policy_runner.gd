@@ -17,6 +17,7 @@ const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const ConvNetwork = preload("res://addons/rl_sync/conv_network.gd")
 const ObsNormalization = preload("res://addons/rl_sync/obs_normalization.gd")
 const PolicyActions = preload("res://addons/rl_sync/policy_actions.gd")
+const PolicyLimits = preload("res://addons/rl_sync/policy_limits.gd")
 const PolicyNetwork = preload("res://addons/rl_sync/policy_network.gd")
 
 var path := ""
@@ -38,17 +39,12 @@ var _network: PolicyNetwork = null
 var _n_outputs := 0
 
 
-# Loads and validates the file; returns "" or a message naming the file and what is wrong.
+# Loads and validates the file; returns "" or a message naming the file and what is wrong (a file
+# over the engine's bounds is refused before it is read or built: policy_limits.gd).
 func load_file(file_path: String) -> String:
 	path = file_path
-	var file := File.new()
-	if not file.file_exists(file_path):
-		return error_text("the file does not exist")
-	if file.open(file_path, File.READ) != OK:
-		return error_text("the file cannot be read")
-	var text := file.get_as_text()
-	file.close()
-	return load_text(text)
+	var read := PolicyLimits.read_text(file_path)
+	return read["error"] if read.has("error") else load_text(read["text"])
 
 
 # Loads a policy file's content (`path` names it in errors); returns "" or what is wrong.
@@ -103,12 +99,9 @@ func load_dict(data) -> String:
 	if not BlockCompiler.is_size(data["observation_size"]) and not (camera and data["observation_size"] == 0):
 		return error_text("observation_size must be a whole number from 1 to %d, got %s"
 				% [BlockCompiler.MAX_SIZE, str(data["observation_size"]).substr(0, 40)])
-	var depth: int = data["layers"].size() if typeof(data["layers"]) == TYPE_ARRAY else 0
-	if camera and typeof(data.get("cnn")) == TYPE_DICTIONARY and typeof(data["cnn"].get("convs")) == TYPE_ARRAY:
-		depth += data["cnn"]["convs"].size()
-	if depth > BlockCompiler.MAX_LAYERS:
-		return error_text("it has %d layers (convolutions included), beyond the engine's %d: train a shallower network"
-				% [depth, BlockCompiler.MAX_LAYERS])
+	var too_big := PolicyLimits.size_problem(data)
+	if too_big != "":
+		return error_text(too_big)
 	observation_size = int(data["observation_size"])
 	action_keys = data["action_keys"]
 	action_rule = str(data["action_rule"])

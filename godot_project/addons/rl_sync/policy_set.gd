@@ -10,6 +10,7 @@ extends Reference
 # that no agent plays, a network that does not fit one of its agents. A recurrent network keeps one
 # state per agent of the game; it steps only its own agents'.
 
+const PolicyLimits = preload("res://addons/rl_sync/policy_limits.gd")
 const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
 const ConvNetwork = preload("res://addons/rl_sync/conv_network.gd")
 
@@ -85,16 +86,8 @@ func reload_text(path: String, text: String) -> String:
 
 # The runners of one file (an Array), or a String saying what is wrong with it.
 static func read_file(path: String):
-	var probe := PolicyRunner.new()
-	probe.path = path
-	var file := File.new()
-	if not file.file_exists(path):
-		return probe.error_text("the file does not exist")
-	if file.open(path, File.READ) != OK:
-		return probe.error_text("the file cannot be read")
-	var text := file.get_as_text()
-	file.close()
-	return read_runners(path, text)
+	var read := PolicyLimits.read_text(path)  # a file over the engine's bounds is not read
+	return read["error"] if read.has("error") else read_runners(path, read["text"])
 
 
 # The runners of a file's text: one for a single policy, one per entry for a bundle; or a String

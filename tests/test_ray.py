@@ -438,3 +438,28 @@ def test_a_worker_killed_during_the_final_evaluation_is_restarted_and_the_run_co
     assert "worker 0" in err and "restart 1/3" in err, err[-3000:]
     assert "eval: deterministic policy, 64 episodes" in out, out[-2000:]
     assert wait_gone([p for w in _where(run_dir) for p in (w["pid"], *w["game_pids"])], timeout=15) == []
+
+
+@pytest.mark.slow
+def test_a_stopped_ray_worker_is_named_after_step_timeout_with_a_checkpoint(tmp_path):
+    """SIGSTOP of a Ray worker: its heartbeats stop, so the learner's wait ends --step-timeout after the last one,
+    naming the worker; the stopped worker is killed at close."""
+    proc = subprocess.Popen(train_argv(tmp_path, *LOCAL_RUN, "--step-timeout", "3"), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 120, "first update", proc)
+        (run_dir,) = run_dirs(tmp_path)
+        worker, below = _where(run_dir)[0]["pid"], descendants(proc.pid)
+        os.kill(worker, signal.SIGSTOP)
+        stopped = time.monotonic()
+        _, err = communicate_after_signal(proc)
+        took = time.monotonic() - stopped
+    finally:
+        end(proc)
+    assert proc.returncode == 1, err[-3000:]
+    (line,) = _error_lines(err)
+    assert f"Ray worker 0 (pid {worker})" in line and "said nothing for" in line and "stopped or stuck" in line, line
+    assert f"continue with: godot-ppo train --resume {run_dir}" in err and "Traceback" not in err
+    assert took < 3 + 20, took
+    assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 512
+    assert wait_gone(below, timeout=15) == [], [p for p in below if alive(p)]

@@ -209,6 +209,21 @@ def _exit_now() -> None:
     os._exit(128 + int(_Policy.received) if _Policy.received else 1)
 
 
+class Beats:
+    """The Ray workers' heartbeats (a Ray actor of no CPU, made remote by RayRollouts): each worker's thread calls
+    `beat` every second (ray_worker._beat); the learner asks how long each has been silent."""
+
+    def __init__(self):
+        self.seen: dict = {}
+
+    def beat(self, worker: int) -> None:
+        self.seen[worker] = time.monotonic()
+
+    def silent_for(self) -> dict:
+        now = time.monotonic()
+        return {worker: now - seen for worker, seen in self.seen.items()}
+
+
 def listen_on_loopback() -> None:
     """Make the Ray this process starts listen on 127.0.0.1 only. On Linux Ray binds the machine's network address
     (its GCS, raylets, runtime-env agent, object manager and every worker would be reachable from the network, with

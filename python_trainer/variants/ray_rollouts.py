@@ -24,7 +24,8 @@ times; its unfinished fragment is collected again by the new actor (fresh games,
 Past the limit `WorkerLostError` names the worker and the node and the run stops with a checkpoint. A node whose game
 binary is missing or differs (SHA-256 of the binary and its .pck) is refused before training, naming the node.
 
-Ray's own faults (ray_cluster.py): a lost GCS or local raylet is found while the learner waits for its workers
+Every worker sends a heartbeat each second (ray_cluster.Beats): a wait for a worker ends --step-timeout after its
+last one (a stopped or stuck worker is named). Ray's own faults (ray_cluster.py): a lost GCS or local raylet is found while the learner waits for its workers
 (each wait looks every WAIT_POLL_S) and stops the run with its checkpoint; when Ray ends the learner itself, the
 guardian says so and releases the run's lock. A worker that dies during the final evaluation is restarted and
 asked again, as during training; the fragments asked ahead by --async are cancelled when the run evaluates or ends.
@@ -61,7 +62,7 @@ from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.rollout import NonFiniteEnvData, Rollouts
 from python_trainer.variants.async_rollouts import AskedAhead, refresh_values, rollout_params
 from python_trainer.variants.ray_cluster import (  # noqa: F401 (LOOPBACK, RaySetupError: the tests' names here)
-    LOCAL, LOOPBACK, RayHealth, RayLostError, RaySetupError, connect, listen_on_loopback,
+    LOCAL, LOOPBACK, Beats, RayHealth, RayLostError, RaySetupError, connect, listen_on_loopback,
 )
 from python_trainer.variants.ray_worker import RolloutWorker, export_digest, node_label, write_fragment
 
@@ -69,6 +70,7 @@ WORKERS_JSON = "ray_workers.json"
 START_TIMEOUT_S = 180.0  # workers placed, binaries checked, games connected
 RESTART_POLL_S = 0.2  # how often a restarting worker is asked again
 WAIT_POLL_S = 0.5  # the learner's wait for its workers looks at Ray's health this often
+GCS_WAIT_S = 5.0  # the heartbeats' actor answers within this
 
 
 RAY = GoesWith("ray_address", "Ray rollout workers",
@@ -111,7 +113,8 @@ class RayRollouts(Rollouts):
         cpus = args.ray_cpus_per_worker or ((args.num_instances if is_godot else 0) + 1)
         self.workers, self.failures = [], [0] * self.num_workers
         self._down_since = [None] * self.num_workers  # when each worker's last counted death was, until it answers
-        self.learner_s = None
+        self.learner_s = self.beats = None
+        self._silent = set()  # workers found silent (stopped, stuck): close kills them without asking
         self._last_end = None
         self.env_params = {}
         self.ahead = AskedAhead(args.max_policy_lag if args.async_rl else 0)  # (the broadcast, the calls) of each
@@ -131,7 +134,10 @@ class RayRollouts(Rollouts):
                 num_cpus=cpus, max_restarts=self.max_restarts, max_task_retries=0, scheduling_strategy="SPREAD"
             )
             argd = asdict(args)
-            self.workers = [remote.remote(i, game, env_kwargs, argd, digest) for i in range(self.num_workers)]
+            self.step_timeout = float(args.step_timeout)
+            self.beats = ray.remote(Beats).options(num_cpus=0).remote()
+            self.workers = [remote.remote(i, game, env_kwargs, argd, digest, beats=self.beats)
+                            for i in range(self.num_workers)]  # fmt: skip
             refusals = self._get([w.check_binary.remote() for w in self.workers], "to be placed on the cluster's nodes",
                                  cpus)  # fmt: skip
             refused = [r for r in refusals if r]
@@ -246,10 +252,14 @@ class RayRollouts(Rollouts):
         import ray
 
         results = [None] * self.num_workers
+        silence_checked = time.monotonic()
         while pending:
             self.health.check()  # Ray itself must still stand (its GCS, the local raylet): looked at every 2 s
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_POLL_S)
             if not ready:
+                if time.monotonic() - silence_checked > self.health_every:
+                    self._check_silence(set(pending.values()), method)
+                    silence_checked = time.monotonic()
                 continue
             i = pending.pop(ready[0])
             done = ready[0]
@@ -268,6 +278,26 @@ class RayRollouts(Rollouts):
                 raise WorkerLostError(f"Ray worker {i} on {node_label(where['node_ip'], where['node_id'])}: "
                                       f"{cause}") from None  # fmt: skip
         return results
+
+    health_every = 2.0  # how often a wait asks the heartbeats how long each awaited worker has been silent
+
+    def _check_silence(self, waited: set, method: str) -> None:
+        """WorkerLostError naming a worker waited for that has sent no heartbeat for --step-timeout (stopped, stuck);
+        one that is restarting (its death counted) is left to `_actor_down`."""
+        import ray
+
+        try:
+            silent = ray.get(self.beats.silent_for.remote(), timeout=GCS_WAIT_S)
+        except Exception:  # the heartbeats' actor is unreachable: Ray's own health says why (RayHealth)
+            return
+        for i in sorted(waited):
+            if self._down_since[i] is None and silent.get(i, 0.0) > self.step_timeout:
+                where = self.where[i]
+                self._silent.add(i)  # close kills it without asking
+                raise WorkerLostError(
+                    f"Ray worker {i} (pid {where['pid']}) on {node_label(where['node_ip'], where['node_id'])} said "
+                    f"nothing for {silent[i]:.0f} s while the learner waited for its {method!r} (--step-timeout "
+                    f"{self.step_timeout:g}; it says it is alive every second): it is stopped or stuck")  # fmt: skip
 
     def warm_up(self, bonus, steps: int, seed: int) -> None:
         """RND's warm-up in every worker (on its own games and seeds); their moments go into ``bonus``'s statistics."""
@@ -361,10 +391,11 @@ class RayRollouts(Rollouts):
         if self.workers and not lost:
             try:
                 self._cancel_ahead()
-                ray.wait([w.close.remote() for w in self.workers], num_returns=len(self.workers), timeout=15)
+                asked = [w.close.remote() for i, w in enumerate(self.workers) if i not in self._silent]
+                ray.wait(asked, num_returns=len(asked), timeout=15)
             except Exception:
                 pass
-            for w in self.workers:
+            for w in [*self.workers, *([self.beats] if self.beats is not None else [])]:
                 try:
                     ray.kill(w, no_restart=True)
                 except Exception:

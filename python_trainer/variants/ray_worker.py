@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -24,6 +25,7 @@ from python_trainer.rollout import RolloutBuffer, collect_rollout, evaluate
 from python_trainer.variants.rnd import RND
 from python_trainer.variants.trained_agent import make_agent
 
+HEARTBEAT_S = 1.0  # a Ray worker tells the learner's Beats it is alive this often
 WORKER_SEED_STRIDE = 1000  # worker i's games are seeded 1000 * i past the run's: distinct games and episodes
 
 
@@ -70,7 +72,7 @@ class RolloutWorker:
     first `collect` (or `start`), so an actor Ray restarts after a crash starts fresh ones. ``args``: the run's
     flags as a dict."""
 
-    def __init__(self, index, game, env_kwargs, args, digest, node=None):
+    def __init__(self, index, game, env_kwargs, args, digest, node=None, beats=None):
         self.index, self.game, self.env_kwargs, self.args, self.digest = index, game, dict(env_kwargs), args, digest
         self.env_seed = self.env_kwargs["seed"] + WORKER_SEED_STRIDE * index  # its games' seed, and their resets'
         self.on_ray = node is None  # else async_rollouts.py's worker process on this machine, which names its own
@@ -78,6 +80,8 @@ class RolloutWorker:
             import ray
 
             node = ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+            if beats is not None:  # the learner's wait for this worker runs from its last heartbeat
+                threading.Thread(target=_beat, args=(beats, index), daemon=True).start()
         self.node_id, self.node_ip = node
         self.envs = self.agent = self.normalizer = self.bonus = self.buf = None
         self.env_params = {}  # the environment parameters its games were given (a restarted actor gives them again)
@@ -181,6 +185,17 @@ class RolloutWorker:
         if self.envs is not None:
             self.envs.close()
             self.envs = None
+
+
+def _beat(beats, index) -> None:
+    """A Ray worker's heartbeat to ray_cluster.Beats, every HEARTBEAT_S while its process runs (a stopped or stuck
+    worker says nothing, and the learner names it --step-timeout after its last word)."""
+    while True:
+        try:
+            beats.beat.remote(index)
+        except Exception:
+            return
+        time.sleep(HEARTBEAT_S)
 
 
 def write_fragment(buf: RolloutBuffer, normalizer: Normalizer, frag: dict, cols: slice) -> int:

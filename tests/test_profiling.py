@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from helpers import REPO, descendants, end, wait_for, wait_gone
+from helpers import REPO, descendants, end, train_run, wait_for, wait_gone
 from python_trainer import cli
 from python_trainer.base.flags import parse_flags, to_argv
 from python_trainer.run import train
@@ -91,6 +91,7 @@ def test_tiny_profile_headless_and_windowed(tmp_path, headless_export, windowed_
         assert "engine_only_agent_steps_per_second" not in r  # --no-engine-benchmark
         if r["mode"] == "windowed":
             assert r["rendered_fps_per_instance"] > 0 and r["game_reports_headless"] is False
+            assert r["drawn"] == "window"  # a game without a camera: its window is drawn every frame
         else:
             assert r["rendered_fps_per_instance"] is None and r["game_reports_headless"] is True
 
@@ -278,3 +279,104 @@ def test_bad_policy(capsys, tmp_path, headless_export):
     assert cli.main(["profile", "--modes", "headless", "--policy", str(tmp_path / "no_run"), "--out",
                      str(tmp_path / "o")]) == 2  # fmt: skip
     assert "--policy" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------------------------------------- the table and verdict
+def _row(n, rate, mode="headless", drawn="nothing"):
+    return {"key": f"{mode}_x{n}", "mode": mode, "instances": n, "agents": 16, "copies": 1, "status": "ok",
+            "drawn": drawn, "agent_steps_per_second": rate, "resources": {"machine_cpu_pct": 190.0}}
+
+
+def _markdown(results):
+    from python_trainer.tools.profile import report as files
+
+    machine = {"cpu_model": "cpu", "cores_logical": 2, "memory_total_mb": 1, "load_average_at_start": [0.0],
+               "python": "3", "torch": "2"}  # fmt: skip
+    report = {"env": "ball_chase", "window": "10 s", "warmup_steps": 5, "policy": "random", "machine": machine,
+              "results": results, "verdict": files.verdict(results, 2)}  # fmt: skip
+    return report["verdict"], files.markdown(report)
+
+
+def test_a_verdict_says_what_its_table_shows_when_the_best_is_at_8():
+    verdict, md = _markdown([_row(1, 1000.0), _row(2, 1800.0), _row(4, 1900.0), _row(8, 4270.0)])
+    assert verdict == ("Verdict: 8 headless: 4,270 agent-steps/s on this 2-core machine; headless throughput still "
+                       "grows up to 8 instances")  # fmt: skip
+    assert "| headless | 8 | 16 | ok | 1 | nothing | - | 4,270 |" in md
+    verdict, md = _markdown([_row(1, 1000.0), _row(2, 1800.0), _row(4, 1850.0), _row(8, 1900.0)])
+    assert "beyond 2 headless instances (1,800) throughput stops growing (at best +6%, 1,900 with 8;" in verdict
+    assert "| headless | 2 | 16 | ok | 1 | nothing | - | 1,800 |" in md and "| 8 | 16 | ok | 1 | nothing | - | 1,900 |" in md
+
+
+def test_each_row_says_what_was_drawn():
+    from python_trainer.tools.profile.measure import NO_RENDER_LOOP, drawn
+
+    assert (drawn(True, ()), drawn(False, ()), drawn(False, ("--x", NO_RENDER_LOOP))) == ("nothing", "window",
+                                                                                          "cameras only")
+    _, md = _markdown([_row(1, 900.0, "windowed", "window"), _row(2, 950.0, "windowed", "cameras only")])
+    header = next(line for line in md.splitlines() if line.startswith("| mode"))
+    assert header.startswith("| mode | inst | agents/inst | status | copies/inst | drawn |")
+    assert "| windowed | 1 | 16 | ok | 1 | window |" in md and "| windowed | 2 | 16 | ok | 1 | cameras only |" in md
+    assert "'cameras only', the camera sensors' viewports on decision frames, the window never drawn" in md
+
+
+# ---------------------------------------------------------------------------------------------- --copies, --env-param
+def test_copies_reach_the_instances_and_the_report(tmp_path, headless_export, capsys):
+    code, out = run_profile(tmp_path, "--modes", "headless", "--num-instances", "1", "--agents", "2", "--copies", "2",
+                            "--steps", "20", "--warmup-steps", "2")
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((out / "profile.json").read_text())
+    (r,) = report["results"]
+    assert (report["copies"], r["copies"], r["agents"], r["drawn"]) == (2, 2, 4, "nothing")  # 2 copies x 2 agents
+    assert "| headless | 1 | 4 | ok | 2 | nothing |" in (out / "profile.md").read_text()
+    assert wait_gone(our_pids(report)) == []
+
+
+def test_env_param_reaches_the_instances(tmp_path, headless_export, capsys):
+    # forager sees through a camera (profiled windowed only) unless vision=0, a parameter fixed at start
+    code, out = run_profile(tmp_path, "--env", "forager", "--env-param", "vision=0", "--modes", "headless",
+                            "--num-instances", "1", "--agents", "2", "--steps", "20", "--warmup-steps", "2")
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((out / "profile.json").read_text())
+    (r,) = report["results"]
+    assert (report["env_params"], r["mode"], r["status"], r["drawn"]) == ({"vision": "0"}, "headless", "ok", "nothing")
+    assert "Environment parameters: vision=0." in (out / "profile.md").read_text()
+    assert wait_gone(our_pids(report)) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--env-param", "vision"], "--env-param 'vision' is not valid: give NAME=NUMBER"),
+    (["--env", "forager", "--env-param", "speed=2"], "forager has no environment parameter 'speed'"),
+    (["--copies", "0"], "--copies 0 is not valid: give 1 to 256"),
+    (["--agents", "1024", "--copies", "4"], "--agents-per-instance 1024 x --copies 4 = 4,096 agents in one instance"),
+])
+def test_bad_copies_or_env_param_fail_fast(args, message, capsys, tmp_path, headless_export):
+    assert cli.main(["profile", "--modes", "headless", *args, "--out", str(tmp_path / "never")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and not (tmp_path / "never").exists(), err
+
+
+@pytest.mark.slow
+def test_a_runs_env_param_is_reused_by_its_profile(tmp_path, headless_export, capsys):
+    run = train_run(tmp_path / "runs", "--env-id", "forager", "--env-param", "vision=0", "--num-instances", "1",
+                    "--agents-per-instance", "2", "--num-steps", "8", "--total-timesteps", "16", "--eval-episodes", "0")
+    code, out = run_profile(tmp_path, "--env", "forager", "--policy", str(run), "--modes", "headless",
+                            "--num-instances", "1", "--agents", "2", "--steps", "10", "--warmup-steps", "2")
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((out / "profile.json").read_text())
+    assert report["env_params"] == {"vision": "0"} and report["results"][0]["status"] == "ok"
+    assert f"--policy {run}: with its run's environment parameters: vision=0" in capsys.readouterr().err
+
+
+def test_the_comparison_trains_with_the_profiles_copies_env_params_and_frame_stack(tmp_path):
+    from types import SimpleNamespace
+
+    from python_trainer.envs.env_params import parse_flag
+    from python_trainer.tools.profile.compare import train_command
+    from python_trainer.tools.profile.measure import Config
+
+    cfg = Config("windowed", 2, 4, copies=3, env_params=(parse_flag("vision=0"), parse_flag("gap=uniform(1,2)")))
+    opts, game = SimpleNamespace(seed=0, connect_timeout=30.0), SimpleNamespace(env="forager", env_path=None)
+    argv = train_command(cfg, opts, game, tmp_path, "exp", frame_stack=2)[4:]  # after `python -m python_trainer train`
+    args = parse_flags(train.Args, argv, "godot-ppo train")
+    assert (args.num_instances, args.agents_per_instance, args.copies, args.frame_stack, args.window,
+            args.env_param) == (2, 4, 3, 2, True, ("vision=0", "gap=uniform(1,2)"))  # fmt: skip

@@ -9,15 +9,20 @@ from typing import Optional
 from python_trainer.base.errors import UserError
 from python_trainer.envs.game import GodotGame
 from python_trainer.envs.images import declared_image
-from python_trainer.envs.launcher import read_env_info
-from python_trainer.tools.profile.measure import CAMERA_BENCHMARK_STEPS, engine_benchmark, engine_ms_per_decision
+from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
+from python_trainer.tools.profile.measure import (CAMERA_BENCHMARK_STEPS, Config, engine_benchmark,
+                                                  engine_ms_per_decision)  # fmt: skip
 
 
-def seen_camera(game: GodotGame, connect_timeout: float) -> Optional[dict]:
-    """{"key", "size"} of the camera the game's agents observe (from a headless instance's env_info), or None."""
+def seen_camera(game: GodotGame, connect_timeout: float, game_args=()) -> Optional[dict]:
+    """{"key", "size"} of the camera the game's agents observe (from the env_info of one headless instance of one
+    agent, started with ``game_args``: a parameter such as forager's vision=0 takes the camera away), or None."""
     if not game.rl_sync:  # a game made with godot_rl_agents' plugin: no camera of ours to look for
         return None
-    seen = declared_image(read_env_info(game, connect_timeout))
+    options = LaunchOptions(agents_per_instance=1, connect_timeout=connect_timeout, auto_window=False,
+                            extra_args=tuple(game_args))  # fmt: skip
+    with InstanceLauncher(game, options) as launcher:  # nothing steps: a camera game's headless build answers too
+        seen = declared_image(launcher.instances[0].env_info)
     return None if seen is None else {"key": seen[0], "size": seen[1]}
 
 
@@ -38,10 +43,11 @@ def camera_modes(env: str, camera: dict, modes: list, counts: list, explicit: se
     return ["windowed"], counts, line
 
 
-def headless_engine_ms(game: GodotGame, agents: Optional[int]) -> Optional[float]:
-    """Milliseconds per decision step of the headless binary's engine-only run (no rendering), or None when its
-    headless build does not run the game's benchmark."""
-    return engine_ms_per_decision(engine_benchmark(game, agents, steps=CAMERA_BENCHMARK_STEPS))
+def headless_engine_ms(game: GodotGame, cfg: Config) -> Optional[float]:
+    """Milliseconds per decision step of the headless binary's engine-only run of one instance as ``cfg`` runs them
+    (no rendering), or None when its headless build does not run the game's benchmark."""
+    return engine_ms_per_decision(engine_benchmark(game, cfg.agents, steps=CAMERA_BENCHMARK_STEPS, copies=cfg.copies,
+                                                   extra_args=cfg.game_args))  # fmt: skip
 
 
 def summary(report: dict) -> Optional[str]:

@@ -9,12 +9,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Optional
 
+import tyro
+
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import OutputError, check_output
-from python_trainer.base.flags import (AGENTS_PER_INSTANCE, NUM_INSTANCES, FlagError, GoesWith, Rule, aliases,
-                                       at_least, explicit_fields, flag, parse_flags, positive)  # fmt: skip
+from python_trainer.base.flags import (AGENTS_PER_INSTANCE, COPIES, NUM_INSTANCES, FlagError, GoesWith, Rule,
+                                       agents_for, aliases, at_least, explicit_fields, flag, parse_flags,
+                                       positive)  # fmt: skip
+from python_trainer.envs.env_params import check_params
 from python_trainer.envs.game import GameError, GodotGame, godot_game
 from python_trainer.envs.xvfb import display_available, no_display_message, user_display
+from python_trainer.run.curriculum import from_flags
 from python_trainer.tools.game_flags import GameArgs
 from python_trainer.tools.profile import camera as cameras, compare, report as files
 from python_trainer.tools.profile.measure import MODES, Config, load_policy, profile_config
@@ -56,7 +61,15 @@ class ProfileArgs(GameArgs):
     num_instances: Annotated[str, aliases("--instances")] = flag("1,2,4,8", INSTANCE_COUNTS)
     """comma-separated instance counts, one configuration each"""
     agents_per_instance: Annotated[Optional[int], aliases("--agents")] = flag(None, AGENTS_PER_INSTANCE)
-    """agents each instance is asked to simulate, passed to the game as --agents (default: the game's own choice)"""
+    """agents each instance (each copy of the scene, with --copies) is asked to simulate, passed to the game as
+    --agents (default: the game's own choice)"""
+    copies: int = flag(1, COPIES)
+    """copies of the game's scene each instance runs, each in its own Viewport and World, as train's --copies: each
+    instance then simulates copies x agents-per-instance agents"""
+    env_param: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """an environment parameter of the game, NAME=NUMBER, NAME=uniform(LOW,HIGH) or NAME=gaussian(MEAN,STD), as
+    train's; repeat the flag for several. With --policy RUN, the run's own --env-param are used too (one given here
+    replaces the run's of the same name)"""
     steps: Optional[int] = flag(None, at_least(1, "an integer >= 1", "2000"))
     """measure this many vector steps per configuration (instead of --seconds)"""
     seconds: Optional[float] = flag(None, SECONDS)
@@ -85,6 +98,8 @@ def parse_args(argv) -> ProfileArgs:
     opts = parse_flags(ProfileArgs, argv, PROG)  # --help: the docstring
     if opts.steps is not None and opts.seconds is not None:
         raise FlagError("--seconds is not allowed with --steps: give one window, a number of steps or of seconds")
+    agents_for(None, 1, opts.agents_per_instance, as_flags=True, copies=opts.copies)  # agents x copies: bounded
+    from_flags(opts.env_param)  # each --env-param parses (the game's own check comes once it is known)
     return opts if opts.steps is not None or opts.seconds is not None else replace(opts, seconds=DEFAULT_SECONDS)
 
 
@@ -100,25 +115,42 @@ def display_note(modes) -> Optional[str]:
             "rendering; its CPU is the Xvfb column).")
 
 
-def _game_and_policy(opts: ProfileArgs, modes) -> tuple[GodotGame, object]:
-    """The game (its export checked for every mode asked) and the policy that acts (None: random actions)."""
+def _game_and_policy(opts: ProfileArgs, modes) -> tuple[GodotGame, object, list[str]]:
+    """The game (its export checked for every mode asked), the policy that acts (None: random actions) and the
+    --env-param flags in force: a run's (--policy RUN) with this command's over them."""
     try:
         game = godot_game(opts.env_id, opts.env_path, timeout=opts.connect_timeout)
         for mode in modes:
             game.export.command(headless=(mode == "headless"))  # a GameError names the fix
     except GameError as e:
         raise UserError(str(e)) from None
-    return game, load_policy(opts.policy, game.env)
+    policy, trained = load_policy(opts.policy, game.env)
+    return game, policy, env_param_flags(trained.get("env_param") or (), opts.env_param)
 
 
-def _camera(game: GodotGame, opts: ProfileArgs) -> Optional[dict]:
-    """The camera the game's agents observe (with its headless engine-only frame time), or None."""
+def env_param_flags(run_flags, given) -> list[str]:
+    """The --env-param flags a profile uses: the run's, each replaced by one ``given`` of the same name, then the
+    other ``given``."""
+    mine = from_flags(given)[0]
+    return [text for text in run_flags if text.partition("=")[0].strip() not in mine] + list(given)
+
+
+def env_params(game: GodotGame, flags) -> tuple:
+    """((name, env_params.Value), ...) of --env-param ``flags``, checked against what ``game`` declares."""
+    params, where = from_flags(flags)
+    check_params(game, {name: [lesson.value for lesson in lessons] for name, lessons in params.items()}, where)
+    return tuple((name, lessons[0].value) for name, lessons in sorted(params.items()))
+
+
+def _camera(game: GodotGame, opts: ProfileArgs, cfg: Config) -> Optional[dict]:
+    """The camera the game's agents observe (with its headless engine-only frame time), or None. ``cfg``: how the
+    instances run (copies, environment parameters)."""
     try:
-        camera = cameras.seen_camera(game, opts.connect_timeout)
+        camera = cameras.seen_camera(game, opts.connect_timeout, cfg.game_args)
     except Exception as e:  # the game did not start: said as the profile's error
         raise UserError(f"{game.env}: cannot read its env_info from a headless instance: {e}", status=1) from None
     if camera and opts.engine_benchmark:
-        camera["headless_engine_ms_per_decision"] = cameras.headless_engine_ms(game, opts.agents_per_instance)
+        camera["headless_engine_ms_per_decision"] = cameras.headless_engine_ms(game, cfg)
     return camera
 
 
@@ -127,8 +159,13 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     opts = parse_args(argv)
     modes, counts = mode_list(opts.modes), instance_counts(opts.num_instances)
-    game, policy = _game_and_policy(opts, modes)
-    camera = _camera(game, opts)
+    game, policy, param_flags = _game_and_policy(opts, modes)
+    params = env_params(game, param_flags)
+    if param_flags != list(opts.env_param):
+        print(f"--policy {opts.policy}: with its run's environment parameters: "
+              f"{', '.join(f'{n}={v}' for n, v in params)}", file=sys.stderr)  # fmt: skip
+    base = Config("headless", 1, opts.agents_per_instance, opts.copies, params)
+    camera = _camera(game, opts, base)
     if camera:  # windowed only, 1 up to the cores (a headless build renders nothing)
         modes, counts, line = cameras.camera_modes(game.env, camera, modes, counts, explicit_fields(argv, ProfileArgs))
         print(line, file=sys.stderr)
@@ -138,11 +175,12 @@ def main(argv=None) -> int:
         check_output(out_dir, ROUGH_OUTPUT_BYTES, folder=True)
     except OutputError as e:
         raise UserError(f"--out: {e}") from None
-    configs = [Config(mode, n, opts.agents_per_instance) for mode in modes for n in counts]
+    configs = [replace(base, mode=mode, instances=n) for mode in modes for n in counts]
     window = f"{opts.steps} vector steps" if opts.steps is not None else f"{opts.seconds:g} s"
     report = {
         "env": game.env, "env_path": game.env_path, "argv": argv, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "window": window, "warmup_steps": opts.warmup_steps, "policy": opts.policy,
+        "window": window, "warmup_steps": opts.warmup_steps, "policy": opts.policy, "copies": opts.copies,
+        "env_params": {name: str(value) for name, value in params}, "frame_stack": policy.frame_stack if policy else 1,
         "sample_interval": opts.sample_interval, "machine": describe_machine(), "display_note": note, "results": [],
         "interrupted": False, **({"camera": camera} if camera else {}),
     }
@@ -154,7 +192,7 @@ def main(argv=None) -> int:
     try:
         status = _profile_all(configs, opts, game, out_dir, policy, report)
         if opts.compare_training:
-            status = max(status, _compare_training(modes, opts, game, out_dir, report))
+            status = max(status, _compare_training(modes, base, opts, game, out_dir, report))
     except KeyboardInterrupt:
         report["interrupted"] = True
         status = 130
@@ -206,15 +244,16 @@ def _rates(result: dict) -> str:
         ("pipelined_agent_steps_per_s", "pipelined", "{:,.0f}")) if row[k] is not None)  # fmt: skip
 
 
-def _compare_training(modes, opts: ProfileArgs, game: GodotGame, out_dir: Path, report: dict) -> int:
-    """PPO on the fastest configuration of each mode; 1 when a training failed, else 0."""
+def _compare_training(modes, base: Config, opts: ProfileArgs, game: GodotGame, out_dir: Path, report: dict) -> int:
+    """PPO on the fastest configuration of each mode (as ``base`` runs the instances: agents asked, copies,
+    environment parameters, and the profiled policy's frame stack); 1 when a training failed, else 0."""
     status = 0
     best = [b for b in (files.best_config(report["results"], m) for m in modes) if b]
     report["training"] = []
     for b in best:
-        cfg = Config(b["mode"], b["instances"], b["agents"])
+        cfg = replace(base, mode=b["mode"], instances=b["instances"])
         print(f"training PPO on {cfg.key} for {opts.compare_seconds:g} s of wall clock...", file=sys.stderr)
-        t = compare.train_for(cfg, opts, game, out_dir, opts.compare_seconds)
+        t = compare.train_for(cfg, opts, game, out_dir, opts.compare_seconds, report["frame_stack"])
         report["training"].append(t)
         if t["status"] != "ok":
             status = 1

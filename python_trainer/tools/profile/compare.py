@@ -39,16 +39,18 @@ def _processes(pids) -> list[psutil.Process]:
     return procs
 
 
-def train_command(cfg: Config, opts, game: GodotGame, root: Path, exp: str) -> list[str]:
-    """`godot-ppo train` on ``cfg`` with no evaluation and no checkpoint before the stop; its flag names are those
-    of train's own Args."""
+def train_command(cfg: Config, opts, game: GodotGame, root: Path, exp: str, frame_stack: int = 1) -> list[str]:
+    """`godot-ppo train` on ``cfg`` (its copies and environment parameters too) with no evaluation and no checkpoint
+    before the stop; its flag names are those of train's own Args."""
     from python_trainer.run.train import Args as TrainArgs  # torch: only when a comparison trains
 
+    params = [arg for name, value in cfg.env_params for arg in to_argv(TrainArgs, env_param=f"{name}={value}")]
     return [sys.executable, "-m", "python_trainer", "train", *to_argv(
         TrainArgs, env_id=game.env, env_path=game.env_path, num_instances=cfg.instances,
-        agents_per_instance=cfg.agents, total_timesteps=TOTAL_TIMESTEPS, num_steps=128, eval_episodes=0,
-        checkpoint_every=0, run_dir_root=str(root), exp_name=exp, seed=opts.seed + 1,
-        connect_timeout=opts.connect_timeout, window=not cfg.headless or None)]  # fmt: skip
+        agents_per_instance=cfg.agents, copies=cfg.copies if cfg.copies != 1 else None,
+        frame_stack=frame_stack if frame_stack != 1 else None, total_timesteps=TOTAL_TIMESTEPS, num_steps=128,
+        eval_episodes=0, checkpoint_every=0, run_dir_root=str(root), exp_name=exp, seed=opts.seed + 1,
+        connect_timeout=opts.connect_timeout, window=not cfg.headless or None), *params]  # fmt: skip
 
 
 def _run_for(cmd: list[str], log_path: Path, budget_s: float, result: dict) -> int:
@@ -104,16 +106,17 @@ def _returns_reached(run_dir: Path, wall_seconds: float) -> dict:
     return result
 
 
-def train_for(cfg: Config, opts, game: GodotGame, out_dir: Path, budget_s: float) -> dict:
-    """PPO (`godot-ppo train`) on ``cfg`` for ``budget_s`` seconds of wall clock, then SIGINT. Returns the
-    episodic-return numbers from episodes.csv."""
+def train_for(cfg: Config, opts, game: GodotGame, out_dir: Path, budget_s: float, frame_stack: int = 1) -> dict:
+    """PPO (`godot-ppo train`) on ``cfg`` (``frame_stack``: the profiled policy's) for ``budget_s`` seconds of wall
+    clock, then SIGINT. Returns the episodic-return numbers from episodes.csv."""
     root = out_dir / "training"
     root.mkdir(parents=True, exist_ok=True)
     exp = f"profile_{cfg.key}"
-    cmd = train_command(cfg, opts, game, root, exp)
+    cmd = train_command(cfg, opts, game, root, exp, frame_stack)
     log_path = root / f"{exp}.log"
     result = {"key": cfg.key, "mode": cfg.mode, "instances": cfg.instances, "agents": cfg.agents,
-              "budget_seconds": budget_s, "status": "failed", "command": " ".join(cmd), "log": str(log_path)}
+              "copies": cfg.copies, "budget_seconds": budget_s, "status": "failed", "command": " ".join(cmd),
+              "log": str(log_path)}
     code = _run_for(cmd, log_path, budget_s, result)
     runs = sorted(root.glob(f"{game.env}__{exp}__*"), key=lambda p: p.stat().st_mtime)
     if code not in (0, 130) or not runs:

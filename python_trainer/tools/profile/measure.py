@@ -16,6 +16,7 @@ import numpy as np
 
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.processes import read_log_tail, run_to_end
+from python_trainer.envs.env_params import binary_flags, wire_values
 from python_trainer.envs.game import NO_RENDER_LOOP, GameError, GameInstance, GodotGame, game_environ
 from python_trainer.envs.protocol import GODOT_RL
 from python_trainer.tools.profile.sample import ResourceSampler
@@ -26,11 +27,19 @@ STATS_TIMEOUT_S = 10.0
 
 @dataclass(frozen=True)
 class Config:
-    """One configuration: the mode, the instance count and the agents asked of each instance."""
+    """One configuration: the mode, the instance count, the agents asked of each copy of the scene, the copies in each
+    instance (--copies) and the game's environment parameters ((name, env_params.Value) pairs: --env-param's)."""
 
     mode: str
     instances: int
     agents: Optional[int]
+    copies: int = 1
+    env_params: tuple = ()
+
+    @property
+    def game_args(self) -> list[str]:
+        """The constants among the environment parameters, as the binary's own flags (--env_param=NAME=VALUE)."""
+        return binary_flags(dict(self.env_params))
 
     @property
     def key(self) -> str:
@@ -59,15 +68,18 @@ def _one_engine_run(cmd, timeout: float, display: Optional[str] = None) -> Optio
 
 
 def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, timeout: float = 60.0,
-                     instances: int = 1, display: Optional[str] = None) -> Optional[dict]:
+                     instances: int = 1, display: Optional[str] = None, copies: int = 1,
+                     extra_args: tuple = ()) -> Optional[dict]:  # fmt: skip
     """The headless binary's in-engine rate with random actions and no trainer (``--benchmark_steps``); with
-    ``display``, the windowed binary's on it (a camera game's, which renders its cameras).
+    ``display``, the windowed binary's on it (a camera game's, which renders its cameras). ``copies`` and
+    ``extra_args`` (the game's flags, e.g. --env_param=NAME=VALUE) go on its command line as on the measured ones'.
 
     With ``instances`` > 1, that many processes run at once (the limit for as many synced instances on this
     machine) and ``agent_steps_per_second`` is the sum of their rates; None when any of them failed.
     """
     try:
-        cmd = GameInstance(game, agents=agents, headless=display is None, display=display).command(
+        cmd = GameInstance(game, agents=agents, headless=display is None, display=display, copies=copies,
+                           extra_args=tuple(extra_args)).command(
             f"--benchmark_steps={steps}", *([] if display is None else [NO_RENDER_LOOP]))
     except GameError:
         return None
@@ -83,27 +95,31 @@ def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, 
 # ======================================================================================================================
 # The actions: random, or a trained policy's
 # ======================================================================================================================
-def load_policy(spec: str, env_id: str):
-    """None for random actions, else trained_agent.LoadedAgent; a UserError naming --policy when it cannot be."""
+def load_policy(spec: str, env_id: str) -> tuple[object, dict]:
+    """(None, {}) for random actions, else (trained_agent.LoadedAgent, the flags its run was trained with: the
+    checkpoint's "args"); a UserError naming --policy when it cannot be."""
     if spec == "random":
-        return None
+        return None, {}
     path = Path(spec)
     if not path.exists():
         raise UserError(f"--policy {spec}: no such run folder or model file (give `random` or a training run folder)")
     import torch
 
-    from python_trainer.variants.trained_agent import load_agent  # torch: only with a trained policy
+    from python_trainer.base.paths import checkpoint_in
+    from python_trainer.checkpoint import load_checkpoint
+    from python_trainer.variants.trained_agent import agent_from_checkpoint  # torch: only with a trained policy
 
     # One thread: for a 64-64 MLP on a few agents, torch's default thread pool costs 30x more than it saves (13 ms
     # instead of 0.4 ms per call on 2 busy cores), which would measure torch's spinning instead of the instances.
     torch.set_num_threads(1)
     try:
-        loaded = load_agent(path)
+        ckpt = load_checkpoint(checkpoint_in(path))
+        loaded = agent_from_checkpoint(ckpt)
     except Exception as e:
         raise UserError(f"--policy {spec}: cannot load a trained agent from it ({one_line(e)[:200]})") from None
     if loaded.env_id != env_id:
         raise UserError(f"--policy {spec}: that agent was trained on {loaded.env_id!r}, not {env_id!r}")
-    return loaded
+    return loaded, dict(ckpt.get("args") or {})
 
 
 def _actor(policy, env) -> Callable:
@@ -191,7 +207,8 @@ def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, re
     from python_trainer.envs.vec_env import make_vec_env
 
     result: dict = {"key": cfg.key, "mode": cfg.mode, "instances": cfg.instances, "agents": cfg.agents,
-                    "status": "failed", "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+                    "copies": cfg.copies, "status": "failed",
+                    "load_average_before": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
     run_dir = out_dir / "instances" / cfg.key
     result["log_dir"] = str(run_dir / "logs")
     env = None
@@ -199,16 +216,21 @@ def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, re
         # A game made with godot_rl_agents' plugin has neither --benchmark_steps nor the "stats" message: it is
         # measured from outside only (our rates, psutil's costs; physics frames = decision steps x action repeat).
         if cfg.headless and opts.engine_benchmark and game.rl_sync:  # before the launch: nothing else running
-            eb = engine_benchmark(game, cfg.agents, instances=cfg.instances)
+            eb = engine_benchmark(game, cfg.agents, instances=cfg.instances, copies=cfg.copies,
+                                  extra_args=cfg.game_args)  # fmt: skip
             result["engine_only_agent_steps_per_second"] = eb["agent_steps_per_second"] if eb else None
         t = time.perf_counter()
         env = make_vec_env(game, num_instances=cfg.instances, agents_per_instance=cfg.agents,
                            headless=cfg.headless, seed=opts.seed, run_dir=run_dir, max_restarts=0, report=report,
-                           connect_timeout=opts.connect_timeout, extra_args=[NO_RENDER_LOOP] if camera else [],
+                           connect_timeout=opts.connect_timeout, copies=cfg.copies,
+                           extra_args=cfg.game_args + ([NO_RENDER_LOOP] if camera else []),
                            frame_stack=policy.frame_stack if policy is not None else 1)  # fmt: skip
+        if cfg.env_params:  # samplers too, from each agent's next episode (the constants are on the command line)
+            env.set_env_params(wire_values(dict(cfg.env_params)))
         result["launch_seconds"] = round(time.perf_counter() - t, 3)
-        result["agents"] = env.num_envs // cfg.instances  # what the game simulates (it may ignore --agents)
+        result["agents"] = env.num_envs // cfg.instances  # what each simulates (it may ignore --agents): every copy's
         launcher = env.launcher
+        result["drawn"] = drawn(launcher.headless, launcher.instance.extra_args)
         result.update(display=launcher.display, pids=launcher.pids(),
                       xvfb_pids=[launcher.xvfb_pid] if launcher.xvfb_pid is not None else [])
         if camera and not cfg.headless and opts.engine_benchmark:
@@ -229,6 +251,19 @@ def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, re
     return result
 
 
+# What a row's instances render: a headless build nothing; a windowed one its whole window every frame, or, with
+# --disable-render-loop (a camera game, as training runs it: launcher._go_windowed), only its camera sensors'
+# viewports on decision frames (camera_frames.gd), the window never drawn.
+DRAWN_NOTHING, DRAWN_WINDOW, DRAWN_CAMERAS = "nothing", "window", "cameras only"
+
+
+def drawn(headless: bool, game_args) -> str:
+    """What an instance started headless or not with these extra arguments draws (DRAWN_*)."""
+    if headless:
+        return DRAWN_NOTHING
+    return DRAWN_CAMERAS if NO_RENDER_LOOP in game_args else DRAWN_WINDOW
+
+
 CAMERA_BENCHMARK_STEPS = 300  # decision steps of a camera game's engine-only run (each one renders every camera)
 
 
@@ -240,7 +275,8 @@ def engine_ms_per_decision(run: Optional[dict]) -> Optional[float]:
 def windowed_engine_only(game: GodotGame, cfg: Config, display: str) -> dict:
     """A camera game's engine-only figures on the windowed binary (cameras rendering, no trainer): as many processes
     as the configuration's instances, on ``display``."""
-    eb = engine_benchmark(game, cfg.agents, steps=CAMERA_BENCHMARK_STEPS, instances=cfg.instances, display=display)
+    eb = engine_benchmark(game, cfg.agents, steps=CAMERA_BENCHMARK_STEPS, instances=cfg.instances, display=display,
+                          copies=cfg.copies, extra_args=cfg.game_args)  # fmt: skip
     return {"engine_only_agent_steps_per_second": eb["agent_steps_per_second"] if eb else None,
             "engine_only_ms_per_decision": engine_ms_per_decision(eb)}
 

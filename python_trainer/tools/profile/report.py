@@ -11,9 +11,9 @@ from typing import Optional
 
 from python_trainer.base.files import atomic_output, write_error
 from python_trainer.tools.profile import camera
-from python_trainer.tools.profile.measure import MODES
+from python_trainer.tools.profile.measure import DRAWN_CAMERAS, DRAWN_WINDOW, MODES
 
-SCALING_GAIN = 0.10  # "throughput stops growing": the next instance count adds less than this fraction
+SCALING_GAIN = 0.10  # "throughput stops growing": no larger instance count adds this fraction or more
 CPU_BOUND_FRACTION = 0.85  # the machine is CPU-bound when this much of all cores is busy
 
 
@@ -31,9 +31,12 @@ def best_config(results, mode):
 
 
 def scaling_stop(results, mode) -> Optional[tuple[dict, dict]]:
-    """(config n_i, config n_{i+1}) for the first instance count after which throughput grows < SCALING_GAIN."""
+    """(config a, config b): a is the fewest instances that no larger count beats by SCALING_GAIN or more, b the best
+    of the larger counts (the table's figures, so the verdict cannot contradict its table); None when that is the
+    largest count measured (throughput still grows)."""
     ok = sorted(_ok(results, mode), key=lambda r: r["instances"])
-    for a, b in zip(ok, ok[1:]):
+    for i, a in enumerate(ok[:-1]):
+        b = max(ok[i + 1:], key=lambda r: r["agent_steps_per_second"])
         if b["agent_steps_per_second"] < (1 + SCALING_GAIN) * a["agent_steps_per_second"]:
             return a, b
     return None
@@ -65,14 +68,13 @@ def verdict(results, cores) -> str:
             continue
         a, b = stop
         gain = 100.0 * (b["agent_steps_per_second"] / a["agent_steps_per_second"] - 1)
-        busy = b["resources"].get("machine_cpu_pct", 0.0)
-        bound = (f"CPU-bound: {busy:.0f}% of {100 * cores}% busy" if busy >= CPU_BOUND_FRACTION * 100 * cores
-                 else f"not CPU-bound: {busy:.0f}% of {100 * cores}% busy")
-        text = (f"beyond {_plural(a['instances'], m + ' instance')} throughput stops growing "
-                f"({gain:+.0f}% with {b['instances']}; {bound})")
-        if best[m]["instances"] > b["instances"]:  # noisy, or a later rise: say so rather than hide it
-            text += f", although {best[m]['instances']} reach {best[m]['agent_steps_per_second']:,.0f}"
-        parts.append(text)
+        busy = a["resources"].get("machine_cpu_pct", 0.0)
+        bound = (f"CPU-bound: {busy:.0f}% of {100 * cores}% busy with {a['instances']}"
+                 if busy >= CPU_BOUND_FRACTION * 100 * cores
+                 else f"not CPU-bound: {busy:.0f}% of {100 * cores}% busy with {a['instances']}")  # fmt: skip
+        parts.append(f"beyond {_plural(a['instances'], m + ' instance')} ({a['agent_steps_per_second']:,.0f}) "
+                     f"throughput stops growing (at best {gain:+.0f}%, {b['agent_steps_per_second']:,.0f} with "
+                     f"{b['instances']}; {bound})")
     failed = [r["key"] for r in results if r["status"] == "failed"]
     if failed:
         parts.append(f"failed: {', '.join(failed)}")
@@ -102,6 +104,7 @@ def table_row(r: dict) -> dict:
     n = max(1, inst.get("count", r["instances"]))
     return {
         "mode": r["mode"], "instances": r["instances"], "agents_per_instance": r["agents"], "status": r["status"],
+        "copies_per_instance": r.get("copies", 1), "drawn": r.get("drawn"),
         "agent_steps_per_s": r.get("agent_steps_per_second"),
         "engine_only_agent_steps_per_s": r.get("engine_only_agent_steps_per_second"),
         "synced_share_of_engine_only": (r["agent_steps_per_second"] / r["engine_only_agent_steps_per_second"]
@@ -130,7 +133,7 @@ def table_row(r: dict) -> dict:
 
 MD_COLUMNS = [
     ("mode", "mode", "{}"), ("instances", "inst", "{}"), ("agents_per_instance", "agents/inst", "{}"),
-    ("status", "status", "{}"),
+    ("status", "status", "{}"), ("copies_per_instance", "copies/inst", "{}"), ("drawn", "drawn", "{}"),
     ("engine_only_agent_steps_per_s", "engine-only agent-steps/s", "{:,.0f}"),
     ("agent_steps_per_s", "synced agent-steps/s", "{:,.0f}"), ("synced_share_of_engine_only", "synced/engine", "{:.0%}"),
     ("pipelined_agent_steps_per_s", "pipelined agent-steps/s", "{:,.0f}"), ("round_trips_per_s", "round trips/s", "{:,.1f}"),
@@ -158,8 +161,18 @@ def markdown(report: dict) -> str:
         f"Window: {report['window']}; warm-up {report['warmup_steps']} steps; policy {report['policy']}; "
         f"CPU % is percent of one core (max {100 * cores}%); 'other' = machine CPU not used by us.",
     ]
+    if report.get("env_params"):
+        lines.append("Environment parameters: " + ", ".join(f"{n}={v}" for n, v in report["env_params"].items()) + ".")
     if report.get("display_note"):
         lines.append(report["display_note"])
+    shown = {r.get("drawn") for r in report["results"]}
+    if shown & {DRAWN_WINDOW, DRAWN_CAMERAS}:
+        lines.append("drawn: what a windowed instance renders: 'window', the whole game window every frame; 'cameras "
+                     "only', the camera sensors' viewports on decision frames, the window never drawn "
+                     "(--disable-render-loop, as training runs a camera game).")
+    if report.get("copies", 1) != 1:
+        lines.append(f"--copies {report['copies']}: each instance runs {report['copies']} copies of the game's scene; "
+                     "agents/inst counts the agents of all of them.")
     if any(r.get("measured", "").startswith("from outside") for r in report.get("results", [])):
         lines.append("A game made with godot_rl_agents' plugin: measured from outside (it has no stats message nor "
                      "--benchmark_steps): physics fps = round trips x action repeat; no engine-only or rendered rate.")

@@ -68,6 +68,10 @@ def start_tracking(args, run_dir: Path, resumed: bool) -> Optional[TrackedRun]:
         run = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
                          config=asdict(args), name=run_dir.name, monitor_gym=False, save_code=True,
                          dir=str(run_dir), id=run_id, resume="allow", settings=wandb.Settings(quiet=True))  # fmt: skip
+    except KeyboardInterrupt:  # a signal while W&B starts: what it started ends now, before the stop is said
+        _unpatch()
+        _teardown(wandb)
+        raise
     except Exception as e:  # no API key without a terminal, no network, a bad entity...
         _unpatch()
         _teardown(wandb)  # its service process ends now, not at exit

@@ -292,6 +292,23 @@ def test_allow_script_errors_trains_on_after_showing_the_first(fake_binary, tmp_
         env.close()
 
 
+def test_an_engine_run_whose_game_raises_a_script_error_fails_with_the_errors_line(tmp_path):
+    """Godot goes on after a script error and exits 0: the in-engine evaluation's numbers would be a broken game's."""
+    from python_trainer.engine.in_engine import PlaybackError, run_game
+
+    game = tmp_path / "game.sh"
+    game.write_text("#!/bin/sh\necho 'SCRIPT ERROR: Invalid call. Nonexistent function \"get_owner\"' >&2\n"
+                    "echo '   At: res://src/Music.gd:7.' >&2\necho '{\"eval\": {\"episodes\": 2}}'\n")
+    game.chmod(0o755)
+    with pytest.raises(PlaybackError) as e:
+        run_game([str(game), "--policy=p.json", "--eval_episodes=2"], 30)
+    said = str(e.value)
+    assert "\n" not in said and said.startswith("--eval_episodes: the game raised a script error")
+    assert 'Nonexistent function "get_owner"; At: res://src/Music.gd:7.' in said
+    game.write_text("#!/bin/sh\necho '{\"eval\": {\"episodes\": 2}}'\n")
+    assert run_game([str(game), "--eval_episodes=2"], 30).returncode == 0  # a healthy run is left alone
+
+
 @pytest.mark.slow
 def test_healthy_games_raise_no_script_error_so_the_watch_never_fires(headless_export, tmp_path, fake_binary):
     """Each of our games, and the godot_rl_agents-plugin test game, in a short default run: not one script error."""

@@ -66,6 +66,8 @@ func test_decide_answers_the_command_line() -> void:
 			"a bare --env names no game")
 	check_eq(GameRegistry.decide({"agents": "4"}, false, TWO_GAMES, "ball_chase"), {},
 			"a window without --env: menu or this scene")
+	check_eq(GameRegistry.decide({"port": "5"}, true, {"ball_chase": BALL_CHASE}, "ball_chase"),
+			{"game": "ball_chase"}, "a project of one game runs it without a word")
 
 
 func test_default_is_named_or_first() -> void:

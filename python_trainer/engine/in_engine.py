@@ -24,7 +24,7 @@ from python_trainer.base.processes import run_to_end
 from python_trainer.engine.policy_file import PolicyFileError, read_policy
 from python_trainer.envs.env_params import binary_flags
 from python_trainer.envs.game import NO_RENDER_LOOP, GameInstance, GodotGame, game_environ, godot_game
-from python_trainer.envs.logs import shown_lines
+from python_trainer.envs.logs import first_script_error, shown_lines
 
 # A problem the user can fix, raised for the command line to print. One class with the policy file's errors
 # (policy_file.PolicyFileError), so `except PlaybackError` also catches a bad or unplayable policy file.
@@ -36,6 +36,8 @@ ENGINE_RUN_TIMEOUT_S = 120.0
 RANDOM_POLICY = "random"  # --policy=random: the game plays random actions (policy_mode.gd)
 MATCH_KEYWORDS = ("random", "scripted")  # what --policy and --opponent take besides files (agent_driver.gd)
 HUMAN_OPPONENT = "human"  # --opponent=human: the keyboard, in a window only
+# The binary's flags of the runs the engine plays by itself, which name the run in an error (the first one given).
+RUN_MODES = ("--eval_episodes", "--benchmark_steps", "--policy_forward", "--match_episodes", "--policy")
 
 
 # ---------------------------------------------------------------------------------------------- the game's flags
@@ -77,10 +79,17 @@ def policy_game(policy_path, env_id: Optional[str] = None, env_path=None,
 
 # ---------------------------------------------------------------------------------------------- the game's output
 def run_game(cmd: Sequence[str], timeout: float, env=None) -> subprocess.CompletedProcess:
-    """Run a game process to the end (its own session, ended with its children on timeout / Ctrl-C)."""
+    """Run a game process to the end (its own session, ended with its children on timeout / Ctrl-C). A script
+    error is a PlaybackError with its line, whatever the game's exit code: Godot goes on after one (the function
+    stops there), so a run of broken episodes would otherwise report their numbers as the policy's."""
     result = run_to_end(cmd, timeout, env=game_environ(env))
     if result.returncode is None:
         raise PlaybackError(f"`{' '.join(cmd)}` did not finish within {timeout:g} s; stderr:\n{result.stderr[-2000:]}")
+    error = first_script_error(result.stderr + "\n" + result.stdout)
+    if error is not None:
+        mode = next((m for m in RUN_MODES if any(arg.startswith(m + "=") for arg in cmd)), "the game's run")
+        raise PlaybackError(f"{mode}: the game raised a script error, so its results are not the policy's: {error} "
+                            "(fix the game's script; the game's own output shows every error)")
     return result
 
 

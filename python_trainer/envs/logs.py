@@ -224,20 +224,35 @@ class ScriptErrorWatch:
             return
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()[-4096:]
-        for i, line in enumerate(lines):
-            at = line.find(SCRIPT_ERROR_MARK)
-            if at < 0:
-                continue
-            said = [line[at:]]
-            for more in lines[i + 1:i + 4]:  # the At: / ERROR: lines that go with it, up to the next script error
-                if SCRIPT_ERROR_MARK in more or not more.strip().startswith((b"At:", b"ERROR:")):
-                    break
-                said.append(more.strip())
-            self.first = "; ".join(part.decode(errors="replace").strip() for part in said)[:600]
-            self.count = sum(line.count(SCRIPT_ERROR_MARK) for line in lines[i:])
-            self._partial = b""
-            try:
-                self._on_first(self.first)
-            except Exception:  # a report that cannot be said (stderr gone) must not stop the log's reader thread
-                pass
+        found = _first_script_error(lines)
+        if found is None:
             return
+        i, self.first = found
+        self.count = sum(line.count(SCRIPT_ERROR_MARK) for line in lines[i:])
+        self._partial = b""
+        try:
+            self._on_first(self.first)
+        except Exception:  # a report that cannot be said (stderr gone) must not stop the log's reader thread
+            pass
+
+
+def first_script_error(output: str) -> Optional[str]:
+    """The first of Godot's script errors in a game's whole output (a run that ended), in one line with the ``At:``
+    / ``ERROR:`` lines that say where, or None."""
+    found = _first_script_error(output.encode(errors="replace").split(b"\n"))
+    return None if found is None else found[1]
+
+
+def _first_script_error(lines: list) -> Optional[tuple[int, str]]:
+    """(its line's index, the error in one line) of the first ``SCRIPT ERROR:`` among ``lines`` (bytes), or None."""
+    for i, line in enumerate(lines):
+        at = line.find(SCRIPT_ERROR_MARK)
+        if at < 0:
+            continue
+        said = [line[at:]]
+        for more in lines[i + 1:i + 4]:  # the At: / ERROR: lines that go with it, up to the next script error
+            if SCRIPT_ERROR_MARK in more or not more.strip().startswith((b"At:", b"ERROR:")):
+                break
+            said.append(more.strip())
+        return i, "; ".join(part.decode(errors="replace").strip() for part in said)[:600]
+    return None

@@ -61,7 +61,9 @@ from python_trainer.envs.protocol import (
     MessageTooLargeError,
 )
 from python_trainer.envs.policy_batch import PolicyBatch
-from python_trainer.envs.spaces import agent_policy_names, policies_from_env_info, reward_problem
+from python_trainer.envs.spaces import (
+    DECISION_FRAMES_KEY, agent_policy_names, policies_from_env_info, reward_problem,
+)
 from python_trainer.envs.step_batch import StepBatch
 
 # ---------------------------------------------------------------------------------------------- the env
@@ -137,6 +139,9 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
                 "speaking "
                 f"{DIALECT_NAMES[self.dialect]}; given --env_seed={seeds[0]}{f'..{seeds[-1]}' if len(seeds) > 1 else ''}"
                 f" --speedup={g['speedup']:g} --action_repeat={g['action_repeat']}")
+        frames = (self.launcher.instances[0].env_info or {}).get(DECISION_FRAMES_KEY)
+        if frames is not None:  # the game's own frames_per_decision times --action_repeat
+            line += f"; it decides every {int(frames)} physics frame{'s' if frames != 1 else ''}"
         if self.dialect == GODOT_RL:
             applied = next((ln.strip() for ln in self.launcher.instances[0].log_tail(200).splitlines()
                             if ln.startswith(PLUGIN_PHYSICS_LINE)), None)  # fmt: skip

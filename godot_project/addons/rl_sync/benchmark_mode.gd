@@ -41,7 +41,7 @@ func step() -> bool:
 		"env": _sync.env_name,
 		"agents": _agents.size(),
 		"decision_steps": _done_steps,
-		"action_repeat": _sync.action_repeat,
+		"decision_frames": _sync.action_repeat,  # physics frames per decision (env_info's decision_frames)
 		"seconds": seconds,
 		"agent_steps_per_second": _done_steps * _agents.size() / max(seconds, 1e-9),
 	}}))

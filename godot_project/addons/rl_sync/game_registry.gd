@@ -186,6 +186,8 @@ static func decide(args: Dictionary, unattended: bool, all_games: Dictionary, de
 		unattended = unattended or args.has(key)
 	if not unattended:
 		return {}
+	if all_games.size() == 1:  # a project of one game: there is nothing else --env could have chosen
+		return {"game": default_name}
 	return {"game": default_name, "print": default_line(default_name)}
 
 

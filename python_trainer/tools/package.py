@@ -74,9 +74,10 @@ def main(argv=None) -> int:
     args = parse_flags(PackageArgs, list(sys.argv[1:] if argv is None else argv), PROG)
     hub.check_repo_id(args.repo_id)
     run_dir, out = Path(args.src), Path(args.out)
-    checkpoint = resolve_checkpoint(run_dir)  # a run folder with a model: said before any work
     if not run_dir.is_dir():
-        raise UserError(f"{run_dir}: give a run folder of `godot-ppo train` (runs/<env>__...), not a file")
+        raise UserError(f"{run_dir}: {'not a folder' if run_dir.exists() else 'no such folder'}: give a run folder of "
+                        "`godot-ppo train` (runs/<env>__<exp>__<seed>__<time>)")  # fmt: skip
+    checkpoint = resolve_checkpoint(run_dir)  # a run folder with a model: said before any work
     trained = json.loads(read_text(run_dir / ARGS_JSON, f"{run_dir / ARGS_JSON}"))
     _check_out(out, run_dir)
     try:
@@ -222,6 +223,7 @@ def _replay(out: Path, run_dir: Path, folder: Path, args: PackageArgs, env_id: s
     if godot:
         game = policy_game(folder / POLICY_NAME, env_id, args.env_path, timeout=args.connect_timeout)
         record(folder / POLICY_NAME, out, game, seed=args.seed, seconds=args.video_seconds,
+               say=lambda line: print(line.split(" -> ")[0], flush=True),  # not the scratch folder's path
                connect_timeout=args.connect_timeout, extra_args=binary_flags(params))  # fmt: skip
         return f"{args.video_seconds:g} s of the policy playing in the game's window, recorded by `godot-ppo package`"
     _record_gym_episode(out, checkpoint, env_id, args.seed)

@@ -179,6 +179,7 @@ def ball_chase_run(tmp_path_factory, headless_export, windowed_export):
                      "--num-steps", "64", "--eval-episodes", "0")  # fmt: skip
 
 
+@pytest.mark.slow  # a training, an evaluation in the engine and a recording in the windowed game (about 25 s)
 def test_package_writes_a_model_card_whose_model_index_holds_the_in_engine_evaluation(ball_chase_run, tmp_path):
     from huggingface_hub import metadata_load
 

@@ -5,7 +5,8 @@ Each instance slot's stdout+stderr go through a pipe and a reader thread (never 
 ``run_dir/logs/instance_<i>.log``, which `CappedLog` keeps under ``max_bytes`` (a game printing every frame would
 otherwise fill the disk). Once the instance has handshaken, `ScriptErrorWatch` counts Godot's ``SCRIPT ERROR:`` lines
 in what the thread reads, and hands on the first one at once. `shown_lines` leaves Godot's harmless lines out of
-what is shown of a game's output (log tails in errors, a failed run's errors); the log file keeps them.
+what is shown of a game's output (log tails in errors, a failed run's errors), and `HarmlessFilter` from the log
+file, where they buried a game's real errors.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ HARMLESS_ERRORS = (
     "ERROR: get_language_code: Invalid locale ",
     "ERROR: set_locale: Unsupported locale ",
 )
+HARMLESS_ERRORS_BYTES = tuple(line.encode() for line in HARMLESS_ERRORS)
 
 
 def shown_lines(text: str) -> list[str]:
@@ -51,6 +53,38 @@ def shown_lines(text: str) -> list[str]:
 def shown_tail(path: str | os.PathLike, lines: int = LOG_TAIL_LINES) -> str:
     """The last ``lines`` shown lines (`shown_lines`) of a game's log file: what an error message quotes."""
     return "\n".join(shown_lines(read_log_tail(Path(path), lines=2**31))[-lines:])
+
+
+class HarmlessFilter:
+    """What a game prints, less Godot's harmless errors (HARMLESS_ERRORS, each with its ``At:`` line), which come at
+    its start: filtered in its first ``window`` bytes only, so the log of a running game costs nothing more. A line
+    is held until its end arrives (or ``end()``), as a line cannot be judged by its first bytes."""
+
+    def __init__(self, window: int = 2**16):
+        self.window, self.seen, self.partial, self.after_harmless = window, 0, b"", False
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self.seen >= self.window:
+            return chunk
+        self.seen += len(chunk)
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines.pop()
+        kept = []
+        for line in lines:
+            if self.after_harmless and line.lstrip().startswith(b"At: "):
+                self.after_harmless = False
+                continue
+            self.after_harmless = line.startswith(HARMLESS_ERRORS_BYTES)
+            if not self.after_harmless:
+                kept.append(line + b"\n")
+        if self.seen >= self.window:
+            kept.append(self.end())
+        return b"".join(kept)
+
+    def end(self) -> bytes:
+        """The line still held (the output ended, or the window did)."""
+        held, self.partial = self.partial, b""
+        return held
 
 
 class CappedLog:
@@ -78,7 +112,7 @@ class CappedLog:
         self._size = os.fstat(self._fd).st_size
         self._tail_start: Optional[int] = None  # where the rolling tail begins, once output has been cut
         self._lock = threading.RLock()  # on_flood runs under it, and may read the log tail
-        self._pipes: set[int] = set()
+        self._pipes: dict[int, HarmlessFilter] = {}  # each followed pipe, with the filter of its start
         self._threads: list[threading.Thread] = []
         self._closed = False
         self.watch: Optional[ScriptErrorWatch] = None  # fed what the followed pipes bring (the game's output)
@@ -91,7 +125,7 @@ class CappedLog:
         """Copy the read end of a pipe into the log until every writer has closed it; the log then closes ``fd``."""
         os.set_blocking(fd, False)
         with self._lock:
-            self._pipes.add(fd)
+            self._pipes[fd] = HarmlessFilter()
         thread = threading.Thread(target=self._pump, args=(fd,), name=f"log {self.path.name}", daemon=True)
         self._threads.append(thread)
         thread.start()
@@ -128,7 +162,7 @@ class CappedLog:
             with self._lock:
                 more = self._copy(fd, 2**20)
         with self._lock:
-            self._pipes.discard(fd)
+            self._write(self._pipes.pop(fd).end())
             os.close(fd)
             self._close_file_if_done()
 
@@ -142,7 +176,7 @@ class CappedLog:
                 break
             if not chunk:
                 return False
-            self._write(chunk)
+            self._write(self._pipes[fd].feed(chunk))
             if self.watch is not None:
                 self.watch.feed(chunk)
             copied += len(chunk)

@@ -1,7 +1,8 @@
 """Copies of a game's scene in one process (--copies, the addon's scene_copies.gd): N independent agents over one
 connection, copy k of an instance seeded s playing the episodes of a run of one seeded s + k; and the check of a
 game's scripts for what copies would share (copies_check.gd), which names each finding as file:line and refuses an
-agent that acts through the Input singleton."""
+agent that acts through the Input singleton; and what that reading cannot see, a press through Input while the copies
+run (input_watch.gd), which ends the run in one line."""
 
 import subprocess
 import textwrap
@@ -153,3 +154,58 @@ def test_a_game_that_runs_no_copies_is_refused_when_copies_are_asked_for(tmp_pat
 
     with pytest.raises(GameError, match=r"runs 1 copy of its scene, not the 4 asked for \(--copies\): export it again"):
         make_vec_env("ball_chase", num_instances=1, agents_per_instance=2, binary=FAKE, copies=4, run_dir=tmp_path)
+
+
+PRESSING_AGENT = """\
+    extends "res://addons/rl_sync/agent_controller.gd"
+    const Keys = preload('res://keys.gd')  # single quotes
+    func get_obs() -> Array:
+        return [0.0]
+    func get_action_space() -> Dictionary:
+        return {"move": {"size": 2, "action_type": "discrete"}}
+    func set_action(action: Dictionary) -> void:
+        Keys.press(action["move"] == 1)
+"""
+SPACED_KEYS = """\
+    extends Reference
+    static func press(left: bool) -> void:
+        if left:
+            Input . action_press\t("ui_left")  # spaces and a tab
+"""
+BUILT_KEYS = """\
+    extends Reference
+    static func press(left: bool) -> void:
+        if left:
+            Input.call("action_" + "press", "ui_left")  # a call no reading of the source can find
+"""
+
+
+def _train_copies(tmp_path, keys: str):
+    """`godot-ppo train --project` on a game of 2 copies whose agent presses ``ui_left`` through the helper ``keys``
+    (preloaded with single quotes): the finished process and the run folders it left."""
+    from helpers import godot_ppo_child, run_dirs
+
+    project = _project(tmp_path / "game", {"main.gd": "extends Node2D\n", "agent.gd": PRESSING_AGENT, "keys.gd": keys})
+    result = godot_ppo_child("train", "--project", str(project), "--copies", "2", "--total-timesteps", "64",
+                             "--num-steps", "16", "--run-dir-root", str(tmp_path / "runs"), timeout=90)  # fmt: skip
+    return result, run_dirs(tmp_path / "runs")
+
+
+def test_the_trainer_refuses_in_one_line_a_helper_that_presses_input_with_a_spaced_call(tmp_path):
+    result, left = _train_copies(tmp_path, SPACED_KEYS)
+    first = result.stderr.splitlines()[0]
+    assert result.returncode != 0 and left == [], result.stderr[-2000:]
+    assert first.startswith("godot-ppo train: error: ") and "exited before connecting (exit code 1): --copies=2 " \
+        "cannot run this game: res://keys.gd:4: REFUSED: copies share one Input singleton" in first, first
+    assert "controller's set_action, or run with --copies 1" in first
+
+
+def test_a_press_that_no_reading_finds_is_caught_while_the_copies_run(tmp_path):
+    result, left = _train_copies(tmp_path, BUILT_KEYS)
+    assert result.returncode == 1 and left == [], result.stderr[-2000:]
+    assert "(2 copies of its scene each)" in result.stdout  # the scan found nothing: the run started
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("godot-ppo train: error: instance 0 (") and line.endswith(
+        '): --copies=2: the game\'s code pressed the action "ui_left" through the Input singleton (Input.action_press, '
+        "action_release or parse_input_event), which every copy of the scene shares, so each copy's agents press the "
+        "others' keys: give each agent its actions through its controller's set_action, or run with --copies 1"), line

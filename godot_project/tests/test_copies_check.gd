@@ -3,6 +3,7 @@ extends "res://tests/test_case.gd"
 
 const CopiesCheck = preload("res://addons/rl_sync/copies_check.gd")
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+const InputWatch = preload("res://addons/rl_sync/input_watch.gd")
 
 
 func _found(source: String) -> Array:
@@ -57,3 +58,84 @@ func test_a_copy_reads_its_own_seed_while_it_is_built() -> void:
 	check_eq(RlArgs.get_int(tree, "env_seed", 0, 0), 42, "as an integer too")
 	RlArgs.set_override({})
 	check_eq(RlArgs.get_string("env_seed", "none"), before, "the command line's again")
+
+
+func test_spaces_tabs_and_dots_hide_no_word() -> void:
+	var source := PoolStringArray([
+		"	Input.action_press (\"move_left\")",
+		"	Input .action_release	(\"x\")",
+		"	Input. parse_input_event ( ev )",
+		"	Input\t.\taction_press(\t'jump')",
+		"	var r = get_tree ().get_root ().size",
+		"	get_tree() . set_pause (true)",
+		"	var a = rng . randi () + rng.randf ()",
+		"	if Input.is_action_pressed (\"x\") or Input . is_action_just_pressed ('y'): pass",
+	]).join("\n")
+	var found := _found(source)
+	var lines := []
+	for line in found:
+		lines.append(int(line.split(":")[2]))
+	check_eq(lines, [1, 2, 3, 4, 5, 6], "each spaced call is found, a generator's own and Input's reads are not: " + str(found))
+	for k in range(4):
+		check(CopiesCheck.REFUSED in found[k] and "Input singleton" in found[k], found[k])
+	check("root viewport" in found[4], found[4])
+	check("pause" in found[5], found[5])
+
+
+func test_what_a_script_loads_is_read_with_either_quotes_and_relative_paths() -> void:
+	var source := PoolStringArray([
+		"const Helper = preload('res://helper.gd')",
+		"var scene = load ( \"res://scenes/a.tscn\" )",
+		"var other = ResourceLoader.load('sub/b.gd')",
+		"const Up = preload	(\"../c.gd\")",
+		"func f(): reload(\"res://no.gd\"); download('res://no2.gd'); load(\"res://icon.png\")",
+	]).join("\n")
+	check_eq(CopiesCheck.loaded_paths(source, "res://games/x/agent.gd"),
+			["res://helper.gd", "res://scenes/a.tscn", "res://games/x/sub/b.gd", "res://games/c.gd"],
+			"every script or scene it loads, none it does not")
+
+
+# input_watch.gd in the tree, as scene_copies.gd adds it, but saying its problem instead of ending the runner.
+func _watch() -> Node:
+	var watch = InputWatch.new(3)
+	watch.fails_at_once = false
+	tree.root.add_child(watch)
+	return watch
+
+
+func _end_watch(watch: Node) -> void:
+	watch.queue_free()
+	if Engine.has_meta(InputWatch.PROBLEM_META):
+		Engine.remove_meta(InputWatch.PROBLEM_META)
+
+
+func test_the_watch_names_an_action_pressed_through_input_in_one_line() -> void:
+	var watch := _watch()
+	yield(physics_frames(3), "completed")
+	check_eq(InputWatch.problem(), "", "nothing pressed, nothing said")
+	Input.call("action_" + "press", "ui_left")  # no reading of the source finds this one
+	yield(physics_frames(2), "completed")
+	Input.action_release("ui_left")
+	var line := InputWatch.problem()
+	check(line.begins_with("--copies=3: ") and "\"ui_left\"" in line and "Input singleton" in line, line)
+	check("set_action" in line and "--copies 1" in line and not "\n" in line, line)
+	_end_watch(watch)
+
+
+func test_the_watch_sees_a_press_released_within_the_frame_and_a_parsed_event() -> void:
+	yield(physics_frames(2), "completed")  # past the frame of an earlier test's release
+	var watch := _watch()
+	Input.action_press("ui_up")
+	Input.action_release("ui_up")
+	yield(physics_frames(2), "completed")
+	check("\"ui_up\" (released)" in InputWatch.problem(), InputWatch.problem())
+	_end_watch(watch)
+	watch = _watch()
+	var event := InputEventAction.new()
+	event.action = "ui_right"
+	event.pressed = true
+	Input.parse_input_event(event)
+	event.pressed = false
+	Input.parse_input_event(event)
+	check("\"ui_right\" (an InputEventAction)" in InputWatch.problem(), InputWatch.problem())
+	_end_watch(watch)

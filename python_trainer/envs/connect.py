@@ -89,6 +89,10 @@ class Greeting:
         return None
 
 
+# Our addon's one line of an error that ends a game begins with this, then ": " (rl_args.gd's fail()).
+GAME_ERROR = "rl_sync: error"
+
+
 class ConnectionWait:
     """One wait for ``instances`` (just started, each listening on its port) until every one has a handshaken
     `GodotConnection` (``inst.conn``, with ``inst.hello``, ``inst.env_info`` and ``inst.dialect``), or an
@@ -181,10 +185,11 @@ class ConnectionWait:
         for inst in self.waiting.values():
             code = inst.proc.poll()
             if code is not None:
-                raise InstanceStartError(
-                    f"{inst.label()} exited before connecting: {describe_exit(code)}\n"
-                    f"--- last lines of {inst.log_path} ---\n" + (inst.log_tail() or "(nothing printed)")
-                )
+                tail = inst.log_tail()
+                said = [ln[len(GAME_ERROR) + 2:] for ln in tail.splitlines() if ln.startswith(GAME_ERROR + ": ")]
+                why = f" ({describe_exit(code)}): {said[-1]}" if said else f": {describe_exit(code)}"  # the addon's line
+                raise InstanceStartError(f"{inst.label()} exited before connecting{why}\n"
+                                         f"--- last lines of {inst.log_path} ---\n" + (tail or "(nothing printed)"))
 
     # ---------------------------------------------------------------- checks and messages
     def _refuse(self, inst, sock: socket.socket, why: str) -> None:

@@ -84,6 +84,9 @@ class TrainingRun:
                 raise UserError(f"the editor's game closed before the first update ({one_line(e)}): nothing was "
                                 "trained; start the trainer again, then press Play and leave the game running",
                                 status=1) from None  # fmt: skip
+            if isinstance(e, GameError) and self.done_update in (None, self.start_update):
+                self.ready = False  # the game's fault before anything was trained: a resume would only repeat it
+                raise UserError(one_line(e), status=1) from None
             # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), the editor's game closed, an instance out of restarts, a
             # closed stdout (`| head`), a bug: the model in memory is intact, so the last completed update is saved
             # first, with a second signal held.

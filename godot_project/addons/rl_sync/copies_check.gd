@@ -3,10 +3,13 @@ extends Reference
 # process shares between them. A copy's physics, canvas and viewport are its own; the scene tree,
 # its groups and pause, the autoloads, the global random generator and the Input singleton are not.
 #
-# CopiesCheck.new().findings(root) reads the scripts of a scene's nodes, their base scripts, what they preload or load,
-# and the autoloads, and returns one line per finding: "res://path.gd:LINE: why". A line that says
+# CopiesCheck.new().findings(root) reads the scripts of a scene's nodes, their base scripts, what they preload or load
+# (either quotes, paths relative to the script's folder too), the global classes (class_name) they name, and the
+# autoloads, and returns one line per finding: "res://path.gd:LINE: why". A line that says
 # REFUSED names what copies cannot work with (an agent that acts through the Input singleton: every
-# copy would press the same keys). Our addon's own scripts are left out: they are written for copies.
+# copy would press the same keys). Our addon's own scripts are left out: they are written for copies. Spaces and tabs
+# around ".", "(" and ")" do not hide a word (`Input .action_press ("x")`). A call built at run time does (a string
+# given to Input.call): input_watch.gd catches its effect while the copies run.
 # An export keeps its scripts' source only with text scripts (the export preset's script_export_mode=0,
 # which `godot-ppo export` writes); compiled scripts cannot be read, and one line says so.
 
@@ -17,22 +20,23 @@ const REFUSED := "REFUSED"
 const RULES := [
 	[["call_group(", "call_group_flags(", "notify_group(", "notify_group_flags(", "set_group(", "set_group_flags(",
 			"get_nodes_in_group("], true, "a tree-wide group call reaches every copy's nodes, not only this copy's"],
-	[["paused"], true, "the scene tree's pause stops every copy with it"],
+	[["paused", "set_pause("], true, "the scene tree's pause stops every copy with it"],
 	[["change_scene(", "change_scene_to(", "reload_current_scene("], true, "changing the tree's scene ends every copy"],
-	[["current_scene"], true, "the current scene is the copies' host, not this copy (use owner or get_parent())"],
-	[["get_tree().root", "OS.window_size"], true,
+	[["current_scene", "get_current_scene("], true, "the current scene is the copies' host, not this copy (use owner or get_parent())"],
+	[["get_tree().root", "get_tree().get_root(", "OS.window_size"], true,
 			"the window's root viewport is every copy's; a copy's own is get_viewport() (the window's size)"],
 	[["randi(", "randf(", "rand_range(", "rand_seed(", "randomize(", "seed("], false,
 			"the global random generator is shared: the copies' draws interleave, so one copy's episodes depend on the others' (give each copy a RandomNumberGenerator seeded from --env_seed)"],
 	[["OS.get_cmdline_args("], true,
 			"reads the command line itself: every copy sees the same --env_seed (rl_args.gd gives each copy its own)"],
 	[["Input.action_press(", "Input.action_release(", "Input.parse_input_event("], true,
-			REFUSED + ": the Input singleton is one per process, so every copy's agent would press the same actions; give the agent its actions directly (set_action) or run one copy per instance"],
+			REFUSED + ": copies share one Input singleton, so every copy's agent would press the same actions: give each agent its actions through its controller's set_action, or run with --copies 1"],
 ]
 
 var _seen := {}
 var _findings := []
 var _unreadable := []
+var _classes = null  # [[class_name, path]] of the project's global classes, once read
 
 
 # The findings of every script `root`'s nodes use, and of the autoloads (see the header).
@@ -92,7 +96,7 @@ func check_script(script) -> void:
 			_unreadable.append(path)
 		else:
 			_findings += scan(path, script.source_code)
-			for other in _loaded_paths(script.source_code):
+			for other in loaded_paths(script.source_code, path) + _named_classes(script.source_code):
 				check_path(other)
 		script = script.get_base_script()
 
@@ -102,7 +106,7 @@ func scan(path: String, source: String) -> Array:
 	var found := []
 	var lines := source.split("\n")
 	for n in range(lines.size()):
-		var code := _without_comment(lines[n])
+		var code := _squeezed(_without_comment(lines[n]))
 		for rule in RULES:
 			for word in rule[0]:
 				if has_word(code, word, rule[1]):
@@ -130,20 +134,72 @@ static func _is_name_char(c: String) -> bool:
 	return c == "_" or (c >= "a" and c <= "z") or (c >= "A" and c <= "Z") or (c >= "0" and c <= "9")
 
 
-# The res:// scripts and scenes a source preloads or loads: load("res://...") and preload(...).
-static func _loaded_paths(source: String) -> Array:
+# The scripts and scenes a source preloads or loads: load("res://a.gd"), preload('b.tscn') (relative to `from_path`'s
+# folder), ResourceLoader.load(...), with any spaces or tabs before the "(" or the path.
+static func loaded_paths(source: String, from_path: String) -> Array:
 	var paths := []
-	var at := source.find("load(\"res://")
+	var at := source.find("load")
 	while at != -1:
-		var start := at + 6
-		var end := source.find("\"", start)
-		if end == -1:
-			break
-		var path := source.substr(start, end - start)
-		if path.get_extension() in ["gd", "tscn", "scn"]:
-			paths.append(path)
-		at = source.find("load(\"res://", end)
+		var i := at + 4
+		while i < source.length() and source[i] in " \t":
+			i += 1
+		var opens := i < source.length() and source[i] == "(" and (at == 0 or not _is_name_char(source[at - 1]) \
+				or source.substr(max(0, at - 3), 3) == "pre")
+		i += 1
+		while opens and i < source.length() and source[i] in " \t":
+			i += 1
+		if opens and i < source.length() and source[i] in "\"'":
+			var end := source.find(source[i], i + 1)
+			var path := source.substr(i + 1, end - i - 1) if end != -1 else ""
+			if not path.begins_with("res://") and not "://" in path and path != "":
+				path = _resolved(from_path.get_base_dir().plus_file(path))
+			if path.begins_with("res://") and path.get_extension() in ["gd", "tscn", "scn"]:
+				paths.append(path)
+		at = source.find("load", at + 4)
 	return paths
+
+
+# A res:// path without its "." and ".." parts (Godot 3.2's String has no simplify_path).
+static func _resolved(path: String) -> String:
+	var parts := []
+	for part in path.trim_prefix("res://").split("/"):
+		if part == "..":
+			parts.pop_back()
+		elif part != "." and part != "":
+			parts.append(part)
+	return "res://" + PoolStringArray(parts).join("/")
+
+
+# The scripts of the project's global classes (class_name) that a source names.
+func _named_classes(source: String) -> Array:
+	if _classes == null:
+		_classes = []
+		var key := "_global_script_classes"
+		var declared = ProjectSettings.get_setting(key) if ProjectSettings.has_setting(key) else []
+		for entry in declared if typeof(declared) == TYPE_ARRAY else []:
+			_classes.append([str(entry.get("class", "")), str(entry.get("path", ""))])
+	var paths := []
+	for entry in _classes:
+		if entry[0] != "" and has_word(source, entry[0], true):
+			paths.append(entry[1])
+	return paths
+
+
+# The code with no space or tab beside a ".", "(" or ")" (GDScript's tokens hold none of them there).
+static func _squeezed(code: String) -> String:
+	var out := ""
+	for i in range(code.length()):
+		var c := code[i]
+		if c == " " or c == "\t":
+			var before := out[out.length() - 1] if out.length() > 0 else ""
+			var j := i + 1
+			while j < code.length() and code[j] in " \t":
+				j += 1
+			var after := code[j] if j < code.length() else ""
+			if before in [".", "(", ")"] or after in [".", "(", ")"]:
+				continue
+		out += c
+	return out
 
 
 # The line without its comment and without its strings' contents (a rule's word in a string is text).

@@ -17,10 +17,12 @@ extends Node
 # Before that, copies_check.gd reads the game's scripts for what the copies would share (tree-wide
 # groups, the tree's pause, autoloads, the global random generator, the Input singleton); each finding
 # is printed, and sent to the trainer in env_info ("copies", report()); an agent that acts through
-# Input.action_press refuses copies with an error.
+# Input.action_press refuses copies with an error. While they run, input_watch.gd catches what the
+# reading missed: an action pressed through Input ends the run with one line (problem()).
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const CopiesCheck = preload("res://addons/rl_sync/copies_check.gd")
+const InputWatch = preload("res://addons/rl_sync/input_watch.gd")
 const AgentController = preload("res://addons/rl_sync/agent_controller.gd")
 const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 
@@ -74,6 +76,11 @@ static func report(sync_node: Node) -> Dictionary:
 	return {"count": host.copies.size(), "findings": host.findings}
 
 
+# "" or what a copy pressed through the Input singleton (input_watch.gd): the run ends with it.
+static func problem() -> String:
+	return InputWatch.problem()
+
+
 # Replaces `scene` (the tree's current scene) by this host, holding `sync_node` and `count` copies of
 # the scene's file. False (the run failed) once the copies hold more agents than one process can build:
 # past ArenaGrid.MAX_AGENTS, Godot's message queue overflows while the scene is set up, and the game
@@ -115,6 +122,7 @@ func build(sync_node: Node, scene: Node, count: int) -> bool:
 					[count, k + 1, agents, ArenaGrid.MAX_AGENTS])
 			return false
 	RlArgs.set_override({})
+	add_child(InputWatch.new(count))
 	if not headless:
 		_show_tiles()
 	return true

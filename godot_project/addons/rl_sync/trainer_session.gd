@@ -108,9 +108,10 @@ func step() -> String:
 			packet = Wire.packed_step_frame(packed[0], packed[1], packed[2])
 		else:
 			packet = Wire.frame(Wire.step_json(_sync.decision_step(), _packed_obs))
-		if CameraFrames.problem() != "":  # said in its line already; the trainer hears it instead of frames
-			_send({"type": "error", "message": CameraFrames.problem()})
-			return CameraFrames.problem()
+		var problem := CameraFrames.problem() + SceneCopies.problem()  # a camera's or a copy's (see each)
+		if problem != "":  # the trainer hears it instead of the reply
+			_send({"type": "error", "message": problem})
+			return problem
 		if packet.size() - 4 > Wire.MAX_MESSAGE_BYTES:  # every step's would be: said instead, nothing to restart
 			_send({"type": "error", "message": Wire.TOO_LARGE % [packet.size() - 4, Wire.MAX_MESSAGE_BYTES]})
 			return Wire.TOO_LARGE % [packet.size() - 4, Wire.MAX_MESSAGE_BYTES]

@@ -100,14 +100,14 @@ def _fake_recording_game(monkeypatch, calls):
 
     save = Image.Image.save  # a test may make Pillow's save fail later: the frames are written before that
 
-    def run_game(cmd, timeout, env=None):
+    def run_recording(cmd, env, frame_dir, connect_timeout, timeout=None):
         calls.append(cmd)
         record_dir = Path(next(a.split("=", 1)[1] for a in cmd if a.startswith("--record_dir=")))
         for i in range(8):
             save(Image.new("RGB", (64, 36), (i * 30, 0, 0)), record_dir / f"frame_{i:05d}.png")
         return subprocess.CompletedProcess(cmd, 0, '{"run": {}}\n', "")
 
-    monkeypatch.setattr(recording, "run_game", run_game)
+    monkeypatch.setattr(recording, "run_recording", run_recording)
     monkeypatch.setattr(recording, "open_display", lambda xvfb, say=print, hint="": ":99")
     monkeypatch.setattr(play, "policy_game", lambda *a, **k: None)
     monkeypatch.setattr(play, "ensure_policy", lambda src: Path(src))

@@ -16,6 +16,7 @@ BINARY_NAME = "rl_games.x86_64"
 # A run folder's checkpoint files (written by the train command, read by the tools and profiling).
 CHECKPOINT_NAME = "checkpoint.pt"
 MODEL_NAME = "model.pt"
+ARGS_JSON = "args.json"  # a run's every flag (run/run_folder.py writes it; play reads its --env-param)
 
 
 def checkpoint_in(path) -> Path:

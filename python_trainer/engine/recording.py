@@ -8,21 +8,28 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import time
 from pathlib import Path
 from typing import Optional, Sequence
 
 from python_trainer.base.errors import one_line
 from python_trainer.base.files import OutputError, atomic_output, check_output, scratch_dir, write_error
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
-from python_trainer.base.processes import run_to_end
-from python_trainer.engine.in_engine import PlaybackError, engine_policy_arg, game_error, json_line, run_game
-from python_trainer.envs.game import FIXED_FPS, GameInstance, GodotGame
+from python_trainer.base.processes import end_process_tree, run_to_end, spawn
+from python_trainer.engine.in_engine import PlaybackError, engine_policy_arg, game_error, json_line
+from python_trainer.envs.game import FIXED_FPS, GameInstance, GodotGame, game_environ
 from python_trainer.envs.xvfb import open_display, temp_xvfb
 
 RECORD_EVERY = 4  # record every 4th frame of the game's 60 physics frames per second -> a 15 fps clip at true speed
 CLIP_FPS = FIXED_FPS / RECORD_EVERY
 GIF_WIDTH = 512
 FFMPEG_TIMEOUT_S = 600.0
+# The recording waits on the game's progress, not for a fixed total: it gives up once no new frame has come for
+# SILENCE_S seconds (the first one may take the game's load, --connect-timeout, longer). A window drawn at a few
+# frames per second under load still finishes.
+SILENCE_S = 30.0
+POLL_S = 0.25
 RECORD_PREFIX = "godot-ppo-record-"  # the recording's frames: <temp dir>/godot-ppo-record-<pid>-XXXX/frame_*.png
 # Rough bytes per recorded frame, for the room checked before recording: the game's PNG frames in the temp dir, and
 # the clip made of them at GIF_WIDTH. Measured on ball_chase (4 agents): 18 kB a PNG frame, 6 kB of GIF, 0.8 kB of
@@ -82,10 +89,12 @@ def assemble_mp4(frame_dir: Path, out: Path, fps: float = CLIP_FPS, width: int =
 
 def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, seconds: float = 10.0, say=print,
            timeout: Optional[float] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
-           extra_args=()) -> dict:  # fmt: skip
+           extra_args=(), opponent: Optional[str] = None) -> dict:  # fmt: skip
     """Record ``seconds`` of game time of the policy in the windowed game (under Xvfb without $DISPLAY) into a GIF
     (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}. ``extra_args``: more of the
-    game's flags (e.g. --env_param=NAME=VALUE).
+    game's flags (e.g. --env_param=NAME=VALUE); ``opponent``: the game's --opponent (matches of a two-sided game,
+    the policy on one team). The game is given as long as it keeps writing frames (SILENCE_S); ``timeout``, when
+    given, caps the whole run.
 
     Before the game starts, ``out`` and the temporary frames' folder are checked (OutputError: a path under a file,
     a read-only place, no room for a rough size); the clip is written beside ``out`` and renamed, so a failure
@@ -108,10 +117,10 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
         instance = GameInstance(game, agents=agents, seed=seed, headless=False,
                                 display=open_display(xvfb, say, "for the recording"), extra_args=tuple(extra_args))
         cmd = instance.command(f"--policy={engine_policy_arg(policy_path)}", f"--record_dir={tmp}",
-                               f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync")
+                               f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync",
+                               *([f"--opponent={opponent}"] if opponent is not None else []))  # fmt: skip
         say(f"recording {seconds:g} s of game time ({n_frames} frames at {CLIP_FPS:g} fps) -> {out}")
-        # the game's load (up to --connect-timeout), then about 2 s of wall time per second of game time at most
-        result = run_game(cmd, timeout or connect_timeout + 30 + 2 * seconds, env=instance.environ())
+        result = run_recording(cmd, instance.environ(), tmp, connect_timeout, timeout)
         if result.returncode != 0:
             raise game_error(result, "the recording run")
         frames = sorted(tmp.glob("frame_*.png"))
@@ -124,3 +133,48 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
         except OSError as e:
             raise write_error(out, e) from None
     return {"out": out, "frames": len(frames), "run": json_line(result.stdout, "run")}
+
+
+def run_recording(cmd, env: dict, frame_dir: Path, connect_timeout: float, timeout: Optional[float] = None,
+                  silence: float = SILENCE_S) -> subprocess.CompletedProcess:  # fmt: skip
+    """Run the recording game to its end while it makes progress: ended (PlaybackError) once ``silence`` seconds
+    pass with no new frame in ``frame_dir`` (``connect_timeout`` more before the first), or past ``timeout``."""
+    out_path, err_path = frame_dir / "game.out", frame_dir / "game.err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=game_environ(env))
+    start = last_progress = time.monotonic()
+    frames, why = 0, None
+    try:
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now, count = time.monotonic(), _frames_in(frame_dir)
+            if count > frames:
+                frames, last_progress = count, now
+            wait = silence + (connect_timeout if frames == 0 else 0.0)
+            if now - last_progress > wait:
+                why = (f"wrote no frame for {wait:g} s (after {frames} frames)" if frames else
+                       f"wrote no frame within {wait:g} s of its start (--connect-timeout + {silence:g} s)")
+            elif timeout is not None and now - start > timeout:
+                why = f"did not finish within {timeout:g} s ({frames} frames)"
+            if why is not None:
+                end_process_tree([proc.pid])
+                proc.wait()
+                break
+    except BaseException:
+        end_process_tree([proc.pid])
+        proc.wait()
+        raise
+    stdout, stderr = (path.read_bytes().decode(errors="replace") for path in (out_path, err_path))
+    if why is not None:
+        raise PlaybackError(f"the recording stopped: the game {why}; the end of its output:\n{stderr[-2000:]}")
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, stdout, stderr)
+
+
+def _frames_in(folder: Path) -> int:
+    """The recorded frames so far (frame_*.png)."""
+    with os.scandir(folder) as entries:
+        return sum(1 for entry in entries if entry.name.startswith("frame_"))

@@ -27,10 +27,10 @@ import numpy as np
 from python_trainer.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import atomic_output, write_atomic
+from python_trainer.base.paths import ARGS_JSON  # args.json: its name is base's, so the tools read it without torch
 from python_trainer.run.crash import ERROR_LOG
 
 EPISODES_CSV = "episodes.csv"
-ARGS_JSON = "args.json"
 LOCK_NAME = "train.lock"
 
 

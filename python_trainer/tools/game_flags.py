@@ -1,14 +1,21 @@
-"""The flags of every tool that starts a game (--env-path or --project, --env-id, --connect-timeout), worded once as a
-dataclass that each command's arguments extend."""
+"""The flags of every tool that starts a game (--env-path or --project, --env-id, --connect-timeout, --env-param), worded
+once as dataclasses that each command's arguments extend; --env-param's values checked by train's rule, and those a
+run was trained with (its args.json)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Optional
 
 import tyro
 
 from python_trainer.base.flags import CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S, aliases, flag
+from python_trainer.base.inputs import read_text
+from python_trainer.base.paths import ARGS_JSON
+from python_trainer.envs.env_params import CONSTANT, EnvParamError, binary_flags, check_params, wire_values
+from python_trainer.run.curriculum import from_flags, start_values
 
 
 # The two flags' types, for a command that words their help its own way (a field of the same name, in its subclass).
@@ -26,3 +33,43 @@ class GameArgs:
     connect_timeout: Annotated[float, tyro.conf.arg(metavar="SECONDS")] = flag(DEFAULT_CONNECT_TIMEOUT_S,
                                                                                CONNECT_TIMEOUT)
     """seconds a game may take to load, list its games and connect; raise it for a game that loads slowly"""
+
+
+# --env-param for the tools (envs, launch, play): train's flag (run/curriculum.py's CurriculumArgs) and its rule.
+EnvParam = Annotated[tuple[str, ...], tyro.conf.UseAppendAction, tyro.conf.arg(metavar="NAME=VALUE")]
+
+
+@dataclass
+class EnvParamArgs:
+    env_param: EnvParam = ()
+    """one of the game's environment parameters, as train's --env-param: NAME=NUMBER (or a sampler,
+    NAME=uniform(LOW,HIGH) / NAME=gaussian(MEAN,STD)); repeat the flag for several (`godot-ppo envs` lists a game's
+    parameters, docs/env_params.md)"""
+
+
+def game_env_params(game, flags, samplers: bool = True) -> tuple[list, dict]:
+    """--env-param ``flags`` checked against ``game`` by train's rule (curriculum.from_flags, env_params.check_params):
+    (the binary's --env_param flags of the constants, which are in force before env_info; the samplers as the
+    env_params message's values). ``samplers`` False: a sampler is refused (the engine plays alone: no message)."""
+    params, where = from_flags(flags)
+    check_params(game, {name: [lesson.value for lesson in lessons] for name, lessons in params.items()}, where)
+    values = start_values(params)
+    drawn = {name: value for name, value in values.items() if value.kind != CONSTANT}
+    if drawn and not samplers:
+        name = next(iter(drawn))
+        raise EnvParamError(f"{where[name]}: the game takes a number here (samplers are for training and launch)")
+    return binary_flags({n: v for n, v in values.items() if v.kind == CONSTANT}), wire_values(drawn)
+
+
+def run_args(src) -> dict:
+    """The args.json of the run that ``src`` (a run folder, or a file in one: its model.pt, policy.json, a file of
+    its policies/) came from; {} when there is none (an exported policy file elsewhere)."""
+    src = Path(str(src).split(",")[0])
+    for folder in ([src] if src.is_dir() else []) + [src.parent, src.parent.parent]:
+        if (folder / ARGS_JSON).is_file():
+            try:
+                found = json.loads(read_text(folder / ARGS_JSON, str(folder / ARGS_JSON)))
+            except ValueError:
+                return {}
+            return found if isinstance(found, dict) else {}
+    return {}

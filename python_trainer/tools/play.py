@@ -5,6 +5,9 @@ loop) or driven from Python by the PyTorch checkpoint; against an opponent (you,
     godot-ppo play exports/policies/ball_chase.json --record ball_chase.gif --record-seconds 10
     godot-ppo play runs/... --python                                      # the PyTorch checkpoint drives the window
     godot-ppo play runs/pong__ppo__1__1700000000 --opponent human         # you against it, with the keyboard
+    godot-ppo play runs/pong__ppo__1__1700000000 --opponent scripted --record pong.gif
+
+A run folder's --env-param constants (its args.json) are given to the game again; --env-param overrides them.
 """
 
 from __future__ import annotations
@@ -34,13 +37,13 @@ from python_trainer.engine.in_engine import (
     HUMAN_OPPONENT, MATCH_KEYWORDS, PlaybackError, engine_policy_arg, match_policy_arg, policy_game,
 )
 from python_trainer.engine.recording import record
-from python_trainer.envs.env_params import CONSTANT, binary_flags, check_params, parse_flag
+from python_trainer.envs.env_params import CONSTANT, parse_flag
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import FIXED_FPS, GameError, GameInstance, GodotGame, godot_game
 from python_trainer.envs.logs import CappedLog
 from python_trainer.envs.protocol import GodotConnectionError
 from python_trainer.envs.xvfb import open_display, person_display, temp_xvfb
-from python_trainer.tools.game_flags import EnvId, EnvPath, GameArgs
+from python_trainer.tools.game_flags import EnvId, EnvParam, EnvPath, GameArgs, game_env_params, run_args
 from python_trainer.tools.policy_export import ensure_policy, resolve_checkpoint
 
 PROG = "godot-ppo play"
@@ -48,6 +51,8 @@ DEFAULT_RECORD_SECONDS = 10.0
 SECONDS = positive("10", "a number of seconds > 0")
 # The game's line (on stderr) saying how many agents its window shows (addons/rl_sync/window_helpers.gd).
 WINDOW_LINE = b"rl_sync: agents in the window: "
+# The game's line (on stderr) saying a person's side and keys, from its Input Map (addons/rl_sync/match_mode.gd).
+PERSON_LINE = b"rl_sync: you play: "
 # What is said of a window started under our own Xvfb, which nobody sees.
 UNSEEN_WINDOW = "for the window, which nobody sees (--record FILE.gif records it)"
 
@@ -74,22 +79,28 @@ class PlayArgs(GameArgs):
     python: bool = False
     """drive the window from Python with the PyTorch checkpoint"""
     record: Annotated[Optional[str], tyro.conf.arg(metavar="OUT.gif|OUT.mp4")] = None
-    """record the in-engine policy (game time, 15 fps) to a GIF (or MP4 with ffmpeg) instead of watching"""
+    """record the in-engine policy (game time, 15 fps) to a GIF (or MP4 with ffmpeg) instead of watching (with
+    --opponent too); it waits as long as the game keeps writing frames, and gives up after 30 s without a new
+    one (30 s + --connect-timeout for the first: the game's load)"""
     record_seconds: Optional[float] = flag(None, SECONDS)
     """length of the recording (default: --seconds, else 10)"""
     opponent: Annotated[Optional[str], tyro.conf.arg(metavar="human|random|scripted|FILE")] = None
     """a two-sided game (agents in teams 0 and 1, e.g. pong): the policy plays one team and this the other, the sides
-    swapping after each match; human: you, with the keyboard (pong: W/S on the left, the arrows on the right);
-    scripted: the game's scripted opponent; FILE: another policy file or run folder"""
-    env_param: Annotated[tuple[str, ...], tyro.conf.UseAppendAction, tyro.conf.arg(metavar="NAME=NUMBER")] = ()
-    """one of the game's environment parameters (repeat the flag for several; docs/env_params.md)"""
+    swapping after each match; human: you, with the keyboard (the game says your side and the keys of its input
+    actions); scripted: the game's scripted opponent; FILE: another policy file or run folder"""
+    env_param: EnvParam = ()
+    """one of the game's environment parameters, NAME=NUMBER, as train's --env-param (repeat the flag for several;
+    docs/env_params.md); a run folder's own (its args.json) are given again without it, and this overrides them"""
 
 
 def play_main(argv=None) -> int:
     """`godot-ppo play`: the flags, checked, then the window (or the recording)."""
     args = parse_flags(PlayArgs, list(sys.argv[1:] if argv is None else argv), PROG)
-    if args.opponent is not None and (args.python or args.record):
-        raise FlagError("--opponent plays in the engine's window: drop --python and --record")
+    if args.opponent is not None and args.python:
+        raise FlagError("--opponent plays in the engine's window: drop --python")
+    if args.opponent == HUMAN_OPPONENT and args.record:
+        raise FlagError("--opponent human plays with the keyboard, which a recording has none of: give --opponent "
+                        "random, scripted or a policy file to --record")
     if args.opponent == HUMAN_OPPONENT:  # a person plays: a private Xvfb would show the window to nobody
         person_display("play against it", "give --opponent random, scripted or a policy file")
     if args.agents_per_instance is None:
@@ -104,27 +115,26 @@ def play_main(argv=None) -> int:
 def _play(args: PlayArgs, say) -> int:
     agents = args.agents_per_instance
     try:
+        flags = _run_env_params(args.src, args.env_param, say)
         if args.python:
             if args.record:
                 raise PlaybackError("--record records the in-engine policy; drop --python")
-            if args.env_param:
-                raise PlaybackError("--env-param plays the policy inside the engine; drop --python")
             return _watch_python(args.src, args.env_id, args.env_path, agents, args.seed, args.seconds, say,
-                                 args.connect_timeout)  # fmt: skip
+                                 args.connect_timeout, flags)  # fmt: skip
         policy = ensure_policy(args.src)
         game = policy_game(policy, args.env_id, args.env_path, timeout=args.connect_timeout)
-        extra = _env_param_flags(game, args.env_param)
-        if args.record:
-            seconds = args.record_seconds or args.seconds or DEFAULT_RECORD_SECONDS
-            result = record(policy, args.record, game, agents=agents, seed=args.seed, seconds=seconds, say=say,
-                            connect_timeout=args.connect_timeout, extra_args=extra)  # fmt: skip
-            size = result["out"].stat().st_size
-            say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
-            return 0
+        extra = game_env_params(game, flags, samplers=False)[0]
         opponent = None
         if args.opponent is not None:
             opponent = (args.opponent if args.opponent in MATCH_KEYWORDS + (HUMAN_OPPONENT,)
                         else match_policy_arg(ensure_policy(args.opponent), "opponent"))  # fmt: skip
+        if args.record:
+            seconds = args.record_seconds or args.seconds or DEFAULT_RECORD_SECONDS
+            result = record(policy, args.record, game, agents=agents, seed=args.seed, seconds=seconds, say=say,
+                            connect_timeout=args.connect_timeout, extra_args=extra, opponent=opponent)  # fmt: skip
+            size = result["out"].stat().st_size
+            say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
+            return 0
         return _watch_in_engine(policy, game, agents, args.seed, args.seconds, say, opponent, extra)
     except UserError:
         raise
@@ -137,16 +147,15 @@ def _play(args: PlayArgs, say) -> int:
         return 0
 
 
-def _env_param_flags(game: GodotGame, flags) -> list:
-    """--env-param NAME=NUMBER flags checked against what the game declares, as the binary's --env_param flags."""
-    values, where = {}, {}
-    for text in flags:
-        name, value = parse_flag(text)
-        if value.kind != CONSTANT:
-            raise PlaybackError(f"--env-param {text}: the game takes a number here (samplers are for training)")
-        values[name], where[name] = [value], f"--env-param {text}"
-    check_params(game, values, where)
-    return binary_flags({name: given[0] for name, given in values.items()})
+def _run_env_params(src, given, say) -> tuple:
+    """The --env-param flags to play with: the constants of the run ``src`` came from (its args.json; a sampler
+    there leaves the game's default), then ``given``, which override a run's of the same name."""
+    names = {parse_flag(text)[0] for text in given}
+    trained = [text for text in run_args(src).get("env_param") or () if isinstance(text, str)]
+    reused = [text for text in trained if parse_flag(text)[1].kind == CONSTANT and parse_flag(text)[0] not in names]
+    if reused:
+        say(f"the run's environment parameters: --env-param {' --env-param '.join(reused)}")
+    return (*reused, *given)
 
 
 # ---------------------------------------------------------------------------------------------- in the engine
@@ -171,11 +180,10 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
         if seconds is not None:
             mode_args.append(f"--quit_after_seconds={seconds:g}")
         against = f" against {opponent}" if opponent is not None else ""
-        keys = " (you: the keys of your side, pong: W/S left, arrows right)" if opponent == HUMAN_OPPONENT else ""
 
         def playing(shown: int) -> None:  # said when the window reports its agents: the game's own count, which a
             # scene with a fixed set of agents keeps whatever --agents asks (and pong seats paddles two by two)
-            say(f"playing {policy}{against} in {game.env} with {_agents_text(shown)}{keys}"
+            say(f"playing {policy}{against} in {game.env} with {_agents_text(shown)}"
                 + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
 
         proc = spawn(instance.command(*mode_args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -224,6 +232,8 @@ def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], s
                     line, err_buf = err_buf.split(b"\n", 1)
                     if line.startswith(WINDOW_LINE) and on_window is not None:
                         on_window(int(line[len(WINDOW_LINE):]))
+                    elif line.startswith(PERSON_LINE):  # the game's Input Map says the person's side and keys
+                        say("you play " + line[len(PERSON_LINE):].decode(errors="replace"))
                     elif line.startswith(b"rl_sync") or b"SCRIPT ERROR" in line:
                         print(line.decode(errors="replace"), file=sys.stderr, flush=True)
             else:
@@ -238,7 +248,7 @@ def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], s
 
 # ---------------------------------------------------------------------------------------------- from Python
 def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, seconds: Optional[float],
-                  say=print, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> int:  # fmt: skip
+                  say=print, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S, env_params=()) -> int:  # fmt: skip
     """The windowed game driven step by step from Python by the PyTorch checkpoint, paced to the game's 60 physics
     frames per second."""
     import torch
@@ -253,13 +263,16 @@ def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, 
     checkpoint = resolve_checkpoint(src)
     loaded = load_agent(checkpoint)
     game = godot_game(env_id or loaded.env_id, env_path or loaded.env_path, timeout=connect_timeout)
+    extra, drawn = game_env_params(game, env_params)  # a sampler is drawn again at every episode, as in training
     with temp_xvfb() as xvfb:
         display = open_display(xvfb, say, UNSEEN_WINDOW)
         envs = None
         try:
             envs = make_vec_env(game, num_instances=1, agents_per_instance=agents, headless=False, seed=seed,
                                 max_restarts=0, display=display, connect_timeout=connect_timeout,
-                                frame_stack=loaded.frame_stack)  # fmt: skip
+                                frame_stack=loaded.frame_stack, extra_args=tuple(extra))  # fmt: skip
+            if drawn:
+                envs.set_env_params(drawn)
             shown = _agents_text(envs.num_envs)  # the game's own count
             say(f"playing {checkpoint} from Python in {game.env} with {shown} ({FIXED_FPS} steps/s)"
                 + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip

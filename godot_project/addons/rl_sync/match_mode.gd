@@ -12,9 +12,17 @@ extends Reference
 #   {"eval": {"wins", "losses", "draws", "episodes", "win_rate", ...}}
 # from the policy's side: a win is a positive return of the policy's agents in that match, a loss a
 # negative one, a draw zero (the time limit). See report() for every key.
+# In a window the overlay shows every match's score (score_text()); a person's side and the keys it
+# reads from the game's Input Map (person_text(), also said on stderr at start as PERSON_LINE).
 
 const PolicySet = preload("res://addons/rl_sync/policy_set.gd")
 const AgentDriver = preload("res://addons/rl_sync/agent_driver.gd")
+const InputActions = preload("res://addons/rl_sync/input_actions.gd")
+
+# The stderr line that says a person's side and keys (python_trainer/tools/play.py reads it).
+const PERSON_LINE := "rl_sync: you play: "
+# Script variables (PROPERTY_USAGE_SCRIPT_VARIABLE): where a controller keeps its InputActions.
+const SCRIPT_VARIABLE := 8192
 
 var policy: AgentDriver = AgentDriver.new()
 var opponent: AgentDriver = AgentDriver.new()
@@ -30,6 +38,8 @@ var _policy_team := []
 var _quota := []
 # One entry per counted match: {"return", "length", "team"} (the policy's team).
 var _matches := []
+# Every match that ended, counted or not (the window's score): the policy's wins, its losses, draws.
+var _score := [0, 0, 0]
 
 
 func _init(sync_node: Node, seed_value: int) -> void:
@@ -53,6 +63,8 @@ func start(policy_arg: String, opponent_arg: String, episodes: int) -> String:
 	var n_arenas := _policy_team.size()
 	for k in range(n_arenas):
 		_quota.append(episodes / n_arenas + (1 if k < episodes % n_arenas else 0) if episodes > 0 else -1)
+	if error == "" and opponent.kind == AgentDriver.HUMAN:
+		printerr(PERSON_LINE + person_text())
 	return error
 
 
@@ -108,8 +120,6 @@ func step() -> bool:
 
 # The match of arena `k` that just ended: the policy's agents' returns summed (those that ended it).
 func _count_match(k: int) -> void:
-	if _quota[k] <= 0:
-		return
 	var total := 0.0
 	var length := 0
 	var played := false
@@ -118,7 +128,10 @@ func _count_match(k: int) -> void:
 			total += _agents[i].last_episode_return
 			length = max(length, _agents[i].last_episode_length)
 			played = true
-	if played:
+	if not played:
+		return
+	_score[0 if total > 0.0 else (1 if total < 0.0 else 2)] += 1
+	if _quota[k] > 0:
 		_quota[k] -= 1
 		_matches.append({"return": total, "length": length, "team": _policy_team[k]})
 
@@ -172,3 +185,58 @@ static func _counts(matches: Array) -> Dictionary:
 # The overlay's words: what plays against what.
 func label() -> String:
 	return "%s vs %s" % [policy.label(), opponent.label()]
+
+
+# The overlay's score of the matches played so far, from the policy's side.
+func score_text() -> String:
+	var them := "you" if opponent.kind == AgentDriver.HUMAN else "opponent"
+	return "matches: policy %d, %s %d, draws %d" % [_score[0], them, _score[1], _score[2]]
+
+
+# A person's side (arena 0's opponent team) and the keys of the game's input actions it reads; "" without one.
+func person_text() -> String:
+	if opponent.kind != AgentDriver.HUMAN or _policy_team.empty():
+		return ""
+	var team := 1 - int(_policy_team[0])
+	var actions := []
+	for i in range(_agents.size()):
+		if _arena_of[i] == 0 and _team_of[i] == team:
+			for action in input_actions_of(_agents[i]):
+				if not action in actions:
+					actions.append(action)
+	var keys := keys_text(actions) if not actions.empty() else \
+			"your side's controller names no input action (give it get_input_actions() or an InputActions)"
+	return "team %d in arena 0; %s" % [team, keys]
+
+
+# The game's input actions a controller's keyboard play reads: its get_input_actions() (optional:
+# an Array of the Input Map's action names), else those of an InputActions (input_actions.gd) it holds.
+static func input_actions_of(agent: Node) -> Array:
+	if agent.has_method("get_input_actions"):
+		return agent.get_input_actions()
+	for property in agent.get_property_list():
+		var value = agent.get(property["name"]) if property["usage"] & SCRIPT_VARIABLE else null
+		if value is Object and value.get_script() == InputActions:
+			var actions := []
+			for key in value.keys:
+				actions += value.keys[key]["actions"]
+			return actions
+	return []
+
+
+# "action: key/key, ..." of the Input Map's events of each action.
+static func keys_text(actions: Array) -> String:
+	var parts := []
+	for action in actions:
+		var names := []
+		for event in (InputMap.get_action_list(action) if InputMap.has_action(action) else []):
+			if event is InputEventKey:
+				names.append(OS.get_scancode_string(event.scancode))
+			elif event is InputEventJoypadButton:
+				names.append("joypad button %d" % event.button_index)
+			elif event is InputEventJoypadMotion:
+				names.append("joypad axis %d" % event.axis)
+			elif event is InputEventMouseButton:
+				names.append("mouse button %d" % event.button_index)
+		parts.append("%s: %s" % [action, PoolStringArray(names).join("/") if not names.empty() else "no key"])
+	return "keys: " + PoolStringArray(parts).join(", ")

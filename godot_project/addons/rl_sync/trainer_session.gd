@@ -222,7 +222,7 @@ func _env_info() -> Dictionary:
 		_declared_total += size
 	if not readable:
 		_declared = PoolIntArray()
-	return {
+	return preload("res://addons/rl_sync/env_info_extras.gd").add_to(_sync, {  # + arenas, decision rate
 		"type": "env_info",
 		"n_agents": _agents.size(),
 		"observation_space": obs_spaces,
@@ -237,7 +237,7 @@ func _env_info() -> Dictionary:
 		"env_params": _sync.env_params.declared,  # our extension: name -> {"default", "min", "max"}
 		"agents_from_flag": ArenaGrid.agents_from_flag(),  # our extension: --agents sets the count
 		"copies": SceneCopies.report(_sync),  # our extension: the scene's copies and what copies_check.gd found
-	}
+	})
 
 
 func _read_encodings() -> void:

@@ -66,14 +66,20 @@ func reset_episode() -> void:
 	_budget = 1.0  # a paddle that waited can move at once
 
 
-# Keyboard play for either side: the left paddle with W / S, the right one with the up / down arrows.
+# Keyboard play for either side, through the game's input actions (project.godot's Input Map): the left
+# paddle with W / S (pong_left_up, pong_left_down), the right one with the up / down arrows.
+# get_input_actions(): the actions this paddle reads, up then down (play --opponent human shows their keys).
+func get_input_actions() -> Array:
+	var side := "left" if team == 0 else "right"
+	return ["pong_%s_up" % side, "pong_%s_down" % side]
+
+
 func get_heuristic_action() -> Dictionary:
-	var up := KEY_W if team == 0 else KEY_UP
-	var down := KEY_S if team == 0 else KEY_DOWN
+	var actions := get_input_actions()
 	var choice := 1
-	if Input.is_key_pressed(up):
+	if Input.is_action_pressed(actions[0]):
 		choice = 0
-	elif Input.is_key_pressed(down):
+	elif Input.is_action_pressed(actions[1]):
 		choice = 2
 	return {"move": choice}
 

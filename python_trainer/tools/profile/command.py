@@ -9,8 +9,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Optional
 
-import tyro
-
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import OutputError, check_output
 from python_trainer.base.flags import (AGENTS_PER_INSTANCE, COPIES, NUM_INSTANCES, FlagError, GoesWith, Rule,
@@ -20,7 +18,7 @@ from python_trainer.envs.env_params import check_params
 from python_trainer.envs.game import GameError, GodotGame, godot_game
 from python_trainer.envs.xvfb import display_available, no_display_message, user_display
 from python_trainer.run.curriculum import from_flags
-from python_trainer.tools.game_flags import GameArgs
+from python_trainer.tools.game_flags import EnvParam, GameArgs
 from python_trainer.tools.profile import camera as cameras, compare, report as files
 from python_trainer.tools.profile.measure import MODES, Config, load_policy, profile_config
 from python_trainer.tools.profile.sample import describe_machine
@@ -66,7 +64,7 @@ class ProfileArgs(GameArgs):
     copies: int = flag(1, COPIES)
     """copies of the game's scene each instance runs, each in its own Viewport and World, as train's --copies: each
     instance then simulates copies x agents-per-instance agents"""
-    env_param: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    env_param: EnvParam = ()
     """an environment parameter of the game, NAME=NUMBER, NAME=uniform(LOW,HIGH) or NAME=gaussian(MEAN,STD), as
     train's; repeat the flag for several. With --policy RUN, the run's own --env-param are used too (one given here
     replaces the run's of the same name)"""

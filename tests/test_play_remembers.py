@@ -115,6 +115,18 @@ def test_play_of_a_run_gives_the_game_the_runs_env_param_again(windowed_export, 
     assert refused.returncode != 0 and "camera" in refused.stderr, refused.stdout + refused.stderr
 
 
+def test_the_in_engine_evaluation_of_a_runs_policy_gives_the_game_the_runs_env_param(headless_export, tmp_path):
+    from python_trainer.engine.in_engine import evaluate_in_engine
+
+    run = tmp_path / "forager__ppo__1__1"
+    run.mkdir()
+    (run / "policy.json").write_text(policy_json(forager_vector_policy()))
+    (run / "args.json").write_text('{"env_param": ["vision=0"]}')
+    report = evaluate_in_engine(run / "policy.json", env_path=headless_export, episodes=2, agents=2,
+                                max_episode_steps=10)  # fmt: skip
+    assert report["episodes"] == 2 and report["env_params"]["vision"] == 0, report
+
+
 def test_a_recording_waits_while_frames_come_and_gives_up_on_silence(tmp_path):
     slow = tmp_path / "slow"
     slow.mkdir()

@@ -1,7 +1,7 @@
 """A policy run inside the headless game binary, no Python in the loop: in-engine evaluation, matches of a two-sided
 game, the GDScript forward pass, and the --policy values the game is given.
 
-    report = evaluate_in_engine("runs/ball_chase__ppo__1__1700000000/policy.json", episodes=32)
+    report = evaluate_in_engine("runs/ball_chase__ppo__1__1700000000/policy.json", episodes=32)  # the run's --env-param
     report = play_matches("runs/pong__ppo__1__1700000000/policy.json", "scripted", episodes=100)
     outputs, actions = policy_forward("exports/policies/ball_chase.json", observations)
 
@@ -20,9 +20,11 @@ from typing import Optional, Sequence
 import numpy as np
 
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
+from python_trainer.base.inputs import read_text
+from python_trainer.base.paths import ARGS_JSON
 from python_trainer.base.processes import run_to_end
 from python_trainer.engine.policy_file import PolicyFileError, read_policy
-from python_trainer.envs.env_params import binary_flags
+from python_trainer.envs.env_params import CONSTANT, EnvParamError, binary_flags, parse_flag
 from python_trainer.envs.game import NO_RENDER_LOOP, GameInstance, GodotGame, game_environ, godot_game
 from python_trainer.envs.logs import first_script_error, shown_lines
 
@@ -63,6 +65,22 @@ def match_policy_arg(src, what: str) -> str:
                                 + (f" or {HUMAN_OPPONENT} (in a window: godot-ppo play)" if what == "opponent" else ""))
         read_policy(path)
     return engine_policy_arg(src)
+
+
+def trained_env_params(src) -> dict:
+    """The --env-param constants (name -> number) of the run that ``src`` came from: a run folder, or a file in one
+    (its policy.json, model.pt, a file of its policies/), read from its args.json; {} without one (a policy file
+    elsewhere). A parameter the run drew from a sampler is left out: the game's default stands for it."""
+    src = Path(str(src).split(",")[0])
+    for folder in ([src] if src.is_dir() else []) + [src.parent, src.parent.parent]:
+        if (folder / ARGS_JSON).is_file():
+            try:
+                flags = json.loads(read_text(folder / ARGS_JSON, str(folder / ARGS_JSON))).get("env_param") or ()
+                given = [parse_flag(text) for text in flags]
+            except (ValueError, AttributeError, TypeError, EnvParamError):  # not a run's args.json: nothing to reuse
+                return {}
+            return {name: value.args[0] for name, value in given if value.kind == CONSTANT}
+    return {}
 
 
 def policy_game(policy_path, env_id: Optional[str] = None, env_path=None,
@@ -126,7 +144,8 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
     plays its share of them. ``display`` (":N"): the windowed game on that X display instead, its window not drawn
     (--disable-render-loop; cameras still render), for a game whose agents see through cameras. ``policy_path`` "random": the game's random actions (the baseline; give ``env_id``).
     ``env_id`` / ``env_path``: default, the policy's own game (`policy_game`); ``agents``
-    None: the game's own number; ``env_params``: name -> number, the game's environment parameters (--env_param).
+    None: the game's own number; ``env_params``: name -> number, the game's environment parameters (--env_param;
+    None: the constants of the run the policy came from, `trained_env_params`).
     ``policy_path`` may be a bundle of several policies, or several files separated by commas (each agent plays the
     network of its policy_name). Returns the game's report: {"env", "policy", "seed", "episodes", "returns",
     "lengths", "mean_return", "info_means" (each numeric get_info() key's mean), "env_params"}, and with several
@@ -136,6 +155,7 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
         game, policy_arg = godot_game(env_id, env_path), RANDOM_POLICY
     else:
         game, policy_arg = policy_game(policy_path, env_id, env_path), engine_policy_arg(policy_path)
+        env_params = trained_env_params(policy_path) if env_params is None else env_params
     instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps,
                             headless=display is None, display=display)  # fmt: skip
     params = binary_flags(env_params or {})

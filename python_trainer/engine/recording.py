@@ -17,7 +17,8 @@ from python_trainer.base.errors import one_line
 from python_trainer.base.files import OutputError, atomic_output, check_output, scratch_dir, write_error
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
 from python_trainer.base.processes import end_process_tree, run_to_end, spawn
-from python_trainer.engine.in_engine import PlaybackError, engine_policy_arg, game_error, json_line
+from python_trainer.engine.in_engine import PlaybackError, engine_policy_arg, game_error, json_line, trained_env_params
+from python_trainer.envs.env_params import binary_flags
 from python_trainer.envs.game import FIXED_FPS, GameInstance, GodotGame, game_environ
 from python_trainer.envs.xvfb import open_display, temp_xvfb
 
@@ -92,7 +93,8 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
            extra_args=(), opponent: Optional[str] = None) -> dict:  # fmt: skip
     """Record ``seconds`` of game time of the policy in the windowed game (under Xvfb without $DISPLAY) into a GIF
     (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}. ``extra_args``: more of the
-    game's flags (e.g. --env_param=NAME=VALUE); ``opponent``: the game's --opponent (matches of a two-sided game,
+    game's flags (e.g. --env_param=NAME=VALUE; none: the --env-param constants of the policy's run, as
+    `trained_env_params` finds them, so `train --capture-video` records a run's game as it trained); ``opponent``: the game's --opponent (matches of a two-sided game,
     the policy on one team). The game is given as long as it keeps writing frames (SILENCE_S); ``timeout``, when
     given, caps the whole run.
 
@@ -114,8 +116,9 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
             check_output(tmp / "frame_00000.png", n_frames * ROUGH_FRAME_BYTES[".png"])
         except OutputError as e:
             raise OutputError(f"{e} (the recording's frames go to the temp dir: set TMPDIR to a folder with room)")
+        extra_args = tuple(extra_args) or tuple(binary_flags(trained_env_params(policy_path)))
         instance = GameInstance(game, agents=agents, seed=seed, headless=False,
-                                display=open_display(xvfb, say, "for the recording"), extra_args=tuple(extra_args))
+                                display=open_display(xvfb, say, "for the recording"), extra_args=extra_args)
         cmd = instance.command(f"--policy={engine_policy_arg(policy_path)}", f"--record_dir={tmp}",
                                f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync",
                                *([f"--opponent={opponent}"] if opponent is not None else []))  # fmt: skip

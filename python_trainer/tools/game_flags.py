@@ -1,19 +1,14 @@
 """The flags of every tool that starts a game (--env-path or --project, --env-id, --connect-timeout, --env-param), worded
-once as dataclasses that each command's arguments extend; --env-param's values checked by train's rule, and those a
-run was trained with (its args.json)."""
+once as dataclasses that each command's arguments extend, and --env-param's values checked by train's rule."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Optional
 
 import tyro
 
 from python_trainer.base.flags import CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S, aliases, flag
-from python_trainer.base.inputs import read_text
-from python_trainer.base.paths import ARGS_JSON
 from python_trainer.envs.env_params import CONSTANT, EnvParamError, binary_flags, check_params, wire_values
 from python_trainer.run.curriculum import from_flags, start_values
 
@@ -60,16 +55,3 @@ def game_env_params(game, flags, samplers: bool = True) -> tuple[list, dict]:
         raise EnvParamError(f"{where[name]}: the game takes a number here (samplers are for training and launch)")
     return binary_flags({n: v for n, v in values.items() if v.kind == CONSTANT}), wire_values(drawn)
 
-
-def run_args(src) -> dict:
-    """The args.json of the run that ``src`` (a run folder, or a file in one: its model.pt, policy.json, a file of
-    its policies/) came from; {} when there is none (an exported policy file elsewhere)."""
-    src = Path(str(src).split(",")[0])
-    for folder in ([src] if src.is_dir() else []) + [src.parent, src.parent.parent]:
-        if (folder / ARGS_JSON).is_file():
-            try:
-                found = json.loads(read_text(folder / ARGS_JSON, str(folder / ARGS_JSON)))
-            except ValueError:
-                return {}
-            return found if isinstance(found, dict) else {}
-    return {}

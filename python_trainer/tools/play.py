@@ -34,16 +34,16 @@ from python_trainer.base.flags import (AGENTS_PER_INSTANCE, DEFAULT_CONNECT_TIME
 from python_trainer.base.processes import end_process_tree, spawn
 from python_trainer.base.signals import signal_policy
 from python_trainer.engine.in_engine import (
-    HUMAN_OPPONENT, MATCH_KEYWORDS, PlaybackError, engine_policy_arg, match_policy_arg, policy_game,
+    HUMAN_OPPONENT, MATCH_KEYWORDS, PlaybackError, engine_policy_arg, match_policy_arg, policy_game, trained_env_params,
 )
 from python_trainer.engine.recording import record
-from python_trainer.envs.env_params import CONSTANT, parse_flag
+from python_trainer.envs.env_params import parse_flag
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import FIXED_FPS, GameError, GameInstance, GodotGame, godot_game
 from python_trainer.envs.logs import CappedLog
 from python_trainer.envs.protocol import GodotConnectionError
 from python_trainer.envs.xvfb import open_display, person_display, temp_xvfb
-from python_trainer.tools.game_flags import EnvId, EnvParam, EnvPath, GameArgs, game_env_params, run_args
+from python_trainer.tools.game_flags import EnvId, EnvParam, EnvPath, GameArgs, game_env_params
 from python_trainer.tools.policy_export import ensure_policy, resolve_checkpoint
 
 PROG = "godot-ppo play"
@@ -151,8 +151,8 @@ def _run_env_params(src, given, say) -> tuple:
     """The --env-param flags to play with: the constants of the run ``src`` came from (its args.json; a sampler
     there leaves the game's default), then ``given``, which override a run's of the same name."""
     names = {parse_flag(text)[0] for text in given}
-    trained = [text for text in run_args(src).get("env_param") or () if isinstance(text, str)]
-    reused = [text for text in trained if parse_flag(text)[1].kind == CONSTANT and parse_flag(text)[0] not in names]
+    reused = [f"{name}={str(value).removesuffix('.0')}" for name, value in trained_env_params(src).items()
+              if name not in names]  # fmt: skip
     if reused:
         say(f"the run's environment parameters: --env-param {' --env-param '.join(reused)}")
     return (*reused, *given)

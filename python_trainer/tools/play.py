@@ -79,9 +79,9 @@ class PlayArgs(GameArgs):
     python: bool = False
     """drive the window from Python with the PyTorch checkpoint"""
     record: Annotated[Optional[str], tyro.conf.arg(metavar="OUT.gif|OUT.mp4")] = None
-    """record the in-engine policy (game time, 15 fps) to a GIF (or MP4 with ffmpeg) instead of watching (with
-    --opponent too); it waits as long as the game keeps writing frames, and gives up after 30 s without a new
-    one (30 s + --connect-timeout for the first: the game's load)"""
+    """record the in-engine policy (game time, 15 fps) to a GIF (or MP4 with ffmpeg) instead of watching, also with
+    an --opponent; it waits as long as the game keeps writing frames, and gives up after 30 s without a new one,
+    or for the first after 30 s + --connect-timeout, the game's load"""
     record_seconds: Optional[float] = flag(None, SECONDS)
     """length of the recording (default: --seconds, else 10)"""
     opponent: Annotated[Optional[str], tyro.conf.arg(metavar="human|random|scripted|FILE")] = None

@@ -309,6 +309,44 @@ def test_an_engine_run_whose_game_raises_a_script_error_fails_with_the_errors_li
     assert run_game([str(game), "--eval_episodes=2"], 30).returncode == 0  # a healthy run is left alone
 
 
+@pytest.mark.parametrize("mode", ["--eval_episodes=3", "--benchmark_steps=40"])
+def test_the_binary_run_by_a_person_fails_on_a_script_error_of_its_game_naming_it(tmp_path, mode):
+    """README's walker, as a person runs its evaluation (the game itself, no godot-ppo), with a bug in its reset: the
+    run (its own child, error_watch.gd) exits 1 with the error's line; the same game without the bug exits 0."""
+    import shutil
+
+    from python_trainer.base import paths
+    from test_own_game import tutorial
+
+    files, _ = tutorial()
+    project = tmp_path / "my_game"
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    shutil.copytree(REPO / "godot_project" / "addons" / "rl_sync", project / "addons" / "rl_sync")
+    agent = project / "walker_agent.gd"
+    healthy = agent.read_text()
+    policy = ["--policy=random"] if mode.startswith("--eval") else []  # --benchmark_steps plays random actions
+    command = [paths.godot_server(), "--path", str(project), *policy, mode, "--fixed-fps", "60"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "SCRIPT ERROR" not in done.stdout + done.stderr, done.stderr
+    agent.write_text(healthy.replace("func reset_episode() -> void:",
+                                     "func reset_episode() -> void:\n\tvar broken = null\n\tbroken.position = Vector2()"))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert last.startswith(f"rl_sync: error: the game raised a script error during {mode.split('=')[0]}, so its "
+                           "numbers are not the policy's: SCRIPT ERROR: reset_episode: Invalid set index 'position'")
+    assert "At: res://walker_agent.gd:" in last
+
+
+def test_godot_ppo_tells_the_game_it_reads_the_output_itself_by_the_flag_the_game_knows():
+    from python_trainer.engine.in_engine import WATCHED_FLAG
+
+    watch = (REPO / "godot_project" / "addons" / "rl_sync" / "error_watch.gd").read_text()
+    assert f'const WATCHED_FLAG := "{WATCHED_FLAG[2:]}"' in watch
+
+
 @pytest.mark.slow
 def test_healthy_games_raise_no_script_error_so_the_watch_never_fires(headless_export, tmp_path, fake_binary):
     """Each of our games, and the godot_rl_agents-plugin test game, in a short default run: not one script error."""

@@ -40,6 +40,9 @@ MATCH_KEYWORDS = ("random", "scripted")  # what --policy and --opponent take bes
 HUMAN_OPPONENT = "human"  # --opponent=human: the keyboard, in a window only
 # The binary's flags of the runs the engine plays by itself, which name the run in an error (the first one given).
 RUN_MODES = ("--eval_episodes", "--benchmark_steps", "--policy_forward", "--match_episodes", "--policy")
+# Given with a run that reports numbers, it tells the game that its output is read here for script errors, so it does
+# not run itself again as a child to read them (addons/rl_sync/error_watch.gd's WATCHED_FLAG).
+WATCHED_FLAG = "--rl_sync_watched"
 
 
 # ---------------------------------------------------------------------------------------------- the game's flags
@@ -100,7 +103,7 @@ def run_game(cmd: Sequence[str], timeout: float, env=None) -> subprocess.Complet
     """Run a game process to the end (its own session, ended with its children on timeout / Ctrl-C). A script
     error is a PlaybackError with its line, whatever the game's exit code: Godot goes on after one (the function
     stops there), so a run of broken episodes would otherwise report their numbers as the policy's."""
-    result = run_to_end(cmd, timeout, env=game_environ(env))
+    result = run_to_end([*cmd, WATCHED_FLAG], timeout, env=game_environ(env))
     if result.returncode is None:
         raise PlaybackError(f"`{' '.join(cmd)}` did not finish within {timeout:g} s; stderr:\n{result.stderr[-2000:]}")
     error = first_script_error(result.stderr + "\n" + result.stdout)

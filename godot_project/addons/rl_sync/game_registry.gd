@@ -12,6 +12,7 @@ extends Reference
 # The first scene of a run (the game selector, or a game scene whose RLSync node runs first) calls
 # claim_run(), which answers --list_envs and --env and starts the chosen game.
 
+const ErrorWatch = preload("res://addons/rl_sync/error_watch.gd")
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const EnvParams = preload("res://addons/rl_sync/env_params.gd")
 
@@ -199,7 +200,7 @@ static func default_line(default_name: String) -> String:
 # chosen game, or nothing was asked (a window). Returns false when the run goes elsewhere: to another
 # scene, or to an exit after --list_envs or an error; the caller must then start nothing.
 static func claim_run(tree: SceneTree, single_game: Dictionary = {}) -> bool:
-	if RlArgs.has_failed():
+	if RlArgs.has_failed() or ErrorWatch.watch_in_child(tree):  # the watcher quits when its child does
 		return false
 	var problem := settings_problem()
 	if problem != "":

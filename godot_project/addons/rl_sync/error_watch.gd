@@ -1,0 +1,78 @@
+extends Reference
+# A run that reports numbers from the engine alone (--eval_episodes, --benchmark_steps) must not report a
+# broken game's: Godot goes on after a script error (the function stops there) and exits 0. Godot 3.2
+# gives a script no way to hear its own errors, so such a run, started by a person, starts itself again
+# as a child with the same command line, reads the child's whole output (stdout and stderr), shows it,
+# and fails with the first SCRIPT ERROR's line; otherwise it exits with the child's status. godot-ppo
+# reads a game's output itself and passes --rl_sync_watched (WATCHED_FLAG) to skip the second process
+# (python_trainer/engine/in_engine.py declares the same flag).
+
+const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+
+const WATCHED_FLAG := "rl_sync_watched"
+const MARK := "SCRIPT ERROR:"
+
+
+# True when this process became the watcher of a child that runs the game (it quits when the child
+# ends); false when the run goes on here.
+static func watch_in_child(tree: SceneTree) -> bool:
+	var mode := watched_mode()
+	if mode == "" or RlArgs.has(WATCHED_FLAG):
+		return false
+	var argv := own_command_line()
+	if argv.empty():
+		return false  # not Linux's /proc: run unwatched rather than not at all
+	argv.append("--" + WATCHED_FLAG)
+	var output := []
+	var status := OS.execute(OS.get_executable_path(), PoolStringArray(argv), true, output, true)
+	var text: String = output[0] if not output.empty() else ""
+	printraw(text)
+	var error := first_script_error(text)
+	if error != "":
+		RlArgs.fail(tree, "the game raised a script error during --%s, so its numbers are not the policy's: %s (fix the game's script)" % [mode, error])
+	else:
+		tree.quit(status)
+	return true
+
+
+# The run mode that reports numbers, or "".
+static func watched_mode() -> String:
+	if RlArgs.has("eval_episodes"):
+		return "eval_episodes"
+	if RlArgs.has("benchmark_steps"):
+		return "benchmark_steps"
+	return ""
+
+
+# This process's arguments as it was started (the engine's own, --path and --fixed-fps, included,
+# which the arguments a script is given leave out), from /proc/self/cmdline; [] where it is not there.
+static func own_command_line() -> Array:
+	var file := File.new()
+	if file.open("/proc/self/cmdline", File.READ) != OK:
+		return []
+	var bytes := PoolByteArray()
+	while true:
+		var b := file.get_8()
+		if file.eof_reached():
+			break
+		bytes.append(b)
+	file.close()
+	var argv := []
+	var start := 0
+	for i in range(bytes.size()):
+		if bytes[i] == 0:
+			argv.append(bytes.subarray(start, i - 1).get_string_from_utf8() if i > start else "")
+			start = i + 1
+	return argv.slice(1, argv.size() - 1) if argv.size() > 1 else []
+
+
+# The first script error in `text`, with the "At:" line that says where, in one line; "" if none.
+static func first_script_error(text: String) -> String:
+	var at := text.find(MARK)
+	if at < 0:
+		return ""
+	var lines := text.substr(at).split("\n", false, 2)
+	var said: String = lines[0].strip_edges()
+	if lines.size() > 1 and lines[1].strip_edges().begins_with("At:"):
+		said += "; " + lines[1].strip_edges()
+	return said

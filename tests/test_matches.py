@@ -177,4 +177,6 @@ def test_play_opens_a_match_against_a_person(windowed_export, tmp_path, monkeypa
     assert result.returncode == 0, result.stdout + result.stderr
     # the game's own count: --agents 1 asks for one paddle, and a court seats two
     assert f"playing {policy} against human in pong with 2 agents" in result.stdout, result.stdout
+    # your side and keys, from the game's Input Map (not text of ours)
+    assert "you play team 1 in arena 0; keys: pong_right_up: Up, pong_right_down: Down" in result.stdout, result.stdout
     assert "SCRIPT ERROR" not in result.stderr and "rl_sync: error" not in result.stderr, result.stderr

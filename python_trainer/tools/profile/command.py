@@ -178,7 +178,8 @@ def main(argv=None) -> int:
     report = {
         "env": game.env, "env_path": game.env_path, "argv": argv, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "window": window, "warmup_steps": opts.warmup_steps, "policy": opts.policy, "copies": opts.copies,
-        "env_params": {name: str(value) for name, value in params}, "frame_stack": policy.frame_stack if policy else 1,
+        "env_params": {name: str(value) for name, value in params},
+        "frame_stack": policy.frame_stack if policy is not None else 1,
         "sample_interval": opts.sample_interval, "machine": describe_machine(), "display_note": note, "results": [],
         "interrupted": False, **({"camera": camera} if camera else {}),
     }

@@ -85,7 +85,9 @@ func get_env_params() -> Dictionary:
 # Optional, and deliberately not defined here (RLSync asks has_method()): a game of two teams may give
 # a hand-written opponent, played by --opponent=scripted (or --policy=scripted) in matches:
 #     func get_scripted_action() -> Dictionary
-# returns an action like get_heuristic_action()'s (see games/pong/pong_agent.gd).
+# returns an action like get_heuristic_action()'s (see games/pong/pong_agent.gd). Likewise optional:
+#     func get_input_actions() -> Array
+# the names of the Input Map's actions get_heuristic_action() reads, whose keys --opponent=human shows.
 
 
 # --- Provided ----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.processes import read_log_tail, run_to_end
+from python_trainer.engine.in_engine import WATCHED_FLAG
 from python_trainer.envs.env_params import binary_flags, wire_values
 from python_trainer.envs.game import NO_RENDER_LOOP, GameError, GameInstance, GodotGame, game_environ
 from python_trainer.envs.protocol import GODOT_RL
@@ -80,7 +81,7 @@ def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, 
     try:
         cmd = GameInstance(game, agents=agents, headless=display is None, display=display, copies=copies,
                            extra_args=tuple(extra_args)).command(
-            f"--benchmark_steps={steps}", *([] if display is None else [NO_RENDER_LOOP]))
+            f"--benchmark_steps={steps}", WATCHED_FLAG, *([] if display is None else [NO_RENDER_LOOP]))
     except GameError:
         return None
     with ThreadPoolExecutor(max_workers=instances) as pool:

@@ -135,7 +135,8 @@ def test_the_script_check_names_each_finding_and_refuses_an_agent_that_presses_i
     assert "global random generator is shared" in lines[0] and "tree-wide group call" in lines[1]
     assert "REFUSED" in lines[3] and "Input singleton" in lines[3]
     assert refused.returncode == 1
-    assert "rl_sync: error: --copies=2 cannot run this game: res://agent.gd:8: REFUSED" in refused.stderr
+    # (a --benchmark_steps run that a person starts shows its game's output on stdout: error_watch.gd)
+    assert "rl_sync: error: --copies=2 cannot run this game: res://agent.gd:8: REFUSED" in refused.stdout + refused.stderr
     # without the agent's input, the game runs as copies with its findings said; without --copies nothing is checked
     (project / "agent.gd").write_text(textwrap.dedent(AGENT).replace('Input.action_press("ui_left")', "pass"))
     ran = _run(project, "--copies=3")

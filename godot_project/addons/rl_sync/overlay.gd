@@ -53,11 +53,10 @@ func show_agents(mode_text: String, agents: Array) -> void:
 		"agents: %d    fps: %d" % [agents.size(), Engine.get_frames_per_second()],
 	]
 	if not _points.empty():
-		lines.append("points: team 0 %d, team 1 %d" % _points)
-		if _matches != null:
-			lines.append(_matches.score_text())
-			if _matches.person_text() != "":
-				lines.append("you: " + _matches.person_text())
+		lines.append("points: team 0 %d, team 1 %d" % _points
+				+ ("    " + _matches.score_text() if _matches != null else ""))
+		if _matches != null and _matches.person_text() != "":
+			lines.append("you: " + _matches.person_text())
 	else:
 		lines.append("episode return (mean of running episodes): %.2f" % (running / agents.size()))
 	if not _finished_returns.empty() and _points.empty():

@@ -74,6 +74,8 @@ func autoloads() -> Array:
 
 
 func check_path(path: String) -> void:
+	if not ResourceLoader.exists(path):  # a path in a comment, or one the game never loads
+		return
 	if path.ends_with(".gd"):
 		check_script(load(path))
 	elif path.ends_with(".tscn") or path.ends_with(".scn"):

@@ -2,7 +2,9 @@ extends Node2D
 # A fan of rays cast from this node's position, for any 2D game.
 #
 # get_observation() returns one value per ray in [0, 1]: 1 - distance / ray_length for the nearest
-# hit, 0 when nothing is within reach, so near obstacles read as large values.
+# hit, 0 when nothing is within reach, so near obstacles read as large values. With classes listed
+# (`hit_groups`, `hit_layers`) each ray reads as [distance, one-hot of what it hit] instead
+# (ray_hits.gd says how), observation_size() values in all.
 # The rays are RayCast2D children that stay disabled and are cast only when an observation is asked
 # for: that is about 3x cheaper than Physics2DDirectSpaceState.intersect_ray (which builds a
 # Dictionary per ray) and costs nothing on physics frames between decisions.
@@ -14,9 +16,18 @@ export var cone_degrees := 360.0
 # Rotation of the first ray, in degrees (0 points along +x, in this node's frame).
 export var start_degrees := 0.0
 export(int, LAYERS_2D_PHYSICS) var collision_mask := 1
+# Areas are seen when their collision_layer shares a bit with collision_mask (monitorable and
+# monitoring do not matter to a ray; an area on no layer is never hit).
 export var collide_with_areas := false
+export var collide_with_bodies := true
+# What a hit is, as a one-hot after each ray's distance: the groups of the node hit, then layer bits
+# (each entry a mask: 4 is layer 3). Empty, both: distances alone.
+export(Array, String) var hit_groups := []
+export(Array, int) var hit_layers := []
 # Draws the rays in windowed runs; costs nothing headless.
 export var debug_draw := true
+
+const RayHits = preload("res://addons/rl_sync/ray_hits.gd")
 
 var _rays := []
 var _last_values := []
@@ -27,26 +38,18 @@ func _ready() -> void:
 	debug_draw = debug_draw and OS.get_name() != "Server"
 	for i in range(n_rays):
 		var ray := RayCast2D.new()
-		ray.enabled = false
-		ray.cast_to = ray_direction(i) * ray_length
-		ray.collision_mask = collision_mask
-		ray.collide_with_areas = collide_with_areas
-		# Never report our own body.
-		if get_parent() is CollisionObject2D:
-			ray.add_exception(get_parent())
+		RayHits.configure(ray, ray_direction(i) * ray_length, self)
 		add_child(ray)
 		_rays.append(ray)
 
 
+# Values per ray: 1, plus one per class listed.
+func observation_size() -> int:
+	return n_rays * (1 + RayHits.n_classes(self))
+
+
 func get_observation() -> Array:
-	var values := []
-	for ray in _rays:
-		ray.force_raycast_update()
-		if ray.is_colliding():
-			# Measured in the ray's own frame, so a scaled or rotated scene reads the same.
-			values.append(1.0 - ray.to_local(ray.get_collision_point()).length() / ray_length)
-		else:
-			values.append(0.0)
+	var values := RayHits.read(_rays, ray_length, hit_groups, hit_layers)
 	if debug_draw:
 		# A copy: callers usually append their own values to the returned array.
 		_last_values = values.duplicate()
@@ -63,8 +66,7 @@ func ray_direction(i: int) -> Vector2:
 
 
 func _draw() -> void:
-	for i in range(_last_values.size()):
-		var hit: bool = _last_values[i] > 0.0
-		var reach: float = ray_length * (1.0 - _last_values[i]) if hit else ray_length
-		var color := Color(1, 0.4, 0.3, 0.5) if hit else Color(1, 1, 1, 0.12)
-		draw_line(Vector2.ZERO, ray_direction(i) * reach, color, 1.0)
+	var n := RayHits.n_classes(self)
+	for i in range(_last_values.size() / (1 + n)):
+		var seen: Array = RayHits.reading(_last_values, i, n)
+		draw_line(Vector2.ZERO, ray_direction(i) * ray_length * seen[0], RayHits.colour(seen[1], n, 0.5), 1.0)

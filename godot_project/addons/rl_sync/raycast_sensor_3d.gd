@@ -6,7 +6,9 @@ extends Spatial
 # at each angle of `pitch_degrees` (0 is level, negative points down, so a walker sees the floor's
 # edges ahead of it). get_observation() returns one value per ray in [0, 1]: 1 - distance /
 # ray_length for the nearest hit, 0 when nothing is within reach, so near surfaces read as large
-# values. Rays are listed pitch by pitch, each row from right to left (as the yaw grows).
+# values. Rays are listed pitch by pitch, each row from right to left (as the yaw grows). With classes
+# listed (`hit_groups`, `hit_layers`) each ray reads as [distance, one-hot of what it hit] instead
+# (ray_hits.gd says how), observation_size() values in all.
 # The rays are RayCast children that stay disabled and are cast only when an observation is asked
 # for: no Dictionary per ray (as PhysicsDirectSpaceState.intersect_ray builds), and nothing to pay on
 # physics frames between decisions.
@@ -18,9 +20,18 @@ export(Array, float) var pitch_degrees := [-20.0, -45.0, -70.0]
 export var ray_down := true
 export var ray_length := 8.0
 export(int, LAYERS_3D_PHYSICS) var collision_mask := 1
+# Areas are seen when their collision_layer shares a bit with collision_mask (monitorable and
+# monitoring do not matter to a ray; an area on no layer is never hit).
 export var collide_with_areas := false
+export var collide_with_bodies := true
+# What a hit is, as a one-hot after each ray's distance: the groups of the node hit, then layer bits
+# (each entry a mask: 4 is layer 3). Empty, both: distances alone.
+export(Array, String) var hit_groups := []
+export(Array, int) var hit_layers := []
 # Draws the rays in windowed runs; costs nothing headless.
 export var debug_draw := true
+
+const RayHits = preload("res://addons/rl_sync/ray_hits.gd")
 
 var _rays := []
 var _geometry: ImmediateGeometry = null
@@ -31,13 +42,7 @@ func _ready() -> void:
 	debug_draw = debug_draw and OS.get_name() != "Server"
 	for direction in ray_directions():
 		var ray := RayCast.new()
-		ray.enabled = false
-		ray.cast_to = direction * ray_length
-		ray.collision_mask = collision_mask
-		ray.collide_with_areas = collide_with_areas
-		# Never report our own body.
-		if get_parent() is CollisionObject:
-			ray.add_exception(get_parent())
+		RayHits.configure(ray, direction * ray_length, self)
 		add_child(ray)
 		_rays.append(ray)
 	if debug_draw:
@@ -68,15 +73,13 @@ func ray_directions() -> Array:
 	return directions
 
 
+# Values per ray: 1, plus one per class listed.
+func observation_size() -> int:
+	return n_rays() * (1 + RayHits.n_classes(self))
+
+
 func get_observation() -> Array:
-	var values := []
-	for ray in _rays:
-		ray.force_raycast_update()
-		if ray.is_colliding():
-			# Measured in the ray's own frame, so the value does not depend on where the agent stands.
-			values.append(1.0 - ray.to_local(ray.get_collision_point()).length() / ray_length)
-		else:
-			values.append(0.0)
+	var values := RayHits.read(_rays, ray_length, hit_groups, hit_layers)
 	if debug_draw:
 		_draw_rays(values)
 	return values
@@ -85,10 +88,10 @@ func get_observation() -> Array:
 func _draw_rays(values: Array) -> void:
 	_geometry.clear()
 	_geometry.begin(Mesh.PRIMITIVE_LINES)
+	var n := RayHits.n_classes(self)
 	for i in range(_rays.size()):
-		var hit: bool = values[i] > 0.0
-		var reach: float = ray_length * (1.0 - values[i]) if hit else ray_length
-		_geometry.set_color(Color(1, 0.4, 0.3, 0.8) if hit else Color(1, 1, 1, 0.15))
+		var seen: Array = RayHits.reading(values, i, n)
+		_geometry.set_color(RayHits.colour(seen[1], n, 0.8))
 		_geometry.add_vertex(Vector3.ZERO)
-		_geometry.add_vertex(_rays[i].cast_to.normalized() * reach)
+		_geometry.add_vertex(_rays[i].cast_to * seen[0])
 	_geometry.end()

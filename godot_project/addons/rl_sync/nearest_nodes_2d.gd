@@ -8,7 +8,7 @@ extends Node2D
 # are all 0. Both vectors are on the world's axes, or the agent's with rotate_with_agent. The
 # velocity is the node's `linear_velocity` (a RigidBody2D) or `velocity` property when it has a
 # Vector2 one, else its displacement since the previous observation over the physics time between
-# (0 for a node that observation did not see). Call reset() in reset_episode() so that an episode's
+# (0 for a node that observation did not see within max_distance). Call reset() in reset_episode() so that an episode's
 # teleports do not read as speed. Only Node2Ds of this node's viewport are seen (each copy of
 # --copies has its own), never this node or the body it is on; looked up only when observed.
 
@@ -59,12 +59,14 @@ func get_observation() -> Array:
 	var positions := {}
 	var nearest := []  # [squared distance, node, relative position], nearest first, at most count
 	for node in get_tree().get_nodes_in_group(group):
-		if not node is Node2D or node == self or node == body or node.get_viewport() != viewport:
+		if not node is Node2D:
 			continue
 		var relative: Vector2 = to_frame.xform(node.global_position)
 		var d2 := relative.length_squared()
+		if d2 > limit or node == self or node == body or node.get_viewport() != viewport:
+			continue
 		positions[node.get_instance_id()] = node.global_position
-		if d2 > limit or (nearest.size() == count and d2 >= nearest[-1][0]):
+		if nearest.size() == count and d2 >= nearest[-1][0]:
 			continue
 		var at := nearest.size()
 		while at > 0 and nearest[at - 1][0] > d2:

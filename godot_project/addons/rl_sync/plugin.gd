@@ -8,6 +8,8 @@ func _enter_tree() -> void:
 	add_custom_type("RLAgentController", "Node", preload("agent_controller.gd"), null)
 	add_custom_type("RaycastSensor2D", "Node2D", preload("raycast_sensor_2d.gd"), null)
 	add_custom_type("RaycastSensor3D", "Spatial", preload("raycast_sensor_3d.gd"), null)
+	add_custom_type("GridSensor2D", "Node2D", preload("grid_sensor_2d.gd"), null)
+	add_custom_type("NearestNodes2D", "Node2D", preload("nearest_nodes_2d.gd"), null)
 	add_custom_type("CameraSensor2D", "Node2D", preload("camera_sensor_2d.gd"), null)
 	add_custom_type("CameraSensor3D", "Spatial", preload("camera_sensor_3d.gd"), null)
 
@@ -17,5 +19,7 @@ func _exit_tree() -> void:
 	remove_custom_type("RLAgentController")
 	remove_custom_type("RaycastSensor2D")
 	remove_custom_type("RaycastSensor3D")
+	remove_custom_type("GridSensor2D")
+	remove_custom_type("NearestNodes2D")
 	remove_custom_type("CameraSensor2D")
 	remove_custom_type("CameraSensor3D")

@@ -26,13 +26,34 @@ static func watch_in_child(tree: SceneTree) -> bool:
 	var output := []
 	var status := OS.execute(OS.get_executable_path(), PoolStringArray(argv), true, output, true)
 	var text: String = output[0] if not output.empty() else ""
-	printraw(text)
+	show(text)
 	var error := first_script_error(text)
 	if error != "":
 		RlArgs.fail(tree, "the game raised a script error during --%s, so its numbers are not the policy's: %s (fix the game's script)" % [mode, error])
 	else:
 		tree.quit(status)
 	return true
+
+
+# The child's output, whose two streams came merged: Godot's and the addon's error lines (and the
+# "At:" lines after them) back on stderr, where a caller of the run looks for them; the rest on stdout.
+static func show(text: String) -> void:
+	var lines := text.split("\n")
+	if lines.size() > 0 and lines[lines.size() - 1] == "":
+		lines.remove(lines.size() - 1)
+	var on_stderr := false
+	for line in lines:
+		var stripped: String = line.strip_edges()
+		if stripped.begins_with("At:") or stripped.begins_with("At "):
+			pass  # where the error line before it happened: on its stream
+		else:
+			on_stderr = line.begins_with("ERROR:") or line.begins_with("SCRIPT ERROR:") \
+					or line.begins_with("WARNING:") or line.begins_with("rl_sync: error") \
+					or line.begins_with("rl_sync: warning")
+		if on_stderr:
+			printerr(line)
+		else:
+			print(line)
 
 
 # The run mode that reports numbers, or "".

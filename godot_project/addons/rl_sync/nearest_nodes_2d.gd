@@ -8,10 +8,12 @@ extends Node2D
 # are all 0. Both vectors are on the world's axes, or the agent's with rotate_with_agent. The
 # velocity is the node's `linear_velocity` (a RigidBody2D) or `velocity` property when it has a
 # Vector2 one, else its displacement since the previous observation over the physics time between
-# (0 for a node that observation did not see within max_distance). Call reset() in reset_episode() so that an episode's
-# teleports do not read as speed. Only Node2Ds of this node's viewport are seen (each copy of
-# --copies has its own), never this node or the body it is on; looked up only when observed.
+# (0 for a node that observation did not see within max_distance). Call reset() in reset_episode()
+# so that an episode's teleports do not read as speed. Only Node2Ds of this node's viewport are seen (each copy of
+# --copies has its own), never this node or the body it is on; looked up only when observed
+# (group_nodes.gd, the core it shares with the grids and nearest_nodes_3d.gd).
 
+const GroupNodes = preload("res://addons/rl_sync/group_nodes.gd")
 const VALUES_PER_NODE := 5
 
 export var group := ""
@@ -51,34 +53,13 @@ func reset() -> void:
 
 func get_observation() -> Array:
 	var to_frame := _to_frame()
-	var viewport := get_viewport()
-	var body := get_parent()
-	var limit := max_distance * max_distance
-	var elapsed := float(_frames - _seen_at_frame) / Engine.iterations_per_second
-	var derive := _seen_at_frame >= 0 and elapsed > 0.0
+	var elapsed := float(_frames - _seen_at_frame) / Engine.iterations_per_second if _seen_at_frame >= 0 else 0.0
 	var positions := {}
-	var nearest := []  # [squared distance, node, relative position], nearest first, at most count
-	for node in get_tree().get_nodes_in_group(group):
-		if not node is Node2D:
-			continue
-		var relative: Vector2 = to_frame.xform(node.global_position)
-		var d2 := relative.length_squared()
-		if d2 > limit or node == self or node == body or node.get_viewport() != viewport:
-			continue
-		positions[node.get_instance_id()] = node.global_position
-		if nearest.size() == count and d2 >= nearest[-1][0]:
-			continue
-		var at := nearest.size()
-		while at > 0 and nearest[at - 1][0] > d2:
-			at -= 1
-		nearest.insert(at, [d2, node, relative])
-		if nearest.size() > count:
-			nearest.pop_back()
+	var nearest := GroupNodes.nearest(self, group, to_frame, max_distance, count, true, positions)
 	var values := []
 	for entry in nearest:
-		var node: Node2D = entry[1]
-		var velocity := _velocity_of(node, elapsed if derive else 0.0)
-		var v: Vector2 = to_frame.basis_xform(velocity)
+		var velocity: Vector2 = GroupNodes.velocity_of(entry[1], _previous, elapsed, Vector2.ZERO, true)
+		var v := to_frame.basis_xform(velocity)
 		values += [entry[2].x / max_distance, entry[2].y / max_distance, v.x / max_speed, v.y / max_speed, 1.0]
 	for _i in range(values.size(), observation_size()):
 		values.append(0.0)
@@ -90,18 +71,6 @@ func get_observation() -> Array:
 			_last_seen.append(entry[1].global_position)
 		update()
 	return values
-
-
-# The node's own velocity, or its displacement since the previous observation over `elapsed` seconds
-# (0: not derived).
-func _velocity_of(node: Node2D, elapsed: float) -> Vector2:
-	for property in ["linear_velocity", "velocity"]:
-		if property in node and node.get(property) is Vector2:
-			return node.get(property)
-	var id := node.get_instance_id()
-	if elapsed > 0.0 and _previous.has(id):
-		return (node.global_position - _previous[id]) / elapsed
-	return Vector2.ZERO
 
 
 # The transform from global positions to this node's frame: turned with it or on the world's axes,

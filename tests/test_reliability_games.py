@@ -215,10 +215,12 @@ def assert_named_once(code: int, err: str, expected: str) -> str:
 
 START_BUGS = {"actions_empty:0": "declare the action space {}", 
               "action_size_0:0": "the action key 'move' with a size below 1"}
-STEP_BUGS = {"obs_size:3": "agent 1's observation 'obs' has 6 values, but the game declared {'obs': 4}",
-             "obs_empty:3": "agent 1's observation 'obs' has 0 values, but the game declared {'obs': 4}",
-             "obs_string:3": "agent 1's observation 'obs' is 'abc', not a list of numbers",
-             "reward_string:3": "agent 1's reward is 'ten', not a number"}
+# From step 40 on: in the third rollout of 16 steps, after two updates (at step 3, before the first: nothing was trained)
+STEP_BUGS = {"obs_size:40": "agent 1's observation 'obs' has 6 values, but the game declared {'obs': 4}",
+             "obs_empty:40": "agent 1's observation 'obs' has 0 values, but the game declared {'obs': 4}",
+             "obs_string:40": "agent 1's observation 'obs' is 'abc', not a list of numbers",
+             "reward_string:40": "agent 1's reward is 'ten', not a number",
+             "obs_size:3": "agent 1's observation 'obs' has 6 values, but the game declared {'obs': 4}"}
 
 
 @pytest.mark.parametrize("bug", list(START_BUGS) + list(STEP_BUGS))
@@ -226,8 +228,9 @@ def test_a_plugin_games_bug_is_one_line_never_restarted(tmp_path, capsys, bug):
     """Checked in Python, so games made with godot_rl_agents' plugin are covered too (JSON steps)."""
     code, err, runs = train_broken(tmp_path, plain_export(tmp_path, f"--fake_bug={bug}", name="plain"), capsys)
     assert_named_once(code, err, {**START_BUGS, **STEP_BUGS}[bug])
-    if bug in START_BUGS:  # before training: no stub run folder (logs/, train.lock) either
+    if bug in START_BUGS or bug.endswith(":3"):  # before anything was trained: no stub run folder (logs/, train.lock)
         assert runs == [], [list(r.rglob("*")) for r in runs]
+        assert "checkpoint" not in err and "--resume" not in err
     else:  # mid-run: stopped with a checkpoint, as on a crash
         (run,) = runs
         assert "checkpoint at global step" in err and (run / "checkpoint.pt").is_file()

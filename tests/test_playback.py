@@ -297,6 +297,25 @@ def test_play_watch_under_xvfb_ends_cleanly(windowed_export, tmp_path, monkeypat
     assert wait_gone(processes_mentioning(f"--env_seed={seed}"), timeout=5) == []
 
 
+def test_play_keeps_the_first_script_error_of_the_game_it_follows(tmp_path):
+    """play fails (exit 1) after a game that raised a script error: Godot goes on after one, and the person watched
+    a broken game. Its follower shows the error and keeps it for that line."""
+    from python_trainer.envs.logs import CappedLog
+    from python_trainer.tools.play import _follow
+
+    proc = subprocess.Popen(["sh", "-c", "echo 'SCRIPT ERROR: _physics_process: Invalid get index' >&2; "
+                                         "echo '   At: res://player.gd:9.' >&2; echo '{\"other\": 1}'"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    errors: list = []
+    log = CappedLog(tmp_path / "play.log")
+    try:
+        assert _follow(proc, log, None, lambda line: None, None, errors) is False
+    finally:
+        proc.wait(timeout=10)
+        log.close()
+    assert errors == ["SCRIPT ERROR: _physics_process: Invalid get index"]
+
+
 # ---------------------------------------------------------------------------------------------- bad policy files
 def _first_number_after(text: str, key: str):
     i = text.index(key) + len(key)

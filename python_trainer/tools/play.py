@@ -189,8 +189,9 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
         proc = spawn(instance.command(*mode_args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, env=instance.environ())  # fmt: skip
         deadline = None if seconds is None else time.monotonic() + 1.5 * seconds + 5.0
+        script_errors: list = []
         try:
-            ended_by_us = _follow(proc, log, deadline, say, playing)
+            ended_by_us = _follow(proc, log, deadline, say, playing, script_errors)
             code = proc.wait(timeout=10)
         except KeyboardInterrupt:
             say("\ninterrupted: closing the game")
@@ -201,6 +202,9 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
                 proc.wait()
     if code != 0 and not ended_by_us:
         raise UserError(f"the game exited with code {code}; its output is in {log_path}", status=1)
+    if script_errors:  # Godot went on after it (the function stopped there): what was played was a broken game
+        raise UserError(f"the game raised a script error while the policy played: {script_errors[0]} (fix the game's "
+                        f"script; its output is in {log_path})", status=1)  # fmt: skip
     log_path.unlink(missing_ok=True)
     return 0
 
@@ -209,10 +213,11 @@ def _agents_text(count: int) -> str:
     return f"{count} agent{'' if count == 1 else 's'}"
 
 
-def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], say, on_window=None) -> bool:
-    """The game's output into ``log`` until it ends, its rl_sync and script-error lines shown, the agents its window
-    shows handed to ``on_window`` and its run report said; True when it was ended here, at ``deadline``, because it
-    did not end itself after --seconds."""
+def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], say, on_window=None,
+            script_errors: Optional[list] = None) -> bool:  # fmt: skip
+    """The game's output into ``log`` until it ends, its rl_sync and script-error lines shown (the script errors
+    also appended to ``script_errors``), the agents its window shows handed to ``on_window`` and its run report said;
+    True when it was ended here, at ``deadline``, because it did not end itself after --seconds."""
     out_buf, err_buf = b"", b""
     streams = {proc.stdout.fileno(): "out", proc.stderr.fileno(): "err"}
     while streams:
@@ -236,6 +241,8 @@ def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], s
                         say("you play " + line[len(PERSON_LINE):].decode(errors="replace"))
                     elif line.startswith(b"rl_sync") or b"SCRIPT ERROR" in line:
                         print(line.decode(errors="replace"), file=sys.stderr, flush=True)
+                        if b"SCRIPT ERROR" in line and script_errors is not None:
+                            script_errors.append(line.decode(errors="replace").strip())
             else:
                 out_buf += chunk
                 while b"\n" in out_buf:

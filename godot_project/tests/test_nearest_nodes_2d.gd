@@ -108,3 +108,14 @@ func test_positions_turn_with_the_agent_only_when_asked() -> void:
 	sensor.rotate_with_agent = true
 	# In the agent's frame the node at world +x lies at local -y, and so does its velocity.
 	_check_values(sensor.get_observation(), [0.0, -0.4, 0.0, -0.5, 1.0], "in the agent's frame")
+
+
+func test_a_rigid_body_moves_at_its_linear_velocity() -> void:
+	_build(1)
+	var ball := RigidBody2D.new()
+	ball.gravity_scale = 0.0
+	ball.linear_velocity = Vector2(-20, 10)
+	ball.position = Vector2(2000, 30)
+	ball.add_to_group(GROUP)
+	world.add_child(ball)
+	_check_values(sensor.get_observation(), [0.0, 0.3, -0.4, 0.2, 1.0], "its place and its linear_velocity")

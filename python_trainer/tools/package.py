@@ -30,10 +30,10 @@ from python_trainer.base.files import OutputError, check_output, scratch_dir, wr
 from python_trainer.base.flags import at_least, flag, parse_flags, positive
 from python_trainer.base.inputs import read_text
 from python_trainer.base.paths import MODEL_NAME, checkpoint_in
-from python_trainer.engine.in_engine import PlaybackError, evaluate_in_engine, policy_game
+from python_trainer.engine.in_engine import PlaybackError, evaluate_in_engine, policy_game, trained_env_params
 from python_trainer.engine.policy_file import POLICIES_DIR, POLICY_NAME, policy_entries, read_policy
 from python_trainer.engine.recording import record
-from python_trainer.envs.env_params import CONSTANT, binary_flags, parse_flag
+from python_trainer.envs.env_params import binary_flags
 from python_trainer.envs.failures import InstanceStartError
 from python_trainer.envs.game import GameError, is_gym_id
 from python_trainer.envs.xvfb import open_display, temp_xvfb
@@ -124,7 +124,7 @@ def _fill(folder: Path, run_dir: Path, checkpoint: Path, trained: dict, args: Pa
     files[ARGS_JSON] = "every flag of the training (the hyperparameters) and the command that ran it"
     if _copy_logs(run_dir, folder / "logs"):
         files["logs/"] = "the training's TensorBoard events and episodes.csv"
-    params = _run_constants(trained)
+    params = trained_env_params(run_dir)
     if godot:
         evaluation = _evaluate_in_engine(folder / POLICY_NAME, args, env_id, params)
     else:
@@ -163,17 +163,6 @@ def _copy_logs(run_dir: Path, logs: Path) -> bool:
         for path in found:
             shutil.copy2(path, logs / path.name)
     return bool(found)
-
-
-def _run_constants(trained: dict) -> dict:
-    """The run's --env-param constants (name -> number): the game the agent trained in (a sampler's parameter keeps
-    the game's default)."""
-    values = {}
-    for text in trained.get("env_param") or ():
-        name, value = parse_flag(text)
-        if value.kind == CONSTANT:
-            values[name] = value.args[0]
-    return values
 
 
 def _results(returns, args: PackageArgs, env_id: str, where: str) -> dict:

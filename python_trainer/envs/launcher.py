@@ -487,13 +487,3 @@ class InstanceLauncher:
     def _display_lost(self) -> Optional[str]:
         """None while the windowed instances' display is there (or they run headless), else what became of it."""
         return None if self.headless or self.display is None else display_lost(self.display, self._xvfb)
-
-
-
-def read_env_info(game: GodotGame, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> dict:
-    """The game's env_info, from one headless instance of one agent (if the game takes --agents) started for it and
-    ended at once (nothing steps, so a camera game's headless build answers too): what tells a command, before it
-    starts anything else, that a game sees."""
-    options = LaunchOptions(agents_per_instance=1, connect_timeout=connect_timeout, auto_window=False)
-    with InstanceLauncher(game, options) as launcher:
-        return launcher.instances[0].env_info

@@ -129,7 +129,7 @@ def _action_layout(action_space: dict):
 
 
 DEFAULT_POLICY = "shared_policy"  # the addon's and godot_rl_agents' policy name when a game names none
-# Our extension of env_info (addons/rl_sync/env_info_extras.gd declares the same keys; tests/test_matches.py holds the
+# Our extension of env_info (addons/rl_sync/env_info_extras.gd declares the same keys; test_play_remembers.py holds the
 # two equal): each agent's arena, the physics frames per decision (the game's frames_per_decision times
 # --action_repeat: the decision rate, said this one way), and the physics frames per second.
 ARENAS_KEY, DECISION_FRAMES_KEY, PHYSICS_FPS_KEY = "agent_arenas", "decision_frames", "physics_fps"

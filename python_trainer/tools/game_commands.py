@@ -28,13 +28,10 @@ from python_trainer.envs.env_params import describe
 from python_trainer.envs.game import GameError, godot_game, list_games, open_game_path
 from python_trainer.envs.launcher import LaunchOptions
 from python_trainer.envs.protocol import DIALECT_NAMES, GODOT_RL
-from python_trainer.envs.spaces import dict_observation_space
+from python_trainer.envs.spaces import ARENAS_KEY, DECISION_FRAMES_KEY, PHYSICS_FPS_KEY, dict_observation_space
 from python_trainer.envs.vec_env import GodotVecEnv
 from python_trainer.tools.game_flags import EnvParamArgs, GameArgs, game_env_params
 
-# Our extension of env_info (the addon's env_info_extras.gd declares the same keys): each agent's arena, the physics
-# frames per decision and the physics frames per second.
-ARENAS_KEY, DECISION_FRAMES_KEY, PHYSICS_FPS_KEY = "agent_arenas", "decision_frames", "physics_fps"
 CAMERA_TILE = 144  # pixels: the side of each camera's image in --show-camera's grid (at least; nearest-neighbour)
 
 

@@ -86,7 +86,7 @@ def test_gdscript_forward_matches_pytorch(headless_export, tmp_path, kind, space
     policy_path = policy_export.export_policy(checkpoint, env_info=env_info(godot_actions))
     assert policy_path == tmp_path / "model.policy.json"
     policy = json.loads(policy_path.read_text())
-    assert policy["format"] == "godot-ppo-policy" and policy["version"] == 3
+    assert policy["format"] == "godot-ppo-policy" and policy["version"] == (3 if kind == "discrete" else 5)  # log_std
     assert policy["action_rule"] == {"discrete": "argmax", "continuous": "clipped_mean", "hybrid": "per_key"}[kind]
     if kind == "hybrid":
         assert [k["key"] for k in policy["action_keys"]] == ["aim", "move", "jump", "mode"]

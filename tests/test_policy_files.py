@@ -102,7 +102,7 @@ def _bundle(**changes) -> dict:
 
 BAD_FILES = {
     "version 2 bundle": (_bundle(version=2), "a bundle of policies (\"policies\") needs version 3"),
-    "version 5": (_bundle(version=5), "unknown version 5; this godot-ppo reads versions 1 to 4"),
+    "version 6": (_bundle(version=6), "unknown version 6; this godot-ppo reads versions 1 to 5"),
     "empty": (_bundle(policies=[]), '"policies" must be a non-empty list'),
     "no name": (_bundle(policies=[chaser(), {**runner(), "policy_name": None}]), "entry 1 has no \"policy_name\""),
     "same name": (_bundle(policies=[chaser(), chaser()]), "two entries of the bundle are named 'chaser'"),

@@ -114,6 +114,11 @@ def run_game(cmd: Sequence[str], timeout: float, env=None) -> subprocess.Complet
     return result
 
 
+def sample_flags(sample: bool, noop_max: int) -> list:
+    """The game's flags of a sampled evaluation and of randomised starts (docs/binary.md)."""
+    return (["--policy_sample"] if sample else []) + ([f"--policy_noop_max={int(noop_max)}"] if noop_max else [])
+
+
 def json_line(stdout: str, key: str):
     """The value of the game's one-line JSON report ``{"key": ...}`` in its output, or None."""
     for line in stdout.splitlines():
@@ -142,7 +147,7 @@ def game_error(result: subprocess.CompletedProcess, what: str) -> PlaybackError:
 def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None, episodes: int = 32, seed: int = 0,
                        agents: Optional[int] = 16, timeout: float = ENGINE_RUN_TIMEOUT_S,
                        max_episode_steps: Optional[int] = None, env_params: Optional[dict] = None,
-                       display: Optional[str] = None) -> dict:  # fmt: skip
+                       display: Optional[str] = None, sample: bool = False, noop_max: int = 0) -> dict:  # fmt: skip
     """Play ``episodes`` episodes with the policy inside the headless game (no Python in the loop); each agent
     plays its share of them. ``display`` (":N"): the windowed game on that X display instead, its window not drawn
     (--disable-render-loop; cameras still render), for a game whose agents see through cameras. ``policy_path`` "random": the game's random actions (the baseline; give ``env_id``).
@@ -150,7 +155,8 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
     None: the game's own number; ``env_params``: name -> number, the game's environment parameters (--env_param;
     None: the constants of the run the policy came from, `trained_env_params`).
     ``policy_path`` may be a bundle of several policies, or several files separated by commas (each agent plays the
-    network of its policy_name). Returns the game's report: {"env", "policy", "seed", "episodes", "returns",
+    network of its policy_name). ``sample``: actions drawn from the policy's distributions (--policy_sample), not its
+    argmax / mean; ``noop_max`` K: each episode starts with 0 to K no-op decisions (--policy_noop_max). Returns the game's report: {"env", "policy", "seed", "episodes", "returns",
     "lengths", "mean_return", "info_means" (each numeric get_info() key's mean), "env_params"}, and with several
     policies "by_policy": {name: {"episodes", "returns", "lengths", "mean_return"}}.
     """
@@ -163,6 +169,7 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
                             headless=display is None, display=display)  # fmt: skip
     params = binary_flags(env_params or {})
     params += [] if display is None else [NO_RENDER_LOOP]
+    params += sample_flags(sample, noop_max)
     result = run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}", *params), timeout,
                       env=instance.environ())  # fmt: skip
     report = json_line(result.stdout, "eval")
@@ -173,13 +180,13 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
 
 def play_matches(policy_path, opponent, episodes: int = 100, env_id: Optional[str] = None, env_path=None,
                  seed: int = 0, agents: Optional[int] = 16, timeout: float = ENGINE_RUN_TIMEOUT_S,
-                 max_episode_steps: Optional[int] = None) -> dict:  # fmt: skip
+                 max_episode_steps: Optional[int] = None, sample: bool = False, noop_max: int = 0) -> dict:  # fmt: skip
     """Play ``episodes`` matches of a two-sided game (agents in teams 0 and 1) in the headless engine: the policy on
     one team, ``opponent`` on the other, each side for half of the matches (docs/binary.md, "Matches").
 
     ``policy_path``: a policy file (single or bundle; several separated by commas), or "random" / "scripted" (then
     give ``env_id``); ``opponent``: a policy file, "random" or "scripted". ``env_id`` / ``env_path``: default, the
-    policy's own game. Returns the game's report, from the policy's side: {"wins", "losses", "draws", "episodes",
+    policy's own game; ``sample``, ``noop_max``: as evaluate_in_engine's. Returns the game's report, from the policy's side: {"wins", "losses", "draws", "episodes",
     "win_rate" (wins / decided matches, None when none was decided), "mean_return", "returns", "lengths",
     "by_team": {"0": {the same counts}, "1": {...}}, "env", "policy", "opponent", "seed"}.
     Raises PolicyFileError (= PlaybackError) for a bad file, a game without two teams, an opponent that does not fit
@@ -194,7 +201,8 @@ def play_matches(policy_path, opponent, episodes: int = 100, env_id: Optional[st
         game = policy_game(policy_path, env_id, env_path)
     instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps)
     result = run_game(instance.command(f"--policy={policy_arg}", f"--opponent={opponent_arg}",
-                                       f"--eval_episodes={int(episodes)}"), timeout)  # fmt: skip
+                                       f"--eval_episodes={int(episodes)}", *sample_flags(sample, noop_max)),
+                               timeout)  # fmt: skip
     report = json_line(result.stdout, "eval")
     if result.returncode != 0 or report is None:
         errors = [message for message in map(addon_error, result.stderr.splitlines()) if message is not None]
@@ -204,9 +212,10 @@ def play_matches(policy_path, opponent, episodes: int = 100, env_id: Optional[st
     return report
 
 
-def policy_forward(policy_path, observations, env_path=None, timeout: float = 60.0, dones=None):
+def policy_forward(policy_path, observations, env_path=None, timeout: float = 60.0, dones=None, sample: bool = False):
     """The GDScript forward pass on ``observations`` (n, obs_dim): (outputs ndarray (n, n_out), actions list).
     Any game of any export runs it (the network alone is checked); default: this repository's default game.
+    ``sample``: the actions drawn from the outputs' distributions (--policy_sample), not the file's rule.
     A recurrent policy reads the observations as one agent's sequence, its memory reset where ``dones`` is true."""
     obs = np.asarray(observations, dtype=np.float64)
     if obs.ndim != 2:
@@ -218,8 +227,8 @@ def policy_forward(policy_path, observations, env_path=None, timeout: float = 60
             given["dones"] = [bool(d) for d in dones]
         inp.write_text(json.dumps(given))
         instance = GameInstance(godot_game(None, env_path), agents=1)
-        result = run_game(instance.command(f"--policy={Path(policy_path).resolve()}", f"--policy_forward={inp}"),
-                          timeout)  # fmt: skip
+        result = run_game(instance.command(f"--policy={Path(policy_path).resolve()}", f"--policy_forward={inp}",
+                                           *sample_flags(sample, 0)), timeout)  # fmt: skip
     rows = json_line(result.stdout, "forward")
     if result.returncode != 0 or rows is None:
         raise game_error(result, f"--policy_forward with {policy_path}")

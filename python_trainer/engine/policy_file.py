@@ -52,8 +52,8 @@ from python_trainer.base.errors import UserError
 from python_trainer.base.files import write_atomic
 from python_trainer.engine.policy_cnn import cnn_entries, vector_statistics
 from python_trainer.engine.policy_format import (  # noqa: F401  (FORMAT and VERSION: read from here too)
-    FORMAT, MAX_SIZE, MLP_VERSION, READABLE_VERSIONS, VERSION, file_size_problem, format_problem, is_bundle,
-    size_problem,
+    FORMAT, LOG_STD, MAX_SIZE, MLP_VERSION, READABLE_VERSIONS, VERSION, file_size_problem, format_problem, is_bundle,
+    size_problem, version_needed,
 )
 
 # torch and gymnasium are imported where they are used: in_engine imports this module to read policy files and
@@ -107,6 +107,20 @@ def action_keys(game_spaces, obs_dim: int, action_space, where: str, game: str =
                               f"{_key_list(game_keys)} make {act_space}")  # fmt: skip
     ordered = sorted(game_keys, key=lambda k: k[1] != "continuous")  # stable: sorted by key within each kind
     return [{"key": key, "action_type": kind, "size": int(size)} for key, kind, size in ordered]
+
+
+def with_log_std(keys: list[dict], log_std) -> list[dict]:
+    """The keys with each continuous key's log-std (``log_std``: the agent's state-independent parameter, one value per
+    continuous output, in the keys' order; None: discrete keys only), what --policy_sample draws with (version 5)."""
+    if log_std is None:
+        return keys
+    values, offset, out = [f32(x) for x in np.asarray(log_std.detach(), np.float32).reshape(-1).tolist()], 0, []
+    for key in keys:
+        if key["action_type"] == "continuous":
+            key = {**key, LOG_STD: values[offset: offset + key["size"]]}
+            offset += key["size"]
+        out.append(key)
+    return out
 
 
 def action_rule(keys: list[dict]) -> str:
@@ -218,7 +232,7 @@ def policy_dict(actor, obs_stats: Optional[dict], keys: list[dict], *, env: str,
     obs_dim = len(layers[0]["weight"][0]) if image is None else image.start
     return {
         "format": FORMAT,
-        "version": VERSION if camera else MLP_VERSION,
+        "version": version_needed(bool(camera), keys),
         "env": env,
         **name,
         "observation_size": int(obs_dim),
@@ -317,6 +331,7 @@ def game_policy(agent, normalizer, action_space, env_info: dict, *, env_id: str,
     obs_dim = agent.obs_dim if image is None else image.start + image.frame_size
     game_spaces = spaces_from_env_info(env_info)
     keys = action_keys(game_spaces, obs_dim, action_space, where, env_info.get("env", "?"))
+    keys = with_log_std(keys, getattr(agent, "actor_logstd", None))
     if image is not None:  # the game's vector keys (its observation layout: [(key, size)], the image last)
         parts["vector_keys"] = [(key, size) for key, size in game_spaces[2] if key != image.key]
     return policy_dict(parts.pop("actor"), normalizer.obs_statistics(), keys, env=str(env_info.get("env") or env_id),

@@ -11,11 +11,16 @@ from python_trainer.engine.policy_cnn import cnn_features
 
 FORMAT = "godot-ppo-policy"
 # 2: layers may end in relu or sigmoid too (ONNX imports); 3: "policy_name", and bundles of several policies;
-# 4: a camera's "image" and "cnn". A file says the version it needs: one without a camera stays version 3 (MLP_VERSION),
-# so games with an older addon still play it. Files of every readable version play the same way.
-VERSION = 4
+# 4: a camera's "image" and "cnn"; 5: each continuous key's "log_std" (LOG_STD), what the engine's --policy_sample draws
+# with (addons/rl_sync/policy_sampling.gd). A file says the version it needs: one without a camera or a continuous key
+# stays version 3 (MLP_VERSION), so games with an older addon still play it. Files of every readable version play the
+# same way. The game's side declares the same (policy_runner.gd's VERSION and its list, policy_sampling.gd's key).
+VERSION = 5
 MLP_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3, 4)
+CAMERA_VERSION = 4
+SAMPLING_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
+LOG_STD = "log_std"  # a continuous action key's log-std of its Gaussian, one per value (version 5)
 # The largest size a policy file may declare (observations, a layer's inputs or outputs, the LSTM, an action key):
 # bounds.LAYER_SIZE (the game's is block_compiler.gd's MAX_SIZE); MAX_SIZE is the name other modules import.
 MAX_SIZE = bounds.LAYER_SIZE.value
@@ -29,6 +34,11 @@ SMALLER = "train a smaller network (a smaller camera image, a larger stride or n
 # real policy (ours have 3 to 6), and few enough that the engine loads one 64 wide in about two seconds
 # (docs/watching.md gives the figures; block_compiler.gd's MAX_LAYERS is the same bound).
 MAX_LAYERS = 32
+
+
+def version_needed(camera: bool, keys: list) -> int:
+    """The version a single policy's file says: the lowest that reads everything it holds."""
+    return SAMPLING_VERSION if any(LOG_STD in key for key in keys) else CAMERA_VERSION if camera else MLP_VERSION
 
 
 def is_bundle(policy: dict) -> bool:

@@ -293,7 +293,7 @@ class RunLog:
     def flush_episodes(self):
         self.episodes_file.flush()
 
-    def progress(self, global_step, iteration, sps):
+    def progress(self, global_step, iteration, sps, extra=""):  # extra: appended (the last evaluation, the Elo)
         means = {name: float(np.mean(r)) if r else float("nan") for name, r in self.recent.items()}
         self.pbar.update(global_step - self.pbar.n)
         if not self.policies:
@@ -303,7 +303,7 @@ class RunLog:
         if self.pbar.disable and (iteration % self.status_every == 0 or iteration == self.num_iterations):
             returns = (f"mean_return(last 100)={means['']:.1f}" if not self.policies else
                        " ".join(f"mean_return_{name}(last 100)={m:.2f}" for name, m in means.items()))  # fmt: skip
-            print(f"global_step={global_step} SPS={sps} {returns}", flush=True)
+            print(f"global_step={global_step} SPS={sps} {returns}{' ' + extra if extra else ''}", flush=True)
 
     def close_progress(self):
         if self.pbar is not None:

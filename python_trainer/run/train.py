@@ -40,6 +40,7 @@ from python_trainer.normalization import NormArgs, bool_flag_aliases
 from python_trainer.rollout import RolloutArgs
 from python_trainer.run.crash import quiet_closed_stdout
 from python_trainer.run.curriculum import CurriculumArgs
+from python_trainer.run.evaluation import EvalArgs
 from python_trainer.run.tracking import TrackArgs
 from python_trainer.run.training import TrainingRun
 from python_trainer.variants.async_rollouts import AsyncArgs
@@ -134,7 +135,7 @@ class EnvArgs:
 
 @dataclass
 class Args(CloningArgs, SelfPlayArgs, RayArgs, AsyncArgs, RolloutArgs, RNDArgs, LSTMArgs, CnnArgs, NormArgs, ppo.Args,
-           CurriculumArgs, FrameStackArgs, EnvArgs, TrackArgs, ExperimentArgs):
+           CurriculumArgs, FrameStackArgs, EnvArgs, TrackArgs, EvalArgs, ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 
 

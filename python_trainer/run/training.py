@@ -38,6 +38,7 @@ from python_trainer.run.checks import (
     check_args, check_game, check_images, check_policies, check_sizes, update_budget,
 )
 from python_trainer.run.curriculum import Schedule
+from python_trainer.run.evaluation import Evaluations
 from python_trainer.run.learners import (
     VIDEO_DIR, declared_actions, make_learner, make_rollouts, policy_set_of, policy_state, policy_table, saved_policy,
 )
@@ -59,7 +60,7 @@ class TrainingRun:
 
     def __init__(self, args, explicit=frozenset(), args_class=None):
         self.args, self.explicit, self.args_class = args, set(explicit), args_class or type(args)
-        self.rollouts = self.lock = self.log = self.watcher = self.schedule = None
+        self.rollouts = self.lock = self.log = self.watcher = self.schedule = self.evals = None
         self.tracked = None  # --track's W&B run (tracking.py)
         self.ready = False  # set once the agent exists: from then on a stop or a crash saves a checkpoint
         self.done_step = self.done_update = self.saved_step = self.start_update = None
@@ -187,6 +188,7 @@ class TrainingRun:
         self.aux, fit = self._clone() if args.demos else (None, {})
         self._open_log(fit)
         self.env_info = rollouts.env_info  # Godot games: the in-engine player's policy.json goes with each checkpoint
+        self.evals = Evaluations(self, say)  # --eval-every (evaluation.py): needs the log's writer
         if args.watch:  # a window plays RUN_DIR/policy.json, reloaded at each checkpoint; now: the actor as it starts
             self.write_policy(self.run_dir / CHECKPOINT_NAME, self.global_step, self.start_update)
             self.watcher = start_policy_watcher(self.run_dir / POLICY_NAME, self.game, log_dir=self.run_dir / "logs",
@@ -311,7 +313,7 @@ class TrainingRun:
                     writer.flush()
                     self.checkpoint(self.run_dir / CHECKPOINT_NAME, global_step, self.done_update)
                     self.saved_step = global_step
-                log.progress(global_step, self.done_update, sps)
+                log.progress(global_step, self.done_update, sps, self.evals.after_update(global_step, tags))  # --eval-every
         except NonFiniteEnvData as e:
             raise TrainError(
                 f"{args.env_id} returned NaN/inf {e.what} at global step "
@@ -335,11 +337,13 @@ class TrainingRun:
         self.checkpoint(run_dir / CHECKPOINT_NAME, step, self.done_update)
         self.saved_step = step
         self.checkpoint(run_dir / MODEL_NAME, step, self.done_update)
+        self.evals.finish(step)  # --eval-every: the last one, and RUN_DIR/best/
         eval_mean = self.evaluate() if args.eval_episodes else None
         self.log.plot(eval_mean)
         if args.capture_video and isinstance(self.game, GodotGame):
             record_final_video(run_dir, self.game, args.seed, args.connect_timeout)
         print(f"run folder: {run_dir}  (model: {run_dir / MODEL_NAME}; tensorboard --logdir {run_dir.parent})")
+        self.evals.say_share(time.time() - self.start_time)  # --eval-every: the run's last line, their share of its time
 
     def evaluate(self) -> Optional[float]:
         """The deterministic policy (argmax / mean action) over --eval-episodes episodes, said and logged; with several
@@ -365,7 +369,7 @@ class TrainingRun:
         return means.get(None)  # the learning curve's line: a game of one policy only
 
     # ---- checkpoints and the policy file ------------------------------------------------------------------------------
-    def checkpoint(self, path, step, update) -> None:
+    def checkpoint(self, path, step, update, folder=None) -> None:  # folder: an evaluation's snapshot (evaluation.py)
         args, first, learners = self.args, self.first, self.learners
         with signals_deferred():  # a signal during torch.save is raised after it (torch would garble it)
             curriculum_state = self.schedule.state_dict() if self.schedule else None
@@ -376,7 +380,7 @@ class TrainingRun:
                                 batch_size=self.batch_size,
                                 rollouts=self.rollouts.state_dict() if args.self_play else None,
                                 curriculum=curriculum_state)  # fmt: skip
-                if args.self_play:  # written: the pool's files that only older checkpoints list can go
+                if args.self_play and folder is None:  # written: the pool's files only older checkpoints list can go
                     self.rollouts.checkpoint_saved()
             else:
                 save_checkpoint(path, agent=None, optimizer=None, normalizer=None, args=args, global_step=step,
@@ -384,19 +388,19 @@ class TrainingRun:
                                 batch_size=self.batch_size, policies={ln.name: policy_state(ln) for ln in learners},
                                 curriculum=curriculum_state)  # fmt: skip
         if self.env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
-            self.write_policy(path, step, update)
+            self.write_policy(path, step, update, folder or self.run_dir)
 
-    def write_policy(self, path, step, update) -> None:
+    def write_policy(self, path, step, update, folder=None) -> None:
         args, env_info, first = self.args, self.env_info, self.first
         source = policy_source(path, global_step=step, update=update, trained_env=args.env_id, seed=args.seed,
                                command=self.command, env_path=args.env_path)  # fmt: skip
         if self.policy_set is None:
-            write_policy_or_warn(self.run_dir / POLICY_NAME, lambda: game_policy(
+            write_policy_or_warn((folder or self.run_dir) / POLICY_NAME, lambda: game_policy(
                 first.agent, first.normalizer, self.act_space, env_info, env_id=args.env_id, source=source,
                 where=str(path)))  # fmt: skip
             return
         # RUN_DIR/policy.json, the bundle of every policy (play, --watch), and RUN_DIR/policies/<name>.json each
-        write_policies_or_warn(self.run_dir, lambda: [game_policy(
+        write_policies_or_warn(folder or self.run_dir, lambda: [game_policy(
             ln.agent, ln.normalizer, ln.rollouts.single_action_space, ln.rollouts.env_info, env_id=args.env_id,
             source=source, where=f"{path} (policy {ln.name!r})", policy_name=ln.name) for ln in self.learners])
 
@@ -427,6 +431,8 @@ class TrainingRun:
                                   saved_step=self.saved_step, done_step=self.done_step, resumed=bool(self.ckpt))
 
     def close(self) -> None:
+        if self.evals is not None:
+            self.evals.close()
         if self.watcher is not None:
             self.watcher.close()
         if self.log is not None:

@@ -7,6 +7,7 @@ extends Reference
 # (parity checks); with --policy_reload it picks up each new version of the files (`train --watch`).
 # --policy=random: uniformly random actions (seeded by --env_seed) instead of a file, in any game: the
 # baseline of an evaluation (--policy=random --eval_episodes=N).
+# --policy_sample / --policy_noop_max: sampled actions, randomised starts (policy_sampling.gd).
 # With --opponent=FILE|random|scripted|human, a game of two teams plays matches instead: the policy
 # on one side, the opponent on the other (match_mode.gd).
 #
@@ -19,6 +20,7 @@ const PolicySet = preload("res://addons/rl_sync/policy_set.gd")
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
 const MatchMode = preload("res://addons/rl_sync/match_mode.gd")
+const PolicySampling = preload("res://addons/rl_sync/policy_sampling.gd")
 
 # --policy=RANDOM: random actions instead of a policy file.
 const RANDOM := "random"
@@ -48,6 +50,8 @@ var _eval_lengths := []
 var _eval_agents := []
 # Each numeric get_info() key of the evaluated episodes: [sum, count] (their means go in the report).
 var _eval_info := {}
+# --policy_noop_max: each episode's first decisions (null without it).
+var _starts = null
 
 
 # `seed_value` (--env_seed) goes into the evaluation report and seeds --policy=random.
@@ -55,6 +59,7 @@ func _init(sync_node: Node, seed_value: int) -> void:
 	_sync = sync_node
 	_agents = sync_node.agents
 	_seed = seed_value
+	_starts = PolicySampling.noop_starts(_agents.size())
 
 
 # Starts --policy=FILE from the command line: loads the file and, with --eval_episodes (N > 0),
@@ -154,6 +159,10 @@ func step() -> bool:
 			continue
 		if results["done"][i]:  # the observation starts a new episode: a recurrent policy forgets the last
 			policies.reset(i)
+		var noop = _starts.action(i, results["done"][i], _agents[i], _sync.action_spaces[i]) if _starts != null else null
+		if noop != null:
+			_sync.act(i, noop)
+			continue
 		# a camera policy reads the frame's bytes as the agent gives them (the step's are hex)
 		_sync.act(i, policies.act(_agents[i].get_obs() if policies.sees(i) else results["obs"][i]["obs"], i))
 	if not evaluating or _eval_quota.max() != 0:

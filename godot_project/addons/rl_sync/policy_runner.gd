@@ -2,8 +2,9 @@ extends Reference
 # Runs a trained policy inside the engine: loads a policy file written by `godot-ppo export-policy`,
 # checks it against an agent, normalises observations and runs the MLP forward pass in GDScript.
 #
-# The file is JSON, format "godot-ppo-policy" (versions 1 to 4 read the same way; 4 adds camera
-# policies: "image" and "cnn", conv_network.gd). Its fields (env, policy_name, observation_size,
+# The file is JSON, format "godot-ppo-policy" (versions 1 to 5 read the same way; 4 adds camera
+# policies: "image" and "cnn", conv_network.gd; 5 each continuous key's "log_std", which
+# --policy_sample draws with: policy_sampling.gd). Its fields (env, policy_name, observation_size,
 # action_keys, action_rule, obs_normalization, layers, lstm) are in docs/watching.md, "The policy file".
 #
 # The work is shared out: obs_normalization.gd normalises, policy_network.gd checks the layers and
@@ -12,13 +13,14 @@ extends Reference
 # A bundle of several policies ({"policies": [...]}) is policy_set.gd's to split: each entry is one of these.
 
 const FORMAT := "godot-ppo-policy"
-const VERSION := 4
+const VERSION := 5
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const ConvNetwork = preload("res://addons/rl_sync/conv_network.gd")
 const ObsNormalization = preload("res://addons/rl_sync/obs_normalization.gd")
 const PolicyActions = preload("res://addons/rl_sync/policy_actions.gd")
 const PolicyLimits = preload("res://addons/rl_sync/policy_limits.gd")
 const PolicyNetwork = preload("res://addons/rl_sync/policy_network.gd")
+const PolicySampling = preload("res://addons/rl_sync/policy_sampling.gd")
 
 var path := ""
 var env := ""
@@ -37,6 +39,8 @@ var cnn = null
 var _normalization: ObsNormalization = null
 var _network: PolicyNetwork = null
 var _n_outputs := 0
+# --policy_sample: this runner's generator (policy_sampling.gd); null: the file's action_rule.
+var _sampler = PolicySampling.sampler()
 
 
 # Loads and validates the file; returns "" or a message naming the file and what is wrong (a file
@@ -69,7 +73,7 @@ func check_format(data) -> String:
 	if typeof(data) != TYPE_DICTIONARY or data.get("format") != FORMAT:
 		return error_text("not a godot-ppo policy file (expected \"format\": \"%s\")" % FORMAT)
 	var version = data.get("version")
-	if not BlockCompiler.is_finite_number(version) or not float(version) in [1.0, 2.0, 3.0, 4.0]:
+	if not BlockCompiler.is_finite_number(version) or not float(version) in [1.0, 2.0, 3.0, 4.0, 5.0]:
 		# A newer file than this export reads usually means the game was exported before godot-ppo was updated.
 		return error_text(("unknown policy file version %s; this export of the game reads versions 1 to %d (re-export "
 				+ "the game with this godot-ppo: godot-ppo export)") % [str(version), VERSION])
@@ -108,6 +112,8 @@ func load_dict(data) -> String:
 	if not action_rule in ["clipped_mean", "argmax", "per_key"]:
 		return error_text("unknown action_rule \"%s\" (expected clipped_mean, argmax or per_key)" % action_rule)
 	error = PolicyActions.check_keys(action_keys)
+	if error == "":
+		error = PolicySampling.missing(action_keys)
 	if error == "":
 		error = _load_normalization(data.get("obs_normalization"))
 	cnn = null
@@ -226,6 +232,8 @@ func act(obs, agent: int = 0) -> Dictionary:
 
 
 func outputs_to_action(outputs: Array) -> Dictionary:
+	if _sampler != null:
+		return PolicySampling.sample(action_keys, outputs, _sampler)
 	return PolicyActions.to_action(action_keys, outputs)
 
 

@@ -24,6 +24,7 @@ COMMANDS = {
     "record": ("python_trainer.tools.record_command", "main", "play the game and record demonstrations for --demos"),
     "profile": ("python_trainer.tools.profile.command", "main", "profile headless against windowed instances"),
     "package": ("python_trainer.tools.package", "main", "a trained run as a folder for the Hugging Face Hub (--push)"),
+    "tune": ("python_trainer.tools.tune", "main", "search hyperparameters on a game (Optuna), best as train --config"),
 }
 
 # ======================================================================================================================
@@ -62,10 +63,10 @@ def main(argv=None):
             return 128 + signum_of(e)
 
 
-if __name__ == "__main__":
 def error_line(command: str, message) -> str:
     """A command's error as it is printed (also by ray_cluster.py's guardian, which speaks for a learner Ray ended)."""
     return f"godot-ppo {command}: error: {message}"
 
 
+if __name__ == "__main__":
     sys.exit(main())

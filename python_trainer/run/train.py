@@ -38,6 +38,7 @@ from python_trainer.envs.launcher import DEFAULT_MAX_RESTARTS
 from python_trainer.envs.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
 from python_trainer.normalization import NormArgs, bool_flag_aliases
 from python_trainer.rollout import RolloutArgs
+from python_trainer.run.config_file import CONFIG_HELP, config_argv
 from python_trainer.run.crash import quiet_closed_stdout
 from python_trainer.run.curriculum import CurriculumArgs
 from python_trainer.run.evaluation import EvalArgs
@@ -142,12 +143,12 @@ class Args(CloningArgs, SelfPlayArgs, RayArgs, AsyncArgs, RolloutArgs, RNDArgs, 
 def main(argv=None) -> int:
     """`godot-ppo train ARGV`: 0 once trained, 128 + N after signal N; a problem raises UserError (cli.py says it):
     status 2 for a bad flag, game or run folder, 1 for a game that would not start or a crash once training started."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = config_argv(list(sys.argv[1:] if argv is None else argv), Args)  # --config FILE: its flags first
     with signal_policy():  # SIGINT, SIGTERM and SIGHUP stop training like Ctrl-C (signals.py)
         try:
             # checked once --resume has filled in the run's own flags (checks.check_args), not before
-            args = parse_flags(Args, bool_flag_aliases(argv), "godot-ppo train", ppo.__doc__.split("\n\n")[0],
-                               check=False)  # fmt: skip
+            args = parse_flags(Args, bool_flag_aliases(argv), "godot-ppo train",
+                               ppo.__doc__.split("\n\n")[0] + CONFIG_HELP, check=False)  # fmt: skip
         except SystemExit as e:  # --help, or a bad flag (tyro printed why)
             return e.code if isinstance(e.code, int) else 0
         try:

@@ -3,7 +3,7 @@
 Only tensors and plain Python values, so ``torch.load(..., weights_only=True)`` reads it:
 
     {"format": "godot-ppo-checkpoint/1", "env_id", "global_step", "update", "model", "optimizer", "normalizer",
-     "observation_space", "action_space", "args", "rng", "env_info", "rnd", "batch_size"}
+     "observation_space", "action_space", "args", "rng", "env_info", "rnd", "batch_size", "clock"}
 
 ("rnd": None, or with --rnd the RND module's weights and statistics: {"model", "stats"}; an agent that reads a
 camera image adds "image": its envs/images.ImageLayout's fields, as one policy's part of the checkpoint does.)
@@ -94,7 +94,8 @@ def set_rng_state(state):
 
 
 def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, update, observation_space, action_space,
-                    env_info=None, rnd=None, batch_size=None, policies=None, rollouts=None, curriculum=None):
+                    env_info=None, rnd=None, batch_size=None, policies=None, rollouts=None, curriculum=None,
+                    clock=None):
     """Write atomically: a crash or Ctrl-C during the write leaves the previous file intact.
 
     ``args`` is the training's Args dataclass; agent, optimizer and normalizer anything with a state_dict();
@@ -105,6 +106,8 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
     "observation_space", "action_space" (space_to_dict)}}, with agent/optimizer/normalizer/spaces None (saved as None).
     ``rollouts``: the state of rollouts that keep one (--self-play's pool, ratings and sides: self_play.py).
     ``curriculum``: the environment parameters' lessons (curriculum.Schedule.state_dict), which a resume continues.
+    ``clock``: the training's wall-clock seconds up to this update and that update's (run/clock.py's Clock.state_dict),
+    which --max-seconds counts on from.
     """
     state = {
         "format": CHECKPOINT_FORMAT,
@@ -124,6 +127,7 @@ def save_checkpoint(path, *, agent, optimizer, normalizer, args, global_step, up
         **({"policies": policies} if policies is not None else {}),
         **({"rollouts": rollouts} if rollouts is not None else {}),
         "curriculum": curriculum,
+        "clock": clock,
         **image_entry(agent),
     }
     with atomic_output(path, fsync=True) as tmp, open(tmp, "wb") as f:  # a file object: the archive is "archive/"

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -153,21 +153,23 @@ class Iteration:
 
 
 def iterations(args: Args, agent: nn.Module, optimizer: Adam, rollouts, buf, normalizer,
-               bonus=None, aux=None, *, num_iterations: int, start: int = 0, global_step: int = 0) -> Iterator[Iteration]:
+               bonus=None, aux=None, *, num_iterations: int, start: int = 0, global_step: int = 0,
+               time_share: Callable[[], float] = lambda: 0.0) -> Iterator[Iteration]:
     """PPO's loop from update ``start + 1`` to ``num_iterations``, yielding after each update (its rollout's ended
     episodes are in buf.episodes). ``rollouts``: rollout.Rollouts; ``buf``: its rollout.RolloutBuffer, with the
     first observations in buf.next_obs; ``bonus``: rnd.RND or None; ``aux``: an auxiliary loss or None, whose
     ``loss(agent, global_step)`` is added to each minibatch's loss and ``scalars(agent, global_step)`` to the update's
-    (cloning.CloningLoss). Raises rollout.NonFiniteEnvData for NaN/inf
-    from the env and NonFiniteLoss for a NaN/inf loss."""
+    (cloning.CloningLoss); ``time_share()``: the share of a wall-clock budget spent (run/clock.py). Raises
+    rollout.NonFiniteEnvData for NaN/inf from the env and NonFiniteLoss for a NaN/inf loss."""
     num_envs = rollouts.num_envs
     batch_size = args.num_steps * num_envs
     obs_dim = buf.obs.shape[-1]
     params = optimizer.param_groups[0]["params"]
     for iteration in range(start + 1, num_iterations + 1):
-        # Annealing the rate if instructed to do so: lr decays linearly to 0 at the last update.
+        # Annealing the rate if instructed to do so: lr decays linearly to 0 at the last update (with a wall-clock
+        # budget, train --max-seconds, by the larger of the two shares spent: the updates' and the time's).
         if args.anneal_lr:
-            frac = 1.0 - (iteration - 1.0) / num_iterations
+            frac = 1.0 - max((iteration - 1.0) / num_iterations, time_share())
             optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
         # ---- ROLLOUT: num_steps x num_envs transitions with the current policy ----------------------------------

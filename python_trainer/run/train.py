@@ -38,6 +38,7 @@ from python_trainer.envs.launcher import DEFAULT_MAX_RESTARTS
 from python_trainer.envs.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
 from python_trainer.normalization import NormArgs, bool_flag_aliases
 from python_trainer.rollout import RolloutArgs
+from python_trainer.run.clock import MAX_SECONDS
 from python_trainer.run.config_file import CONFIG_HELP, config_argv
 from python_trainer.run.crash import quiet_closed_stdout
 from python_trainer.run.curriculum import CurriculumArgs
@@ -70,6 +71,10 @@ class ExperimentArgs:
     """the run folder is RUN_DIR_ROOT/<env>__<exp>__<seed>__<time>/"""
     resume: Optional[str] = None
     """continue the run in this folder from its last checkpoint (flags not given are taken from its args.json)"""
+    max_seconds: Optional[float] = flag(None, MAX_SECONDS)
+    """a wall-clock budget of training, in seconds, beside --total-timesteps: the learning rate anneals by the larger
+    share spent of the two, and the run ends at the first one spent, with its final checkpoint and evaluation
+    (--resume counts the seconds already trained)"""
     checkpoint_every: int = flag(10, at_least(0, "an integer >= 0 (0: only at the end and on a stop)", "10"))
     """write RUN_DIR/checkpoint.pt every this many updates (0: only at the end, and when stopped by SIGINT/SIGTERM/SIGHUP
     or an error)"""

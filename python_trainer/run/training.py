@@ -37,7 +37,9 @@ from python_trainer.run.behaviour import Behaviour
 from python_trainer.run.checks import (
     check_args, check_game, check_images, check_policies, check_sizes, update_budget,
 )
+from python_trainer.run.clock import Clock, TimeShares, perf_scalars
 from python_trainer.run.curriculum import Schedule
+from python_trainer.run.diagnosis import Diagnosis
 from python_trainer.run.evaluation import Evaluations
 from python_trainer.run.learners import (
     VIDEO_DIR, declared_actions, make_learner, make_rollouts, policy_set_of, policy_state, policy_table, saved_policy,
@@ -196,6 +198,7 @@ class TrainingRun:
                                                 fps=args.watch_fps, say=say)  # fmt: skip
         self.done_step, self.done_update = self.global_step, self.start_update  # the last completed update
         self.start_time, self.start_step = time.time(), self.global_step  # steps/s counts the warm-up and the reset
+        self.clock = Clock(args.max_seconds, (ckpt or {}).get("clock"))  # --max-seconds: the training's seconds
         seed = args.seed + self.global_step
         if args.rnd and not ckpt:  # RND whitens observations with statistics of random play (the paper's)
             if policy_set is None:
@@ -275,11 +278,17 @@ class TrainingRun:
         rollouts, log, batch_size, num_envs = self.rollouts, self.log, self.batch_size, self.num_envs
         updates = lockstep([ppo.iterations(args, ln.agent, ln.optimizer, ln.rollouts, ln.buf, ln.normalizer, ln.bonus,
                                            self.aux if ln is first else None, num_iterations=self.num_iterations,
-                                           start=self.start_update, global_step=self.global_step)
+                                           start=self.start_update, global_step=self.global_step,
+                                           time_share=self.clock.share)
                             for ln in learners])  # fmt: skip
         start_time, start_step = self.start_time, self.start_step
         self.timing, since = TimeShares(), time.perf_counter()
         behaviours = [Behaviour(ln.rollouts.single_action_space, ln.rollouts.env_info, ln.tag, say) for ln in learners]
+        self.diagnoses = {ln.name: Diagnosis(ln.tag, say, args.ent_coef, ln.normalizer.norm_reward,
+                                             log.recent[ln.tag[:-1]]) for ln in learners}  # fmt: skip
+        if self.clock.spent():  # --resume of a run whose --max-seconds are spent: straight to its end
+            print(self.clock.end_line(self.global_step, args.total_timesteps), flush=True)
+            return
         try:
             for its in updates:
                 self.global_step += batch_size
@@ -295,7 +304,7 @@ class TrainingRun:
                     if changes:
                         rollouts.set_env_params(schedule.message())
                 sps = int((global_step - start_step) / max(time.time() - start_time, 1e-9))
-                perf = _perf_scalars(its)
+                perf = perf_scalars(its)
                 since, other_s = time.perf_counter(), self.timing.add(perf, time.perf_counter() - since, first.buf)
                 tags = {**perf, "perf/other_s": other_s, "charts/SPS": sps, **rollouts.scalars(),
                         **(schedule.scalars() if schedule else {})}  # fmt: skip
@@ -303,17 +312,23 @@ class TrainingRun:
                     tags.update({ln.tag + k: v for k, v in it.scalars.items() if not k.startswith("perf/")})
                 for tag, value in tags.items():
                     writer.add_scalar(tag, value, global_step)
-                for ln, behaviour in zip(learners, behaviours):
+                for ln, it, behaviour in zip(learners, its, behaviours):  # diagnosis.py: when it does not learn
                     behaviour.log(writer, ln.buf, global_step)
+                    self.diagnoses[ln.name].update(it.scalars, self.clock.run_share(it.iteration, self.num_iterations))
 
                 # ---- CHECKPOINT (episodes.csv flushed first) and progress ------------------------------------------
                 self.done_step, self.done_update = global_step, its[0].iteration
+                out_of_time = self.clock.update_done()  # --max-seconds: no time left for another update
                 log.flush_episodes()
                 if args.checkpoint_every and self.done_update % args.checkpoint_every == 0:
                     writer.flush()
                     self.checkpoint(self.run_dir / CHECKPOINT_NAME, global_step, self.done_update)
                     self.saved_step = global_step
                 log.progress(global_step, self.done_update, sps, self.evals.after_update(global_step, tags))  # --eval-every
+                self.diagnoses[first.name].evaluations_so_far(self.evals.history, self.evals.score)
+                if out_of_time:
+                    print(self.clock.end_line(global_step, args.total_timesteps), flush=True)
+                    break
         except NonFiniteEnvData as e:
             raise TrainError(
                 f"{args.env_id} returned NaN/inf {e.what} at global step "
@@ -338,6 +353,7 @@ class TrainingRun:
         self.saved_step = step
         self.checkpoint(run_dir / MODEL_NAME, step, self.done_update)
         self.evals.finish(step)  # --eval-every: the last one, and RUN_DIR/best/
+        self.diagnoses[self.first.name].evaluations_so_far(self.evals.history, self.evals.score)
         eval_mean = self.evaluate() if args.eval_episodes else None
         self.log.plot(eval_mean)
         if args.capture_video and isinstance(self.game, GodotGame):
@@ -366,6 +382,7 @@ class TrainingRun:
             who = "deterministic policy" if self.policy_set is None else f"policy {ln.name!r}, deterministic"
             print(f"eval: {who}, {len(returns)} episodes: mean return {mean:.2f} +- "
                   f"{np.std(returns):.2f} (min {min(returns):.1f}, max {max(returns):.1f})")  # fmt: skip
+            self.diagnoses[ln.name].evaluated(mean)  # a deterministic policy far below its training episodes
         return means.get(None)  # the learning curve's line: a game of one policy only
 
     # ---- checkpoints and the policy file ------------------------------------------------------------------------------
@@ -379,14 +396,14 @@ class TrainingRun:
                                 action_space=self.act_space, env_info=self.env_info, rnd=first.bonus,
                                 batch_size=self.batch_size,
                                 rollouts=self.rollouts.state_dict() if args.self_play else None,
-                                curriculum=curriculum_state)  # fmt: skip
+                                curriculum=curriculum_state, clock=self.clock.state_dict())  # fmt: skip
                 if args.self_play and folder is None:  # written: the pool's files only older checkpoints list can go
                     self.rollouts.checkpoint_saved()
             else:
                 save_checkpoint(path, agent=None, optimizer=None, normalizer=None, args=args, global_step=step,
                                 update=update, observation_space=None, action_space=None, env_info=self.env_info,
                                 batch_size=self.batch_size, policies={ln.name: policy_state(ln) for ln in learners},
-                                curriculum=curriculum_state)  # fmt: skip
+                                curriculum=curriculum_state, clock=self.clock.state_dict())  # fmt: skip
         if self.env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
             self.write_policy(path, step, update, folder or self.run_dir)
 
@@ -440,51 +457,6 @@ class TrainingRun:
         self.rollouts.close()
         finish_tracking(self.tracked, self.run_dir, self.stopped_by)  # after the writer's close: its last scalars
         self.lock.release()
-
-
-def _perf_scalars(its) -> dict:
-    """The update's perf/* tags: the rollout (collected once, by the first policy's iteration) and each policy's
-    update, summed over the policies."""
-    perf = {k: v for k, v in its[0].scalars.items() if k.startswith("perf/")}
-    for it in its[1:]:
-        perf["perf/rollout_s"] += it.scalars["perf/rollout_s"]
-        perf["perf/update_s"] += it.scalars["perf/update_s"]
-    return perf
-
-
-class TimeShares:
-    """Where the updates' wall-clock time went (the perf/* tags, summed): the rollout (of which acting and waiting
-    for the games), the update epochs, and everything else (GAE, logging, checkpoints). With --async the rollout is
-    the learner's wait for a collection that ran beside its update: acting and waiting for the games are then
-    shares of the collection's own time (buf.beside_s), as they are not parts of the learner's."""
-
-    def __init__(self):
-        self.updates, self.group_steps = 0, 0
-        self.seconds = dict.fromkeys(("rollout", "policy", "env_wait", "update", "other", "beside"), 0.0)
-
-    def add(self, scalars: dict, wall_s: float, buf) -> float:
-        """One update's perf/* scalars and its wall-clock time; returns its perf/other_s."""
-        other = max(0.0, wall_s - scalars["perf/rollout_s"] - scalars["perf/update_s"])
-        for name in ("rollout", "policy", "env_wait", "update"):
-            self.seconds[name] += scalars[f"perf/{name}_s"]
-        self.seconds["other"] += other
-        self.seconds["beside"] += buf.beside_s
-        self.updates, self.group_steps = self.updates + 1, self.group_steps + buf.group_steps
-        return other
-
-    def summary(self, batch_size: int, group_size: int) -> str:
-        s, total = self.seconds, sum(self.seconds[k] for k in ("rollout", "update", "other")) or 1e-9
-        acting_us = 1e6 * s["policy"] / max(1, self.group_steps)
-        per_step = (f"acting {acting_us:.0f} us per step of {group_size} envs, update "
-                    f"{1e3 * s['update'] / self.updates:.0f} ms per {batch_size} samples")
-        if s["beside"]:
-            return (f"time: waiting for the collection {s['rollout'] / total:.0%}, update {s['update'] / total:.0%}, "
-                    f"other {s['other'] / total:.0%} of {total:.1f} s; the collection, beside them: acting "
-                    f"{s['policy'] / s['beside']:.0%}, waiting for the envs {s['env_wait'] / s['beside']:.0%} of its "
-                    f"{s['beside']:.1f} s; {per_step}")
-        return (f"time: rollout {s['rollout'] / total:.0%} (acting {s['policy'] / total:.0%}, waiting for the envs "
-                f"{s['env_wait'] / total:.0%}), update {s['update'] / total:.0%}, other {s['other'] / total:.0%} of "
-                f"{total:.1f} s; {per_step}")
 
 
 def record_final_video(run_dir, game, seed, connect_timeout=DEFAULT_CONNECT_TIMEOUT_S) -> None:

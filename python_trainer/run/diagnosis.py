@@ -67,8 +67,10 @@ def _windows(entropy: Sequence[float]) -> np.ndarray:
 def entropy_collapse(entropy: Sequence[float], run_share: float) -> Optional[tuple[float, float]]:
     """(the start's entropy, the last window's) when the entropy collapsed early in the run (``run_share``: the share
     of the run done), else None."""
-    means = _windows(entropy)
-    if len(means) < 2 or run_share > COLLAPSE_BEFORE or means[0] <= 0:
+    if run_share > COLLAPSE_BEFORE or len(entropy) < 2 * ENTROPY_WINDOW:
+        return None
+    means = _windows(entropy[: 2 * ENTROPY_WINDOW])
+    if means[0] <= 0:
         return None
     start, now = float(means[0]), float(np.mean(entropy[-ENTROPY_WINDOW:]))
     return (start, now) if now < COLLAPSE_SHARE * start else None
@@ -149,7 +151,8 @@ class Diagnosis:
         returns = self.returns
         self.explained.append(scalars.get("losses/explained_variance", np.nan))
         self.entropy.append(scalars["losses/entropy"])
-        if "critic" not in self.said and (median := critic_blind(self.explained)) is not None:
+        every_window = len(self.entropy) % ENTROPY_WINDOW == 0  # the rules over the whole history: once a window
+        if "critic" not in self.said and every_window and (median := critic_blind(self.explained)) is not None:
             self.warn("critic", f"the explained variance has a median of {median:.2f} over the last {EV_UPDATES} "
                       "updates (losses/explained_variance): the critic predicts nothing of the returns. Likely rewards "
                       "of the wrong scale (try --norm-reward), observations that miss what the reward depends on, or a "
@@ -158,7 +161,7 @@ class Diagnosis:
             self.warn("collapse", f"the policy's entropy fell from {fell[0]:.2f} to {fell[1]:.2f} in the first "
                       f"{run_share:.0%} of the run (losses/entropy): it stopped exploring before it learned; raise "
                       f"--ent-coef (now {self.ent_coef:g})")  # fmt: skip
-        if "rebound" not in self.said and len(self.entropy) % ENTROPY_WINDOW == 0:
+        if "rebound" not in self.said and every_window:
             rose = entropy_rebound(self.entropy)
             if rose is not None:
                 self.warn("rebound", f"the policy's entropy climbed back to {rose[2]:.2f} after falling from "

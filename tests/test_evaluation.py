@@ -5,12 +5,17 @@ actions (--policy_sample, the policy file's version 5 with each continuous key's
 import json
 import math
 import re
+import signal
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers import REPO, godot_ppo_child, read_scalars, train_child, run_dirs
+from helpers import (
+    REPO, communicate_after_signal, end, godot_ppo_child, processes_mentioning, read_scalars, run_dirs, train_argv,
+    train_child, wait_for, wait_gone,
+)
 from python_trainer.engine import policy_format
 from python_trainer.engine.in_engine import PlaybackError, evaluate_in_engine, policy_forward
 from python_trainer.engine.policy_file import FORMAT, write_policy
@@ -29,16 +34,17 @@ def test_the_policy_file_version_and_log_std_key_are_declared_alike_on_both_side
 
 def test_eval_every_logs_the_random_yardstick_and_keeps_the_best_snapshot_that_export_policy_takes(tmp_path,
                                                                                                    headless_export):
-    result = train_child(tmp_path, "--env-id", "ball_chase", "--total-timesteps", "4096", "--num-steps", "128",
-                         "--eval-every", "2048", "--eval-every-episodes", "4", "--eval-episodes", "0")
+    result = train_child(tmp_path, "--env-id", "cart_pole", "--total-timesteps", "4096", "--num-steps", "128",
+                         "--eval-every", "2048", "--eval-every-episodes", "4", "--eval-episodes", "0", "--eval-sample")
     (run_dir,) = run_dirs(tmp_path)
     scalars = read_scalars(run_dir)
     assert scalars["eval/random/mean_return"][-1][0] == 4096  # once at the end, whatever ran before
+    assert scalars["eval_sampled/random/mean_return"][-1][0] == 4096  # --eval-sample: the sampled policy beside it
     assert "eval/random/baseline_return" in scalars
     best = json.loads((run_dir / "best" / "evaluation.json").read_text())
     assert best["score"] == pytest.approx(max(v for _, v in scalars["eval/random/mean_return"]))  # float32 in TensorBoard
     policy = json.loads((run_dir / "best" / "policy.json").read_text())
-    assert policy["version"] == 5 and len(policy["action_keys"][0]["log_std"]) == 2  # ball_chase's move: 2 values
+    assert policy["version"] == 3 and "log_std" not in policy["action_keys"][0]  # discrete: the logits say it all
     assert (run_dir / "best" / "model.pt").is_file() and not (run_dir / "eval").exists()
     last = result.stdout.strip().splitlines()[-1]
     assert re.match(r"evaluations: \d+ in [\d.]+ s beside training, \d+% of the run's", last), last
@@ -105,3 +111,37 @@ def test_a_version_1_policy_file_still_plays_and_noop_starts_change_its_episodes
     assert plain["episodes"] == started["episodes"] == 4
     assert plain["returns"] == again["returns"]  # the same seed: the same episodes
     assert started["returns"] != plain["returns"]  # up to 60 random decisions first: other episodes
+
+
+def test_eval_every_on_a_gymnasium_id_is_refused_in_one_line_and_leaves_no_run_folder(tmp_path):
+    result = godot_ppo_child("train", "--env-id", "CartPole-v1", "--total-timesteps", "512", "--eval-every", "256",
+                             "--run-dir-root", str(tmp_path))  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("godot-ppo train: error: --eval-every plays the policy in")
+    assert run_dirs(tmp_path) == []
+
+
+def test_ctrl_c_while_an_evaluation_plays_ends_its_game_and_keeps_the_checkpoint(tmp_path, headless_export):
+    proc = subprocess.Popen(train_argv(tmp_path, "--env-id", "ball_chase", "--total-timesteps", "10000000",
+                                       "--num-steps", "128", "--eval-every", "2048", "--eval-every-episodes", "64"),
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        evaluation = lambda: [p for p in processes_mentioning("--eval_episodes=") if p in _tree(proc.pid)]  # noqa: E731
+        games = wait_for(evaluation, 120, "an evaluation's game", proc)
+        proc.send_signal(signal.SIGINT)
+        communicate_after_signal(proc)
+        assert proc.returncode == 130
+        assert wait_gone(games) == []
+        (run_dir,) = run_dirs(tmp_path)
+        assert (run_dir / "checkpoint.pt").is_file()
+    finally:
+        end(proc)
+
+
+def _tree(pid: int) -> list:
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from python_trainer.base.errors import UserError, one_line
+from python_trainer.base.errors import one_line
 from python_trainer.base.files import write_atomic
 from python_trainer.base.flags import at_least, flag
 from python_trainer.base.processes import descendants, end_process_tree
@@ -32,6 +32,7 @@ from python_trainer.engine.in_engine import (
 )
 from python_trainer.checkpoint import MODEL_NAME
 from python_trainer.engine.policy_file import POLICY_NAME, game_policy, write_policy
+from python_trainer.run.run_folder import TrainError
 
 EVAL_DIR = "eval"  # RUN_DIR/eval/pending/: the snapshot under evaluation; RUN_DIR/eval/pool_*.json: pool yardsticks
 BEST_DIR = "best"  # RUN_DIR/best/: model.pt, policy.json and evaluation.json (the result that made it the best)
@@ -77,7 +78,7 @@ class Evaluations:
         self.pool, self.like = (run.rollouts if args.self_play else None), run.first.agent
         self.every = args.eval_every
         if self.every and (self.env_info is None or run.policy_set is not None):
-            raise UserError("--eval-every plays the policy in the game's engine: a Godot game of one policy only "
+            raise TrainError("--eval-every plays the policy in the game's engine: a Godot game of one policy only "
                             f"({args.env_id} is not); drop --eval-every and use --eval-episodes")  # fmt: skip
         self.next_step = (run.global_step // self.every + 1) * self.every if self.every else None
         self.history: list = []  # [(global_step, {tag: value})], oldest first
@@ -255,8 +256,7 @@ class Evaluations:
         """A run stopped early: the evaluation's game is ended, its thread joined."""
         self._stop = True
         if self._thread is not None:
-            marker = str(self.pending.resolve())
-            games = [p.pid for p in descendants() if _mentions(p, marker)]
+            games = [p.pid for p in descendants() if _mentions(p, "--eval_episodes=")]  # only evaluations pass it
             end_process_tree(games)
             self._thread.join(timeout=10)
 

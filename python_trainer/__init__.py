@@ -16,7 +16,7 @@ LAYERS = (
     ("variants", "what fills ppo.py's slots: LSTM, curiosity, cloning, several policies, self-play, Ray rollouts"),
     ("engine", "policies the engine plays by itself: the policy file, ONNX both ways, evaluation, matches, recording, --watch"),
     ("run", "the train command around ppo.py: its phases, the run folder, the curriculum, what the agents do"),
-    ("tools", "the commands around training: export, envs/launch, export-policy, import-policy, play, record, profile"),
+    ("tools", "the commands around training: export, envs/launch, export-policy, import-policy, play, record, profile, tune"),
 )
 __doc__ += "\n".join(f"    {folder + '/' if folder != '.' else '(root)':<10} {what}" for folder, what in LAYERS) + "\n"
 

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from helpers import REPO, fake_export, godot_ppo_child, processes_mentioning, read_line, run_dirs, train_run, wait_gone
+from helpers import (REPO, fake_export, godot_ppo_child, processes_mentioning, read_line, read_scalars, run_dirs,
+                     train_run, wait_gone)
 
 optuna = pytest.importorskip("optuna")
 
@@ -160,3 +161,96 @@ def test_a_space_file_narrows_the_search_and_a_trials_batch_fits_half_its_budget
     space_file.write_text("[search]\ntotal_timesteps = [1000]\n")
     with pytest.raises(FlagError, match="'total_timesteps' is set by tune itself"):
         load_space(str(space_file), False, Args)
+
+
+# A stand-in for a trial's train: progress lines whose mean return falls, then a long wait (as a slow trial's)
+FALLING = """
+import sys, time
+for i, r in enumerate([5.0, 1.0, 0.5]):
+    print(f"global_step={(i + 1) * 100} SPS=100 mean_return(last 100)={r}", flush=True)
+time.sleep(120)
+"""
+
+
+def runner_and_study(tmp_path, **tune_flags):
+    from python_trainer.tools.tune import TrialRunner, TuneArgs
+    from python_trainer.tools.tune_space import Space
+
+    args = TuneArgs(out=str(tmp_path), trial_steps=1000, **tune_flags)
+    runner = TrialRunner(args, tmp_path, Space({}), {"env_id": "CartPole-v1"}, 4, evaluations=0)
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1,
+                                                                                         n_warmup_steps=2))
+    return runner, study
+
+
+def test_a_pruned_trials_train_is_stopped_as_soon_as_its_report_falls_below_the_median(tmp_path):
+    import time
+
+    runner, study = runner_and_study(tmp_path)
+    first = study.ask()
+    for index in range(1, 11):
+        first.report(10.0, index)
+    study.tell(first, 10.0)
+    trial = study.ask()
+    started = time.monotonic()
+    with pytest.raises(optuna.TrialPruned, match="pruned at step 200"):
+        runner._run(trial, [sys.executable, "-c", FALLING], tmp_path)
+    assert time.monotonic() - started < 60  # stopped by SIGINT, not left to its 120 s
+    assert trial.storage.get_trial(trial._trial_id).intermediate_values == {1: 5.0, 2: 1.0}
+    assert "mean_return(last 100)=1.0" in (tmp_path / "train.log").read_text()
+    assert processes_mentioning("time.sleep(120)") == []
+
+
+def test_a_trial_still_running_at_the_timeout_is_stopped(tmp_path):
+    import time
+
+    runner, study = runner_and_study(tmp_path, timeout=2.0)
+    trial = study.ask()
+    started = time.monotonic()
+    with pytest.raises(optuna.TrialPruned, match="stopped at --timeout"):
+        runner._run(trial, [sys.executable, "-c", FALLING], tmp_path)
+    assert time.monotonic() - started < 60
+    assert processes_mentioning("time.sleep(120)") == []
+
+
+@pytest.mark.slow  # a real game, trained and evaluated in the engine twice (about 30 s)
+def test_a_godot_trial_reports_its_in_engine_evaluations_and_its_value_is_the_last(headless_export, tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text('drop = ["action_repeat"]\n[fixed]\nnum_instances = 1\n[search]\nnum_steps = [64]\n'
+                     'update_epochs = 1\nnum_minibatches = [4]\n')
+    out = tmp_path / "search"
+    tune(out, "--env-id", "ball_chase", "--space", str(space), "--n-trials", "1", "--trial-steps", "4096",
+         "--evaluations", "2")  # fmt: skip
+    (trial,) = study_trials(out)
+    (run_dir,) = run_dirs(out / "trials" / "trial_0000")
+    logged = read_scalars(run_dir)["eval/random/mean_return"]
+    assert trial.state.name == "COMPLETE" and [s for s, _ in logged] == [2048, 4096]
+    assert sorted(trial.intermediate_values) == [1, 2]
+    assert trial.value == pytest.approx(logged[-1][1]) and (run_dir / "best" / "policy.json").is_file()
+
+
+@pytest.mark.slow  # three trains that start and refuse (about 15 s on a quiet machine)
+def test_a_search_whose_every_trial_fails_stops_after_three_naming_trains_error(tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text("[fixed]\nport = 12345\n")  # train refuses it without --editor; tune cannot know
+    result = godot_ppo_child("tune", "--out", str(tmp_path / "search"), "--env-id", "CartPole-v1", "--space",
+                             str(space), "--n-trials", "5", "--trial-steps", "1024", timeout=180)  # fmt: skip
+    assert result.returncode == 1, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("godot-ppo tune: error: 3 trials in a row failed, the last: train exited 2: godot-ppo "
+                           "train: error: --port is for training from the Godot editor")  # fmt: skip
+    assert [t.state.name for t in study_trials(tmp_path / "search")] == ["FAIL"] * 3
+
+
+def test_the_same_seed_asks_the_same_trials(tmp_path):
+    from python_trainer.run.train import Args
+    from python_trainer.tools.tune import TuneArgs, _study
+    from python_trainer.tools.tune_space import load_space, trial_flags
+
+    space = load_space(None, True, Args)
+    asked = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        study = _study(optuna, TuneArgs(out=str(tmp_path / folder), seed=7), tmp_path / folder)
+        asked.append([trial_flags(study.ask(), space, 100000, 4) for _ in range(3)])
+    assert asked[0] == asked[1] and asked[0][0] != asked[0][1]

@@ -35,7 +35,10 @@ from python_trainer.base.errors import UserError, say
 from python_trainer.base.files import check_output
 from python_trainer.base.flags import aliases, at_least, flag, parse_flags, positive
 from python_trainer.base.processes import end_process_tree, spawn
-from python_trainer.envs.game import GodotGame, resolve_env
+from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
+from python_trainer.envs.game import GameError, GodotGame, resolve_env
+from python_trainer.envs.gym_env import DEFAULT_NUM_ENVS
+from python_trainer.envs.protocol import GodotConnectionError
 from python_trainer.run.config_file import config_to_argv, write_config
 from python_trainer.run.train import Args as TrainArgs
 from python_trainer.tools.tune_space import Rejected, Space, batch_of, load_space, trial_flags
@@ -43,6 +46,7 @@ from python_trainer.tools.tune_space import Rejected, Space, batch_of, load_spac
 STUDY_DB, TRIALS, BEST = "study.db", "trials", "best.toml"
 STOP_WAIT_S = 60.0  # a pruned or interrupted trial's train, after SIGINT, has this long to write its checkpoint
 HEARTBEAT_S = 60  # an RDB study's running trial beats this often; one silent for 3 beats was cut short (failed)
+MAX_FAILURES_IN_A_ROW = 3  # trials whose train failed, one after another: the search stops, naming the last error
 MIN_PRUNE_REPORTS = 2  # the pruner leaves a trial's first evaluation alone (a policy barely trained)
 
 
@@ -90,16 +94,20 @@ def main(argv=None) -> int:
     except ModuleNotFoundError:
         raise UserError("godot-ppo tune needs Optuna: pip install optuna (pyproject.toml pins the version)") from None
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # tune says what happens, in its own lines
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # the RDB heartbeat's
-    out = check_output(Path(args.out), folder=True)
-    game = resolve_env(args.env_id or (None if args.env_path else "CartPole-v1"), args.env_path)
-    gym_id = isinstance(game, str)
-    space = load_space(args.space, gym_id, TrainArgs)
+    try:  # the game, the space and its envs per instance first: a refused start makes no folder
+        game = resolve_env(args.env_id or (None if args.env_path else "CartPole-v1"), args.env_path)
+        gym_id = isinstance(game, str)
+        space = load_space(args.space, gym_id, TrainArgs)
+        per = DEFAULT_NUM_ENVS if gym_id else _agents_per_instance(game, space)
+    except GameError as e:
+        raise UserError(str(e)) from None
+    except (InstanceStartError, InstanceCrashedError, GodotConnectionError) as e:
+        raise UserError(f"the game's first instance (counting its agents): {e}", status=1) from None
     game_flags = {"env_id": game} if gym_id else {"env_id": game.env, "env_path": game.env_path if args.env_path else None}
+    evaluations = 0 if gym_id or not game.rl_sync else args.evaluations
+    out = check_output(Path(args.out), folder=True)
     study = _study(optuna, args, out)
     _same_search(study, args, game_flags)
-    evaluations = 0 if gym_id or not game.rl_sync else args.evaluations
-    per = 4 if gym_id else _agents_per_instance(game, space, out)
     finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE,
                                                        optuna.trial.TrialState.PRUNED)]  # fmt: skip
     left = max(0, args.n_trials - len(finished))
@@ -122,13 +130,14 @@ def main(argv=None) -> int:
 
 def _study(optuna, args: TuneArgs, out: Path):
     url = args.storage or f"sqlite:///{(out / STUDY_DB).resolve()}"
-    storage = url
-    if url.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql"):
-        # a trial whose tune was killed stops beating: the next run marks it failed, and runs it again
-        storage = optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=3 * HEARTBEAT_S)
     sampler = optuna.samplers.TPESampler(seed=args.seed, n_startup_trials=args.startup_trials)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=args.startup_trials, n_warmup_steps=MIN_PRUNE_REPORTS)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # the RDB heartbeat's
     try:
+        storage = url
+        if url.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql"):
+            # a trial whose tune was killed stops beating: the next run marks it failed, and runs it again
+            storage = optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=3 * HEARTBEAT_S)
         return optuna.create_study(storage=storage, sampler=sampler, pruner=pruner, study_name=args.study_name,
                                    direction="maximize", load_if_exists=True)  # fmt: skip
     except Exception as e:  # a storage URL Optuna cannot open
@@ -149,7 +158,7 @@ def _same_search(study, args: TuneArgs, game_flags: dict) -> None:
                         "--out")  # fmt: skip
 
 
-def _agents_per_instance(game: GodotGame, space: Space, out: Path) -> int:
+def _agents_per_instance(game: GodotGame, space: Space) -> int:
     """A Godot game's agents in one copy of its scene: --agents-per-instance when fixed, else what one instance of
     the game simulates when left to choose (started once, with the fixed flags, and closed)."""
     if space.fixed.get("agents_per_instance"):
@@ -293,7 +302,12 @@ class TrialRunner:
             why = f"train exited {code}: {error.strip()[:300]}" if code != 0 else "train reported no result"
             print(f"trial {trial.number}: failed: {why} (its output: {root / 'train.log'})", flush=True)
             trial.set_user_attr("failed", why)
+            self.failures += 1
+            if self.failures >= MAX_FAILURES_IN_A_ROW:  # what every trial meets (a flag of [fixed], the game): stop
+                raise UserError(f"{self.failures} trials in a row failed, the last: {why} (its output: "
+                                f"{root / 'train.log'}); fix that and run the same command again", status=1)
             raise TrialFailed(why)
+        self.failures = 0
         return last
 
     def _report(self, trial, step: int, value: float, reported: set, root: Path) -> bool:

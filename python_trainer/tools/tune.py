@@ -17,6 +17,7 @@ is its last report. docs/tune.md has the search space and its file (tune_space.p
 
 from __future__ import annotations
 
+import collections
 import math
 import queue
 import re
@@ -103,7 +104,8 @@ def main(argv=None) -> int:
         raise UserError(str(e)) from None
     except (InstanceStartError, InstanceCrashedError, GodotConnectionError) as e:
         raise UserError(f"the game's first instance (counting its agents): {e}", status=1) from None
-    game_flags = {"env_id": game} if gym_id else {"env_id": game.env, "env_path": game.env_path if args.env_path else None}
+    game_flags = ({"env_id": game} if gym_id else
+                  {"env_id": game.env, "env_path": game.env_path if args.env_path else None})  # fmt: skip
     evaluations = 0 if gym_id or not game.rl_sync else args.evaluations
     out = check_output(Path(args.out), folder=True)
     study = _study(optuna, args, out)
@@ -267,7 +269,7 @@ class TrialRunner:
         proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         reader = threading.Thread(target=_read_lines, args=(proc, root / "train.log", lines), daemon=True)
         reader.start()
-        reported, last, said = set(), None, []
+        reported, last, said = set(), None, collections.deque(maxlen=200)  # said: the output's tail
         try:
             while True:
                 wait = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -299,7 +301,8 @@ class TrialRunner:
             last = logged[-1][1] if logged else None
         if code != 0 or last is None or not math.isfinite(last):
             error = next((s for s in reversed(said) if "error" in s), said[-1] if said else "no output")
-            why = f"train exited {code}: {error.strip()[:300]}" if code != 0 else "train reported no result"
+            nothing = "evaluation (--evaluations 0 reports the training return)" if self.evaluations else "episode"
+            why = f"train exited {code}: {error.strip()[:300]}" if code != 0 else f"train logged no {nothing}"
             print(f"trial {trial.number}: failed: {why} (its output: {root / 'train.log'})", flush=True)
             trial.set_user_attr("failed", why)
             self.failures += 1

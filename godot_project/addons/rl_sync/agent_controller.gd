@@ -88,6 +88,10 @@ func get_env_params() -> Dictionary:
 # returns an action like get_heuristic_action()'s (see games/pong/pong_agent.gd). Likewise optional:
 #     func get_input_actions() -> Array
 # the names of the Input Map's actions get_heuristic_action() reads, whose keys --opponent=human shows.
+# And:
+#     func get_noop_action() -> Dictionary
+# an action that does nothing, played by --policy_noop_max (train --eval-noop-max) at each evaluated
+# episode's start for a random number of decisions (random actions without it).
 
 
 # --- Provided ----------------------------------------------------------------------------------

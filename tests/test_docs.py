@@ -517,3 +517,42 @@ def test_the_onnx_page_runs_as_written(headless_export, tmp_path):
     assert (tmp_path / "sb3_model.onnx").is_file() and (tmp_path / "sb3_model.onnx.data").is_file()
     policy = json.loads((tmp_path / "sb3_policy.json").read_text())
     assert policy["env"] == "ball_chase" and [k["key"] for k in policy["action_keys"]] == ["move"]
+
+
+# Compiles each res://blockN.gd of a scratch project (the addon beside them) and prints one line per file.
+COMPILE_CHECK = """extends SceneTree
+func _init():
+	var dir := Directory.new()
+	dir.open("res://")
+	dir.list_dir_begin(true)
+	var name := dir.get_next()
+	while name != "":
+		if name.begins_with("block") and name.ends_with(".gd"):
+			var file := File.new()
+			file.open("res://" + name, File.READ)
+			var script := GDScript.new()
+			script.source_code = file.get_as_text()
+			script.resource_path = "res://" + name
+			print("compiled %s: %s" % [name, script.reload() == OK])
+		name = dir.get_next()
+	quit()
+"""
+
+
+def test_the_second_own_flow_pages_controllers_compile_against_the_addon_alone(tmp_path):
+    """docs/own_flow_more.md's ```gdscript blocks (the Platformer's and Pong's controllers) compile in a project that
+    holds only our addon: they preload nothing of the demos', whose code is not ours to keep. A block broken on
+    purpose is run beside them, so the check can fail."""
+    blocks = [block for lang, block in FENCE.findall((DOCS / "own_flow_more.md").read_text()) if lang == "gdscript"]
+    assert len(blocks) == 2, "the page shows the Platformer's and Pong's controllers"
+    shutil.copytree(ADDON, tmp_path / "addons" / "rl_sync")
+    (tmp_path / "project.godot").write_text("config_version=4\n")
+    (tmp_path / "check.gd").write_text(COMPILE_CHECK)
+    for i, block in enumerate([*blocks, 'extends Node\nfunc f():\n\treturn preload("res://no_such_demo.tscn")\n']):
+        (tmp_path / f"block{i}.gd").write_text(block)
+    from python_trainer.base.paths import godot_server
+
+    out = subprocess.run([godot_server(), "--path", str(tmp_path), "-s", "check.gd"], capture_output=True, text=True,
+                         timeout=60).stdout  # fmt: skip
+    results = dict(re.findall(r"^compiled (block\d+)\.gd: (True|False)$", out, re.M))
+    assert results == {**{f"block{i}": "True" for i in range(2)}, "block2": "False"}, out

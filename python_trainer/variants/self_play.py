@@ -11,11 +11,14 @@ the other team's agents acting with a frozen snapshot into a buffer nobody train
   playing, rated, and its file kept. A file leaves the disk only once no checkpoint on disk lists it: one that the last
   checkpoint lists waits until the next one is written (`checkpoint_saved`), so a run killed at any moment resumes
   from its last checkpoint; a resume whose listed files are gone goes on without them;
-* the opponent: every --self-play-swap-steps learner steps, the newest snapshot with probability
-  --self-play-latest-ratio, else one drawn uniformly from the pool;
+* the opponent: every --self-play-swap-steps learner steps (and at the first collection), a kind drawn by
+  --opponents' shares (opponents.py): ``pool`` plays the newest snapshot with probability --self-play-latest-ratio,
+  else one drawn uniformly from the pool; ``scripted``, ``random`` and ``file=PATH`` are played by the game itself
+  (envs/drivers.py's message: the game overrides the frozen route's actions for those agents, none of which any
+  buffer trains on);
 * the sides: every --self-play-team-change learner steps the learning team and the frozen team swap (the games are
   reset then, so no episode is split between two policies);
-* Elo: after each match a learner agent finished, with S = 1 (its return > 0), 0.5 (= 0) or 0 (< 0) and
+* Elo: after each match a learner agent finished against the pool (other opponents leave the ratings alone), with S = 1 (its return > 0), 0.5 (= 0) or 0 (< 0) and
   E = 1 / (1 + 10^((R_opponent - R_learner) / 400)), R_learner += K (S - E) and the opponent snapshot's R -= K (S - E)
   (K = 16; a snapshot is rated with the learner's Elo when it is taken).
 
@@ -38,9 +41,11 @@ from python_trainer.checkpoint import space_to_dict
 from python_trainer.base.errors import UserError, say
 from python_trainer.base.files import atomic_output
 from python_trainer.base.flags import GoesWith, at_least, flag, in_range
+from python_trainer.envs.drivers import SCRIPTED_KEY, set_drivers
 from python_trainer.envs.spaces import DEFAULT_POLICY
 from python_trainer.normalization import Normalizer
 from python_trainer.rollout import RolloutBuffer, Rollouts, evaluate
+from python_trainer.variants.opponents import OPPONENTS_RULE, POOL, check_opponents, draw_opponent, parse_opponents
 from python_trainer.variants.policies import Route, collect_routes, merge_actions
 from python_trainer.variants.trained_agent import LoadedAgent, make_agent
 
@@ -67,6 +72,10 @@ class SelfPlayArgs:
     """with --self-play: the probability of playing the newest snapshot instead of one drawn from the pool"""
     self_play_team_change: int = flag(100000, at_least(1, "an integer >= 1 (learner steps)", "100000"), goes_with=SELF_PLAY)
     """with --self-play: learner steps before the learning team and the frozen team swap sides"""
+    opponents: str = flag("pool:1", OPPONENTS_RULE, goes_with=SELF_PLAY)
+    """with --self-play: KIND:SHARE[,KIND:SHARE...], the opponents drawn at each swap by their shares (normalised);
+    KIND pool (snapshots, as --self-play-latest-ratio says), scripted (the game's get_scripted_action()), random, or
+    file=PATH (a policy file the game runs; repeat for several); all but pool are played by the game itself"""
 
 
 class SelfPlayError(UserError):
@@ -118,7 +127,7 @@ def agents_info(base) -> dict:
         return base.env_info
     infos = [inst.env_info for inst in launcher.instances]
     merged = dict(infos[0], n_agents=sum(info["n_agents"] for info in infos))
-    for key in ("agent_policy_names", "agent_teams"):  # one instance without the list: none (teams_of says so)
+    for key in ("agent_policy_names", "agent_teams", SCRIPTED_KEY):  # one instance without the list: none (teams_of says so)
         parts = [info.get(key) for info in infos]
         merged[key] = [x for p in parts for x in p] if all(isinstance(p, list) for p in parts) else None
     return merged
@@ -144,7 +153,13 @@ class SelfPlayRollouts(Rollouts):
     def __init__(self, base, args, run_dir):
         self.base, self.envs, self.args = base, base.envs, args
         self.env_id = args.env_id
-        self.teams = teams_of(agents_info(base), args.env_id)  # every instance's agents, not instance 0's alone
+        info = agents_info(base)  # every instance's agents, not instance 0's alone
+        self.teams = teams_of(info, args.env_id)
+        self.opponents = parse_opponents(args.opponents)
+        check_opponents(self.opponents, info, args.env_id)
+        self.opponent: Optional[tuple] = None  # (kind, path) of the opponent playing now; None before the first draw
+        self.driving: Optional[tuple] = None  # (kind, path, learning team) the game was last told to drive
+        self.game_acted = 0  # the actions the games chose for the agents they drive, so far (their last reply)
         self.pool_dir = Path(run_dir) / POOL_DIR
         self.num_envs = int(self.teams[0].size)
         self.single_observation_space = base.single_observation_space
@@ -297,25 +312,48 @@ class SelfPlayRollouts(Rollouts):
         if self.steps - self.last_team_change >= args.self_play_team_change:
             self.learning_team, self.last_team_change = 1 - self.learning_team, self.steps
             self.reset(normalizer, buf, seed=int(self.rng.integers(2**31)))  # no episode split between two policies
-        if self.steps - self.last_swap >= args.self_play_swap_steps:
-            latest = self.rng.random() < args.self_play_latest_ratio
-            self._play(self.pool[-1 if latest else int(self.rng.integers(len(self.pool)))], agent, normalizer)
-            self.last_swap = self.steps
+        if self.opponent is None or self.steps - self.last_swap >= args.self_play_swap_steps:
+            first, self.opponent = self.opponent is None, draw_opponent(self.opponents, self.rng)
+            if self.opponent[0] == POOL and not first:  # (the first match's snapshot is loaded above)
+                latest = self.rng.random() < args.self_play_latest_ratio
+                self._play(self.pool[-1 if latest else int(self.rng.integers(len(self.pool)))], agent, normalizer)
+            self.last_swap = self.steps if not first else self.last_swap
+        self._drive()
         learner, opponent = self._ids()
         opp_agent, opp_normalizer, opp_buf = self._opp
         collect_routes(self.envs, [Route(agent, normalizer, buf, bonus, learner, "learner"),
                                    Route(opp_agent, opp_normalizer, opp_buf, None, opponent, "opponent")],
                        self.base.pipeline)  # fmt: skip
         self.steps += buf.obs.shape[0] * self.num_envs
-        for _, infos in buf.episodes:  # each match a learner agent finished: both ratings move
+        self._count_matches(buf.episodes)
+        if self.opponent[0] != POOL:  # the games' count of the actions they chose (an empty drivers message asks it)
+            self.game_acted = set_drivers(self.envs, [], "trainer")
+        if self.steps - self.last_save >= args.self_play_save_steps:
+            self._snapshot(agent, normalizer)
+
+    def _count_matches(self, episodes) -> None:
+        """Each match a learner agent finished: its result counted, and against the pool both ratings moved."""
+        for _, infos in episodes:
             for i in np.flatnonzero(infos.get("_episode", ())):
                 ret = float(infos["episode"]["r"][i])
                 score = 1.0 if ret > 0 else 0.5 if ret == 0 else 0.0
-                entry = self.playing
-                self.elo, entry["elo"] = elo_update(self.elo, entry["elo"], score)
+                if self.opponent is None or self.opponent[0] == POOL:
+                    self.elo, self.playing["elo"] = elo_update(self.elo, self.playing["elo"], score)
                 self.matches, self.wins, self.draws = self.matches + 1, self.wins + (score == 1), self.draws + (score == 0.5)
-        if self.steps - self.last_save >= args.self_play_save_steps:
-            self._snapshot(agent, normalizer)
+
+    def _drive(self) -> None:
+        """Tell the games who acts for the opponent team's agents (the trainer for a snapshot of the pool, else the
+        game itself), when that changed: a new kind of opponent, or a change of sides."""
+        kind, path = self.opponent
+        want = (kind, path, self.learning_team)
+        if want == self.driving:
+            return
+        learner, opponent = self._ids()
+        if self.driving is not None or kind != POOL:  # (a game that never drove any agent needs no message)
+            self.game_acted = set_drivers(self.envs, np.concatenate([learner, opponent]), "trainer")
+        if kind != POOL:
+            self.game_acted = set_drivers(self.envs, opponent, kind, path, seed=int(self.rng.integers(2**31)))
+        self.driving = want
 
     def scalars(self) -> dict:
         decided = self.matches - self.draws
@@ -323,6 +361,9 @@ class SelfPlayRollouts(Rollouts):
                "self_play/pool_size": len(self.pool), "self_play/learning_team": self.learning_team}  # fmt: skip
         if decided:
             out["self_play/win_rate"] = self.wins / decided  # over the update's decided matches
+        if len(self.opponents) > 1 or self.opponents[0][0] != POOL:
+            out["self_play/opponent_is_pool"] = float(self.opponent is not None and self.opponent[0] == POOL)
+            out["self_play/game_actions"] = self.game_acted  # the actions the games chose for the opponents so far
         self.matches = self.wins = self.draws = 0
         return out
 
@@ -348,6 +389,7 @@ class SelfPlayRollouts(Rollouts):
         state = {"learning_team": self.learning_team, "elo": self.elo, "pool": copy.deepcopy(self.pool),
                  "opponent": copy.deepcopy(self.playing), "steps": self.steps, "last_save": self.last_save,
                  "last_swap": self.last_swap, "last_team_change": self.last_team_change,
+                 "opponent_kind": list(self.opponent) if self.opponent else None,
                  "rng": self.rng.bit_generator.state, "args": {k: v for k, v in asdict(self.args).items()
                                                                if k.startswith("self_play")}}  # fmt: skip
         self.offered = self._in_use()
@@ -362,6 +404,8 @@ class SelfPlayRollouts(Rollouts):
         for key in ("learning_team", "elo", "steps", "last_save", "last_swap", "last_team_change"):
             setattr(self, key, state[key])
         self.pool = copy.deepcopy(state["pool"])
+        kind = state.get("opponent_kind")  # (None: a checkpoint of an older trainer, or before the first draw)
+        self.opponent = tuple(kind) if kind else (None if not state.get("opponent") else (POOL, None))
         self.rng.bit_generator.state = state["rng"]
         playing = state.get("opponent")
         if isinstance(playing, int):  # a checkpoint of an older trainer: the pool index of the snapshot playing

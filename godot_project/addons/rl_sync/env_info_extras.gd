@@ -3,6 +3,8 @@ extends Reference
 # it decides, for `godot-ppo envs` (python_trainer/tools/game_commands.py declares the same keys;
 # tests/test_matches.py holds the two equal). A game made with godot_rl_agents' plugin sends none.
 
+const DriverMessage = preload("res://addons/rl_sync/driver_message.gd")
+
 # Each agent's arena: agents with one parent node (a pong court) share one, numbered in the order
 # the agents first appear (match_mode.gd plays a match in each).
 const ARENAS_KEY := "agent_arenas"
@@ -17,6 +19,7 @@ static func add_to(sync_node: Node, info: Dictionary) -> Dictionary:
 	info[ARENAS_KEY] = arena_indices(sync_node.agents)
 	info[DECISION_FRAMES_KEY] = int(sync_node.action_repeat)
 	info[PHYSICS_FPS_KEY] = Engine.iterations_per_second
+	info[DriverMessage.SCRIPTED_KEY] = DriverMessage.scripted_agents(sync_node.agents)  # for --opponents scripted
 	return info
 
 

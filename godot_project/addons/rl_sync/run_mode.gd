@@ -96,8 +96,10 @@ func _look_for_editor_trainer() -> void:
 # One decision step in the mode: the trainer's reply and next action, or the game's own choice.
 func step() -> String:
 	match mode:
-		Mode.TRAIN:
-			return session.step()
+		Mode.TRAIN:  # then the game's own actions for the agents it drives (driver_message.gd)
+			var error := session.step()
+			preload("res://addons/rl_sync/driver_message.gd").act_for(_sync)
+			return error
 		Mode.BENCHMARK:
 			return DONE if benchmark.step() else ""
 		Mode.POLICY:

@@ -167,8 +167,8 @@ func _answer(message: Dictionary) -> String:
 				return returns
 			if _send({"type": "call", "returns": returns}) != OK:
 				return Wire.DISCONNECTED
-		"close":
-			return CLOSED
+		"close": return CLOSED
+		"drivers": return preload("res://addons/rl_sync/driver_message.gd").answer(_sync, stream, message)  # our extension
 		"handshake":
 			var error := handshake.check(message)
 			_read_encodings()
@@ -183,7 +183,7 @@ func _answer(message: Dictionary) -> String:
 			if _send({"type": "env_params"}) != OK:
 				return Wire.DISCONNECTED
 		_:
-			return "unknown message type '%s' (expected handshake, env_info, reset, action, call, stats, env_params or close)" \
+			return "unknown message type '%s' (expected handshake, env_info, reset, action, call, stats, env_params, drivers or close)" \
 					% str(message["type"])
 	return ""
 

@@ -265,6 +265,19 @@ def test_a_damaged_pck_is_named_at_once(tmp_path, headless_export):
 
 
 @pytest.mark.slow
+def test_a_projects_export_without_out_goes_to_its_own_exports_folder(tmp_path):
+    """`godot-ppo export --project DIR` alone writes DIR/exports/, never this repository's exports/."""
+    files, _ = tutorial()
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    shutil.copytree(REPO / "godot_project" / "addons" / "rl_sync", tmp_path / "my_game" / "addons" / "rl_sync")
+    before = sorted(p.name for p in (REPO / "exports").rglob("*"))
+    written = export(tmp_path / "my_game", kinds=("headless",), quiet=True)
+    assert written["headless"] == tmp_path / "my_game" / "exports" / "headless" / "walker.x86_64"
+    assert written["headless"].is_file() and sorted(p.name for p in (REPO / "exports").rglob("*")) == before
+
+
 def test_a_copy_of_this_multi_game_project_exports_and_lists_its_games(tmp_path, capsys):
     """A project with a game registry (a Dictionary over several lines in project.godot) exports under its name."""
     project = tmp_path / "copy"

@@ -48,7 +48,8 @@ class ExportArgs:
     project: Annotated[Optional[str], tyro.conf.arg(metavar="DIR")] = None
     """the Godot 3 project folder (default: this repository's godot_project/)"""
     out: Annotated[Optional[str], tyro.conf.arg(metavar="DIR")] = None
-    """where headless/ and windowed/ go (default: this repository's exports/)"""
+    """where headless/ and windowed/ go (default: the project's exports/ folder; this repository's exports/ for its
+    own project)"""
     only: Optional[Literal[KINDS]] = None  # Literal[KINDS]: the kinds, named once
     """export only this kind"""
 
@@ -142,9 +143,11 @@ def _godot_errors(text: str) -> str:
 
 
 def export(project=None, out=None, kinds=KINDS, quiet=False) -> dict:
-    """Export ``project`` (default: this repository's) into ``out``/{headless,windowed}/; returns {kind: path}."""
+    """Export ``project`` (default: this repository's) into ``out``/{headless,windowed}/ (default: the project's own
+    exports/ folder, this repository's for its own project); returns {kind: path}."""
     project = Path(project) if project is not None else GODOT_PROJECT
-    out = Path(out) if out is not None else EXPORTS_DIR
+    own = project.resolve() == GODOT_PROJECT.resolve()
+    out = Path(out) if out is not None else (EXPORTS_DIR if own else project / "exports")
     if not (project / "project.godot").is_file():
         raise ExportError(
             f"{project} has no project.godot: give the folder of a Godot 3 project (the one holding project.godot)"
@@ -161,7 +164,7 @@ def export(project=None, out=None, kinds=KINDS, quiet=False) -> dict:
         if not quiet:
             print(f"wrote {project / PRESETS_FILE} (presets {PRESET_NAMES['headless']!r}, {PRESET_NAMES['windowed']!r})")
     presets = find_presets(project)
-    name = BINARY_NAME if project.resolve() == GODOT_PROJECT.resolve() else binary_name(project)
+    name = BINARY_NAME if own else binary_name(project)
     written = {}
     for kind in kinds:
         target = (out / kind / name).resolve()

@@ -174,14 +174,14 @@ class TrainingRun:
                 f"--agents-per-instance says; training {self.num_envs} envs")  # fmt: skip
         if rollouts.startup_line() is not None:
             print(rollouts.startup_line(), flush=True)
-        self.tracked = start_tracking(args, self.run_dir, resumed=bool(ckpt))  # --track: before TensorBoard's writer
-        self._write_args_json()
         # The algorithm's slots, filled once per policy (a game with several policies trains one network each, as
         # learners whose rollouts policies.PolicySet routes): the agent (MLP or --lstm), the bonus (--rnd), the
         # optimizer and the normaliser
         views = policy_set.views if policy_set is not None else [rollouts]
         check_policies(views, policy_set, ckpt, args, self.run_dir)
         check_images(views, args, self.explicit, ckpt)  # a camera's: its encoder, and the flags that go with it
+        self.tracked = start_tracking(args, self.run_dir, resumed=bool(ckpt))  # --track: before TensorBoard's writer
+        self._write_args_json()  # after the checks: a refused --resume leaves the run's own args.json as it was
         self.learners = [make_learner(view, args, saved_policy(ckpt, view, policy_set), policy_set) for view in views]
         if policy_set is not None:
             policy_set.bind(self.learners)

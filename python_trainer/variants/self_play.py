@@ -158,7 +158,7 @@ class SelfPlayRollouts(Rollouts):
         self.opponents = parse_opponents(args.opponents)
         check_opponents(self.opponents, info, args.env_id)
         self.opponent: Optional[tuple] = None  # (kind, path) of the opponent playing now; None before the first draw
-        self.driving: Optional[tuple] = None  # (kind, path, learning team) the game was last told to drive
+        self.driving: Optional[tuple] = None  # (kind, path, learning team, restarts) the games were last told
         self.game_acted = 0  # the actions the games chose for the agents they drive, so far (their last reply)
         self.pool_dir = Path(run_dir) / POOL_DIR
         self.num_envs = int(self.teams[0].size)
@@ -343,13 +343,14 @@ class SelfPlayRollouts(Rollouts):
 
     def _drive(self) -> None:
         """Tell the games who acts for the opponent team's agents (the trainer for a snapshot of the pool, else the
-        game itself), when that changed: a new kind of opponent, or a change of sides."""
+        game itself), when that changed: a new kind of opponent, a change of sides, or a restarted instance (which
+        forgot; until this rollout ends the snapshot plays its agents)."""
         kind, path = self.opponent
-        want = (kind, path, self.learning_team)
+        want = (kind, path, self.learning_team, tuple(getattr(getattr(self.envs, "launcher", None), "restarts", ())))
         if want == self.driving:
             return
         learner, opponent = self._ids()
-        if self.driving is not None or kind != POOL:  # (a game that never drove any agent needs no message)
+        if self.driving is not None and self.driving[0] != POOL:  # the agents the games drove, back to the trainer
             self.game_acted = set_drivers(self.envs, np.concatenate([learner, opponent]), "trainer")
         if kind != POOL:
             self.game_acted = set_drivers(self.envs, opponent, kind, path, seed=int(self.rng.integers(2**31)))

@@ -49,7 +49,7 @@ def test_hybrid_training_end_to_end(headless_export, tmp_path):
     assert actions["move"].shape == (3, 2) and actions["jump"].shape == (3,) and actions["jump"].dtype == np.int64
 
     policy = json.loads((run_dir / "policy.json").read_text())
-    assert policy["action_rule"] == "per_key"
+    assert policy["action_rule"] == "per_key" and len(policy["action_keys"][0].pop("log_std")) == 2  # version 5
     assert policy["action_keys"] == [{"key": "move", "action_type": "continuous", "size": 2},
                                      {"key": "jump", "action_type": "discrete", "size": 2}]  # fmt: skip
     report = in_engine.evaluate_in_engine(run_dir / "policy.json", episodes=2, agents=2, max_episode_steps=60)

@@ -463,6 +463,7 @@ def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
                                                    "a1": gym.spaces.Discrete(3)})  # fmt: skip
     assert loaded.agent.heads == [("a0", "continuous", 2), ("a1", "discrete", 3)] and loaded.global_step == 128
     policy = json.loads((run_dir / "policy.json").read_text())  # for in-engine playback: one rule per key
+    assert len(policy["action_keys"][0].pop("log_std")) == 2  # the continuous key's, for --policy_sample
     assert policy["action_rule"] == "per_key" and policy["action_keys"] == [
         {"key": "a0", "action_type": "continuous", "size": 2}, {"key": "a1", "action_type": "discrete", "size": 3}]
     assert train.main(["--resume", str(run_dir), "--total-timesteps", "192"]) == 0

@@ -26,6 +26,7 @@ def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_e
     assert sorted(p.name for p in (run_dir / "logs").glob("instance_*.log")) == ["instance_0.log", "instance_1.log"]
     policy = json.loads((run_dir / "policy.json").read_text())
     assert policy["env"] == "ball_chase" and policy["observation_size"] == 12
+    assert len(policy["action_keys"][0].pop("log_std")) == 2 and policy["version"] == 5  # --policy_sample's
     assert policy["action_keys"] == [{"key": "move", "action_type": "continuous", "size": 2}]
     assert trained_agent.load_agent(run_dir).global_step == 2048
 

@@ -17,7 +17,8 @@ import numpy as np
 from python_trainer.base.errors import one_line
 from python_trainer.engine.onnx_policy import policy_from_metadata
 from python_trainer.engine.policy_format import MAX_LAYERS, MAX_SIZE, size_problem
-from python_trainer.engine.policy_file import FORMAT, MLP_VERSION, PolicyFileError, action_rule, f32, obs_normalization
+from python_trainer.engine.policy_file import FORMAT, PolicyFileError, action_rule, f32, obs_normalization
+from python_trainer.engine.policy_format import version_needed
 
 # The activations an imported layer may end with, as the policy file names them.
 IMPORTED_ACTIVATIONS = {"Tanh": "tanh", "Relu": "relu", "Sigmoid": "sigmoid"}
@@ -411,7 +412,7 @@ def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[s
                               f"{[k['key'] for k in keys]} need {expected}")  # fmt: skip
     policy = {
         "format": FORMAT,
-        "version": MLP_VERSION,
+        "version": version_needed(False, keys),  # 5 when our own export's keys carry their log_std
         "env": env,
         **({"policy_name": name} if name is not None else {}),
         "observation_size": n_obs,

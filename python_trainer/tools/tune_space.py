@@ -8,12 +8,14 @@ The default space (each key a flag of `godot-ppo train`, spelled without dashes)
       (a gymnasium id: num_envs 1, 2, 4, 8, 16)     update_epochs    1 to 10
     gamma            0.9 to 0.9999 (choices)        gae_lambda       0.8 to 1.0 (choices)
     ent_coef         1e-5 to 0.1, log scale         clip_coef        0.1, 0.2, 0.3
-    action_repeat    1, 2, 4, 8 (Godot games: physics frames per decision)
+    action_repeat    not by default: a space file's `action_repeat = [1, 2, 4, 8]` searches it (Godot games), where
+                     a return means the same at every decision rate (the addon's time limit counts decisions: at 4
+                     frames a decision an episode lasts 4 times as long, and its return grows with it)
     lstm_size        32, 64, 128, 256 (only with lstm = true in [fixed]: the MLP agent is CleanRL's 64-64, no flag)
 
 A space file (TOML) changes it:
 
-    drop = ["action_repeat"]          # leave these out (train's default then)
+    drop = ["clip_coef"]              # leave these out (train's default then)
     replace = false                   # true: [search] is the whole space
     [fixed]                           # flags every trial gets, and best.toml keeps (e.g. the game's own)
     copies = 4
@@ -89,8 +91,6 @@ def default_space(gym_id: bool, fixed: dict) -> dict:
         Param("ent_coef", low=1e-5, high=0.1, log=True),
         Param("clip_coef", choices=(0.1, 0.2, 0.3)),
     ]
-    if not gym_id:  # a gymnasium id has no physics frames to repeat
-        params.append(Param("action_repeat", choices=(1, 2, 4, 8)))
     if fixed.get("lstm"):  # the width the agent has a flag for: the LSTM's (the MLP's 64-64 is fixed)
         params.append(Param("lstm_size", choices=(32, 64, 128, 256)))
     return {p.name: p for p in params if p.name not in fixed}
@@ -137,7 +137,7 @@ def load_space(path: Optional[str], gym_id: bool, args_class) -> Space:
     base = {} if doc.get("replace") else default_space(gym_id, fixed)
     drop = doc.get("drop", [])
     if not (isinstance(drop, list) and all(isinstance(d, str) for d in drop)):
-        raise FlagError(f"{label}: drop = {drop!r}: give a list of flag names, e.g. drop = [\"action_repeat\"]")
+        raise FlagError(f"{label}: drop = {drop!r}: give a list of flag names, e.g. drop = [\"clip_coef\"]")
     dropped = {_name(label, d, fields) for d in drop}
     merged = {n: p for n, p in {**base, **params}.items() if n not in dropped and n not in fixed}
     return Space(merged, fixed)

@@ -242,6 +242,7 @@ def test_a_search_whose_every_trial_fails_stops_after_three_naming_trains_error(
     assert [t.state.name for t in study_trials(tmp_path / "search")] == ["FAIL"] * 3
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # asked without optimize: no heartbeat needed
 def test_the_same_seed_asks_the_same_trials(tmp_path):
     from python_trainer.run.train import Args
     from python_trainer.tools.tune import TuneArgs, _study

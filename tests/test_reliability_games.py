@@ -319,6 +319,7 @@ def test_the_binary_run_by_a_person_fails_on_a_script_error_of_its_game_naming_i
     import shutil
 
     from python_trainer.base import paths
+    from python_trainer.base.processes import run_to_end
     from test_own_game import tutorial
 
     files, _ = tutorial()
@@ -331,11 +332,11 @@ def test_the_binary_run_by_a_person_fails_on_a_script_error_of_its_game_naming_i
     healthy = agent.read_text()
     policy = ["--policy=random"] if mode.startswith("--eval") else []  # --benchmark_steps plays random actions
     command = [paths.godot_server(), "--path", str(project), *policy, mode, "--fixed-fps", "60"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    done = run_to_end(command, 60)  # on a timeout, the run's child ends too (its process tree)
     assert done.returncode == 0 and "SCRIPT ERROR" not in done.stdout + done.stderr, done.stderr
     agent.write_text(healthy.replace("func reset_episode() -> void:",
                                      "func reset_episode() -> void:\n\tvar broken = null\n\tbroken.position = Vector2()"))
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    done = run_to_end(command, 60)
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 1, done.stdout + done.stderr
     assert last.startswith(f"rl_sync: error: the game raised a script error during {mode.split('=')[0]}, so its "

@@ -5,7 +5,8 @@ extends Reference
 # as a child with the same command line, reads the child's whole output (stdout and stderr), shows it,
 # and fails with the first SCRIPT ERROR's line; otherwise it exits with the child's status. godot-ppo
 # reads a game's output itself and passes --rl_sync_watched (WATCHED_FLAG) to skip the second process
-# (python_trainer/engine/in_engine.py declares the same flag).
+# (python_trainer/engine/in_engine.py declares the same flag). The child is in the watcher's process
+# group: Ctrl-C at the terminal ends both; whoever kills the watcher alone ends its process tree.
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 

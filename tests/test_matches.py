@@ -62,7 +62,7 @@ def test_pong_decides_every_3_frames_whoever_drives_it(headless_export, flag, fr
                              *([flag] if flag else []), "--fixed-fps", "60"],
                             capture_output=True, text=True, timeout=30)  # fmt: skip
     report = next(json.loads(line)["benchmark"] for line in result.stdout.splitlines() if line.startswith('{"bench'))
-    assert report["action_repeat"] == frames and report["decision_steps"] == 10, report
+    assert report["decision_frames"] == frames and report["decision_steps"] == 10, report
 
 
 def test_a_policy_file_plays_a_policy_file_or_a_bundle(headless_export, tmp_path):

@@ -345,7 +345,7 @@ def _bad_files(tmp: Path) -> dict:
         "layer_sizes": (write("layer_sizes", layers), "layer 1 expects 64 inputs"),
         "nan_weight": (write("nan_weight", text[:i] + "NaN" + text[j:]), "NaN"),
         "inf_bias": (write("inf_bias", text[:bi] + "-1e999" + text[bj:]), "not a finite number"),
-        "version": (write("version", dict(good, version=5)), "unknown policy file version 5"),
+        "version": (write("version", dict(good, version=6)), "unknown policy file version 6"),
     }
 
 

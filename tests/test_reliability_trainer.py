@@ -323,10 +323,10 @@ def test_a_closed_stdout_ends_with_a_checkpoint_and_the_resume_hint(tmp_path):
 def test_an_unexpected_error_keeps_the_model_and_its_traceback(tmp_path, monkeypatch, capsys):
     real_progress = run_folder.RunLog.progress
 
-    def progress(self, global_step, iteration, sps):
+    def progress(self, global_step, iteration, sps, *more):
         if iteration == 3:
             raise RuntimeError("a bug in the logging")
-        return real_progress(self, global_step, iteration, sps)
+        return real_progress(self, global_step, iteration, sps, *more)
 
     monkeypatch.setattr(run_folder.RunLog, "progress", progress)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}

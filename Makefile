@@ -21,8 +21,10 @@ play: deps export
 play-jumper: deps export
 	$(PY) -m python_trainer play exports/policies/jumper.json --agents 1
 
+# Two pytest workers, each taking whole test files (a file's tests share its fixtures and never run beside each other):
+# most tests wait on Godot processes, so two at once fill the 2 cores (888 tests: 9:07 against 15:53 one at a time).
 test: deps export
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 export: deps
 	$(PY) -m python_trainer export

@@ -20,7 +20,7 @@ import pytest
 from helpers import FAKE_GAME, REPO, alive, descendants, no_display_env, quiet, read_json_line, read_line, wait_for, wait_gone
 from python_trainer.envs.game import godot_game
 from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
-from python_trainer.envs.logs import CappedLog
+from python_trainer.envs.logs import CappedLog, ScriptErrorWatch
 from python_trainer.base.processes import end_process_tree, read_log_tail
 
 POLICY = REPO / "exports" / "policies" / "ball_chase.json"
@@ -222,6 +222,23 @@ def test_capped_log_keeps_the_start_and_the_newest_whole_lines(tmp_path):
     assert len(text) <= cap and flooded == [True] and log.bytes_in == sum(map(len, lines))
     assert head + b"\n" == b"".join(lines[:head.count(b"\n") + 1]) and len(head) > cap // 2 - 100
     assert tail == b"".join(lines[-tail.count(b"\n"):]) and len(tail) > cap // 4 - 100
+
+
+def test_a_script_error_whose_at_line_comes_in_the_next_chunk_is_reported_with_it():
+    """Godot writes ``SCRIPT ERROR:`` and its ``At:`` line in two writes: a chunk may end between them."""
+    said = []
+    watch = ScriptErrorWatch(said.append)
+    watch.armed = True
+    watch.feed(b"hello\nSCRIPT ERROR: _physics_process: Trying to assign.\n")
+    assert said == []
+    watch.feed(b"   At: res://broken_agent.gd:12.\nSCRIPT ERROR: again\n")
+    assert said == ["SCRIPT ERROR: _physics_process: Trying to assign.; At: res://broken_agent.gd:12."]
+    assert watch.count == 2
+    ended = ScriptErrorWatch(said.append)  # a game that printed its error last and exited is still reported
+    ended.armed = True
+    ended.feed(b"SCRIPT ERROR: last words\n")
+    ended.end()
+    assert said[-1] == "SCRIPT ERROR: last words" and ended.count == 1
 
 
 def test_a_crashed_instance_log_tail_holds_its_last_words(fake_binary, tmp_path):

@@ -163,6 +163,8 @@ class CappedLog:
                 more = self._copy(fd, 2**20)
         with self._lock:
             self._write(self._pipes.pop(fd).end())
+            if self.watch is not None:
+                self.watch.end()
             os.close(fd)
             self._close_file_if_done()
 
@@ -249,6 +251,7 @@ class ScriptErrorWatch:
         self.first: Optional[str] = None
         self._on_first = on_first
         self._partial = b""  # the end of the last chunk, a line not yet complete
+        self._held = False  # the first error was the chunk's last line: held for one more chunk
 
     def feed(self, data: bytes) -> None:
         if not self.armed:
@@ -261,8 +264,25 @@ class ScriptErrorWatch:
         found = _first_script_error(lines)
         if found is None:
             return
-        i, self.first = found
-        self.count = sum(line.count(SCRIPT_ERROR_MARK) for line in lines[i:])
+        i, first = found
+        if i == len(lines) - 1 and not self._held:
+            # Godot writes the ``At:`` line that says where in a write of its own: wait for the next chunk (or the
+            # pipe's end, `end`) once, so the report names the script
+            self._held = True
+            self._partial = b"\n".join(lines[i:] + [self._partial])
+            return
+        self._report(first, lines[i:])
+
+    def end(self) -> None:
+        """The game's output ended: report an error still held back for its ``At:`` line."""
+        if self.first is None and self._held:
+            found = _first_script_error(self._partial.split(b"\n"))
+            if found is not None:
+                self._report(found[1], self._partial.split(b"\n")[found[0]:])
+
+    def _report(self, first: str, lines: list) -> None:
+        self.first = first
+        self.count = sum(line.count(SCRIPT_ERROR_MARK) for line in lines)
         self._partial = b""
         try:
             self._on_first(self.first)

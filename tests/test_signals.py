@@ -8,11 +8,13 @@ import random
 import signal
 import sys
 import threading
+import subprocess
+import textwrap
 import time
 
 import pytest
 
-from helpers import wait_for
+from helpers import REPO, wait_for
 from python_trainer.base import signals
 
 
@@ -113,3 +115,33 @@ def test_a_signal_still_ends_a_wait_in_the_standard_library(wait):
     assert time.monotonic() - started < 30, "the signal waited for the wait to end"
     never.set()
     timer.join()
+
+
+def test_a_signal_that_arrives_in_a_garbage_collector_callback_still_interrupts():
+    """Python prints and drops an exception raised in a weakref callback (as in __del__ or an at-fork hook): a tune
+    interrupted there finished its trial and exited 0. The policy raises such a signal again, after the callback.
+    (In a child: pytest's own hooks would see the signal too.)"""
+    child = textwrap.dedent("""
+        import os, signal, sys, weakref
+        from python_trainer.base import signals
+        class Thing:
+            pass
+        def callback(_):
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs at the callback's next bytecode, inside it
+            for _ in range(1000):
+                pass
+        with signals.signal_policy():
+            try:
+                thing = Thing()
+                ref = weakref.ref(thing, callback)
+                del thing  # the callback runs here
+                for _ in range(100000):
+                    pass
+                print("went on")
+            except signals.Interrupted as e:
+                print("interrupted", e.signum)
+        print("hook restored", sys.unraisablehook is not signals._unraisable)
+    """)
+    result = subprocess.run([sys.executable, "-c", child], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.stdout.split("\n")[:2] == ["interrupted 2", "hook restored True"], result.stdout + result.stderr
+    assert "Traceback" not in result.stderr

@@ -95,6 +95,7 @@ class _Policy:
     received_at = 0.0  # its time.monotonic()
     holding = 0  # hold_signals() blocks: signals are noted, not raised
     waiting = None  # a signal that waits to be raised outside the locking code (_raise_where_safe)
+    previous_hook = sys.unraisablehook  # the unraisable hook before the policy's (_unraisable)
 
 
 def _handler(signum, frame):
@@ -143,6 +144,7 @@ def signal_policy():
                 continue  # ignored by whoever started us: stays ignored
             _Policy.previous[sig] = current
             signal.signal(sig, _handler)
+        _Policy.previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     try:
         yield
     finally:
@@ -151,6 +153,21 @@ def signal_policy():
             for sig, prev in _Policy.previous.items():
                 signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
             _Policy.previous = {}
+            sys.unraisablehook = _Policy.previous_hook
+
+
+def _unraisable(unraisable) -> None:
+    """Where Python cannot raise (a weakref callback or ``__del__`` run by the garbage collector, an at-fork hook),
+    the handler's `Interrupted` is printed and dropped, and the command would go on as if no signal came: a tune
+    interrupted in its first trial finished the trial and exited 0. So the signal waits again, as one inside the
+    locking code does, and is raised at the first call or return after that code (`_raise_where_safe`)."""
+    exc = unraisable.exc_value
+    if (isinstance(exc, Interrupted) and _Policy.received == exc.signum and not _Policy.holding
+            and threading.current_thread() is threading.main_thread() and sys.getprofile() is None):
+        _Policy.received, _Policy.waiting = None, exc.signum
+        sys.setprofile(_raise_where_safe)
+        return
+    _Policy.previous_hook(unraisable)
 
 
 @contextlib.contextmanager

@@ -48,6 +48,10 @@ def test_eval_every_logs_the_random_yardstick_and_keeps_the_best_snapshot_that_e
     assert (run_dir / "best" / "model.pt").is_file() and not (run_dir / "eval").exists()
     last = result.stdout.strip().splitlines()[-1]
     assert re.match(r"evaluations: \d+ in [\d.]+ s beside training, \d+% of the run's", last), last
+    said = [line for line in result.stdout.splitlines() if line.startswith("evaluation: global_step=4096 ")]
+    assert len(said) == 1, result.stdout[-2000:]  # the line for programs (tune's pruner): every tag of it
+    value = float(re.search(r" eval/random/mean_return=(\S+)", said[0]).group(1))
+    assert value == pytest.approx(scalars["eval/random/mean_return"][-1][1], rel=1e-5)
     out = tmp_path / "exported.json"
     exported = godot_ppo_child("export-policy", str(run_dir / "best"), "--out", str(out))
     assert exported.returncode == 0, exported.stderr

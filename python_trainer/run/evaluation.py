@@ -195,6 +195,9 @@ class Evaluations:
             return
         for tag, value in tags.items():
             self.writer.add_scalar(tag, value, step)
+        # one line a program can read (tune's pruner does): the step, then every tag=value of this evaluation
+        print(f"evaluation: global_step={step} " + " ".join(f"{tag}={value:.6g}" for tag, value in tags.items()),
+              flush=True)  # fmt: skip
         self.history.append((step, tags))
         score = self.score(tags)
         if score is not None and (self.best_score is None or score > self.best_score):

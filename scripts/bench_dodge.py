@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/bench_dodge.py --demos PATH [--work DIR] [--tune-seconds 2100] [--trial-steps 400000]
                                             [--steps 3000000] [--eval-every 250000] [--skip-defaults]
+                                            [--defaults-seconds S]
 
 PATH is godot-demo-projects (a clone, bare or not; see scripts/demo_games.py). In DIR (default /tmp/bench_dodge),
 one stage after another, each skipped when its output is already there (run it again to go on):
@@ -35,6 +36,8 @@ drop = ["num_instances"]
 [fixed]
 num_instances = 4
 agents_per_instance = 1
+[search]
+num_steps = [128, 256, 512, 1024]  # 4 envs: a batch of at least 512, so that a trial's time goes to the game
 """
 
 
@@ -85,6 +88,7 @@ def main():
     parser.add_argument("--steps", type=int, default=3000000)
     parser.add_argument("--eval-every", type=int, default=250000)
     parser.add_argument("--skip-defaults", action="store_true")
+    parser.add_argument("--defaults-seconds", type=float, default=None, help="the defaults' run: --max-seconds")
     args = parser.parse_args()
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
@@ -116,7 +120,9 @@ def main():
     runs = {"tuned": train(work, "tuned", ["--config", str(tune_dir / "best.toml"), *common])}
     if not args.skip_defaults:
         runs["defaults"] = train(work, "defaults", ["--env-path", str(binary), "--num-instances", "4",
-                                                    "--agents-per-instance", "1", *common])  # fmt: skip
+                                                    "--agents-per-instance", "1", *common,
+                                                    *(["--max-seconds", str(args.defaults_seconds)]
+                                                      if args.defaults_seconds else [])])  # fmt: skip
     curves = {name: curve(run) for name, run in runs.items()}
     print("\nlearning curves (eval/random/mean_return, 20 deterministic episodes):")
     print("step".rjust(9), *(name.rjust(9) for name in runs))

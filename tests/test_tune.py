@@ -141,7 +141,7 @@ def test_a_bad_key_or_value_in_a_config_is_refused_in_one_line_naming_it(tmp_pat
 def test_a_space_file_narrows_the_search_and_a_trials_batch_fits_half_its_budget(tmp_path):
     from python_trainer.base.flags import FlagError
     from python_trainer.run.train import Args
-    from python_trainer.tools.tune_space import load_space, trial_flags
+    from python_trainer.tools.tune_space import Space, load_space, trial_flags
 
     space_file = tmp_path / "space.toml"
     space_file.write_text('drop = ["ent_coef"]\n[fixed]\ncopies = 2\n[search]\ngamma = 0.99\n'
@@ -155,6 +155,9 @@ def test_a_space_file_narrows_the_search_and_a_trials_batch_fits_half_its_budget
     flags = trial_flags(optuna.trial.FixedTrial(sampled), space, trial_steps=8192, agents_per_instance=4)
     # 2 instances x 2 copies x 4 agents = 16 envs: 1024 steps would be 16384; the largest choice within 4096 is 256
     assert flags["num_steps"] == 256 and flags["copies"] == 2 and 16 * 256 % flags["num_minibatches"] == 0
+    small = Space({}, {"num_instances": 1, "num_steps": 32, "num_minibatches": 16})
+    flags = trial_flags(optuna.trial.FixedTrial({}), small, trial_steps=8192, agents_per_instance=4)
+    assert flags["num_minibatches"] == 2  # 128 samples: minibatches of at least 64 (MIN_MINIBATCH)
     space_file.write_text("[search]\nlearning_rate = {low = -1, high = 1}\n")
     with pytest.raises(FlagError, match=r"^--space .*: learning_rate = -1 is not valid: give a number > 0"):
         load_space(str(space_file), False, Args)

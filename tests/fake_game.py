@@ -1,4 +1,4 @@
-"""A stand-in for the exported Godot binary: speaks the game side of godot-rl's protocol (see /tmp/spec.md).
+"""A stand-in for the exported Godot binary: speaks the game side of godot-rl's protocol (docs/protocol.md).
 
 Accepts the real binary's flags (--port, --env, --agents, --env_seed, --token, --max_episode_steps,
 --connect_timeout, ...; unknown ones ignored) and, like it, reads the token from $RL_SYNC_TOKEN before --token;

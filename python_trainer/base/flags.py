@@ -14,7 +14,6 @@ vector env, and are stated once.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import inspect
 import math
@@ -50,20 +49,6 @@ class Rule:
         """The same, naming a Python keyword argument."""
         if value is not None and not self.ok(value):
             raise FlagError(f"{name}={value}: give {self.what}, e.g. {name}={self.example}")
-
-    def argparse_type(self, convert: Callable[[str], Any] = float) -> Callable[[str], Any]:
-        """The rule as an argparse ``type=`` (for the commands that parse with argparse): argparse's own error line
-        then says what the flag accepts."""
-        def parse(text: str):
-            try:
-                value = convert(text)
-            except ValueError:
-                value = None
-            if value is None or not self.ok(value):
-                raise argparse.ArgumentTypeError(f"{text} is not valid: give {self.what}, e.g. {self.example}")
-            return value
-
-        return parse
 
 
 @dataclass(frozen=True)
@@ -262,16 +247,7 @@ def seconds_rule(example: str, what: str) -> Rule:
 # starts games (train, launch, envs, profile, play), says so once here.
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT = seconds_rule("120", "how long a game may take to load and connect")
-CONNECT_TIMEOUT_HELP = (f"seconds a game may take to load, list its games and connect (default {DEFAULT_CONNECT_TIMEOUT_S:g}); "
-                        "raise it for a game that loads slowly")  # fmt: skip
 SLOW_GAME_HINT = "a game that takes longer to load can be given more time with --connect-timeout SECONDS"
-
-
-def add_connect_timeout(parser: argparse.ArgumentParser, *aliases: str) -> None:
-    """--connect-timeout (and ``aliases``) on an argparse command, with its rule."""
-    parser.add_argument("--connect-timeout", *aliases, dest="connect_timeout", metavar="SECONDS",
-                        type=CONNECT_TIMEOUT.argparse_type(float), default=DEFAULT_CONNECT_TIMEOUT_S,
-                        help=CONNECT_TIMEOUT_HELP)  # fmt: skip
 
 
 def agents_for(num_envs, num_instances, agents_per_instance=None, as_flags=False, copies=1):

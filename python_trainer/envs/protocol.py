@@ -31,7 +31,6 @@ PACKED_OBS_ENCODING = "f32_base64"
 # game as packed numbers and each step reply comes back as one packed block (see `pack_actions` and
 # `unpack_step`); env_info's "step_encoding" says which is in force. Other messages stay JSON.
 BINARY_STEP_ENCODING = "binary"
-STEP_ENCODINGS = ("json", BINARY_STEP_ENCODING)
 # A packed body is laid out as Godot's var2bytes() writes a pool array: a little-endian uint32 type word, a
 # uint32 count, the values. Its first byte is never the "{" of a JSON body.
 POOL_BYTE_ARRAY = 20  # PoolByteArray: bytes, zero-padded to a multiple of 4 (the images of a packed step reply)

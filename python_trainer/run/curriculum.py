@@ -237,10 +237,6 @@ class Schedule:
         """The env_params message's "values": every parameter's value in its current lesson."""
         return {name: self.value(name).wire() for name in self.names}
 
-    @property
-    def has_curriculum(self) -> bool:
-        return any(len(lessons) > 1 for lessons in self.params.values())
-
     def current_lesson(self) -> int:
         """The lesson every curriculum has reached (the lowest lesson index of the parameters that have lessons)."""
         staged = [self.lesson[n] for n in self.names if len(self.params[n]) > 1]

@@ -74,13 +74,6 @@ static func draw(tree: SceneTree) -> void:
 			return
 
 
-# Forgets the drawn frame, so the next get_frame() draws again (a test, or a game that moved what a
-# camera sees after an observation of this frame).
-static func redraw() -> void:
-	if Engine.has_meta(DRAWN_META):
-		Engine.remove_meta(DRAWN_META)
-
-
 static func _ok(tree: SceneTree, error: String) -> bool:
 	if error == "":
 		return true

@@ -2,7 +2,7 @@ extends Reference
 # One LSTM layer's forward step in GDScript, with one hidden state per agent: what a recurrent policy
 # runs between its encoder and its heads inside the engine.
 #
-# The weights are PyTorch's nn.LSTM (one layer), as python_trainer/recurrent.py's export_weights()
+# The weights are PyTorch's nn.LSTM (one layer), as python_trainer/variants/recurrent.py's export_weights()
 # writes them:
 #   {"input_size": I, "hidden_size": H,
 #    "weight_ih": 4H rows x I, "weight_hh": 4H rows x H,    rows in PyTorch's gate order i, f, g, o
@@ -98,12 +98,6 @@ func step_chunks(agent: int, x_chunks: Array) -> Array:
 	state[0] = h
 	state[1] = c
 	return h
-
-
-# The agent's current h and c as flat Arrays (for tests and for saving).
-func hidden_state(agent: int) -> Array:
-	return [BlockCompiler.from_chunks(_states[agent][0], hidden_size),
-			BlockCompiler.from_chunks(_states[agent][1], hidden_size)]
 
 
 func _zero_state() -> Array:

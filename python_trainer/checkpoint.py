@@ -31,7 +31,7 @@ __all__ = [
     "CHECKPOINT_FORMAT", "CheckpointError", "CHECKPOINT_NAME", "MODEL_NAME", "space_to_dict", "space_from_dict",
     "image_entry", "rng_state",
     "set_rng_state", "save_checkpoint", "load_checkpoint",
-]  # fmt: skip
+]
 
 CHECKPOINT_FORMAT = "godot-ppo-checkpoint/1"
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
@@ -46,7 +46,7 @@ def space_to_dict(space):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, gym.spaces.Box):
         return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype),
-                "low": space.low.flatten().tolist(), "high": space.high.flatten().tolist()}  # fmt: skip
+                "low": space.low.flatten().tolist(), "high": space.high.flatten().tolist()}
     if isinstance(space, gym.spaces.MultiDiscrete):
         return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "start": space.start.tolist()}
     if isinstance(space, gym.spaces.Dict):  # a hybrid action space: one entry per key
@@ -81,7 +81,7 @@ def rng_state():
         "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
                   "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
         "torch": torch.get_rng_state(),
-    }  # fmt: skip
+    }
 
 
 def set_rng_state(state):

@@ -338,7 +338,7 @@ def episode(observations, actions, *, game=None, action_space=None, action_keys=
     """One episode as the recorder writes it: [observations, actions] (godot_rl_agents' shape), with our meta when
     anything of it is given."""
     meta = {k: v for k, v in (("format", FORMAT), ("game", game), ("action_space", action_space), ("action_keys", action_keys),
-                              ("rewards", rewards)) if v is not None}  # fmt: skip
+                              ("rewards", rewards)) if v is not None}
     if truncated is not None:
         meta.update(terminated=not truncated, truncated=bool(truncated))
     if observations:

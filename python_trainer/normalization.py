@@ -63,7 +63,7 @@ class Normalizer:
     """
 
     def __init__(self, obs_dim, num_envs, gamma, norm_obs, norm_reward, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8,
-                 vector_mask=None):  # fmt: skip
+                 vector_mask=None):
         self.norm_obs, self.norm_reward = bool(norm_obs), bool(norm_reward)
         self.gamma, self.clip_obs, self.clip_reward, self.epsilon = gamma, clip_obs, clip_reward, epsilon
         self.vector_mask = None if vector_mask is None else np.asarray(vector_mask, bool)
@@ -125,7 +125,7 @@ class Normalizer:
             "norm_obs": self.norm_obs, "norm_reward": self.norm_reward, "gamma": self.gamma,
             "clip_obs": self.clip_obs, "clip_reward": self.clip_reward, "epsilon": self.epsilon,
             "obs_rms": self.obs_rms.state_dict(), "return_rms": self.return_rms.state_dict(), **mask,
-        }  # fmt: skip
+        }
 
     def load_state_dict(self, d):
         mask = d.get("vector_mask")

@@ -21,7 +21,7 @@ class Adam:
         self.params = list(params)
         self.param_groups = [{"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": 0, "amsgrad": False,
                               "maximize": False, "foreach": None, "capturable": False, "differentiable": False,
-                              "fused": True, "decoupled_weight_decay": False, "params": self.params}]  # fmt: skip
+                              "fused": True, "decoupled_weight_decay": False, "params": self.params}]
         self.state: dict = {}  # param -> {"step", "exp_avg", "exp_avg_sq"}, made at the first step (as torch does)
 
     def zero_grad(self) -> None:
@@ -35,7 +35,7 @@ class Adam:
         for p in params:
             if p not in self.state:
                 self.state[p] = {"step": torch.zeros((), dtype=torch.float32), "exp_avg": torch.zeros_like(p),
-                                 "exp_avg_sq": torch.zeros_like(p)}  # fmt: skip
+                                 "exp_avg_sq": torch.zeros_like(p)}
         states = [self.state[p] for p in params]
         steps = [s["step"] for s in states]
         torch._foreach_add_(steps, 1)
@@ -43,20 +43,20 @@ class Adam:
         torch._fused_adam_(params, [p.grad for p in params], [s["exp_avg"] for s in states],
                            [s["exp_avg_sq"] for s in states], [], steps, amsgrad=False, lr=group["lr"], beta1=beta1,
                            beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
-                           grad_scale=None, found_inf=None)  # fmt: skip
+                           grad_scale=None, found_inf=None)
 
     def state_dict(self) -> dict:
         index = {p: i for i, p in enumerate(self.params)}
         group = {k: v for k, v in self.param_groups[0].items() if k != "params"}
         return {"state": {index[p]: dict(s) for p, s in self.state.items()},
-                "param_groups": [{**group, "params": list(range(len(self.params)))}]}  # fmt: skip
+                "param_groups": [{**group, "params": list(range(len(self.params)))}]}
 
     def load_state_dict(self, state_dict: dict) -> None:
         """torch.optim.Adam's state_dict (one group of as many parameters): its settings and per-parameter state."""
         (group,) = state_dict["param_groups"]
         if len(group["params"]) != len(self.params):
             raise ValueError(f"the optimizer state holds {len(group['params'])} parameters, the model has "
-                             f"{len(self.params)}")  # fmt: skip
+                             f"{len(self.params)}")
         self.param_groups[0].update({k: v for k, v in group.items() if k != "params"})
         self.param_groups[0]["betas"] = tuple(self.param_groups[0]["betas"])
         self.state = {}
@@ -65,7 +65,7 @@ class Adam:
                 s = state_dict["state"][i]
                 self.state[p] = {"step": s["step"].detach().to(torch.float32).clone(),
                                  "exp_avg": s["exp_avg"].detach().to(p.dtype).clone(),
-                                 "exp_avg_sq": s["exp_avg_sq"].detach().to(p.dtype).clone()}  # fmt: skip
+                                 "exp_avg_sq": s["exp_avg_sq"].detach().to(p.dtype).clone()}
 
 
 @torch.no_grad()

@@ -308,7 +308,7 @@ def iterations(args: Args, agent: nn.Module, optimizer: Adam, rollouts, buf, nor
                 "charts/intrinsic_return": float(int_returns.mean()),
                 "losses/intrinsic_value_loss": int_v_loss.item(),
                 "losses/rnd_loss": rnd_loss.item(),
-            })  # fmt: skip
+            })
         if aux is not None:
             scalars.update(aux.scalars(agent, global_step))
         yield Iteration(iteration, global_step, scalars)

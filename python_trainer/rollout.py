@@ -73,7 +73,7 @@ class RolloutBuffer:
     """
 
     FIELDS = ("obs", "actions", "logprobs", "rewards", "dones", "values", "terminated", "truncated", "final_values",
-              "next_obs", "next_done")  # fmt: skip
+              "next_obs", "next_done")
     BONUS_FIELDS = ("int_rewards", "rnd_next_obs")
 
     def __init__(self, num_steps, num_envs, obs_dim, agent, bonus=None):
@@ -222,7 +222,7 @@ def check_finite(t: int, obs, reward, infos) -> None:
 
 
 def evaluate(act: Callable, envs, num_episodes: int, seed: int, max_vector_steps: int = 200_000,
-             env_ids=None) -> list[float]:  # fmt: skip
+             env_ids=None) -> list[float]:
     """Deterministic returns of `num_episodes` fresh episodes (at most ceil(n / num_envs) per env, so short
     episodes are not over-represented). ``act(obs, done=...)``: observations -> env actions (e.g.
     trained_agent.LoadedAgent.act; done[i] true where obs[i] starts an episode). ``env_ids``: count only these

@@ -39,7 +39,7 @@ from python_trainer.envs.game import godot_game  # noqa: E402
 
 BALL_CHASE = ["--env-id", "ball_chase", "--agents-per-instance", "16"]
 COURSE = ["--env-id", "CartPole-v1", "--learning-rate", "2.5e-4", "--num-envs", "4", "--num-steps", "128",
-          "--num-minibatches", "4", "--update-epochs", "4"]  # fmt: skip
+          "--num-minibatches", "4", "--update-epochs", "4"]
 
 
 class BusyCores:
@@ -81,7 +81,7 @@ def train(flags: list, total: int, seed: int = 1) -> dict:
     busy = BusyCores()
     with tempfile.TemporaryDirectory(prefix="bench-async-") as root:
         cmd = [sys.executable, "-m", "python_trainer", "train", *flags, "--total-timesteps", str(total), "--seed",
-               str(seed), "--eval-episodes", "0", "--checkpoint-every", "0", "--run-dir-root", root]  # fmt: skip
+               str(seed), "--eval-episodes", "0", "--checkpoint-every", "0", "--run-dir-root", root]
         try:
             out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=3600)
         finally:
@@ -112,7 +112,7 @@ def main():
         from ray import cluster_utils
 
         cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 2, "include_dashboard": False, "node_ip_address": "127.0.0.1"})  # fmt: skip
+            "num_cpus": 2, "include_dashboard": False, "node_ip_address": "127.0.0.1"})
         cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1")
         cluster.wait_for_nodes()
     runs: dict = {}
@@ -125,7 +125,7 @@ def main():
                                                              args.total_timesteps),
                      "ball_chase PPO --async --learner-nice 0": lambda: train(
                          [*BALL_CHASE, "--num-instances", "2", "--async", "--learner-nice", "0"],
-                         args.total_timesteps)}  # fmt: skip
+                         args.total_timesteps)}
             if not args.skip_cartpole:
                 kinds["CartPole PPO"] = lambda: train(COURSE, args.cartpole_timesteps)
                 kinds["CartPole PPO --async"] = lambda: train([*COURSE, "--async"], args.cartpole_timesteps)
@@ -163,7 +163,7 @@ def main():
               ("CartPole --async / synchronous", "CartPole PPO --async", "CartPole PPO"),
               ("Ray --async / synchronous", "Ray 2 nodes PPO --async", "Ray 2 nodes PPO"),
               ("Ray --async --learner-nice 0 / synchronous", "Ray 2 nodes PPO --async --learner-nice 0",
-               "Ray 2 nodes PPO")]  # fmt: skip
+               "Ray 2 nodes PPO")]
     for label, a, b in ratios:
         if a in best and b in best:
             print(f"{label}: {best[a] / best[b]:.2f}x")

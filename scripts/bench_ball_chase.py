@@ -46,7 +46,7 @@ def run(instances, target, total_timesteps, root, seed):
     hit = np.flatnonzero(trailing >= target)
     result = {"instances": instances, "wall_s": wall, "steps": total_timesteps, "sps": total_timesteps / wall,
               "final_mean_100": float(trailing[-1]) if len(trailing) else float("nan"),
-              "steps_to_target": None, "seconds_to_target": None}  # fmt: skip
+              "steps_to_target": None, "seconds_to_target": None}
     if hit.size:
         wall_time, step, _ = episodes[hit[0]]
         result.update(steps_to_target=step, seconds_to_target=wall_time - started)

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 ENVS = ["CartPole-v1", "cart_pole"]
 UNIT_COMMAND = ["--total-timesteps", "500000", "--learning-rate", "2.5e-4",
-                "--num-envs", "4", "--num-steps", "128", "--num-minibatches", "4", "--update-epochs", "4"]  # fmt: skip
+                "--num-envs", "4", "--num-steps", "128", "--num-minibatches", "4", "--update-epochs", "4"]
 # CleanRL's ppo.py, same command, this machine: first step at which the trailing-100 mean reached 475, steps/s.
 CLEANRL_REFERENCE = {1: 227_000, 2: 246_000, 3: 204_000}
 CLEANRL_SPS = 8600
@@ -122,7 +122,7 @@ def main(argv=None):
             exp = f"bench{int(time.time())}"
             cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", env_id, *command, "--seed", str(seed),
                    "--exp-name", exp, "--run-dir-root", str(root), "--eval-episodes", str(args.eval_episodes),
-                   *args.extra]  # fmt: skip
+                   *args.extra]
             if args.env_path and not is_gym_id(env_id):
                 cmd += ["--env-path", args.env_path]
             print("$", " ".join(cmd[1:]), flush=True)
@@ -157,13 +157,13 @@ def main(argv=None):
             print(json.dumps(res), flush=True)
 
     print(f"\n{'env':>12} {'seed':>4} {'first >=475 at':>15} {'CleanRL':>9} {'end mean(100)':>14} {'stays':>6} "
-          f"{'SPS':>6} {'wall s':>7}")  # fmt: skip
+          f"{'SPS':>6} {'wall s':>7}")
     for r in sorted(results, key=lambda r: (r["env"], r["seed"])):
         first = f"{r['first_solved_step']:,}" if r["first_solved_step"] else "never"
         ref = f"{r['cleanrl_first_solved_step']:,}" if r["cleanrl_first_solved_step"] else "-"
         end = "stopped" if r["stopped_when_solved"] else r["final_trailing100_mean"]
         print(f"{r['env']:>12} {r['seed']:>4} {first:>15} {ref:>9} {end:>14} "
-              f"{str(r['stays_solved_at_end']):>6} {r['sps']:>6} {r['wall_seconds']:>7}")  # fmt: skip
+              f"{str(r['stays_solved_at_end']):>6} {r['sps']:>6} {r['wall_seconds']:>7}")
     print(f"(CleanRL's ppo.py reference, CartPole-v1: ~{CLEANRL_SPS} steps/s on this machine)")
     root.mkdir(parents=True, exist_ok=True)
     (root / "bench_summary.json").write_text(json.dumps(results, indent=2))

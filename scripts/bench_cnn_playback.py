@@ -39,7 +39,7 @@ def camera_policy(kind: str, shape: tuple, frame_stack: int) -> dict:
     layout = ImageLayout("camera_2d", *shape, VECTOR, frame_stack=frame_stack)
     encoder = CnnEncoder(layout.shape, kind)
     actor = nn.Sequential(nn.Linear(encoder.out_features + VECTOR, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(),
-                          nn.Linear(64, 3))  # fmt: skip
+                          nn.Linear(64, 3))
     keys = [{"key": "move", "action_type": "discrete", "size": 3}]
     return policy_dict(actor, None, keys, env="bench", source={}, where="bench", encoder=encoder, image=layout)
 
@@ -49,7 +49,7 @@ def bench(policy_file: Path, agents: int, decisions: int) -> dict:
         ["godot3-server", "--path", str(paths.GODOT_PROJECT), "-s", "tests/cnn_parity.gd", f"--cnn_policy={policy_file}",
          f"--cnn_bench_agents={agents}", f"--cnn_bench_decisions={decisions}"],
         capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith('{"bench"')]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"bench_cnn_playback: the runner failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -65,7 +65,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     print(f"camera policies in the engine, {args.agents} agents x {args.decisions} decisions (goal: <= 5 ms per "
-          "agent-decision, simple encoder at 36x36x3)")  # fmt: skip
+          "agent-decision, simple encoder at 36x36x3)")
     with tempfile.TemporaryDirectory() as tmp:
         for config in args.configs.split(","):
             kind, size, k = config.split(":")
@@ -75,7 +75,7 @@ def main() -> None:
             ms = statistics.median(r["ms_per_decision"] for r in runs)
             load = statistics.median(r["load_ms"] for r in runs)
             print(f"  {kind:6s} {size:9s} K={k}: {ms:6.2f} ms per agent-decision ({ms * args.agents:6.1f} ms for "
-                  f"{args.agents} agents); load {load:5.0f} ms")  # fmt: skip
+                  f"{args.agents} agents); load {load:5.0f} ms")
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ print(json.dumps({"cnn_ms": cnn, "acting_us": acting, "mlp_ms": mlp, "buffer_byt
 def measure(threads: int, args) -> dict:
     config = json.dumps([threads, args.encoder, args.side, args.channels, args.updates, args.lstm])
     out = subprocess.run([sys.executable, "-c", CHILD, config], cwd=REPO, capture_output=True, text=True,
-                         timeout=1800, env=dict(os.environ, PYTHONPATH=str(REPO)))  # fmt: skip
+                         timeout=1800, env=dict(os.environ, PYTHONPATH=str(REPO)))
     if out.returncode != 0:
         raise SystemExit(f"the measurement with {threads} thread(s) failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -118,7 +118,7 @@ def main() -> int:
         r = measure(threads, args)
         cnn, mlp, acting = (np.array(r[k]) for k in ("cnn_ms", "mlp_ms", "acting_us"))
         print(f"{threads:>7} {np.median(cnn):>26.0f} {cnn.min():>9.0f} {np.median(mlp):>22.1f} "
-              f"{np.median(acting):>18.0f}")  # fmt: skip
+              f"{np.median(acting):>18.0f}")
     print(f"rollout buffer's observations: {r['buffer_bytes'] / 2**20:.1f} MiB (a float32 buffer: "
           f"{r['float_buffer_bytes'] / 2**20:.1f} MiB)")
     return 0

@@ -57,11 +57,11 @@ def game(*args, timeout=1800) -> subprocess.CompletedProcess:
 def record() -> None:
     ROOT.mkdir(parents=True, exist_ok=True)
     for env, policy, episodes, out in (("sparse_goal", "sparse_goal_route.json", 10, SPARSE_DEMOS),
-                                       ("jumper", "jumper.json", 20, JUMPER_DEMOS)):  # fmt: skip
+                                       ("jumper", "jumper.json", 20, JUMPER_DEMOS)):
         if out.exists():
             continue
         result = game(f"--env={env}", f"--policy={POLICIES / policy}", f"--record_demos={out}",
-                      f"--record_episodes={episodes}", "--env_seed=0")  # fmt: skip
+                      f"--record_episodes={episodes}", "--env_seed=0")
         if result.returncode != 0:
             raise SystemExit(f"recording {env} failed: {result.stderr[-2000:]}")
         print(f"recorded {out}: {result.stdout.strip().splitlines()[-1]}", flush=True)
@@ -109,7 +109,7 @@ def table() -> None:
         halfway = random_r + 0.5 * (pretrained - random_r)
         print(f"\njumper in the engine, {EVAL_EPISODES} episodes, --env_seed={EVAL_SEED}: random {random_r:.2f}, "
               f"pretrained {pretrained:.2f}, clone {cloned:.2f} (halfway: {halfway:.2f}; "
-              f"{'passes' if cloned >= halfway else 'fails'})")  # fmt: skip
+              f"{'passes' if cloned >= halfway else 'fails'})")
     for name in ("jumper_demos_1", "jumper_ppo_1"):
         data = episodes(name)
         if data is None:

@@ -46,13 +46,13 @@ def evaluate(binary: Path, policy: str, episodes: int = 100) -> dict:
     returns, lengths = [], []
     for seed in HELD_OUT:
         out = subprocess.run([str(binary), f"--policy={policy}", f"--eval_episodes={episodes}", "--fixed-fps", "60",
-                              f"--env_seed={seed}"], capture_output=True, text=True, timeout=1800).stdout  # fmt: skip
+                              f"--env_seed={seed}"], capture_output=True, text=True, timeout=1800).stdout
         line = next(line for line in out.splitlines() if line.startswith('{"eval"'))
         result = json.loads(line)["eval"]
         returns += result["returns"]
         lengths += result["lengths"]
     return {"mean_return": sum(returns) / len(returns), "mean_length": sum(lengths) / len(lengths),
-            "episodes": len(returns), "max_return": max(returns)}  # fmt: skip
+            "episodes": len(returns), "max_return": max(returns)}
 
 
 def run_folder(root: Path) -> Path:
@@ -67,7 +67,7 @@ def train(work: Path, name: str, flags: list) -> Path:
         start = time.monotonic()
         with open(work / f"train_{name}.log", "w") as log:
             subprocess.run([*TRAINER, "train", *flags, "--run-dir-root", str(root), "--exp-name", name], cwd=REPO,
-                           stdout=log, stderr=subprocess.STDOUT, check=True)  # fmt: skip
+                           stdout=log, stderr=subprocess.STDOUT, check=True)
         done.write_text(f"{time.monotonic() - start:.0f}\n")
     return run_folder(root)
 
@@ -109,7 +109,7 @@ def main():
             subprocess.run([*TRAINER, "tune", "--env-path", str(binary), "--out", str(tune_dir), "--space",
                             str(work / "space.toml"), "--timeout", str(args.tune_seconds), "--n-trials", "1000",
                             "--trial-steps", str(args.trial_steps)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                           check=True)  # fmt: skip
+                           check=True)
         (work / "tune_seconds.txt").write_text(f"{time.monotonic() - start:.0f}\n")
     tune_log = (work / "tune.log").read_text().splitlines()
     table = [i for i, line in enumerate(tune_log) if re.match(r"\s*trial\s+state|^trials", line)]
@@ -122,7 +122,7 @@ def main():
         runs["defaults"] = train(work, "defaults", ["--env-path", str(binary), "--num-instances", "4",
                                                     "--agents-per-instance", "1", *common,
                                                     *(["--max-seconds", str(args.defaults_seconds)]
-                                                      if args.defaults_seconds else [])])  # fmt: skip
+                                                      if args.defaults_seconds else [])])
     curves = {name: curve(run) for name, run in runs.items()}
     print("\nlearning curves (eval/random/mean_return, 20 deterministic episodes):")
     print("step".rjust(9), *(name.rjust(9) for name in runs))
@@ -134,7 +134,7 @@ def main():
         if not result_file.exists():
             result_file.write_text(json.dumps(evaluate(binary, str(run / "best" / "policy.json"))))
         print(f"{name}: {wall} s; best/policy.json in the engine (200 episodes, held-out seeds):",
-              result_file.read_text().strip(), flush=True)  # fmt: skip
+              result_file.read_text().strip(), flush=True)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def train(seed: int, steps: int, root: Path, extra: list, name: str, flags: list
     """One training run (the CLI, as a user runs it); its run folder, wall clock and steps/s."""
     cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", GAME, "--total-timesteps", str(steps),
            "--seed", str(seed), "--exp-name", name, "--run-dir-root", str(root), "--eval-episodes", "0",
-           *flags, *extra]  # fmt: skip
+           *flags, *extra]
     env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}  # the trainer starts its own Xvfb
     t = time.perf_counter()
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
@@ -50,7 +50,7 @@ def train(seed: int, steps: int, root: Path, extra: list, name: str, flags: list
 def evaluate(policy, episodes: int, seed: int, display=None, env_params=None) -> dict:
     t = time.perf_counter()
     report = in_engine.evaluate_in_engine(policy, env_id=GAME, episodes=episodes, seed=seed, display=display,
-                                          env_params=env_params, timeout=1800)  # fmt: skip
+                                          env_params=env_params, timeout=1800)
     return {"mean_return": round(report["mean_return"], 3), "episodes": report["episodes"],
             "eval_wall_s": round(time.perf_counter() - t, 1)}
 
@@ -74,10 +74,10 @@ def main() -> int:
         for seed in args.seeds:
             pixels = train(seed, args.total_timesteps, root, [], "pixels", args.train_flags)
             pixels.update(evaluate(Path(pixels["run_dir"]) / "policy.json", args.episodes, args.eval_seed,
-                                   display=display))  # fmt: skip
+                                   display=display))
             vector = train(seed, args.total_timesteps, root, VECTOR, "vector", args.train_flags)
             vector.update(evaluate(Path(vector["run_dir"]) / "policy.json", args.episodes, args.eval_seed,
-                                   env_params={"vision": 0}))  # fmt: skip
+                                   env_params={"vision": 0}))
             row = {"pixels": pixels, "vector": vector,
                    "pixels_over_random": round(pixels["mean_return"] / max(results["random"]["mean_return"], 1e-9), 2),
                    "pixels_over_vector": round(pixels["mean_return"] / max(vector["mean_return"], 1e-9), 2)}

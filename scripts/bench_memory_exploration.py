@@ -38,7 +38,7 @@ for seed in (1, 2, 3):
     # worker keeping its agents' LSTM states. With 16 agents a worker (32 envs) an update takes twice the samples and
     # 400k steps are half as many updates: seed 1 was still at chance (entropy log 3) at 400k there.
     RUNS[f"memory_lstm_ray_{seed}"] = ("memory", ["--lstm", "--ray-address", "local", "--ray-workers", "2",
-                                                  "--agents-per-instance", "8"], 400_000, seed)  # fmt: skip
+                                                  "--agents-per-instance", "8"], 400_000, seed)
 
 
 def run(name):
@@ -94,7 +94,7 @@ def plot():
                 if data is None or not len(data[1]):
                     continue
                 ax.plot(data[0], trailing(data[1]), color=color, alpha=0.8,
-                        label=kind.upper() if seed == 1 else None)  # fmt: skip
+                        label=kind.upper() if seed == 1 else None)
         ax.set_title(env + (" (return: +1 right side, -1 wrong)" if env == "memory" else " (return: 1 = goal reached)"))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1e3:.0f}k"))
         ax.set_xlabel("global step")

@@ -44,9 +44,9 @@ def train_sps(code: Path, flags: list, steps: int, seed: int) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-one-agent-") as root:
         cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", "ball_chase", "--env-path", str(EXPORT),
                *flags, "--total-timesteps", str(steps), "--seed", str(seed), "--eval-episodes", "0",
-               "--checkpoint-every", "0", "--run-dir-root", root]  # fmt: skip
+               "--checkpoint-every", "0", "--run-dir-root", root]
         out = subprocess.run(cmd, cwd=code, capture_output=True, text=True, timeout=1800,
-                             env=dict(os.environ, PYTHONPATH=str(code)))  # fmt: skip
+                             env=dict(os.environ, PYTHONPATH=str(code)))
     if out.returncode != 0:
         raise SystemExit(f"godot-ppo train ({code}) failed ({out.returncode}):\n{out.stderr[-3000:]}")
     found = re.findall(r"^global_step=\d+ SPS=(\d+)", out.stdout, re.MULTILINE)

@@ -126,15 +126,15 @@ def main(argv=None) -> int:
         print(json.dumps(results))
         return 0
     print(f"{args.agents} agents, policy {policy.name}, median of {args.repeats} runs, --fixed-fps 60 "
-          f"(one decision per frame), windowed display: {results['display']}")  # fmt: skip
+          f"(one decision per frame), windowed display: {results['display']}")
     print(f"{'':10}{'idle fps':>10}{'random fps':>12}{'policy fps':>12}{'ms/frame idle/random/policy':>32}"
-          f"{'inference ms/frame':>20}")  # fmt: skip
+          f"{'inference ms/frame':>20}")
     for kind in ("headless", "windowed"):
         fps = [results[f"{kind}_{m}"]["fps"] for m in modes]
         per = "/".join(f"{ms(kind, m):.2f}" for m in modes)
         print(f"{kind:<10}{fps[0]:>10.0f}{fps[1]:>12.0f}{fps[2]:>12.0f}{per:>32}{results[f'{kind}_inference_ms_per_frame']:>20.2f}")
     print(f"policy_runner.gd act() alone: {results['forward_us']:.0f} us per agent -> {results['forward_ms_per_frame']:.2f} ms "
-          f"per frame for {args.agents} agents (goal < 2 ms)")  # fmt: skip
+          f"per frame for {args.agents} agents (goal < 2 ms)")
     return 0
 
 

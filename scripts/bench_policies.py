@@ -37,11 +37,11 @@ def train(seed: int, steps: int) -> Path:
         return done[-1].parent
     root.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", "tag", "--total-timesteps", str(steps),
-           "--seed", str(seed), "--run-dir-root", str(root), "--eval-episodes", "0"]  # fmt: skip
+           "--seed", str(seed), "--run-dir-root", str(root), "--eval-episodes", "0"]
     start = time.time()
     with open(root / "train.log", "w") as log:
         subprocess.check_call(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
     print(f"seed {seed}: trained {steps:,} steps in {time.time() - start:.0f} s", flush=True)
     return sorted(root.glob("*/model.pt"))[-1].parent
 
@@ -78,7 +78,7 @@ def play(run_dir: Path, trained: dict, episodes: int, seed: int) -> dict:
                 ended = rows[infos.get("_episode", np.zeros(env.num_envs, bool))[rows]]
                 returns[name] += [(float(infos["episode"]["r"][i]), bool(terminated[i])) for i in ended]
         return {name: (np.mean([r for r, _ in rs[:episodes]]), np.mean([c for _, c in rs[:episodes]]))
-                for name, rs in returns.items()}  # fmt: skip
+                for name, rs in returns.items()}
     finally:
         env.close()
 

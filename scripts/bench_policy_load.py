@@ -70,19 +70,19 @@ def mlp(shape: str) -> dict:
         depth, keys = len(sizes) - 1, [{"key": "move", "action_type": "continuous", "size": sizes[-1]}]
     layers = [{"weight": [[0.01 * ((i + j + k) % 7 - 3) for k in range(n_in)] for j in range(n_out)],
                "bias": [0.001 * j for j in range(n_out)], "activation": "tanh" if i < depth - 1 else "linear"}
-              for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:]))]  # fmt: skip
+              for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:]))]
     return {"format": FORMAT, "version": MLP_VERSION, "env": "memory", "observation_size": sizes[0], "action_keys": keys,
             "action_rule": action_rule(keys), "obs_normalization": None, "layers": layers, "lstm": None}
 
 
 def run(project: Path, script: Path, policy: Path, calls: int) -> dict:
     cmd = ["godot3-server", "--path", str(project), "-s", str(script), f"--bench_policy={policy}",
-           f"--bench_calls={calls}"]  # fmt: skip
+           f"--bench_calls={calls}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith('{"bench"')]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"bench_policy_load: {policy.name} failed on {project} (exit {proc.returncode}): "
-                         f"{proc.stderr.strip()[-500:]}")  # fmt: skip
+                         f"{proc.stderr.strip()[-500:]}")
     return json.loads(lines[0])["bench"]
 
 

@@ -35,7 +35,7 @@ def scalars(run_dir: Path) -> dict:
 def run(name, extra, total, seed, root):
     cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", "ball_chase", "--agents-per-instance", "16",
            "--total-timesteps", str(total), "--seed", str(seed), "--eval-episodes", "0", "--exp-name", name,
-           "--run-dir-root", str(root), *extra]  # fmt: skip
+           "--run-dir-root", str(root), *extra]
     env = dict(os.environ)
     if "local" in extra:  # a Ray started for the run listens on 127.0.0.1 only (train sets this itself too)
         env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
@@ -49,9 +49,9 @@ def run(name, extra, total, seed, root):
     if "ray/fragment_bytes" in s:
         skip = slice(2, None)  # the first updates include the workers' warm-up
         row.update({k: float(np.median(s[f"ray/{k}"][skip])) for k in
-                    ("fragment_bytes", "broadcast_s", "collect_s", "learner_s")})  # fmt: skip
+                    ("fragment_bytes", "broadcast_s", "collect_s", "learner_s")})
         row["worker_sps"] = [round(float(np.median(v[skip]))) for k, v in sorted(s.items())
-                             if k.startswith("ray/worker_")]  # fmt: skip
+                             if k.startswith("ray/worker_")]
     return row
 
 

@@ -25,11 +25,11 @@ def train(root: Path, env: str, flags: list, steps: int, seed: int) -> int:
         return 0
     root.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", env, *flags, "--total-timesteps", str(steps),
-           "--seed", str(seed), "--run-dir-root", str(root), "--eval-episodes", "0"]  # fmt: skip
+           "--seed", str(seed), "--run-dir-root", str(root), "--eval-episodes", "0"]
     with open(root / "train.log", "w") as log:
         return subprocess.call(["nice", *cmd], stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
                                env={**os.environ, "PYTHONPATH": str(REPO),
-                                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})  # fmt: skip
+                                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
 
 
 def episodes(root: Path) -> Optional[tuple]:

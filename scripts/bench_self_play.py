@@ -35,11 +35,11 @@ def train(seed: int, steps: int) -> tuple[Path, str]:
     if not done:
         root.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", "pong", "--self-play", "--total-timesteps",
-               str(steps), "--seed", str(seed), "--run-dir-root", str(root), "--eval-episodes", "0"]  # fmt: skip
+               str(steps), "--seed", str(seed), "--run-dir-root", str(root), "--eval-episodes", "0"]
         start = time.time()
         with open(log, "w") as out:
             subprocess.check_call(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-                                  env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+                                  env={**os.environ, "PYTHONPATH": str(REPO)})
         with open(log, "a") as out:
             out.write(f"bench: wall-clock {time.time() - start:.0f} s\n")
         done = sorted(root.glob("*/model.pt"))
@@ -63,7 +63,7 @@ def main() -> int:
 
     curves = {}
     print(f"{'seed':>4} {'wall s':>7} {'steps/s':>8} {'Elo first':>9} {'Elo last':>9} | {'opponent':>9} {'W':>5} "
-          f"{'L':>5} {'D':>5} {'W/(W+L)':>8}")  # fmt: skip
+          f"{'L':>5} {'D':>5} {'W/(W+L)':>8}")
     for seed in args.seeds:
         run_dir, log = train(seed, args.steps)
         wall = re.findall(r"bench: wall-clock (\d+) s", log)
@@ -74,7 +74,7 @@ def main() -> int:
             decided = r["wins"] + r["losses"]
             print(f"{seed:>4} {wall[-1] if wall else '?':>7} {sps[-1] if sps else '?':>8} {curve[0][1]:>9.0f} "
                   f"{curve[-1][1]:>9.0f} | {opponent:>9} {r['wins']:>5} {r['losses']:>5} {r['draws']:>5} "
-                  f"{r['wins'] / max(1, decided):>8.1%}", flush=True)  # fmt: skip
+                  f"{r['wins'] / max(1, decided):>8.1%}", flush=True)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -67,11 +67,11 @@ def ppo(game, instances, agents, steps, code: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-sync-ppo-") as root:
         cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", game.env, "--num-instances", str(instances),
                "--agents-per-instance", str(agents), "--total-timesteps", str(steps), "--eval-episodes", "0",
-               "--checkpoint-every", "0", "--run-dir-root", root]  # fmt: skip
+               "--checkpoint-every", "0", "--run-dir-root", root]
         if game.env_path is not None:
             cmd += ["--env-path", str(game.env_path)]
         out = subprocess.run(cmd, cwd=code, capture_output=True, text=True, timeout=1800,
-                             env=dict(os.environ, PYTHONPATH=str(code)))  # fmt: skip
+                             env=dict(os.environ, PYTHONPATH=str(code)))
         if out.returncode != 0:
             raise SystemExit(f"godot-ppo train failed ({out.returncode}):\n{out.stderr[-3000:]}")
         (run_dir,) = Path(root).iterdir()

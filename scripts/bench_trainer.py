@@ -101,7 +101,7 @@ print(json.dumps({"acting_us": [1e6 * a for a in acting], "update_ms": [1e3 * u 
 
 def measure(code: Path, obs_dim: int) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, str(obs_dim)], cwd=code, capture_output=True, text=True,
-                         timeout=600, env=dict(os.environ, PYTHONPATH=str(code)))  # fmt: skip
+                         timeout=600, env=dict(os.environ, PYTHONPATH=str(code)))
     if out.returncode != 0:
         raise SystemExit(f"the measurement in {code} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -123,7 +123,7 @@ def main() -> int:
     for code, res in results.items():
         acting, update = np.array(res["acting_us"]), np.array(res["update_ms"])
         print(f"{str(code):<40} {np.median(acting):>20.0f} {acting.min():>9.0f} {np.median(update):>20.1f} "
-              f"{update.min():>9.1f}")  # fmt: skip
+              f"{update.min():>9.1f}")
     return 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 COURSE = ["--learning-rate", "2.5e-4", "--num-envs", "4", "--num-steps", "128", "--num-minibatches", "4",
-          "--update-epochs", "4"]  # fmt: skip
+          "--update-epochs", "4"]
 CLEANRL_PACKAGES = ["torch==2.13.0", "gymnasium==0.29.1", "numpy<2", "tyro", "tensorboard"]
 
 
@@ -48,9 +48,9 @@ def last_sps(text: str, pattern: str) -> int:
 
 def run_cleanrl(python: Path, script: Path, total: int, seed: int, work: Path) -> int:
     cmd = [str(python), str(script), "--env-id", "CartPole-v1", "--total-timesteps", str(total), "--seed", str(seed),
-           *COURSE, "--no-cuda"]  # fmt: skip
+           *COURSE, "--no-cuda"]
     out = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"),
-                         timeout=3600)  # fmt: skip
+                         timeout=3600)
     if out.returncode != 0:
         raise SystemExit(f"CleanRL failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return last_sps(out.stdout, r"SPS: (\d+)")
@@ -58,7 +58,7 @@ def run_cleanrl(python: Path, script: Path, total: int, seed: int, work: Path) -
 
 def run_ours(total: int, seed: int, work: Path, extra=()) -> int:
     cmd = [sys.executable, "-m", "python_trainer", "train", "--env-id", "CartPole-v1", "--total-timesteps", str(total),
-           "--seed", str(seed), *COURSE, "--run-dir-root", str(work / "runs"), *extra]  # fmt: skip
+           "--seed", str(seed), *COURSE, "--run-dir-root", str(work / "runs"), *extra]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         raise SystemExit(f"godot-ppo train failed ({out.returncode}):\n{out.stderr[-3000:]}")
@@ -88,7 +88,7 @@ def main() -> int:
             rows.append((clean, ours, asynchronous))
             also = f", --async {asynchronous:,} ({asynchronous / clean:.2f}x)" if a.async_rl else ""
             print(f"round {k + 1}: CleanRL {clean:,} steps/s, godot-ppo {ours:,} steps/s ({ours / clean:.2f}x){also}",
-                  flush=True)  # fmt: skip
+                  flush=True)
     best = [max(r[i] for r in rows) if rows[0][i] is not None else None for i in range(3)]
     print(f"\nCartPole-v1, {a.total_timesteps:,} steps, seed {a.seed}, the course command, {a.rounds} rounds alternated")
     print("| run | CleanRL ppo.py (OMP_NUM_THREADS=1) | godot-ppo train | godot-ppo train --async |\n|-|-|-|-|")

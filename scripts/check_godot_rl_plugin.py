@@ -162,7 +162,7 @@ def build(plugin: Path, project: Path) -> None:
         shutil.rmtree(project)
     shutil.copytree(plugin / ADDON, project / ADDON)
     for name, text in {"project.godot": PROJECT, "reach_controller.gd": CONTROLLER, "player.gd": PLAYER,
-                       "player.tscn": PLAYER_SCENE, "main.tscn": main_scene()}.items():  # fmt: skip
+                       "player.tscn": PLAYER_SCENE, "main.tscn": main_scene()}.items():
         (project / name).write_text(text)
 
 
@@ -209,7 +209,7 @@ def main() -> int:
     random_mean = random_return(export)
     print(f"random policy: mean return {random_mean:.2f}", flush=True)
     out = godot_ppo("train", "--env-path", str(export), "--num-instances", "2", "--total-timesteps",
-                    str(args.timesteps), "--seed", "1", "--run-dir-root", str(work / "runs"))  # fmt: skip
+                    str(args.timesteps), "--seed", "1", "--run-dir-root", str(work / "runs"))
     last = re.findall(r"global_step=(\d+) SPS=(\d+) mean_return\(last 100\)=([-\d.]+)", out)
     evaluated = re.search(r"eval: deterministic policy, \d+ episodes: mean return ([-\d.]+)", out)
     run_dir = Path(re.search(r"run folder: (\S+)", out).group(1))
@@ -217,7 +217,7 @@ def main() -> int:
     profile = None
     if not args.no_profile:
         godot_ppo("profile", "--env-path", str(export), "--modes", "headless,windowed", "--num-instances", "1,2",
-                  "--seconds", "5", "--out", str(work / "profile"), capture=False)  # fmt: skip
+                  "--seconds", "5", "--out", str(work / "profile"), capture=False)
         profile = json.loads((work / "profile" / "profile.json").read_text())["results"]
     print("\n== figures ==")
     print(f"game settings (args.json): {settings}")
@@ -230,7 +230,7 @@ def main() -> int:
         if r["status"] == "ok":
             print(f"profile {r['key']}: {r['agent_steps_per_second']:,.0f} agent-steps/s synced"
                   + (f", {r['pipelined_agent_steps_per_second']:,.0f} pipelined"
-                     if r.get("pipelined_agent_steps_per_second") else ""))  # fmt: skip
+                     if r.get("pipelined_agent_steps_per_second") else ""))
         else:
             print(f"profile {r['key']}: {r['status']} {r.get('error', '')}")
     best = 20.0  # about: 10 for reaching the target plus 10 x the start distance (~1 on average)

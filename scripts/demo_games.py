@@ -97,7 +97,7 @@ def copy_demo(demos: Path, game: Game, dest: Path) -> None:
         return
     git_dir = demos if (demos / "HEAD").is_file() else demos / ".git"
     data = subprocess.run(["git", f"--git-dir={git_dir}", "archive", "--format=tar", game.branch, game.folder],
-                          check=True, capture_output=True, timeout=120).stdout  # fmt: skip
+                          check=True, capture_output=True, timeout=120).stdout
     dest.mkdir(parents=True)
     prefix = game.folder.rstrip("/") + "/"
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
@@ -124,7 +124,7 @@ def build(name: str, dest: Path, demos: Path, export: bool = True) -> Path:
     (dest / game.controller).write_text(script)
     if export:
         subprocess.run([sys.executable, "-m", "python_trainer", "export", "--project", str(dest)], cwd=REPO,
-                       check=True, timeout=900)  # fmt: skip
+                       check=True, timeout=900)
     return dest / "exports" / "headless" / game.binary
 
 

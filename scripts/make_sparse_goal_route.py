@@ -39,7 +39,7 @@ def main() -> None:
         "layers": [{"weight": weight, "bias": [0.0] * 5, "activation": "linear"}],
         "lstm": None,
         "source": {"hand_written": "scripts/make_sparse_goal_route.py: right, up through the gap, left along the top"},
-    }  # fmt: skip
+    }
     OUT.write_text(json.dumps(policy, indent=1) + "\n")
     print(f"wrote {OUT}")
 

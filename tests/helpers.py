@@ -30,7 +30,7 @@ CLEANRL_TAGS = [
     "charts/episodic_return", "charts/episodic_length", "charts/learning_rate", "charts/SPS",
     "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/old_approx_kl", "losses/approx_kl",
     "losses/clipfrac", "losses/explained_variance", "diagnostics/grad_norm", "eval/episodic_return",
-]  # fmt: skip
+]
 
 
 # ---------------------------------------------------------------------------------------------- waiting
@@ -53,7 +53,7 @@ def fake_env(run_dir, *extra_args: str, instances: int = 2, agents: int = 3, **k
     from python_trainer.envs.vec_env import make_vec_env
 
     return make_vec_env("ball_chase", num_instances=instances, agents_per_instance=agents, binary=FAKE,
-                        run_dir=run_dir, extra_args=list(extra_args), **kw)  # fmt: skip
+                        run_dir=run_dir, extra_args=list(extra_args), **kw)
 
 
 def fake_export(path: Path, *fake_args: str) -> Path:
@@ -77,13 +77,13 @@ def train_argv(root, *flags: str) -> list:
 def godot_ppo_child(*args: str, timeout: float = 120, cwd=REPO) -> subprocess.CompletedProcess:
     """`python -m python_trainer ARGS` (the `godot-ppo` command) in a child process, its output captured as text."""
     return subprocess.run([sys.executable, "-m", "python_trainer", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+                          timeout=timeout)
 
 
 def train_child(root, *flags: str, timeout: float = 240, env: "dict | None" = None) -> subprocess.CompletedProcess:
     """Train in a child process (``env``: variables added to ours); asserts it succeeded, and returns it."""
     result = subprocess.run(train_argv(root, *flags), cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                            env=dict(os.environ, **(env or {})))  # fmt: skip
+                            env=dict(os.environ, **(env or {})))
     assert result.returncode == 0, f"train failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     return result
 

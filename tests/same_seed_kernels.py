@@ -64,7 +64,7 @@ def kernels_env(recorded_capability: str) -> Union[dict, str]:
         return {}
     # (some machines set OPENBLAS_CORETYPE=Haswell for everything already: that is the setting wanted)
     if (here, recorded_capability) == ("AVX512", "AVX2") and os.environ.get("OPENBLAS_CORETYPE", "Haswell") in (
-            "", "Haswell"):  # fmt: skip
+            "", "Haswell"):
         return AVX2_ON_AVX512
     return f"the fixtures were recorded with {recorded_capability} kernels, this CPU has {here}"
 
@@ -72,7 +72,7 @@ def kernels_env(recorded_capability: str) -> Union[dict, str]:
 def fingerprint(env: dict) -> str:
     """The digest of this machine's kernels under ``env`` (kernels_env's)."""
     result = subprocess.run([sys.executable, "-c", _FINGERPRINT], capture_output=True, text=True, timeout=120,
-                            env=dict(os.environ, **env))  # fmt: skip
+                            env=dict(os.environ, **env))
     if result.returncode != 0:
         raise RuntimeError(f"the kernel fingerprint failed:\n{result.stderr[-2000:]}")
     return result.stdout.strip().splitlines()[-1]

@@ -28,7 +28,7 @@ SPACES = {
     "multidiscrete": gym.spaces.MultiDiscrete([3, 2, 4]),
     "hybrid": gym.spaces.Dict({"aim": gym.spaces.Box(-1.0, 1.0, (1,), np.float32), "jump": gym.spaces.Discrete(3),
                                "move": gym.spaces.Box(-1.0, 1.0, (2,), np.float32), "mode": gym.spaces.Discrete(2)}),
-}  # fmt: skip
+}
 CLOSE = {"atol": 1e-6, "rtol": 1e-6}
 
 
@@ -70,7 +70,7 @@ def test_the_reference_and_the_fast_agent_are_one_network_with_the_same_keys(nam
 def test_a_checkpoint_of_an_older_trainer_loads_into_both_agents():
     """main 7743056's model (before the reference and the fast twin were two classes) loads into each, strictly."""
     ckpt = torch.load(REPO / "tests" / "fixtures" / "main_7743056" / "ball_chase_pipelined" / "model.pt",
-                      weights_only=True)  # fmt: skip
+                      weights_only=True)
     for cls in (Agent, FastAgent):
         cls(12, gym.spaces.Box(-1, 1, (2,), np.float32)).load_state_dict(ckpt["model"])
 
@@ -138,7 +138,7 @@ def test_the_reference_agent_fills_the_rollout_as_the_fast_one_does():
     buf = bufs[0]
     with torch.no_grad():
         _, logprob, _, value, _ = reference.get_action_and_value(torch.from_numpy(buf.obs.reshape(-1, 4)),
-                                                                 torch.from_numpy(buf.actions.reshape(-1)))  # fmt: skip
+                                                                 torch.from_numpy(buf.actions.reshape(-1)))
     np.testing.assert_allclose(buf.logprobs.reshape(-1), logprob.numpy(), **CLOSE)
     np.testing.assert_allclose(buf.values.reshape(-1, 1), value.numpy(), **CLOSE)
     assert buf.truncated.any() and (buf.final_values[buf.truncated] != 0).all()  # V(final obs) of each time limit
@@ -211,7 +211,7 @@ def test_the_trainer_acts_and_updates_with_the_fast_agent(tmp_path, monkeypatch)
     monkeypatch.setattr(Agent, "distributions", refused)
     monkeypatch.setattr(agent_mod.Acting, "__call__", refused)
     assert train.main(["--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256",
-                       "--eval-episodes", "1", "--run-dir-root", str(tmp_path)]) == 0  # fmt: skip
+                       "--eval-episodes", "1", "--run-dir-root", str(tmp_path)]) == 0
     assert calls["rollout"] == 2  # one RolloutPolicy per rollout
     assert calls["update"] == 2 * Args().update_epochs * Args().num_minibatches  # one per minibatch
 

@@ -29,7 +29,7 @@ from python_trainer.variants.trained_agent import make_agent
 
 # ball_chase, 2 instances x 4 agents x 32 steps = 256 steps an update
 BALL_CHASE = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "4", "--num-steps", "32",
-              "--num-minibatches", "2", "--update-epochs", "2"]  # fmt: skip
+              "--num-minibatches", "2", "--update-epochs", "2"]
 
 
 def _collector_pid(text: str) -> int:
@@ -62,7 +62,7 @@ def test_an_async_run_trains_logs_its_policy_lag_and_leaves_no_process(tmp_path,
 @pytest.mark.slow
 def test_a_deeper_lag_is_kept_within_max_policy_lag(tmp_path):
     run_dir = train_run(tmp_path, "--env-id", "CartPole-v1", "--total-timesteps", str(512 * 12), "--eval-episodes", "0",
-                        "--async", "--max-policy-lag", "3")  # fmt: skip
+                        "--async", "--max-policy-lag", "3")
     lags = [v for _, v in read_scalars(run_dir)["charts/policy_lag"]]
     assert lags[:4] == [0, 1, 2, 3] and set(lags[3:]) == {3}, lags  # three rollouts asked for ahead, each kept
 
@@ -84,7 +84,7 @@ def _stopped_run(tmp_path, stop, seen=None, extra=()) -> tuple:
     the seconds from ``stop`` to its end). ``seen``, a dict, gets the niceness of the learner's threads and of every
     process below it while it trains."""
     argv = train_argv(tmp_path, *BALL_CHASE, "--total-timesteps", str(256 * 2000), "--checkpoint-every", "0",
-                      "--eval-episodes", "0", "--async", *extra)  # fmt: skip
+                      "--eval-episodes", "0", "--async", *extra)
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         collector = _collector_pid(read_line(proc, b"game ball_chase", timeout=90).decode())
@@ -143,7 +143,7 @@ def test_a_killed_collector_stops_the_run_with_a_checkpoint_naming_it(tmp_path, 
     (["--async", "--max-policy-lag", "0"], "--max-policy-lag"),
     (["--async", "--max-policy-lag", str(bounds.POLICY_LAG.value + 1)],
      f"--max-policy-lag {bounds.POLICY_LAG.value + 1} is not valid: give an integer from 1 to 8"),
-])  # fmt: skip
+])
 def test_what_async_cannot_do_is_refused_in_one_line(tmp_path, capsys, flags, says):
     assert cli.main(["train", "--env-id", "CartPole-v1", *flags, "--run-dir-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err

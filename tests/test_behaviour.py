@@ -40,7 +40,7 @@ def test_the_jump_rule_fires_once_when_the_share_jumps_from_3_to_25_percent():
     (0.95, 50),  # a high share, steady (cart_pole at its cap, now and then a fall)
     (0.1, 40),   # a low share's noise
     (0.3, 2),    # few episodes per update (long episodes): a share of 0, 0.5 or 1 each time
-])  # fmt: skip
+])
 def test_the_jump_rule_is_silent_on_a_steady_share_and_its_noise(share, episodes):
     rng = np.random.default_rng(1)
     sizes = rng.integers(1, 2 * episodes, 3000) if episodes < 5 else np.full(3000, episodes)
@@ -67,7 +67,7 @@ def test_the_truncated_share_counts_the_episodes_ended_since_the_last_log_and_wa
     assert said == ["warning: policy 'runner': the time limit ended 67% of the episodes of the last 3 updates, against "
                     "0% before (charts/truncated_share): agents that stopped failing. If they did not learn to last, a "
                     "reset may leave them unable to fail (a deferred call racing it): docs/training.md, \"When it "
-                    "does not learn\""]  # fmt: skip
+                    "does not learn\""]
     for _ in range(20):  # said once: the new level is the baseline from then on
         behaviour.truncated_share(none, cut)
     assert len(said) == 1
@@ -117,7 +117,7 @@ def test_a_training_writes_each_action_keys_histogram_and_the_truncated_share(tm
     root = tmp_path / "runs"
     assert train.main(["--env-path", str(export), "--num-instances", "1", "--agents-per-instance", "4",
                        "--num-steps", "32", "--total-timesteps", "256", "--eval-episodes", "0",
-                       "--run-dir-root", str(root)]) == 0  # fmt: skip
+                       "--run-dir-root", str(root)]) == 0
     (run_dir,) = run_dirs(root)
     acc = event_accumulator(run_dir)
     assert sorted(acc.Tags()["histograms"]) == ["actions/a0", "actions/a0/0", "actions/a0/1", "actions/a1"]

@@ -355,7 +355,7 @@ def test_real_non_finite_packed_action_is_an_error(raw_game):
     (json.dumps({"type": "action", "action": [{"move": [0, 0, 0], "jump": 1}] * 2}).encode(),
      "the action for agent 0 is invalid: 'move' must be a list of 2 numbers, got [0,0,0]"),
 ], ids=["jump-2", "jump-minus-1", "move-nan", "no-ints", "three-floats", "ints-only", "json-jump-half",
-        "json-jump-missing", "json-jump-text", "json-move-3"])  # fmt: skip
+        "json-jump-missing", "json-jump-text", "json-move-3"])
 def test_real_bad_hybrid_actions_are_errors(raw_game, body, error):
     game = raw_game("--agents=2", env="jumper")
     info = game.start(step_encoding="binary")

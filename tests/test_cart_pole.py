@@ -181,7 +181,7 @@ def test_capture_video_of_a_godot_game_records_the_final_policy_in_the_window(he
     monkeypatch.setattr(training, "FINAL_VIDEO_SECONDS", 2.0)  # 10 s in a real run; the llvmpipe window is slow
 
     assert main(["train", "--env-id", "cart_pole", "--num-envs", "4", "--total-timesteps", "512", "--eval-episodes",
-                 "0", "--capture-video", "--run-dir-root", str(tmp_path)]) == 0  # fmt: skip
+                 "0", "--capture-video", "--run-dir-root", str(tmp_path)]) == 0
     (run,) = tmp_path.glob("cart_pole__*")
     video = run / "videos" / "final.mp4"
     assert video.read_bytes()[4:8] == b"ftyp" and video.stat().st_size > 5_000  # 30 frames of the game window

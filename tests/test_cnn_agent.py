@@ -62,11 +62,11 @@ def test_the_cnn_agent_shares_one_encoder_and_reads_image_and_vector():
     assert agent.actor[0].in_features == agent.critic[0].in_features == 256 + CAMERA.start
     assert [k for k in agent.state_dict() if not k.startswith(("actor.", "critic."))] == [
         "encoder.convs.0.weight", "encoder.convs.0.bias", "encoder.convs.2.weight", "encoder.convs.2.bias",
-        "encoder.dense.0.weight", "encoder.dense.0.bias"]  # fmt: skip
+        "encoder.dense.0.weight", "encoder.dense.0.bias"]
     parts = agent.policy_parts()
     assert parts["encoder"] is agent.encoder and parts["actor"] is agent.actor and parts["image"] == CAMERA
     nature = make_agent(ImageLayout("camera_2d", 36, 36, 3, 0).row_size, gym.spaces.Discrete(2), {"cnn": "nature"},
-                        ImageLayout("camera_2d", 36, 36, 3, 0))  # fmt: skip
+                        ImageLayout("camera_2d", 36, 36, 3, 0))
     assert nature.encoder.kind == "nature" and nature.actor[0].in_features == 512
     x = torch.from_numpy(_rows(4))
     changed = x.clone()
@@ -86,7 +86,7 @@ def test_the_rollout_acts_with_the_agents_numbers_and_random_draws(lstm):
     torch.manual_seed(3)
     with torch.no_grad():
         ref_action, ref_logprob, _, ref_value, _ = agent.get_action_and_value(torch.from_numpy(x), None, state,
-                                                                              torch.from_numpy(done))  # fmt: skip
+                                                                              torch.from_numpy(done))
     np.testing.assert_allclose(action, ref_action.numpy(), atol=1e-5)
     np.testing.assert_allclose(logprob, ref_logprob.numpy(), atol=1e-5)
     np.testing.assert_allclose(value, ref_value.numpy(), atol=1e-5)
@@ -176,7 +176,7 @@ def test_a_checkpoint_gives_back_the_agent_and_its_actions(tmp_path, lstm):
     path = tmp_path / "model.pt"
     save_checkpoint(path, agent=agent, optimizer=optimizer, normalizer=normalizer, args=train.Args(env_id="bright",
                     lstm=lstm), global_step=32, update=1, observation_space=envs.single_observation_space,
-                    action_space=envs.single_action_space)  # fmt: skip
+                    action_space=envs.single_action_space)
     loaded = agent_from_checkpoint(load_checkpoint(path))
     assert type(loaded.agent) is type(agent) and loaded.agent.image_layout == envs.image_layout
     ours = LoadedAgent(agent, normalizer, envs.single_observation_space, envs.single_action_space, "bright", 32)
@@ -200,7 +200,7 @@ def _view(layout):
     ({"demos": ["a.json"]}, CAMERA, "--demos: demonstrations with camera images are not supported yet"),
     ({"cnn": "nature", "explicit": True}, None, "--cnn chooses the encoder of a camera image, and seer's observations "
                                                 "hold none"),
-])  # fmt: skip
+])
 def test_what_does_not_go_with_images_is_refused_in_one_line(flags, layout, message):
     explicit = {"cnn"} if flags.pop("explicit", False) else set()
     args = train.Args(env_id="seer", **flags)
@@ -218,21 +218,21 @@ def test_train_runs_a_camera_game_with_lstm_and_frame_stack_and_resumes_it(tmp_p
     export = fake_export(tmp_path / "seer.x86_64", "--fake_image=camera_2d:20:20:3", "--fake_obs=obs:2")
     root = tmp_path / "runs"
     flags = ["--env-path", str(export), "--agents-per-instance", "4", "--num-steps", "16", "--num-minibatches", "2",
-             "--lstm", "--frame-stack", "2", "--eval-episodes", "2", "--run-dir-root", str(root)]  # fmt: skip
+             "--lstm", "--frame-stack", "2", "--eval-episodes", "2", "--run-dir-root", str(root)]
     assert train.main([*flags, "--total-timesteps", "128"]) == 0
     assert "eval: deterministic policy, 2 episodes" in capsys.readouterr().out
     (run_dir,) = root.iterdir()
     ckpt = load_checkpoint(run_dir / "model.pt")
     assert ckpt["image"] == {"key": "camera_2d", "height": 20, "width": 20, "channels": 3, "start": 2,
-                             "frame_stack": 2}  # fmt: skip
+                             "frame_stack": 2}
     loaded = agent_from_checkpoint(ckpt)
     assert isinstance(loaded.agent, RecurrentCnnAgent) and loaded.agent.image_layout.shape == (20, 20, 6)
     with pytest.raises(ValueError, match="the policy reads rows of 2402 values .* the env gives 1202: make the env "
-                                         "with frame_stack=2"):  # fmt: skip
+                                         "with frame_stack=2"):
         loaded.act(np.zeros((1, 1202), np.float32))  # an env without the run's frame stack
     saved_args = (run_dir / "args.json").read_bytes()
     with pytest.raises(TrainError, match="the run was trained with frame stack 2, and this run asks for frame stack 4: "
-                                        "drop --frame-stack or start a new run"):  # fmt: skip
+                                        "drop --frame-stack or start a new run"):
         train.main(["--resume", str(run_dir), "--frame-stack", "4"])
     assert (run_dir / "args.json").read_bytes() == saved_args  # a refused resume rewrites nothing
     assert train.main(["--resume", str(run_dir), "--total-timesteps", "192"]) == 0

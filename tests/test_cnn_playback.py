@@ -16,14 +16,14 @@ import torch.nn as nn
 from python_trainer.base import paths
 from python_trainer.engine import onnx_import, onnx_policy
 from python_trainer.engine.policy_file import (PolicyFileError, game_policy, policy_dict, policy_json, read_policy,
-                                               write_policy)  # fmt: skip
+                                               write_policy)
 from python_trainer.envs.images import ImageLayout
 from python_trainer.variants.cnn import CnnEncoder
 from python_trainer.variants.recurrent import LSTMCore
 
 KEYS = [{"key": "move", "action_type": "discrete", "size": 3}]
 MLP_KEYS = ["format", "version", "env", "observation_size", "action_keys", "action_rule", "obs_normalization", "layers",
-            "lstm", "source"]  # fmt: skip
+            "lstm", "source"]
 
 
 def camera_parts(shape=(20, 20, 3), frame_stack=2, vector=3, seed=0, lstm=False):
@@ -36,7 +36,7 @@ def camera_parts(shape=(20, 20, 3), frame_stack=2, vector=3, seed=0, lstm=False)
     n_in = encoder.out_features + vector
     core = LSTMCore(n_in, 16) if lstm else None
     actor = nn.Sequential(nn.Linear(16, 3)) if lstm else \
-        nn.Sequential(nn.Linear(n_in, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 3))  # fmt: skip
+        nn.Sequential(nn.Linear(n_in, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 3))
     with torch.no_grad():
         for p in list(encoder.parameters()) + (list(core.parameters()) if core else []):
             p.add_(torch.randn_like(p) * 0.05)
@@ -48,7 +48,7 @@ def camera_parts(shape=(20, 20, 3), frame_stack=2, vector=3, seed=0, lstm=False)
 def camera_policy(parts) -> dict:
     encoder, actor, layout, core, stats = parts
     return policy_dict(actor, stats, KEYS, env="forager", source={}, where="test", encoder=encoder, image=layout,
-                       lstm=None if core is None else core.export_weights())  # fmt: skip
+                       lstm=None if core is None else core.export_weights())
 
 
 def reference(parts, vectors, frames, dones) -> np.ndarray:
@@ -74,10 +74,10 @@ def reference(parts, vectors, frames, dones) -> np.ndarray:
 def run_engine(tmp_path, policy_path, vectors, frames, dones):
     case = tmp_path / "case.json"
     case.write_text(json.dumps({"key": "camera_2d", "vectors": vectors.tolist(), "dones": [bool(d) for d in dones],
-                                "frames": [base64.b64encode(f.tobytes()).decode() for f in frames]}))  # fmt: skip
+                                "frames": [base64.b64encode(f.tobytes()).decode() for f in frames]}))
     return subprocess.run([paths.godot_server(), "--path", str(paths.GODOT_PROJECT), "-s", "tests/cnn_parity.gd",
                            f"--cnn_policy={policy_path}", f"--cnn_case={case}"],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+                          capture_output=True, text=True, timeout=120)
 
 
 def steps(n, shape, vector, seed=1):
@@ -103,7 +103,7 @@ def test_a_camera_policy_file_round_trips_and_an_mlp_file_keeps_its_keys(tmp_pat
     assert len(policy["cnn"]["dense"]["weight"][0]) == 32 and len(policy["layers"][0]["weight"][0]) == 256 + 3
     assert len(policy["obs_normalization"]["mean"]) == 3  # the vector columns only
     mlp = policy_dict(nn.Sequential(nn.Linear(6, 2)), None, KEYS[:0] + [{"key": "m", "action_type": "continuous",
-                      "size": 2}], env="e", source={}, where="test")  # fmt: skip
+                      "size": 2}], env="e", source={}, where="test")
     assert list(mlp) == MLP_KEYS and mlp["version"] == 3
 
 
@@ -156,7 +156,7 @@ def test_export_builds_the_file_from_the_agents_policy_parts():
     encoder, actor, layout, _, stats = camera_parts()
     env_info = {"env": "forager", "n_agents": 1, "action_space": {"move": {"size": 3, "action_type": "discrete"}},
                 "observation_space": {"obs": {"size": [3], "space": "box"},
-                                      "camera_2d": {"size": [20, 20, 3], "space": "box"}}}  # fmt: skip
+                                      "camera_2d": {"size": [20, 20, 3], "space": "box"}}}
 
     class Agent:
         obs_dim = layout.row_size
@@ -169,7 +169,7 @@ def test_export_builds_the_file_from_the_agents_policy_parts():
             return stats
 
     policy = game_policy(Agent(), Normalizer(), gym.spaces.Discrete(3), env_info, env_id="forager", source={},
-                         where="test")  # fmt: skip
+                         where="test")
     assert policy == json.loads(json.dumps(camera_policy(camera_parts())))
 
 
@@ -179,7 +179,7 @@ def test_export_builds_the_file_from_the_agents_policy_parts():
     ((20, 20, 3), 2, 3, 1000, False),  # RGB, 2 frames, beside a vector: 1,000 frames
     ((24, 20, 1), 4, 0, 150, False),  # grayscale, 4 frames, the image alone, not square
     ((20, 20, 3), 1, 2, 120, True),  # the CNN under an LSTM (--cnn with --lstm)
-])  # fmt: skip
+])
 def test_the_engine_cnn_matches_torch_over_recorded_frames(tmp_path, shape, frame_stack, vector, n, lstm):
     parts = camera_parts(shape, frame_stack, vector, lstm=lstm)
     path = write_policy(tmp_path / "policy.json", camera_policy(parts))
@@ -216,7 +216,7 @@ def test_the_onnx_export_takes_its_observations_by_key_and_matches_onnxruntime(t
     inputs = [(i.name, i.shape, i.type) for i in session.get_inputs()]
     assert inputs == [("obs", ["batch_size", 3], "tensor(float)"),
                       ("camera_2d", ["batch_size", 20, 20, 6], "tensor(uint8)"),
-                      ("state_ins", ["batch_size"], "tensor(float)")]  # fmt: skip
+                      ("state_ins", ["batch_size"], "tensor(float)")]
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (1000, 20, 20, 6), dtype=np.uint8)
     vectors = rng.normal(size=(1000, 3)).astype(np.float32)
@@ -227,5 +227,5 @@ def test_the_onnx_export_takes_its_observations_by_key_and_matches_onnxruntime(t
         expected = actor(torch.cat([encoder(torch.from_numpy(images)), torch.from_numpy(vector)], dim=1)).numpy()
     assert np.abs(output - expected).max() <= 1e-5
     with pytest.raises(PolicyFileError, match=r"convolutions or an image input \(a camera policy\); import-policy "
-                                              "maps MLP policies only"):  # fmt: skip
+                                              "maps MLP policies only"):
         onnx_import.import_policy(path)

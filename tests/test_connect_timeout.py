@@ -91,7 +91,7 @@ def _play(argv):
 
 @pytest.mark.parametrize("main", [lambda argv: cli.main(["launch", *argv]), lambda argv: cli.main(["envs", *argv]),
                                   lambda argv: cli.main(["profile", *argv]), _play, _train],
-                         ids=["launch", "envs", "profile", "play", "train"])  # fmt: skip
+                         ids=["launch", "envs", "profile", "play", "train"])
 def test_a_connect_timeout_that_is_not_a_positive_number_is_refused(main, tmp_path, capsys):
     argv = ["--connect-timeout", "0", "--run-dir-root", str(tmp_path)] if main is _train else ["--connect-timeout", "0"]
     try:

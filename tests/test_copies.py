@@ -122,7 +122,7 @@ HELPER = """\
 
 def _run(project, *flags):
     return subprocess.run([godot_server(), "--path", str(project), "--benchmark_steps=5", *flags],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+                          capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.slow
@@ -131,7 +131,7 @@ def test_the_script_check_names_each_finding_and_refuses_an_agent_that_presses_i
     refused = _run(project, "--copies=2")
     lines = [ln for ln in refused.stdout.splitlines() if ln.startswith("rl_sync: copies: ")]
     assert [ln.split(": ")[2] for ln in lines] == ["res://main.gd:4", "res://main.gd:6", "res://helper.gd:3",
-                                                   "res://agent.gd:8"], lines  # fmt: skip
+                                                   "res://agent.gd:8"], lines
     assert "global random generator is shared" in lines[0] and "tree-wide group call" in lines[1]
     assert "REFUSED" in lines[3] and "Input singleton" in lines[3]
     assert refused.returncode == 1
@@ -188,7 +188,7 @@ def _train_copies(tmp_path, keys: str):
 
     project = _project(tmp_path / "game", {"main.gd": "extends Node2D\n", "agent.gd": PRESSING_AGENT, "keys.gd": keys})
     result = godot_ppo_child("train", "--project", str(project), "--copies", "2", "--total-timesteps", "64",
-                             "--num-steps", "16", "--run-dir-root", str(tmp_path / "runs"), timeout=90)  # fmt: skip
+                             "--num-steps", "16", "--run-dir-root", str(tmp_path / "runs"), timeout=90)
     return result, run_dirs(tmp_path / "runs")
 
 

@@ -57,7 +57,7 @@ def test_every_space_maps_to_the_agents_layout(tmp_path):
     for declared, space, row, expected in cases:
         keys = sorted([k, v["action_type"], v["size"]] for k, v in declared.items())
         write_demos(tmp_path / "d.json", [episode(obs, [row], game="g", action_space=declared, action_keys=keys,
-                                                   rewards=[1.0], truncated=False)])  # fmt: skip
+                                                   rewards=[1.0], truncated=False)])
         demos = load_demos([tmp_path / "d.json"], 1, space, declared, "g")
         np.testing.assert_allclose(demos.actions, [expected])
         assert demos.returns == [1.0]
@@ -87,9 +87,9 @@ def test_bad_files_say_the_file_the_episode_and_the_fix(tmp_path):
         tmp_path, [[[[0, 0], [1, 1]], [[1]], meta]], env_id="sparse_goal")
     declared = {"move": {"size": 5, "action_type": "discrete"}}
     assert "episode 0: its action keys" in _bad(tmp_path, [[[[0, 0], [1, 1]], [[1]], {**meta, "game": "g"}]],
-                                                declared=declared, env_id="g")  # fmt: skip
+                                                declared=declared, env_id="g")
     assert "cannot read" in str(pytest.raises(DemoError, load_demos, [tmp_path / "none.json"], 2,
-                                              gym.spaces.Discrete(3)).value)  # fmt: skip
+                                              gym.spaces.Discrete(3)).value)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -126,7 +126,7 @@ def one_thread():
 @pytest.mark.parametrize("space, recurrent", [
     (gym.spaces.Discrete(2), False), (gym.spaces.Box(-1, 1, (2,)), False), (gym.spaces.MultiDiscrete([2, 2]), False),
     (HYBRID_SPACE, False), (gym.spaces.Discrete(2), True), (HYBRID_SPACE, True),
-], ids=["discrete", "box", "multidiscrete", "hybrid", "lstm-discrete", "lstm-hybrid"])  # fmt: skip
+], ids=["discrete", "box", "multidiscrete", "hybrid", "lstm-discrete", "lstm-hybrid"])
 def test_pretraining_clones_the_demonstrations(space, recurrent, one_thread):
     torch.manual_seed(0)
     agent = RecurrentAgent(2, space, 16) if recurrent else Agent(2, space)
@@ -135,7 +135,7 @@ def test_pretraining_clones_the_demonstrations(space, recurrent, one_thread):
     cloning.seed_normalizer(normalizer, demos)
     assert normalizer.obs_rms.count > 400
     args = cloning.CloningArgs(bc_epochs=40 if recurrent else 60, bc_batch_size=128 if recurrent else 64,
-                               bc_learning_rate=3e-3)  # fmt: skip
+                               bc_learning_rate=3e-3)
     before = cloning.DemoBatches(agent, demos).fit(np.arange(cloning.DemoBatches(agent, demos).units), normalizer)
     fit = cloning.pretrain(agent, normalizer, demos, args, seed=0, log=lambda _: None)
     assert fit["demos/log_likelihood"] > before["demos/log_likelihood"] + 0.5
@@ -148,7 +148,7 @@ def test_pretraining_clones_the_demonstrations(space, recurrent, one_thread):
 def test_the_cloning_loss_anneals_to_zero():
     agent = Agent(2, gym.spaces.Discrete(2))
     loss = cloning.CloningLoss(agent, Normalizer(2, 1, 0.99, False, False), _synthetic(gym.spaces.Discrete(2)),
-                               cloning.CloningArgs(bc_coef=0.4, bc_anneal_steps=1000), seed=0)  # fmt: skip
+                               cloning.CloningArgs(bc_coef=0.4, bc_anneal_steps=1000), seed=0)
     assert loss.weight(0) == pytest.approx(0.4) and loss.weight(500) == pytest.approx(0.2) and loss.weight(2000) == 0
     assert isinstance(loss.loss(agent, 0), torch.Tensor) and loss.loss(agent, 1000) == 0.0
     assert {"losses/bc_loss", "charts/bc_coef", "demos/accuracy", "demos/log_likelihood"} <= set(loss.scalars(agent, 0))
@@ -181,7 +181,7 @@ def test_train_with_demos_logs_cloning_and_total_timesteps_zero_needs_demos(tmp_
     demos = _cartpole_demos(tmp_path / "demo.json")
     root = tmp_path / "runs"
     argv = ["--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "128", "--eval-episodes", "2",
-            "--run-dir-root", str(root), "--demos", str(demos), "--bc-epochs", "60"]  # fmt: skip
+            "--run-dir-root", str(root), "--demos", str(demos), "--bc-epochs", "60"]
     assert train.main(argv + ["--total-timesteps", "512"]) == 0
     (run_dir,) = run_dirs(root)
     scalars = read_scalars(run_dir)
@@ -209,7 +209,7 @@ def test_a_cloning_loss_that_becomes_nan_stops_the_run_in_one_line_and_saves_no_
     demos = _cartpole_demos(tmp_path / "demo.json", episodes=1)
     root = tmp_path / "runs"
     argv = ["train", "--env-id", "CartPole-v1", "--num-envs", "2", "--demos", str(demos), "--bc-epochs", "3",
-            "--bc-learning-rate", "1e39", "--total-timesteps", "0", "--run-dir-root", str(root)]  # fmt: skip
+            "--bc-learning-rate", "1e39", "--total-timesteps", "0", "--run-dir-root", str(root)]
     assert cli.main(argv) == 2  # before: exit 0, and a model.pt of NaN
     err = capsys.readouterr().err.strip()
     assert err.startswith("godot-ppo train: error: behavioural cloning diverged: the ") and "\n" not in err
@@ -257,14 +257,14 @@ def test_policy_driven_recording_trains_a_clone_that_plays_in_the_engine(headles
     root = tmp_path / "runs"  # ours and godot_rl_agents' shape (no meta: the env_info's key order) in one run
     assert train.main(["--env-path", str(headless_export), "--env-id", "jumper", "--demos", str(out), str(theirs),
                        "--total-timesteps", "0", "--bc-epochs", "5", "--eval-episodes", "0",
-                       "--run-dir-root", str(root)]) == 0  # fmt: skip
+                       "--run-dir-root", str(root)]) == 0
     (run_dir,) = run_dirs(root)
     several = subprocess.run([sys.executable, "-m", "python_trainer", "train", "--env-path", str(headless_export),
                               "--env-id", "tag", "--demos", str(out), "--total-timesteps", "0", "--run-dir-root",
-                              str(tmp_path / "tag")], capture_output=True, text=True, timeout=120)  # fmt: skip
+                              str(tmp_path / "tag")], capture_output=True, text=True, timeout=120)
     assert several.returncode == 2 and "--demos clones one policy; tag's agents play 2" in several.stderr, several.stderr
     played = _game(headless_export, "--env=jumper", f"--policy={run_dir / 'policy.json'}", "--eval_episodes=2",
-                   "--max_episode_steps=30")  # fmt: skip
+                   "--max_episode_steps=30")
     assert played.returncode == 0, played.stderr
     assert json.loads(next(line for line in played.stdout.splitlines() if line.startswith('{"eval"')))["eval"]["episodes"] == 2
 
@@ -272,7 +272,7 @@ def test_policy_driven_recording_trains_a_clone_that_plays_in_the_engine(headles
 def test_record_refuses_without_a_display(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
     result = subprocess.run([sys.executable, "-m", "python_trainer", "record", "--env-id", "sparse_goal", "--out",
-                             str(tmp_path / "d.json")], env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+                             str(tmp_path / "d.json")], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and not (tmp_path / "d.json").exists()
     assert result.stderr.strip().startswith("godot-ppo record: error: no display ($DISPLAY is not set)")
 
@@ -289,12 +289,12 @@ def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
     env = {**os.environ, "DISPLAY": display, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     # The server answers a client before the game opens its window (once, on CI, the game found no display).
     wait_for(lambda: subprocess.run(["xdotool", "getdisplaygeometry"], env=env, capture_output=True,
-                                    timeout=10).returncode == 0, 10, f"Xvfb on {display} answering xdotool")  # fmt: skip
+                                    timeout=10).returncode == 0, 10, f"Xvfb on {display} answering xdotool")
     out = tmp_path / "kb.json"
     proc = subprocess.Popen([sys.executable, "-m", "python_trainer", "record", "--env-path", str(windowed_export),
                              "--env-id", "sparse_goal", "--out", str(out), "--episodes", "6",
                              "--max-episode-steps", "20"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+                            stderr=subprocess.STDOUT, text=True)
 
     lines = []  # the command's output, read as it comes (the recorder says what it did)
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
@@ -309,7 +309,7 @@ def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
             if not value and proc.poll() is not None:
                 reader.join(10)
                 log = next((line.rsplit("its output is in ", 1)[1].strip() for line in lines
-                            if "its output is in " in line), None)  # fmt: skip
+                            if "its output is in " in line), None)
                 raise AssertionError(f"record ended early while waiting for {what}: {lines}; the game's output: "
                                      f"{Path(log).read_text()[-3000:] if log and Path(log).exists() else None}; "
                                      f"Xvfb's log: {xvfb.log_path.read_text()[-2000:]}")
@@ -328,7 +328,7 @@ def test_keyboard_recording_under_xvfb_with_xdotool(windowed_export, tmp_path):
 
     try:
         poll("game window", lambda: subprocess.run(["xdotool", "search", "--name", "Godot"], env=env,
-                                                   capture_output=True, timeout=10).stdout.strip())  # fmt: skip
+                                                   capture_output=True, timeout=10).stdout.strip())
         xdo("keydown", "Right")
         poll("episode played with Right held", lambda: any(all(a == [4] for a in ep[1]) for ep in episodes()))
         xdo("keyup", "Right")

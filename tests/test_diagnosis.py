@@ -154,7 +154,7 @@ WORDS = {1 / 3: "a third", 0.5: "half"}
                         f"by more than {d.ARGMAX_GAP:.0%} of its size"]),
     ("returns far outside the reward scale", [f"(at least {d.MIN_EPISODES})", f"above {d.RETURN_HIGH:g}",
                                               f"below {d.RETURN_LOW:g}"]),
-])  # fmt: skip
+])
 def test_the_docs_state_each_warnings_thresholds_as_the_code_has_them(row, phrases):
     text = _docs_row(row)
     for phrase in phrases:
@@ -166,7 +166,7 @@ def test_a_run_whose_returns_are_far_outside_the_reward_scale_says_so_once(tmp_p
     """Pendulum's returns are about -1200 an episode at first: without --norm-reward the trainer says so."""
     done = subprocess.run(train_argv(tmp_path, "--env-id", "Pendulum-v1", "--no-norm-reward", "--num-envs", "4",
                                      "--num-steps", "200", "--total-timesteps", "8000", "--eval-episodes", "0"),
-                          cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if "far outside the scale" in line]
     assert len(lines) == 1 and "--norm-reward" in lines[0], done.stderr[-3000:]

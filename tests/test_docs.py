@@ -111,7 +111,7 @@ def godot_ppo() -> list[str]:
 def run_helps(argvs: dict) -> dict:
     """{key: --help output} for {key: argv}, all started at once (the slowest, train's, imports torch)."""
     procs = {key: subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for key, argv in argvs.items()}  # fmt: skip
+             for key, argv in argvs.items()}
     out = {}
     try:
         for key, proc in procs.items():
@@ -187,7 +187,7 @@ def problems_of(command: str, in_bash: bool, helps: dict, targets: set, keys: se
     if words[0].endswith(".x86_64"):
         found = [f"the binary's table (docs/binary.md) has no {f}" for f in sorted(used - keys - ENGINE_FLAGS)]
         found += [f"the addon's GDScript never reads {f}" for f in sorted(used - ENGINE_FLAGS)
-                  if f'"{f[2:]}"' not in gd]  # fmt: skip
+                  if f'"{f[2:]}"' not in gd]
         return found
     if in_bash:
         return ["not a command this test knows how to check: check it here, or add it to EXCEPTIONS with a reason"]
@@ -433,7 +433,7 @@ def test_when_it_does_not_learn_names_real_tags_and_every_ablation_switch():
     unwritten = [t for t in sorted(tags) if t not in source and f"{t.split('/')[0]}/{{" not in source]
     assert not unwritten, f"tags the trainer never writes: {unwritten}"
     switches = {f"--no-{f.name.replace('_', '-')}" for cls in (ppo.Args, normalization.NormArgs, rollout.RolloutArgs)
-                for f in dataclasses.fields(cls) if "bool" in str(f.type)}  # fmt: skip
+                for f in dataclasses.fields(cls) if "bool" in str(f.type)}
     named = set(re.findall(r"`(--no-[\w-]+)`", text))
     assert switches == named, f"switches without a word: {sorted(switches - named)}; no such switch: {sorted(named - switches)}"
 
@@ -474,7 +474,7 @@ def test_benchmarks_are_one_row_per_measurement_on_a_described_machine():
 
 def test_the_numbers_the_docs_state_about_the_code():
     stated = re.search(r"`python_trainer/ppo.py` is the whole algorithm in one file \(about (\d+) lines\)",
-                       (DOCS / "training.md").read_text())  # fmt: skip
+                       (DOCS / "training.md").read_text())
     assert stated, "docs/training.md no longer states ppo.py's size"
     actual = len((REPO / "python_trainer" / "ppo.py").read_text().splitlines())
     assert abs(actual - int(stated.group(1))) <= 0.1 * actual, f"ppo.py has {actual} lines, the docs say about {stated.group(1)}"
@@ -553,6 +553,6 @@ def test_the_second_own_flow_pages_controllers_compile_against_the_addon_alone(t
     from python_trainer.base.paths import godot_server
 
     out = subprocess.run([godot_server(), "--path", str(tmp_path), "-s", "check.gd"], capture_output=True, text=True,
-                         timeout=60).stdout  # fmt: skip
+                         timeout=60).stdout
     results = dict(re.findall(r"^compiled (block\d+)\.gd: (True|False)$", out, re.M))
     assert results == {**{f"block{i}": "True" for i in range(2)}, "block2": "False"}, out

@@ -117,7 +117,7 @@ def test_the_binary_takes_env_params_and_reports_info_means(headless_export):
     def report(*extra):
         result = subprocess.run(base + list(extra), capture_output=True, text=True, timeout=120)
         return result, next((json.loads(line)["eval"] for line in result.stdout.splitlines()
-                             if line.startswith('{"eval"')), None)  # fmt: skip
+                             if line.startswith('{"eval"')), None)
 
     plain, with_defaults, hard = report()[1], report(*defaults)[1], report("--env_param=gap_min=3.2", "--env_param=gap_max=3.4")[1]
     assert plain["returns"] == with_defaults["returns"] and plain["lengths"] == with_defaults["lengths"]
@@ -169,7 +169,7 @@ def test_a_curriculum_advances_is_logged_and_resumed(headless_export, tmp_path, 
                        '[[environment_parameters.gap_max.curriculum]]\nvalue = 3.0\n')
     argv = ["--env-id", "jumper", "--agents-per-instance", "8", "--num-steps", "64", "--total-timesteps", "2560",
             "--eval-episodes", "0", "--checkpoint-every", "1", "--run-dir-root", str(tmp_path / "runs"),
-            "--curriculum", str(lessons), "--env-param", "rise_max=uniform(0.2,0.5)"]  # fmt: skip
+            "--curriculum", str(lessons), "--env-param", "rise_max=uniform(0.2,0.5)"]
     assert train.main(argv) == 0
     (run_dir,) = run_dirs(tmp_path / "runs")
     assert "curriculum: lesson 1 'lesson 1' (progress 0.4 >= 0.4) at global step 1024: gap_max 2.2 -> 3" in capsys.readouterr().out
@@ -224,7 +224,7 @@ DEFAULT_RUNS = REPO / "tests" / "fixtures" / "env_params_default_runs.json"
 def _listed_games(binary) -> list:
     listing = json.loads(next(line for line in subprocess.run(
         [str(binary), "--list_envs", "--quit"], capture_output=True, text=True, timeout=60).stdout.splitlines()
-        if line.startswith('{"envs"')))  # fmt: skip
+        if line.startswith('{"envs"')))
     return listing["envs"]
 
 
@@ -234,7 +234,7 @@ def _default_runs(binary, games) -> dict:
     for name, policy in [*((env, "random") for env in games), ("jumper", str(JUMPER_POLICY))]:
         result = subprocess.run([str(binary), "--fixed-fps", "60", f"--env={name}", "--agents=4", "--env_seed=3",
                                  "--max_episode_steps=200", f"--policy={policy}", "--eval_episodes=8"],
-                                capture_output=True, text=True, timeout=120)  # fmt: skip
+                                capture_output=True, text=True, timeout=120)
         report = next(json.loads(line)["eval"] for line in result.stdout.splitlines() if line.startswith('{"eval"'))
         runs[f"{name} {Path(policy).name}"] = {"returns": report["returns"], "lengths": report["lengths"]}
     return runs
@@ -268,11 +268,11 @@ def test_a_curriculum_whose_first_lesson_sets_vision_to_0_trains_forager_on_the_
                        '[[environment_parameters.vision.curriculum]]\nvalue = 0\n'
                        '[[environment_parameters.target_ahead.curriculum]]\nvalue = 1\n'
                        'completion_criteria = { measure = "progress", threshold = 0.5 }\n'
-                       '[[environment_parameters.target_ahead.curriculum]]\nvalue = 0.5\n')  # fmt: skip
+                       '[[environment_parameters.target_ahead.curriculum]]\nvalue = 0.5\n')
     root = tmp_path / "runs"
     assert train.main(["--env-id", "forager", "--curriculum", str(lessons), "--num-instances", "1",
                        "--agents-per-instance", "2", "--num-steps", "16", "--total-timesteps", "64",
-                       "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
+                       "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0
     assert "lesson 1" in capsys.readouterr().out  # target_ahead's lesson moved on; vision's value stayed 0
     (run_dir,) = run_dirs(root)
     ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=False)
@@ -291,14 +291,14 @@ def test_a_curriculum_whose_first_lesson_sets_vision_to_0_trains_forager_on_the_
     ("later", "vision.toml:1: vision goes from 1 in lesson 0 to 0 in lesson 1, but forager fixes vision when its agents "
      "start (it shapes what they observe), so no later lesson can change it: give it one value in every lesson, or use "
      "--env-param vision=1 and drop it from the curriculum"),
-])  # fmt: skip
+])
 def test_a_sampler_or_a_later_lesson_on_a_parameter_fixed_at_start_is_refused_in_one_line(
         headless_export, tmp_path, capsys, flags, said):
     if flags == "later":
         lessons = tmp_path / "vision.toml"
         lessons.write_text('[[environment_parameters.vision.curriculum]]\nvalue = 1\n'
                            'completion_criteria = { measure = "progress", threshold = 0.5 }\n'
-                           '[[environment_parameters.vision.curriculum]]\nvalue = 0\n')  # fmt: skip
+                           '[[environment_parameters.vision.curriculum]]\nvalue = 0\n')
         flags = ["--curriculum", str(lessons)]
     root = tmp_path / "runs"
     assert cli.main(["train", "--env-id", "forager", *flags, "--run-dir-root", str(root)]) == 2

@@ -61,7 +61,7 @@ def test_eval_every_logs_the_random_yardstick_and_keeps_the_best_snapshot_that_e
 def test_eval_every_in_a_two_team_game_gives_win_rates_against_scripted_and_the_pool(tmp_path, headless_export):
     train_child(tmp_path, "--env-id", "pong", "--total-timesteps", "4096", "--num-steps", "128", "--self-play",
                 "--self-play-save-steps", "1024", "--eval-every", "4096", "--eval-every-episodes", "8",
-                "--eval-episodes", "0")  # fmt: skip
+                "--eval-episodes", "0")
     (run_dir,) = run_dirs(tmp_path)
     scalars = read_scalars(run_dir)
     for yardstick in ("random", "scripted", "pool_oldest", "pool_newest"):
@@ -76,7 +76,7 @@ def _fixed_policy(path: Path, outputs: list, keys: list) -> Path:
     """A policy whose outputs are ``outputs`` whatever it sees (zero weights, the outputs as biases)."""
     policy = {"format": FORMAT, "version": 5, "env": "ball_chase", "observation_size": 1, "action_keys": keys,
               "action_rule": "per_key", "obs_normalization": None, "lstm": None,
-              "layers": [{"weight": [[0.0] for _ in outputs], "bias": outputs, "activation": "linear"}]}  # fmt: skip
+              "layers": [{"weight": [[0.0] for _ in outputs], "bias": outputs, "activation": "linear"}]}
     return write_policy(path, policy)
 
 
@@ -119,7 +119,7 @@ def test_a_version_1_policy_file_still_plays_and_noop_starts_change_its_episodes
 
 def test_eval_every_on_a_gymnasium_id_is_refused_in_one_line_and_leaves_no_run_folder(tmp_path):
     result = godot_ppo_child("train", "--env-id", "CartPole-v1", "--total-timesteps", "512", "--eval-every", "256",
-                             "--run-dir-root", str(tmp_path))  # fmt: skip
+                             "--run-dir-root", str(tmp_path))
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("godot-ppo train: error: --eval-every plays the policy in")
     assert run_dirs(tmp_path) == []
@@ -128,7 +128,7 @@ def test_eval_every_on_a_gymnasium_id_is_refused_in_one_line_and_leaves_no_run_f
 def test_ctrl_c_while_an_evaluation_plays_ends_its_game_and_keeps_the_checkpoint(tmp_path, headless_export):
     proc = subprocess.Popen(train_argv(tmp_path, "--env-id", "ball_chase", "--total-timesteps", "10000000",
                                        "--num-steps", "128", "--eval-every", "2048", "--eval-every-episodes", "64"),
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         evaluation = lambda: [p for p in processes_mentioning("--eval_episodes=") if p in _tree(proc.pid)]  # noqa: E731
         games = wait_for(evaluation, 120, "an evaluation's game", proc)

@@ -50,7 +50,7 @@ def test_godot_rl_sees_the_camera_of_16_agents(windowed_export, tmp_path, monkey
     with Xvfb(tmp_path / "xvfb.log") as xvfb:
         monkeypatch.setenv("DISPLAY", xvfb.start())
         env = GodotEnv(env_path=str(windowed_export), port=free_port(), show_window=False, seed=3, speedup=20,
-                       env="forager")  # fmt: skip
+                       env="forager")
         try:
             assert env.num_envs == 16
             assert env.observation_space["camera_2d"] == gym.spaces.Box(0, 255, SHAPE, np.uint8)
@@ -91,7 +91,7 @@ def test_a_reset_frame_shows_the_new_episode(windowed_export, tmp_path):
             [str(windowed_export), "--env=forager", f"--port={port}", f"--agents={agents}", "--disable-render-loop",
              "--speedup=20", "--max_episode_steps=3"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, DISPLAY=xvfb.start()),
-        )  # fmt: skip
+        )
         try:
             conn = GodotConnection(server.accept()[0], timeout=30)
             conn.handshake(step_encoding="binary")
@@ -178,7 +178,7 @@ def test_training_the_vector_baseline_stays_headless_without_a_camera(headless_e
     command line too), so the run trains on the 11 vector values, headless, and its policy sees no camera."""
     run_dir = train_run(tmp_path, "--env-id", "forager", "--env-param", "vision=0", "--num-instances", "1",
                         "--agents-per-instance", "2", "--num-steps", "32", "--total-timesteps", "64",
-                        "--eval-episodes", "0", env={"DISPLAY": ""})  # fmt: skip
+                        "--eval-episodes", "0", env={"DISPLAY": ""})
     log = (run_dir / "logs" / "instance_0.log").read_text()
     assert "--env_param=vision=0.0" in log and "windowed" not in log and "restart 1" not in log
     policy = json.loads((run_dir / "policy.json").read_text())
@@ -199,7 +199,7 @@ def test_stable_baselines3_trains_forager_from_its_camera(windowed_export, tmp_p
     with Xvfb(tmp_path / "xvfb.log") as xvfb:
         monkeypatch.setenv("DISPLAY", xvfb.start())
         venv = StableBaselinesGodotEnv(env_path=str(windowed_export), show_window=False, seed=0, n_parallel=1,
-                                       speedup=8, port=free_port(), env="forager")  # fmt: skip
+                                       speedup=8, port=free_port(), env="forager")
         godot_env = venv.envs[0]
         try:
             assert venv.observation_space["camera_2d"] == gym.spaces.Box(0, 255, SHAPE, np.uint8)
@@ -232,9 +232,9 @@ def test_the_pretrained_policy_forages_inside_the_engine(windowed_export, tmp_pa
     with Xvfb(tmp_path / "xvfb.log") as xvfb:
         display = xvfb.start()
         trained = evaluate_in_engine(policies / "forager.json", env_id="forager", env_path=windowed_export,
-                                     episodes=2, agents=2, seed=5, display=display)  # fmt: skip
+                                     episodes=2, agents=2, seed=5, display=display)
         random = evaluate_in_engine("random", env_id="forager", env_path=windowed_export, episodes=2, agents=2,
-                                    seed=5, display=display)  # fmt: skip
+                                    seed=5, display=display)
     assert trained["mean_return"] > 10 and random["mean_return"] < 3, (trained, random)
     out, text = tmp_path / "forager.json", io.StringIO()
     with contextlib.redirect_stdout(text):
@@ -251,7 +251,7 @@ def test_profile_measures_forager_as_training_runs_it_with_the_window_not_drawn(
 
     out = tmp_path / "out"
     assert profiling.main(["--env", "forager", "--instances", "1", "--steps", "100", "--warmup-steps", "10",
-                           "--no-engine-benchmark", "--out", str(out)]) == 0  # fmt: skip
+                           "--no-engine-benchmark", "--out", str(out)]) == 0
     (result,) = json.loads((out / "profile.json").read_text())["results"]
     assert (result["mode"], result["status"]) == ("windowed", "ok")
     assert result["physics_fps_per_instance"] > 0 and result["rendered_fps_per_instance"] == 0

@@ -109,7 +109,7 @@ def test_stable_baselines3_example_trains_the_default_game(headless_export, own_
 
     # As the example builds it with its defaults (no --viz, --seed 0, --n_parallel 1, --speedup 1).
     venv = StableBaselinesGodotEnv(env_path=str(headless_export), show_window=False, seed=0, n_parallel=1, speedup=1,
-                                   port=free_port())  # fmt: skip
+                                   port=free_port())
     godot_env = venv.envs[0]
     try:
         assert venv.num_envs == N_AGENTS
@@ -147,7 +147,7 @@ def test_clean_rl_example_env_runs_the_default_game(headless_export, own_games):
 
     # As the example builds it with its defaults (no --viz, --speedup 8, --seed 1, --n_parallel 1).
     envs = CleanRLGodotEnv(env_path=str(headless_export), show_window=False, speedup=8, seed=1, n_parallel=1,
-                           port=free_port())  # fmt: skip
+                           port=free_port())
     godot_env = envs.envs[0]
     try:
         assert envs.num_envs == N_AGENTS
@@ -191,7 +191,7 @@ def test_gdrl_console_script_trains_the_export(headless_export, tmp_path):
     assert "from godot_rl.main import main" in gdrl.read_text()  # what GDRL runs
     log = tmp_path / "gdrl.log"
     cmd = [sys.executable, "-c", GDRL.format(port=free_port(), steps=GDRL_STEPS), "--env=gdrl",
-           f"--env_path={headless_export}", "--experiment_name=test", "--speedup=32"]  # fmt: skip
+           f"--env_path={headless_export}", "--experiment_name=test", "--speedup=32"]
     games = set()
     with open(log, "wb") as out:
         # gdrl writes its tensorboard logs under ./logs/sb3: run it in the temp folder.
@@ -201,7 +201,7 @@ def test_gdrl_console_script_trains_the_export(headless_export, tmp_path):
     try:
         # The game is gdrl's child (in its own session) until gdrl exits; note every one it starts.
         wait_for(lambda: games.update(descendants(proc.pid)) or proc.poll() is not None, GDRL_DEADLINE, "end of gdrl",
-                 poll=0.1)  # fmt: skip
+                 poll=0.1)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)

@@ -28,7 +28,7 @@ PLAIN = ("--fake_dialect=godot_rl",)
 
 def test_a_plain_game_handshakes_resets_steps_and_closes(fake_binary, tmp_path):
     env = make_vec_env("plain", num_instances=2, binary=fake_binary, extra_args=PLAIN, seed=5, action_repeat=3,
-                       run_dir=tmp_path)  # fmt: skip
+                       run_dir=tmp_path)
     pids = env.launcher.pids()
     try:
         # Told by its first message: env_info without our hello or extension keys.
@@ -37,7 +37,7 @@ def test_a_plain_game_handshakes_resets_steps_and_closes(fake_binary, tmp_path):
         assert env.single_observation_space.shape == (4,) and env.single_action_space.shape == (2,)
         assert env.num_envs == 4 and env.max_episode_steps is None
         assert env.game_settings == {"dialect": GODOT_RL, "env_seed": [5, 6], "speedup": 1, "action_repeat": 3,
-                                     "agents": [2, 2]}  # fmt: skip
+                                     "agents": [2, 2]}
         assert "--env_seed=5..6 --speedup=1 --action_repeat=3" in env.startup_line()
         obs, _ = env.reset()
         assert obs[:, 2].tolist() == [5, 5, 6, 6]  # each instance read its --env_seed
@@ -104,7 +104,7 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     export = plain_export(tmp_path)
     root = tmp_path / "runs"
     base = ["--env-path", str(export), "--num-instances", "2", "--num-steps", "32", "--eval-episodes", "2",
-            "--checkpoint-every", "1", "--run-dir-root", str(root)]  # fmt: skip
+            "--checkpoint-every", "1", "--run-dir-root", str(root)]
     assert train.main([*base, "--total-timesteps", "256", "--action-repeat", "2"]) == 0
     out = capsys.readouterr().out
     assert "speaking godot_rl_agents' plugin protocol" in out and "--action_repeat=2" in out
@@ -112,7 +112,7 @@ def test_train_resume_envs_and_play_on_a_plain_export(tmp_path, capsys):
     (run_dir,) = root.iterdir()
     saved = json.loads((run_dir / "args.json").read_text())
     assert saved["game_settings"] == {"dialect": GODOT_RL, "env_seed": [1, 2], "speedup": 1, "action_repeat": 2,
-                                      "agents": [2, 2]}  # fmt: skip
+                                      "agents": [2, 2]}
     assert train.main(["--resume", str(run_dir), "--total-timesteps", "512"]) == 0
     assert "global_step=512" in capsys.readouterr().out
 
@@ -137,7 +137,7 @@ def test_profile_measures_a_plain_game_from_outside(tmp_path, capsys):
 
     out = tmp_path / "profile"
     code = profiling.main(["--env-path", str(plain_export(tmp_path)), "--modes", "headless", "--instances", "1,2",
-                           "--steps", "100", "--warmup-steps", "5", "--out", str(out)])  # fmt: skip
+                           "--steps", "100", "--warmup-steps", "5", "--out", str(out)])
     assert code == 0, capsys.readouterr()
     results = json.loads((out / "profile.json").read_text())["results"]
     assert [r["status"] for r in results] == ["ok", "ok"]
@@ -187,7 +187,7 @@ def test_without_a_token_a_stray_client_is_still_refused(fake_binary, tmp_path):
 def test_a_crashed_plain_game_is_restarted_in_its_dialect(fake_binary, tmp_path):
     events = []
     env = make_vec_env("plain", num_instances=2, binary=fake_binary, extra_args=(*PLAIN, "--fake_mode=crash_after=5"),
-                       max_restarts=1, run_dir=tmp_path, report=quiet(events))  # fmt: skip
+                       max_restarts=1, run_dir=tmp_path, report=quiet(events))
     try:
         env.reset()
         restarted = None

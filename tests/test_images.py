@@ -171,7 +171,7 @@ def test_a_camera_game_runs_windowed_by_itself_and_its_frames_fill_the_image_col
 def test_a_frame_that_shrinks_mid_run_stops_the_run_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("DISPLAY", os.environ.get("DISPLAY", ":none"))  # never opened: the fake game only checks it
     env = fake_env(tmp_path, "--fake_image=camera_2d:2:3:1", "--fake_image_shrink=2", instances=1,
-                   report=quiet([]))  # fmt: skip
+                   report=quiet([]))
     try:
         env.reset()
         env.step(env.action_space.sample())
@@ -194,7 +194,7 @@ def test_vector_games_have_no_image_layout(tmp_path):
 def test_the_frame_stack_clears_at_episode_start_and_stacks_final_obs_with_its_own_history(tmp_path, monkeypatch):
     monkeypatch.setenv("DISPLAY", os.environ.get("DISPLAY", ":none"))
     env = fake_env(tmp_path, "--fake_image=camera_2d:1:2:1", "--fake_obs=obs:4", agents=2, frame_stack=3,
-                   report=quiet([]))  # fmt: skip
+                   report=quiet([]))
     try:
         assert env.image_layout.shape == (1, 2, 3) and env.single_observation_space.shape == (10,)
         assert env.single_observation_space.high[4:].tolist() == [255] * 6

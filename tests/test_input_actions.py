@@ -23,7 +23,7 @@ TYPED = ["keydown", "j", "sleep", "0.15", "keydown", "k", "sleep", "0.12", "keyu
          "keydown", "l", "sleep", "0.1", "keyup", "j", "sleep", "0.12", "keyup", "l", "sleep", "0.1",
          "keydown", "k", "sleep", "0.1", "keyup", "k", "sleep", "0.1", "keydown", "k", "sleep", "0.1", "keyup", "k",
          "sleep", "0.1", "keydown", "l", "sleep", "0.1", "keyup", "l", "sleep", "0.1", "keydown", "l", "sleep", "0.15",
-         "keyup", "l", "sleep", "0.1"]  # fmt: skip
+         "keyup", "l", "sleep", "0.1"]
 PRESSES = {"probe_left": 1, "probe_jump": 3, "probe_right": 3}
 
 
@@ -32,7 +32,7 @@ def counts(records: list, field: int) -> dict:
 
 
 @pytest.mark.skipif(shutil.which("xdotool") is None or shutil.which("godot3-runner") is None,
-                    reason="needs xdotool and godot3-runner (make deps installs them)")  # fmt: skip
+                    reason="needs xdotool and godot3-runner (make deps installs them)")
 def test_the_bridge_gives_a_game_what_the_same_keys_typed_on_a_keyboard_give_it_frame_for_frame(tmp_path):
     from python_trainer.envs.xvfb import Xvfb
 
@@ -40,17 +40,17 @@ def test_the_bridge_gives_a_game_what_the_same_keys_typed_on_a_keyboard_give_it_
     with Xvfb(tmp_path / "xvfb.log") as xvfb:
         env = {**os.environ, "DISPLAY": xvfb.start()}
         wait_for(lambda: subprocess.run(["xdotool", "getdisplaygeometry"], env=env, capture_output=True,
-                                        timeout=10).returncode == 0, 10, "Xvfb answering xdotool")  # fmt: skip
+                                        timeout=10).returncode == 0, 10, "Xvfb answering xdotool")
         # --fixed-fps: one physics frame per idle frame, so a key's event comes before a physics frame, as the
         # bridge's press does (the sync node presses first in the decision's physics frame)
         game = subprocess.Popen(["godot3-runner", "--path", str(GODOT_PROJECT), "--fixed-fps", "60", PROBE,
-                                 f"--probe_out={keys_log}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+                                 f"--probe_out={keys_log}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
             read_line(game, b"input_probe: ready", timeout=30)
             window = subprocess.run(["xdotool", "search", "--sync", "--name", "rl_sync input probe"], env=env,
-                                    capture_output=True, text=True, timeout=20, check=True).stdout.split()[0]  # fmt: skip
+                                    capture_output=True, text=True, timeout=20, check=True).stdout.split()[0]
             subprocess.run(["xdotool", "windowfocus", "--sync", window, *TYPED, "key", "Escape"], env=env,
-                           timeout=30, check=True)  # fmt: skip
+                           timeout=30, check=True)
             err = game.communicate(timeout=30)[0]
         finally:
             if game.poll() is None:
@@ -65,7 +65,7 @@ def test_the_bridge_gives_a_game_what_the_same_keys_typed_on_a_keyboard_give_it_
 
     replay = subprocess.run([godot_server(), "--path", str(GODOT_PROJECT), "--fixed-fps", "60", PROBE,
                              f"--probe_replay={keys_log}", f"--probe_out={bridge_log}"],
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+                            capture_output=True, text=True, timeout=60)
     assert replay.returncode == 0 and "SCRIPT ERROR" not in replay.stderr, replay.stderr[-3000:]
     bridge = json.loads(bridge_log.read_text())
     for kind in ("physics", "idle"):

@@ -39,7 +39,7 @@ def test_spaces_and_random_episodes(headless_export):
 
 def test_hybrid_training_end_to_end(headless_export, tmp_path):
     argv = ["--env-id", "jumper", "--agents-per-instance", "4", "--num-steps", "32", "--total-timesteps", "256",
-            "--eval-episodes", "0", "--checkpoint-every", "1", "--run-dir-root", str(tmp_path / "runs")]  # fmt: skip
+            "--eval-episodes", "0", "--checkpoint-every", "1", "--run-dir-root", str(tmp_path / "runs")]
     assert train.main(argv) == 0
     (run_dir,) = run_dirs(tmp_path / "runs")
     loaded = trained_agent.load_agent(run_dir)
@@ -51,7 +51,7 @@ def test_hybrid_training_end_to_end(headless_export, tmp_path):
     policy = json.loads((run_dir / "policy.json").read_text())
     assert policy["action_rule"] == "per_key" and len(policy["action_keys"][0].pop("log_std")) == 2  # version 5
     assert policy["action_keys"] == [{"key": "move", "action_type": "continuous", "size": 2},
-                                     {"key": "jump", "action_type": "discrete", "size": 2}]  # fmt: skip
+                                     {"key": "jump", "action_type": "discrete", "size": 2}]
     report = in_engine.evaluate_in_engine(run_dir / "policy.json", episodes=2, agents=2, max_episode_steps=60)
     assert report["env"] == "jumper" and report["episodes"] == 2 and max(report["lengths"]) <= 60
 
@@ -63,7 +63,7 @@ def test_hybrid_training_end_to_end(headless_export, tmp_path):
     other = tmp_path / "other_keys.json"
     other.write_text(json.dumps(policy))
     result = subprocess.run([str(headless_export), "--fixed-fps", "60", "--env=jumper", f"--policy={other}",
-                             "--eval_episodes=1"], capture_output=True, text=True, timeout=60)  # fmt: skip
+                             "--eval_episodes=1"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert (f"rl_sync: error: policy file {other}: its action keys [jump (discrete, 3), move (continuous, 2)] do not "
             "match the game's [jump (discrete, 2), move (continuous, 2)]") in result.stderr
@@ -73,5 +73,5 @@ def test_committed_policy_reaches_goals_in_the_engine(headless_export):
     """exports/policies/jumper.json still fits the game (observation layout, action keys) and plays it: reaching a
     goal pays +2 and falling costs -1, so a mean return above 2 means goals reached (random play: about -1)."""
     report = in_engine.evaluate_in_engine(REPO / "exports" / "policies" / "jumper.json", episodes=16, agents=16,
-                                         max_episode_steps=300)  # fmt: skip
+                                         max_episode_steps=300)
     assert report["episodes"] == 16 and report["mean_return"] > 3.0, report

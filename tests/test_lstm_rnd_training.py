@@ -49,7 +49,7 @@ def test_lstm_trains_saves_plays_in_engine_and_refuses_a_mismatched_resume(tmp_p
     agent = loaded.agent
     with torch.no_grad():
         h, _ = agent.lstm(agent.encoder(torch.from_numpy(obs)), agent.lstm.initial_state(1),
-                          torch.from_numpy(dones.astype(np.float32)))  # fmt: skip
+                          torch.from_numpy(dones.astype(np.float32)))
         expected = agent.actor(h).numpy().astype(np.float64)
     assert np.abs(expected).max() > 1e-3
     assert np.abs(outputs - expected).max() < 1e-5
@@ -121,7 +121,7 @@ def test_rnd_trains_logs_both_returns_and_keeps_its_state(tmp_path, capsys, head
     gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
     gym.spaces.MultiDiscrete([3, 2]),
     gym.spaces.Dict({"move": gym.spaces.Box(-1.0, 1.0, (2,), np.float32), "jump": gym.spaces.Discrete(2)}),
-])  # fmt: skip
+])
 def test_recurrent_agent_keeps_every_action_head(space):
     """The LSTM sits before the same per-key heads: sampled actions re-evaluate to the same log-probabilities, the
     deterministic action has the space's layout, and an episode start forgets (the output equals a fresh state's)."""

@@ -60,7 +60,7 @@ def test_pong_decides_every_3_frames_whoever_drives_it(headless_export, flag, fr
     # its RLSync node's frames_per_decision (docs/games.md): no flag needed, and --action_repeat multiplies it
     result = subprocess.run([str(headless_export), "--env=pong", "--agents=2", "--benchmark_steps=10",
                              *([flag] if flag else []), "--fixed-fps", "60"],
-                            capture_output=True, text=True, timeout=30)  # fmt: skip
+                            capture_output=True, text=True, timeout=30)
     report = next(json.loads(line)["benchmark"] for line in result.stdout.splitlines() if line.startswith('{"bench'))
     assert report["decision_frames"] == frames and report["decision_steps"] == 10, report
 
@@ -80,7 +80,7 @@ def test_a_policy_file_plays_a_policy_file_or_a_bundle(headless_export, tmp_path
 
 def _engine_error(export, *args) -> str:
     result = subprocess.run([str(export), *args, "--eval_episodes=4", "--fixed-fps", "60"], capture_output=True,
-                            text=True, timeout=30)  # fmt: skip
+                            text=True, timeout=30)
     errors = [line for line in result.stderr.splitlines() if line.startswith("rl_sync: error: ")]
     assert result.returncode == 1 and len(errors) == 1, result.stdout + result.stderr
     assert '"eval"' not in result.stdout and "SCRIPT ERROR" not in result.stderr
@@ -102,7 +102,7 @@ def test_bad_matches_get_one_line(headless_export, tmp_path, case):
         "human headless": (["--env=pong", "--policy=random", "--opponent=human"], ["run the windowed export"]),
         "no policy": (["--env=pong", "--opponent=scripted"], ["add --policy=FILE"]),
         "scripted alone": (["--env=pong", "--policy=scripted"], ["add --opponent=FILE, random or scripted"]),
-    }[case]  # fmt: skip
+    }[case]
     error = _engine_error(headless_export, *args)
     assert all(part in error for part in expected), error
 
@@ -141,11 +141,11 @@ def test_a_person_plays_the_policy_with_the_keyboard(windowed_export, tmp_path):
         proc = subprocess.Popen([str(windowed_export), "--env=pong", "--agents=1", "--policy=scripted",
                                  "--opponent=human", f"--record_dir={tmp_path}", "--record_every=4",
                                  "--quit_after_frames=240", "--resolution", "640x360", "--fixed-fps", "60"],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         window = subprocess.run(["xdotool", "search", "--sync", "--onlyvisible", "--name", "."], env=env,
-                                capture_output=True, text=True, timeout=30).stdout.split()[0]  # fmt: skip
+                                capture_output=True, text=True, timeout=30).stdout.split()[0]
         subprocess.run(["xdotool", "mousemove", "--window", window, "100", "100", "windowfocus", "--sync", window,
-                        "keydown", "Up"], env=env, check=True, timeout=10)  # fmt: skip
+                        "keydown", "Up"], env=env, check=True, timeout=10)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc is not None and proc.poll() is None:

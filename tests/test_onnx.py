@@ -90,7 +90,7 @@ def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_e
     from test_playback import python_returns
 
     env = StableBaselinesGodotEnv(env_path=str(headless_export), show_window=False, seed=0, n_parallel=1, speedup=8,
-                                  port=free_port())  # fmt: skip
+                                  port=free_port())
     try:
         torch.manual_seed(0)  # not PPO(seed=): it would call VecEnv.seed, which godot-rl's wrapper does not implement
         model = PPO("MultiInputPolicy", env, n_steps=32, batch_size=128, n_epochs=2, verbose=0)
@@ -99,7 +99,7 @@ def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_e
         env.close()
     export_model_as_onnx(model, str(tmp_path / "sb3.onnx"))  # it verifies itself against SB3 (10 observations)
     result = godot_ppo_child("import-policy", str(tmp_path / "sb3.onnx"), "--env-id", "ball_chase", "-o",
-                             str(tmp_path / "p.json"))  # fmt: skip
+                             str(tmp_path / "p.json"))
     assert result.returncode == 0, result.stderr
     obs = _observations(12)
     sb3_actions, _ = model.predict({"obs": obs}, deterministic=True)
@@ -110,9 +110,9 @@ def test_sb3_ppo_exported_by_godot_rl_plays_in_the_engine_as_sb3_acts(headless_e
     # to 1e-6 still part after many steps (an agent that grazes a wall in one and not the other: -1), so the episodes
     # are short and many, where one such parting moves the mean by 1/128.
     in_engine = evaluate_in_engine(tmp_path / "p.json", "ball_chase", episodes=128, seed=11, agents=16,
-                                            timeout=90, max_episode_steps=100)  # fmt: skip
+                                            timeout=90, max_episode_steps=100)
     from_python, _ = python_returns(lambda o: model.predict({"obs": o}, deterministic=True)[0], 128, 16, seed=11,
-                                    max_episode_steps=100)  # fmt: skip
+                                    max_episode_steps=100)
     e, p = np.mean(in_engine["returns"]), np.mean(from_python)
     assert abs(e - p) <= max(0.05 * abs(p), 0.1), (in_engine["returns"], from_python)
 
@@ -170,7 +170,7 @@ def test_a_model_exported_as_godot_rls_cleanrl_example_exports_it_imports(headle
     torch.onnx.export(policy, args=(torch.zeros(1, 12), torch.zeros(1)), f=str(tmp_path / "c.onnx"), opset_version=15,
                       input_names=["obs", "state_ins"], output_names=["output", "state_outs"], dynamic_axes=batch)
     assert cli.main(["import-policy", str(tmp_path / "c.onnx"), "--env-id", "ball_chase", "-o",
-                     str(tmp_path / "c.json")]) == 0  # fmt: skip
+                     str(tmp_path / "c.json")]) == 0
     obs = _observations(12, seed=5)
     engine, _ = policy_forward(tmp_path / "c.json", obs)
     with torch.no_grad():
@@ -200,7 +200,7 @@ def _export(module, path):
     with torch.no_grad():
         torch.onnx.export(module, (torch.zeros(1, 6), torch.zeros(1)), str(path), dynamo=False, opset_version=17,
                           input_names=["obs", "state_ins"], output_names=["output", "state_outs"],
-                          dynamic_axes={"obs": {0: "batch"}, "state_ins": {0: "batch"}})  # fmt: skip
+                          dynamic_axes={"obs": {0: "batch"}, "state_ins": {0: "batch"}})
 
 
 GAME = {"env": "hand_made", "n_agents": 1, "observation_space": {"obs": {"size": [6], "space": "box"}},
@@ -252,7 +252,7 @@ def test_bad_models_are_refused_in_one_line_and_nothing_is_written(headless_expo
     with torch.no_grad():
         torch.onnx.export(_TwoInputs(), (torch.zeros(1, 6), torch.zeros(1, 6), torch.zeros(1)),
                           str(tmp_path / "two.onnx"), dynamo=False, opset_version=17,
-                          input_names=["obs", "other", "state_ins"], output_names=["output", "state_outs"])  # fmt: skip
+                          input_names=["obs", "other", "state_ins"], output_names=["output", "state_outs"])
     cases = [
         (["two.onnx", "--env-id", "ball_chase"], "2 inputs besides state_ins (obs, other)"),
         (["text.onnx", "--env-id", "ball_chase"], "not an ONNX model"),

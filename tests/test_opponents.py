@@ -25,7 +25,7 @@ DRIVER_GD = REPO / "godot_project" / "addons" / "rl_sync" / "driver_message.gd"
 def test_the_drivers_message_is_declared_alike_in_python_and_in_gdscript():
     consts = dict(re.findall(r'^const (\w+) := "([^"]*)"', DRIVER_GD.read_text(), re.M))
     names = ["MESSAGE", "AGENTS_KEY", "DRIVER_KEY", "PATH_KEY", "SEED_KEY", "ACTED_KEY", "TRAINER", "SCRIPTED",
-             "RANDOM", "POLICY", "SCRIPTED_KEY"]  # fmt: skip
+             "RANDOM", "POLICY", "SCRIPTED_KEY"]
     assert {n: consts.get(n) for n in names} == {n: getattr(drivers, n) for n in names}
     listed = re.search(r"^const DRIVERS := \[(.*)\]", DRIVER_GD.read_text(), re.M).group(1)
     assert tuple(consts[n.strip()] for n in listed.split(",")) == drivers.DRIVERS
@@ -45,7 +45,7 @@ def test_the_shares_are_normalised_and_both_kinds_are_drawn_over_several_swaps()
 @pytest.mark.parametrize("value", ["bogus:1", "pool", "pool:-1", "pool:0,scripted:0", "file=:1"])
 def test_a_bad_opponents_value_is_refused_in_one_line_before_any_game_starts(tmp_path, capsys, value):
     assert cli.main(["train", "--env-id", "pong", "--self-play", "--opponents", value,
-                     "--run-dir-root", str(tmp_path)]) == 2  # fmt: skip
+                     "--run-dir-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert f"--opponents {value} is not valid" in err and "\n" not in err
     assert not list(tmp_path.iterdir())
@@ -54,7 +54,7 @@ def test_a_bad_opponents_value_is_refused_in_one_line_before_any_game_starts(tmp
 @pytest.mark.parametrize("info, said", [
     ({"agent_scripted": [True, False]}, "--opponents scripted: duel's controllers define no get_scripted_action()"),
     ({}, "--opponents random/scripted: duel does not say which of its agents the game can drive"),
-])  # fmt: skip
+])
 def test_a_game_without_get_scripted_action_refuses_scripted_in_one_line(info, said):
     with pytest.raises(UserError) as e:
         check_opponents(parse_opponents("scripted:1,random:1,pool:1"), info, "duel")
@@ -80,7 +80,7 @@ def test_matches_against_an_opponent_the_game_plays_leave_the_elo_alone(tmp_path
 def test_pong_trains_against_its_scripted_paddle_which_the_game_plays(headless_export, tmp_path, capsys):
     root = tmp_path / "runs"
     assert train.main(["--env-id", "pong", "--self-play", "--opponents", "scripted:1", "--num-steps", "16",
-                       "--total-timesteps", "256", "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
+                       "--total-timesteps", "256", "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0
     assert "self-play: team 0 learns (8 agents)" in capsys.readouterr().out
     (run_dir,) = root.iterdir()
     events = event_accumulator(run_dir)

@@ -48,7 +48,7 @@ def test_adam_and_clipping_are_torchs_bit_for_bit():
     for i in mine["state"]:
         for key in ("step", "exp_avg", "exp_avg_sq"):
             assert torch.equal(mine["state"][i][key], torchs["state"][i][key]) and \
-                mine["state"][i][key].dtype == torchs["state"][i][key].dtype  # fmt: skip
+                mine["state"][i][key].dtype == torchs["state"][i][key].dtype
     torch.optim.Adam(theirs.parameters(), lr=1.0, fused=True).load_state_dict(mine)  # ours loads into torch's
 
 

@@ -43,7 +43,7 @@ def test_a_path_under_a_file_is_refused_in_one_line(tmp_path):
     with pytest.raises(OutputError) as e:
         check_output(tmp_path / "a_file" / "clips" / "out.gif")
     assert str(e.value) == (f"cannot write {tmp_path / 'a_file' / 'clips' / 'out.gif'}: {tmp_path / 'a_file'} is a "
-                            "file, not a folder; give a path in a folder")  # fmt: skip
+                            "file, not a folder; give a path in a folder")
     with pytest.raises(OutputError, match="it is a folder"):
         check_output(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
@@ -122,7 +122,7 @@ def test_play_record_to_a_path_under_a_file_fails_before_the_game_runs(tmp_path,
     assert cli.main(["play", str(tmp_path / "policy.json"), "--record", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == (f"godot-ppo play: error: cannot write {out}: {tmp_path / 'a_file'} is a file, not a folder; "
-                   "give a path in a folder\n")  # fmt: skip
+                   "give a path in a folder\n")
     assert calls == []  # refused before recording
 
 
@@ -143,13 +143,13 @@ def test_a_disk_that_fills_up_while_the_clip_is_written_leaves_no_file(tmp_path,
         def ffmpeg(cmd, timeout=None, **kwargs):  # ffmpeg writes part of the file, then says the disk is full
             Path(cmd[-1]).write_bytes(b"\0\0\0\x18ftypmp42")
             return subprocess.CompletedProcess(cmd, 1, "", f"[out#0/mp4] Error writing {cmd[-1]}: No space left "
-                                               "on device\nConversion failed!\n")  # fmt: skip
+                                               "on device\nConversion failed!\n")
 
         monkeypatch.setattr(recording, "run_to_end", ffmpeg)
     assert cli.main(["play", str(tmp_path / "policy.json"), "--record", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"godot-ppo play: error: cannot write {out} (No space left on "
-                                                   "device): the disk is full"), err  # fmt: skip
+                                                   "device): the disk is full"), err
     assert len(calls) == 1 and list((tmp_path / "clips").iterdir()) == []
 
 
@@ -192,7 +192,7 @@ def test_profile_out_under_a_file_is_refused_before_any_instance(tmp_path, capsy
     assert cli.main(["profile", "--modes", "headless", "--num-instances", "1", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == (f"godot-ppo profile: error: --out: cannot write {out}: {tmp_path / 'a_file'} is a file, not a "
-                   "folder; give a path in a folder\n")  # fmt: skip
+                   "folder; give a path in a folder\n")
 
 
 def test_a_profile_report_on_a_full_disk_keeps_the_previous_files(tmp_path, monkeypatch):
@@ -251,7 +251,7 @@ def test_a_disk_that_fills_up_during_training_costs_one_line_and_leaves_no_empty
     # second is the last completed update's: nothing to write) or at its flush before the third checkpoint
     assert (f"checkpoint at global step 512 (the last completed update) in {run_dir / 'checkpoint.pt'}; " in err
             or f"the checkpoint at step 512 is intact ({run_dir / 'checkpoint.pt'}); the 256 steps trained after "
-               "it are lost; free some space, then continue" in err), err  # fmt: skip
+               "it are lost; free some space, then continue" in err), err
     assert f"godot-ppo train --resume {run_dir}" in err
     assert unhandled == [], [a.exc_value for a in unhandled]  # the writer thread's error was not printed
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] == 512
@@ -270,7 +270,7 @@ def test_a_game_log_on_a_full_disk_drops_output_without_blocking_the_game_or_a_t
     read_end, write_end = os.pipe()
     log.follow(read_end)
     writer = threading.Thread(target=lambda: [os.write(write_end, b"SCRIPT ERROR: x\n" * 4096) for _ in range(8)],
-                              daemon=True)  # fmt: skip
+                              daemon=True)
     writer.start()
     writer.join(timeout=20)  # 512 KiB through a 64 KiB pipe: only if it is drained
     assert not writer.is_alive(), "the game would block on its full pipe"

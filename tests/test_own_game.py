@@ -37,7 +37,7 @@ def tutorial() -> tuple[dict, list[str]]:
     section = text[text.index("## Train your own game"):]
     section = section[:section.index("\n## ", 3)]
     files = {m.group(1): m.group(2) + "\n" for m in
-             re.finditer(r"\*\*`([^`]+)`\*\*\n\n```\w*\n(.*?)\n```", section, re.S)}  # fmt: skip
+             re.finditer(r"\*\*`([^`]+)`\*\*\n\n```\w*\n(.*?)\n```", section, re.S)}
     commands = []
     for block in re.findall(r"```bash\n(.*?)\n```", section, re.S):
         commands += [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
@@ -59,7 +59,7 @@ def test_readme_tutorial_trains_and_plays_an_outside_game(tmp_path, headless_exp
                 (tmp_path / rel).write_text(text)
         t0 = time.monotonic()
         proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=240)  # fmt: skip
+                              timeout=240)
         outputs.append(proc.stdout)
         assert proc.returncode == 0, f"`{command}` failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         print(f"{time.monotonic() - t0:6.1f} s  {command}")
@@ -136,14 +136,14 @@ def test_a_path_that_is_not_a_game_gets_a_one_line_error(tmp_path, case):
     message = str(ei.value)
     assert "\n" not in message and str(path) in message
     expected = {"missing": "no such file", "folder": "a folder", "not_executable": "chmod +x",
-                "exits": "does not list its games", "silent": "did not answer --list_envs"}[case]  # fmt: skip
+                "exits": "does not list its games", "silent": "did not answer --list_envs"}[case]
     assert expected in message
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(path) in " ".join(p.info["cmdline"] or [])]
 
 
 def test_train_names_a_bad_env_path_in_one_line_and_creates_no_run(tmp_path):
     result = godot_ppo_child("train", "--env-path", str(tmp_path / "nope.x86_64"), "--run-dir-root",
-                             str(tmp_path / "runs"))  # fmt: skip
+                             str(tmp_path / "runs"))
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "godot-ppo train: error:" in result.stderr
     assert "no such file" in result.stderr
@@ -152,7 +152,7 @@ def test_train_names_a_bad_env_path_in_one_line_and_creates_no_run(tmp_path):
 
 def test_a_program_that_lists_games_but_never_connects_times_out_and_is_ended(tmp_path):
     script = write_script(tmp_path / "mute.sh", 'case "$*" in *--list_envs*) echo \'{"envs": ["mute"], "default": "mute"}\';'
-                                                 ' exit 0;; esac\nexec sleep 600\n')  # fmt: skip
+                                                 ' exit 0;; esac\nexec sleep 600\n')
     game = resolve_env(None, script)
     assert game.env == "mute"
     launcher = InstanceLauncher(game, LaunchOptions(run_dir=tmp_path, connect_timeout=2))
@@ -165,11 +165,11 @@ def test_a_program_that_lists_games_but_never_connects_times_out_and_is_ended(tm
 
 def test_envs_names_a_game_that_does_not_start_in_one_line_at_the_end(tmp_path):
     script = write_script(tmp_path / "mute.sh", 'case "$*" in *--list_envs*) echo \'{"envs": ["mute"], "default": "mute"}\';'
-                                                 ' exit 0;; esac\nexec sleep 600\n')  # fmt: skip
+                                                 ' exit 0;; esac\nexec sleep 600\n')
     result = godot_ppo_child("envs", "--env-path", str(script), "--connect-timeout", "2")
     assert result.returncode == 1 and result.stdout.startswith(f"{script}: 1 game(s), default mute")
     assert result.stderr.startswith("godot-ppo envs: error: cannot start mute: timed out after 2s waiting for "
-                                    "instance 0") and result.stderr.count("\n") == 1, result.stderr  # fmt: skip
+                                    "instance 0") and result.stderr.count("\n") == 1, result.stderr
 
 
 def test_unknown_env_id_names_the_games_of_the_binary(headless_export):
@@ -184,7 +184,7 @@ def test_spaces_that_differ_between_instances_are_refused(tmp_path):
 
     with pytest.raises(GameError, match="every instance of a game must have the same policies, observation and action spaces"):
         make_vec_env("ball_chase", num_instances=2, agents_per_instance=2, binary=[sys.executable, str(FAKE_GAME)],
-                     extra_args=["--fake_obs=by_seed"], run_dir=tmp_path)  # fmt: skip
+                     extra_args=["--fake_obs=by_seed"], run_dir=tmp_path)
 
 
 def test_a_game_that_ignores_agents_sets_num_envs(tmp_path):
@@ -192,7 +192,7 @@ def test_a_game_that_ignores_agents_sets_num_envs(tmp_path):
 
     fake = [sys.executable, str(FAKE_GAME)]
     env = make_vec_env("ball_chase", num_instances=2, agents_per_instance=3, binary=fake,
-                       extra_args=["--fake_fixed_agents=5"], run_dir=tmp_path)  # fmt: skip
+                       extra_args=["--fake_fixed_agents=5"], run_dir=tmp_path)
     try:
         assert env.num_envs == 10 and env.agent_counts == [5, 5]
         obs, _ = env.reset()
@@ -202,7 +202,7 @@ def test_a_game_that_ignores_agents_sets_num_envs(tmp_path):
         env.close()
     with pytest.raises(GameError, match="simulates 5 agents per instance"):
         make_vec_env("ball_chase", num_envs=6, num_instances=2, binary=fake, extra_args=["--fake_fixed_agents=5"],
-                     run_dir=tmp_path / "b")  # fmt: skip
+                     run_dir=tmp_path / "b")
 
 
 def test_envs_says_whether_agents_changes_a_games_count(tmp_path, capsys):

@@ -46,7 +46,7 @@ def _grouped_step(env, actions):
     for key in {k for p in parts for k in p[4]}:  # a group without the key: what step() has there
         if key == "episode":
             infos[key] = {k: np.concatenate([p[4][key][k] if key in p[4] else np.zeros(len(p[1])) for p in parts])
-                          for k in ("r", "l")}  # fmt: skip
+                          for k in ("r", "l")}
             continue
         like = next(p[4][key] for p in parts if key in p[4])
         blank = lambda n: (np.full(n, None, object) if like.dtype == object  # noqa: E731
@@ -118,7 +118,7 @@ def test_group_misuse_is_a_clear_error(tmp_path):
 
 def test_a_crashed_instance_of_a_group_is_restarted(tmp_path):
     env = fake_env(tmp_path, "--fake_mode=crash_after=4", instances=2, max_restarts=3,
-                   report=lambda msg: None)  # fmt: skip
+                   report=lambda msg: None)
     try:
         env.reset()
         restarted = 0
@@ -236,7 +236,7 @@ def test_ppo_learns_ball_chase(tmp_path, headless_export):
     default; strict turns give the same trajectories (the tests above), so they learn the same."""
     argv = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "16",
             "--total-timesteps", "150000", "--eval-episodes", "0", "--checkpoint-every", "0",
-            "--run-dir-root", str(tmp_path)]  # fmt: skip
+            "--run-dir-root", str(tmp_path)]
     assert train.main(argv) == 0
     (run_dir,) = run_dirs(tmp_path)
     trailing, episodes = _trailing_return(run_dir)

@@ -29,7 +29,7 @@ ADDON = REPO / "godot_project" / "addons" / "rl_sync"
 
 def godot_ppo(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "python_trainer", *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=timeout)  # fmt: skip
+                          timeout=timeout)
 
 
 def gd_const(file: str, name: str) -> str:
@@ -63,7 +63,7 @@ def test_envs_and_launch_take_env_param_by_trains_rule(headless_export):
     assert vector.returncode == 0, vector.stdout + vector.stderr
     assert "  observation space:   Box(-inf, inf, (11,), float32)" in vector.stdout, vector.stdout
     refused = godot_ppo("launch", "--env-path", str(headless_export), "--env-id", "forager", "--env-param",
-                        "sight=1", "--seconds", "1")  # fmt: skip
+                        "sight=1", "--seconds", "1")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "forager has no environment parameter 'sight'" in refused.stderr, refused.stderr
 
@@ -86,7 +86,7 @@ def test_play_opponent_scripted_records_pongs_matches_to_a_gif(windowed_export, 
     policy, out = tmp_path / "pong.json", tmp_path / "x.gif"
     policy.write_text(policy_json(pong_policy()))
     result = godot_ppo("play", str(policy), "--env-path", str(windowed_export), "--opponent", "scripted",
-                       "--record", str(out), "--record-seconds", "2")  # fmt: skip
+                       "--record", str(out), "--record-seconds", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"wrote {out}: 30 frames" in result.stdout and out.stat().st_size > 1000, result.stdout
 
@@ -105,13 +105,13 @@ def test_play_of_a_run_gives_the_game_the_runs_env_param_again(windowed_export, 
     (run / "policy.json").write_text(policy_json(forager_vector_policy()))
     (run / "args.json").write_text('{"env_id": "forager", "env_param": ["vision=0", "target_ahead=uniform(0,1)"]}')
     result = godot_ppo("play", str(run / "policy.json"), "--env-path", str(windowed_export), "--agents", "1",
-                       "--record", str(tmp_path / "f.gif"), "--record-seconds", "0.5")  # fmt: skip
+                       "--record", str(tmp_path / "f.gif"), "--record-seconds", "0.5")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "the run's environment parameters: --env-param vision=0\n" in result.stdout, result.stdout
     alone = tmp_path / "alone.json"  # the same file outside its run: the game's default, the camera, does not fit
     alone.write_bytes((run / "policy.json").read_bytes())
     refused = godot_ppo("play", str(alone), "--env-path", str(windowed_export), "--agents", "1",
-                        "--record", str(tmp_path / "g.gif"), "--record-seconds", "0.5")  # fmt: skip
+                        "--record", str(tmp_path / "g.gif"), "--record-seconds", "0.5")
     assert refused.returncode != 0 and "camera" in refused.stderr, refused.stdout + refused.stderr
 
 
@@ -123,7 +123,7 @@ def test_the_in_engine_evaluation_of_a_runs_policy_gives_the_game_the_runs_env_p
     (run / "policy.json").write_text(policy_json(forager_vector_policy()))
     (run / "args.json").write_text('{"env_param": ["vision=0"]}')
     report = evaluate_in_engine(run / "policy.json", env_path=headless_export, episodes=2, agents=2,
-                                max_episode_steps=10)  # fmt: skip
+                                max_episode_steps=10)
     assert report["episodes"] == 2 and report["env_params"]["vision"] == 0, report
 
 
@@ -155,7 +155,7 @@ def test_a_persons_side_and_keys_come_from_the_games_input_map(windowed_export, 
     try:
         proc = subprocess.Popen([str(windowed_export), "--env=pong", "--agents=1", "--policy=scripted",
                                  "--opponent=human", "--quit_after_frames=20", "--fixed-fps", "60"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc is not None and proc.poll() is None:

@@ -45,7 +45,7 @@ def make_checkpoint(path: Path, action_space: gym.Space, seed: int = 0) -> Path:
     optimizer = torch.optim.Adam(agent.parameters())
     obs_space = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
     save_checkpoint(path, agent=agent, optimizer=optimizer, normalizer=normalizer, args=Args(env_id="ball_chase"),
-                    global_step=1234, update=1, observation_space=obs_space, action_space=action_space)  # fmt: skip
+                    global_step=1234, update=1, observation_space=obs_space, action_space=action_space)
     return path
 
 
@@ -54,7 +54,7 @@ def env_info(action_space: dict) -> dict:
         "type": "env_info", "n_agents": 1, "env": "parity_test",
         "observation_space": [{"obs": {"size": [OBS_DIM], "space": "box"}}],
         "action_space": [action_space],
-    }  # fmt: skip
+    }
 
 
 def torch_outputs(checkpoint, obs):
@@ -80,7 +80,7 @@ def torch_outputs(checkpoint, obs):
          {"move": {"size": 2, "action_type": "continuous"}, "jump": {"size": 3, "action_type": "discrete"},
           "aim": {"size": 1, "action_type": "continuous"}, "mode": {"size": 2, "action_type": "discrete"}}),
     ],
-)  # fmt: skip
+)
 def test_gdscript_forward_matches_pytorch(headless_export, tmp_path, kind, space, godot_actions):
     checkpoint = make_checkpoint(tmp_path / "model.pt", space)
     policy_path = policy_export.export_policy(checkpoint, env_info=env_info(godot_actions))
@@ -157,7 +157,7 @@ def test_export_checks_the_game_spaces(tmp_path):
 def test_policy_written_by_training_equals_the_export_of_its_checkpoint(headless_export, tmp_path):
     # training writes RUN_DIR/policy.json from the actor in memory; exporting the checkpoint file must give the same
     argv = ["--env-id", "ball_chase", "--agents-per-instance", "2", "--num-steps", "32", "--total-timesteps", "128",
-            "--eval-episodes", "0", "--checkpoint-every", "1", "--run-dir-root", str(tmp_path / "runs")]  # fmt: skip
+            "--eval-episodes", "0", "--checkpoint-every", "1", "--run-dir-root", str(tmp_path / "runs")]
     assert train.main(argv) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
     written = policy_file.read_policy(run_dir / "policy.json")
@@ -170,7 +170,7 @@ def test_policy_written_by_training_equals_the_export_of_its_checkpoint(headless
 
 def test_export_policy_command_without_checkpoint(tmp_path):
     result = subprocess.run([sys.executable, "-m", "python_trainer", "export-policy", str(tmp_path)],
-                            capture_output=True, text=True, cwd=REPO, timeout=60)  # fmt: skip
+                            capture_output=True, text=True, cwd=REPO, timeout=60)
     assert result.returncode == 2
     assert "godot-ppo export-policy: error:" in result.stderr
     assert str(tmp_path) in result.stderr and "model.pt" in result.stderr and "checkpoint.pt" in result.stderr
@@ -182,7 +182,7 @@ def python_returns(policy, episodes, agents, seed, max_episode_steps=None):
     from python_trainer import make_vec_env
 
     envs = make_vec_env("ball_chase", num_instances=1, agents_per_instance=agents, seed=seed,
-                        max_episode_steps=max_episode_steps)  # fmt: skip
+                        max_episode_steps=max_episode_steps)
     quota = episodes // agents
     per_agent = [[] for _ in range(agents)]
     seen = []
@@ -220,13 +220,13 @@ def test_committed_policy_in_engine_matches_python(headless_export):
     agents, episodes, steps = 16, 32, 300
 
     engine = in_engine.evaluate_in_engine(COMMITTED_POLICY, "ball_chase", episodes=episodes, seed=11, agents=agents,
-                                         timeout=90, max_episode_steps=steps)  # fmt: skip
+                                         timeout=90, max_episode_steps=steps)
     assert engine["episodes"] == episodes and len(engine["returns"]) == episodes
     python, seen = python_returns(lambda o: loaded.act(o, deterministic=True), episodes, agents, seed=5,
-                                  max_episode_steps=steps)  # fmt: skip
+                                  max_episode_steps=steps)
     rng = np.random.default_rng(0)
     random, _ = python_returns(lambda o: rng.uniform(-1, 1, (len(o), 2)).astype(np.float32), episodes, agents, seed=5,
-                               max_episode_steps=steps)  # fmt: skip
+                               max_episode_steps=steps)
 
     e, p, r = np.array(engine["returns"]), np.array(python), np.array(random)
     # Same policy, different random arenas: the means agree within noise (4 standard errors, plus 2%).
@@ -267,7 +267,7 @@ def test_play_records_a_gif_under_xvfb(windowed_export, tmp_path, monkeypatch):
     gif = tmp_path / "clip.gif"
     seed = 424242 + os.getpid() % 1000  # marks our game process (--env_seed=...) among other helpers'
     cmd = [sys.executable, "-m", "python_trainer", "play", str(COMMITTED_POLICY), "--seconds", "3", "--seed", str(seed),
-           "--record", str(gif), "--record-seconds", "2"]  # fmt: skip
+           "--record", str(gif), "--record-seconds", "2"]
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=90)
     assert result.returncode == 0, result.stdout + result.stderr
     assert wait_gone([xvfb_pid(result.stdout)], timeout=5) == []
@@ -289,7 +289,7 @@ def test_play_watch_under_xvfb_ends_cleanly(windowed_export, tmp_path, monkeypat
     monkeypatch.delenv("DISPLAY", raising=False)
     seed = 525252 + os.getpid() % 1000
     cmd = [sys.executable, "-m", "python_trainer", "play", str(COMMITTED_POLICY), "--seconds", "1", "--agents", "2",
-           "--seed", str(seed)]  # fmt: skip
+           "--seed", str(seed)]
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "played" in result.stdout
@@ -305,7 +305,7 @@ def test_play_keeps_the_first_script_error_of_the_game_it_follows(tmp_path):
 
     proc = subprocess.Popen(["sh", "-c", "echo 'SCRIPT ERROR: _physics_process: Invalid get index' >&2; "
                                          "echo '   At: res://player.gd:9.' >&2; echo '{\"other\": 1}'"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     errors: list = []
     log = CappedLog(tmp_path / "play.log")
     try:
@@ -350,11 +350,11 @@ def _bad_files(tmp: Path) -> dict:
 
 
 @pytest.mark.parametrize("case", ["missing", "truncated", "not_json", "other_game", "layer_sizes", "nan_weight",
-                                  "inf_bias", "version"])  # fmt: skip
+                                  "inf_bias", "version"])
 def test_game_refuses_bad_policy_files(headless_export, tmp_path, case):
     path, expected = _bad_files(tmp_path)[case]
     cmd = [str(headless_export), "--env=ball_chase", "--agents=2", f"--policy={path}", "--eval_episodes=1",
-           "--fixed-fps", "60"]  # fmt: skip
+           "--fixed-fps", "60"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("rl_sync: error: policy file")]
@@ -377,7 +377,7 @@ def test_play_ctrl_c_ends_everything(windowed_export, monkeypatch, mode):
     src = COMMITTED_MODEL if mode == "python" else COMMITTED_POLICY
     cmd = [sys.executable, "-m", "python_trainer", "play", str(src), "--agents", "2", "--seed", str(seed)]
     proc = subprocess.Popen(cmd + (["--python"] if mode == "python" else []), cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
+                            stderr=subprocess.PIPE)
     try:
         xvfb = xvfb_pid(_read_until(proc, "playing", timeout=30))
         games = wait_for(lambda: processes_mentioning(f"--env_seed={seed}"), 30, "game process", proc)

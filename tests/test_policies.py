@@ -46,11 +46,11 @@ def test_policies_come_from_the_names_and_each_keeps_its_own_spaces():
     (["a", ""], [OBS, OBS], "agent 1's policy name is '': every agent needs a non-empty String policy_name"),
     (["a", 3], [OBS, OBS], "agent 1's policy name is 3"),
     (["a"], [OBS, OBS], "expected a list of 2 names"),
-])  # fmt: skip
+])
 def test_bad_policy_names_are_the_games_bug_in_one_line(names, obs, said):
     with pytest.raises(GameBugError, match=said) as e:
         policies_from_env_info({"n_agents": 2, "agent_policy_names": names, "observation_space": obs,
-                                "action_space": [MOVE, MOVE]})  # fmt: skip
+                                "action_space": [MOVE, MOVE]})
     assert "\n" not in str(e.value)
 
 
@@ -69,7 +69,7 @@ def test_tag_steps_each_policy_with_its_own_spaces(headless_export):
         assert (obs[env.env_policy == 1, 0] > before[env.env_policy == 1, 0]).all()
         assert np.allclose(reward[0::2], -reward[1::2])  # what one gains the other loses
         with pytest.raises(ValueError, match=r"actions must be a dict \{policy name: that policy's batched actions\} "
-                                             r"with the keys \['chaser', 'runner'\]"):  # fmt: skip
+                                             r"with the keys \['chaser', 'runner'\]"):
             env.step(np.zeros((8, 2)))
         with pytest.raises(ValueError, match=r"shape \(4,\)"):
             env.step({"chaser": np.zeros((4, 2)), "runner": np.zeros((3,), np.int64)})
@@ -81,7 +81,7 @@ def test_tag_steps_each_policy_with_its_own_spaces(headless_export):
 def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headless_export, tmp_path, capsys):
     root = tmp_path / "runs"
     flags = ["--env-id", "tag", "--num-instances", "2", "--agents-per-instance", "8", "--num-steps", "32",
-             "--checkpoint-every", "1", "--eval-episodes", "2", "--run-dir-root", str(root)]  # fmt: skip
+             "--checkpoint-every", "1", "--eval-episodes", "2", "--run-dir-root", str(root)]
     assert train.main([*flags, "--total-timesteps", "1024"]) == 0
     out = capsys.readouterr().out
     assert "eval: policy 'chaser', deterministic, 2 episodes" in out and "eval: policy 'runner'" in out
@@ -109,7 +109,7 @@ def test_tag_trains_two_networks_with_their_own_files_tags_and_checkpoint(headle
     resumed = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     assert resumed["global_step"] == 2048
     assert not torch.equal(resumed["policies"]["chaser"]["model"]["critic.0.weight"],
-                           ckpt["policies"]["chaser"]["model"]["critic.0.weight"])  # fmt: skip
+                           ckpt["policies"]["chaser"]["model"]["critic.0.weight"])
 
     # a checkpoint of one policy on a game of two: refused in one line, before anything runs
     single = root / "single"
@@ -125,7 +125,7 @@ def test_a_plugin_game_with_two_policy_names_trains_two_networks(tmp_path, capsy
     export = plain_export(tmp_path, "--fake_policy_names=left,right", "--fake_fixed_agents=4", name="duel")
     root = tmp_path / "runs"
     assert train.main(["--env-path", str(export), "--num-steps", "16", "--total-timesteps", "128",
-                       "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
+                       "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0
     (run_dir,) = root.iterdir()
     ckpt = torch.load(run_dir / "model.pt", weights_only=True)
     assert sorted(ckpt["policies"]) == ["left", "right"]
@@ -139,7 +139,7 @@ def test_policy_names_that_make_one_file_name_train_and_write_their_policy_files
     export = plain_export(tmp_path, "--fake_policy_names=é,è", "--fake_fixed_agents=4", name="accents")
     root = tmp_path / "runs"
     assert train.main(["--env-path", str(export), "--num-steps", "16", "--total-timesteps", "128",
-                       "--checkpoint-every", "1", "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
+                       "--checkpoint-every", "1", "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0
     assert "warning" not in capsys.readouterr().err
     (run_dir,) = root.iterdir()
     bundle = json.loads((run_dir / "policy.json").read_text(encoding="utf-8"))

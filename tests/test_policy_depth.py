@@ -30,7 +30,7 @@ def deep_policy(depth: int, width: int = 2) -> dict:
     sizes = [2] + [width] * (extra - 1) + [2]
     for n_in, n_out in zip(sizes, sizes[1:]):
         policy["layers"].append({"weight": [[0.1] * n_in for _ in range(n_out)], "bias": [0.0] * n_out,
-                                 "activation": "tanh"})  # fmt: skip
+                                 "activation": "tanh"})
     policy["layers"][-1]["activation"] = "linear"
     return policy
 
@@ -47,7 +47,7 @@ def test_python_refuses_a_policy_deeper_than_max_layers(tmp_path):
 
 def _play(headless_export, path):
     cmd = [str(headless_export), "--env=memory", "--agents=2", f"--policy={path}", "--eval_episodes=1",
-           "--fixed-fps", "60"]  # fmt: skip
+           "--fixed-fps", "60"]
     return run_with_peak_rss(cmd, timeout=60)
 
 
@@ -73,7 +73,7 @@ def memory_mlp(depth: int, width: int, sizes=None, rng=None) -> dict:
                          [[0.01 * ((i + j + k) % 7 - 3) for k in range(n_in)] for j in range(n_out)],
                "bias": rng.uniform(-0.3, 0.3, n_out).tolist() if rng else [0.0] * n_out,
                "activation": "tanh" if i < len(sizes) - 2 else "linear"}
-              for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:]))]  # fmt: skip
+              for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:]))]
     return {"format": FORMAT, "version": MLP_VERSION, "env": "memory", "observation_size": 4, "action_keys": keys,
             "action_rule": action_rule(keys), "obs_normalization": None, "layers": layers, "lstm": None}
 
@@ -129,7 +129,7 @@ def test_an_lstm_whose_gate_rows_are_wider_than_one_script_gives_torchs_outputs(
     encoder, core, actor = nn.Sequential(nn.Linear(12, 6200), nn.Tanh()), LSTMCore(6200, 4), nn.Linear(4, 2)
     path = tmp_path / "wide_lstm.json"
     path.write_text(json.dumps(policy_dict(nn.Sequential(actor), None, KEYS, env="memory", source={}, where="test",
-                                           encoder=encoder, lstm=core.export_weights())))  # fmt: skip
+                                           encoder=encoder, lstm=core.export_weights())))
     obs = np.random.default_rng(1).uniform(-2, 2, (12, 12))
     dones = np.zeros(12, bool)
     dones[[0, 7]] = True
@@ -194,7 +194,7 @@ def _over_bound(tmp_path, case: str):
         policy = memory_mlp(0, 0, sizes=[4, 3])
         policy["layers"] = [{"weight": [[0.0] * 4] * 65536, "bias": [0.0] * 65536, "activation": "tanh"},
                             {"weight": [[0.0] * 65536] + [[]] * 256, "bias": [0.0] * 257, "activation": "tanh"},
-                            {"weight": [[0.0] * 257] * 3, "bias": [0.0] * 3, "activation": "linear"}]  # fmt: skip
+                            {"weight": [[0.0] * 257] * 3, "bias": [0.0] * 3, "activation": "linear"}]
         path.write_text(json.dumps(policy))
         weights = 4 * 65536 + 257 * 65536 + 3 * 257
         return path, f"it holds {weights} weights, beyond the engine's {bounds.POLICY_WEIGHTS.value}"
@@ -202,7 +202,7 @@ def _over_bound(tmp_path, case: str):
     policy = {**memory_mlp(0, 0, sizes=[5, 3]), "version": 4,
               "image": {"key": "camera_2d", "size": [512, 512, 1], "frame_stack": 1},
               "cnn": {"convs": [{"weight": [[[[0.5]]]], "bias": [0.0], "kernel": 1, "stride": 1}],
-                      "dense": {"weight": [[0.0] * 512 * 512], "bias": [0.0], "activation": "relu"}}}  # fmt: skip
+                      "dense": {"weight": [[0.0] * 512 * 512], "bias": [0.0], "activation": "relu"}}}
     path.write_text(json.dumps(policy))
     return path, f"the CNN's dense layer takes {512 * 512} inputs, beyond the engine's {bounds.LAYER_SIZE.value}"
 

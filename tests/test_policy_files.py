@@ -18,7 +18,7 @@ from python_trainer.engine import in_engine
 from python_trainer.tools import policy_export
 from python_trainer.engine.policy_file import (POLICIES_DIR, PolicyFileError, game_policy, policy_bundle, policy_dict,
                                         policy_file_names, policy_json, read_policy, write_policies,
-                                        write_policies_or_warn)  # fmt: skip
+                                        write_policies_or_warn)
 from python_trainer.variants.recurrent import RecurrentAgent
 
 CHASER_KEYS = [{"key": "move", "action_type": "continuous", "size": 2}]
@@ -40,7 +40,7 @@ def runner(name="runner") -> dict:
     parts = RecurrentAgent(8, gym.spaces.Discrete(5), hidden_size=4).policy_parts()
     stats = {"mean": [0.1] * 8, "var": [2.0] * 8, "epsilon": 1e-8, "clip": 10.0}
     return policy_dict(parts.pop("actor"), stats, RUNNER_KEYS, env="tag", source=SOURCE, where="test",
-                       policy_name=name, **parts)  # fmt: skip
+                       policy_name=name, **parts)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_bundle_and_policy_files_round_trip(run_dir):
     n_layers = sum(len(entry["layers"]) for entry in bundle["policies"])  # one line each, indented in its entry
     assert text == policy_json(bundle) and text.count("\n" + " " * 8 + '{"weight"') == n_layers == 5
     assert "policy_name" not in policy_dict(nn.Sequential(nn.Linear(6, 2)), None, CHASER_KEYS, env="tag", source={},
-                                            where="test")  # fmt: skip
+                                            where="test")
 
 
 def test_policy_file_names_stay_in_their_folder():
@@ -71,7 +71,7 @@ def test_policy_file_names_stay_in_their_folder():
 
 
 @pytest.mark.parametrize("names", [["é", "è"], ["ü", "ö", "ä"], ["a/b", "a_b"], ["..", "_"], ["Red", "red"],
-                                   ["x" * 300 + "1", "x" * 300 + "2"]])  # fmt: skip
+                                   ["x" * 300 + "1", "x" * 300 + "2"]])
 def test_policy_names_that_make_one_file_name_get_distinct_files(tmp_path, names):
     files = policy_file_names(names)
     assert len({f.casefold() for f in files.values()}) == len(names)  # distinct, on case-blind file systems too
@@ -90,7 +90,7 @@ def test_policy_names_that_make_one_file_name_get_distinct_files(tmp_path, names
     ([chaser(), {k: v for k, v in runner().items() if k != "policy_name"}], "non-empty string, got 'None'"),
     ([chaser(), chaser("runner", env="pong")], "'runner' was made for 'pong', not 'tag'"),
     ([chaser(), {"format": "x"}], "entry 1: not a policy"),
-])  # fmt: skip
+])
 def test_bundle_refuses_bad_entries(policies, expected):
     with pytest.raises(PolicyFileError, match=expected):
         policy_bundle(policies, env="tag", source={})
@@ -135,14 +135,14 @@ def test_write_policies_or_warn_never_raises(tmp_path, capsys):
 
 def test_onnx_export_of_a_bundle_names_each_policys_file(run_dir):
     with pytest.raises(PolicyFileError, match=f"export each policy's own file, e.g. godot-ppo export-policy "
-                                              f"{run_dir}/policies/chaser.json --format onnx"):  # fmt: skip
+                                              f"{run_dir}/policies/chaser.json --format onnx"):
         policy_export.export_onnx(run_dir / "policy.json")
 
 
 # ---------------------------------------------------------------------------------------------- the engine
 def _play(export, policy_arg: str, *extra, env="tag", agents=4):
     cmd = [str(export), f"--env={env}", f"--agents={agents}", f"--policy={policy_arg}", "--max_episode_steps=60",
-           "--fixed-fps", "60", *extra]  # fmt: skip
+           "--fixed-fps", "60", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
 
 
@@ -190,7 +190,7 @@ def _engine_errors(run_dir, tmp_path) -> dict:
         "nameless": (f"{nameless}", ["it expects 6 observations, the agent gives 8"]),
         "unplayed": (f"{c},{r},{goalie}", [f'policy file {goalie} gives the policy "goalie", which no agent of "tag" '
                                          'plays (its agents play chaser, runner)']),
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize("case", ["missing", "twice", "spaces", "nameless", "unplayed"])
@@ -215,7 +215,7 @@ def test_play_records_a_bundle(windowed_export, run_dir, tmp_path, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     gif = tmp_path / "tag.gif"
     cmd = [sys.executable, "-m", "python_trainer", "play", str(run_dir / "policy.json"), "--agents", "2",
-           "--record", str(gif), "--record-seconds", "1"]  # fmt: skip
+           "--record", str(gif), "--record-seconds", "1"]
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=90)
     assert result.returncode == 0 and gif.stat().st_size > 0, result.stdout + result.stderr
     assert wait_gone([xvfb_pid(result.stdout)], timeout=5) == []
@@ -224,7 +224,7 @@ def test_play_records_a_bundle(windowed_export, run_dir, tmp_path, monkeypatch):
 TAG_INFO = {"env": "tag", "n_agents": 2, "agent_policy_names": ["chaser", "runner"],
             "observation_space": [{"obs": {"size": [6], "space": "box"}}, {"obs": {"size": [8], "space": "box"}}],
             "action_space": [{"move": {"size": 2, "action_type": "continuous"}},
-                             {"move": {"size": 5, "action_type": "discrete"}}]}  # fmt: skip
+                             {"move": {"size": 5, "action_type": "discrete"}}]}
 
 
 def test_onnx_round_trip_keeps_the_policy_name(run_dir, tmp_path):
@@ -243,7 +243,7 @@ def test_onnx_round_trip_keeps_the_policy_name(run_dir, tmp_path):
         import_policy(model, TAG_INFO, policy_name="runner")
     assert str(e.value) == (f"{model}: the model takes 6 observations, but the policy 'runner' of tag takes 8: the "
                             "model is tag's policy 'chaser' (its metadata says): drop --policy-name, or give "
-                            "--policy-name chaser")  # fmt: skip
+                            "--policy-name chaser")
     with pytest.raises(PolicyFileError, match="no agent of tag plays the policy 'goalie'; its agents play chaser, runner"):
         import_policy(model, TAG_INFO, policy_name="goalie")
     plain = tmp_path / "plain.onnx"  # a model without our metadata (SB3's, CleanRL's) for a game of several policies
@@ -254,7 +254,7 @@ def test_onnx_round_trip_keeps_the_policy_name(run_dir, tmp_path):
     with pytest.raises(PolicyFileError) as e:
         import_policy(plain, TAG_INFO)
     assert str(e.value) == (f"{plain}: tag's agents play several policies (chaser, runner) and the model does not say "
-                            "which one it is: name it with --policy-name")  # fmt: skip
+                            "which one it is: name it with --policy-name")
     assert import_policy(plain, TAG_INFO, policy_name="chaser")["policy_name"] == "chaser"
 
 
@@ -265,17 +265,17 @@ def test_game_policy_checks_a_policy_against_its_own_agents():
     agent = Agent(8, gym.spaces.Discrete(5))
     normalizer = Normalizer(8, 1, 0.99, norm_obs=True, norm_reward=False)
     policy = game_policy(agent, normalizer, gym.spaces.Discrete(5), TAG_INFO, env_id="tag", source={}, where="runner",
-                         policy_name="runner")  # fmt: skip
+                         policy_name="runner")
     assert (policy["policy_name"], policy["observation_size"], policy["action_keys"]) == ("runner", 8, RUNNER_KEYS)
     with pytest.raises(PolicyFileError, match="the actor takes 8 observations, but tag gives 6"):
         game_policy(agent, normalizer, gym.spaces.Discrete(5), TAG_INFO, env_id="tag", source={}, where="runner",
-                    policy_name="chaser")  # fmt: skip
+                    policy_name="chaser")
 
 
 @pytest.mark.parametrize("mode", ["--policy=random --eval_episodes=2", "--benchmark_steps=200", "--quit_after_frames=200"])
 def test_tag_runs_without_script_errors_in_each_local_mode(headless_export, mode):
     result = subprocess.run([str(headless_export), "--env=tag", "--agents=4", *mode.split(), "--fixed-fps", "60"],
-                            capture_output=True, text=True, timeout=30)  # fmt: skip
+                            capture_output=True, text=True, timeout=30)
     assert result.returncode == 0 and '{"' in result.stdout, result.stdout + result.stderr
     assert "SCRIPT ERROR" not in result.stdout + result.stderr, result.stderr
 
@@ -303,7 +303,7 @@ def test_policy_reload_reloads_a_bundle_and_keeps_it_whole(headless_export, tmp_
     without the runner's policy is refused and the previous bundle plays on."""
     write_policies(tmp_path, [chaser(), runner()])
     cmd = [str(headless_export), "--env=tag", "--agents=2", f"--policy={tmp_path / 'policy.json'}", "--policy_reload",
-           "--max_fps=30"]  # real time: the reloader looks at the file 4 times a second  # fmt: skip
+           "--max_fps=30"]  # real time: the reloader looks at the file 4 times a second
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, bufsize=1)
     try:
         # A version written before the game read the first is simply its first: write until one is reloaded.
@@ -336,13 +336,13 @@ def test_a_checkpoint_of_several_policies_exports_as_a_bundle(tmp_path):
         agent, normalizer = Agent(n_obs, space), Normalizer(n_obs, 1, 0.99, norm_obs=True, norm_reward=False)
         save_checkpoint(tmp_path / f"{name}.pt", agent=agent, optimizer=torch.optim.Adam(agent.parameters()),
                         normalizer=normalizer, args=Args(env_id="tag"), global_step=512, update=2,
-                        observation_space=gym.spaces.Box(-np.inf, np.inf, (n_obs,)), action_space=space)  # fmt: skip
+                        observation_space=gym.spaces.Box(-np.inf, np.inf, (n_obs,)), action_space=space)
         parts[name] = torch.load(tmp_path / f"{name}.pt", weights_only=True)
         expected[name] = game_policy(agent, normalizer, space, TAG_INFO, env_id="tag", source={}, where=name,
-                                     policy_name=name)  # fmt: skip
+                                     policy_name=name)
     keys = ("model", "optimizer", "normalizer", "observation_space", "action_space")
     both = {**parts["chaser"], **{key: None for key in keys}, "env_info": TAG_INFO,
-            "policies": {name: {key: ckpt[key] for key in keys} for name, ckpt in parts.items()}}  # fmt: skip
+            "policies": {name: {key: ckpt[key] for key in keys} for name, ckpt in parts.items()}}
     torch.save(both, tmp_path / "model.pt")
     bundle = policy_export.checkpoint_policy(tmp_path / "model.pt")
     assert [entry["policy_name"] for entry in bundle["policies"]] == ["chaser", "runner"]

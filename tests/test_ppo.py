@@ -114,7 +114,7 @@ def test_hybrid_agent_sums_one_head_per_key(Agent):
                              "mode": gym.spaces.Discrete(2), "move": gym.spaces.Box(-1, 1, (2,))})
     agent = Agent(3, space)
     assert agent.heads == [("aim", "continuous", 1), ("move", "continuous", 2), ("jump", "discrete", 3),
-                           ("mode", "discrete", 2)]  # fmt: skip
+                           ("mode", "discrete", 2)]
     assert agent.actor[-1].out_features == 3 + 3 + 2 and agent.action_shape == (5,)
     torch.nn.init.normal_(agent.actor[-1].weight)
     with torch.no_grad():
@@ -335,7 +335,7 @@ def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path, monkeypatch, capsys):
     closed = []
     monkeypatch.setattr(GymVecEnv, "close_extras", lambda self, **kw: closed.append(True))
     argv = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "4096", "--checkpoint-every", "100",
-            "--run-dir-root", str(tmp_path)]  # fmt: skip
+            "--run-dir-root", str(tmp_path)]
     assert cli.main(["train", *argv]) == 130
     assert closed  # envs.close() ran
     (run_dir,) = run_dirs(tmp_path)
@@ -391,7 +391,7 @@ def test_a_reward_beyond_float32_is_named_like_a_nan(tmp_path, capsys):
     gym.register("TestHugeReward-v0", entry_point=_HugeRewardAfterThree)
     try:
         assert cli.main(["train", "--env-id", "TestHugeReward-v0", "--run-dir-root", str(tmp_path), "--num-envs", "2",
-                         "--num-steps", "8", "--total-timesteps", "64"]) == 2  # fmt: skip
+                         "--num-steps", "8", "--total-timesteps", "64"]) == 2
     finally:
         gym.registry.pop("TestHugeReward-v0")
     err = capsys.readouterr().err.strip()
@@ -425,7 +425,7 @@ def test_nan_observations_and_unsupported_spaces_are_clear_errors(tmp_path, caps
 
 def test_auto_normalisation_flags_parse():
     assert normalization.bool_flag_aliases(["--norm-obs", "--no-norm-reward", "--seed", "3"]) == [
-        "--norm-obs", "True", "--norm-reward", "False", "--seed", "3"]  # fmt: skip
+        "--norm-obs", "True", "--norm-reward", "False", "--seed", "3"]
     assert flags.explicit_fields(["--env-id=Pendulum-v1", "--no-anneal-lr", "--seed", "3"], train.Args) == {
         "env_id",
         "anneal_lr",
@@ -460,7 +460,7 @@ def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
     (run_dir,) = run_dirs(root)
     loaded = trained_agent.load_agent(run_dir)
     assert loaded.action_space == gym.spaces.Dict({"a0": gym.spaces.Box(-1, 1, (2,), np.float32),
-                                                   "a1": gym.spaces.Discrete(3)})  # fmt: skip
+                                                   "a1": gym.spaces.Discrete(3)})
     assert loaded.agent.heads == [("a0", "continuous", 2), ("a1", "discrete", 3)] and loaded.global_step == 128
     policy = json.loads((run_dir / "policy.json").read_text())  # for in-engine playback: one rule per key
     assert len(policy["action_keys"][0].pop("log_std")) == 2  # the continuous key's, for --policy_sample
@@ -472,7 +472,7 @@ def test_ppo_trains_a_hybrid_space_with_a_three_choice_key(tmp_path):
 
 def test_weights_stepped_to_inf_stop_the_run_in_one_line_and_keep_the_last_checkpoint(tmp_path, capsys):
     root = ["--run-dir-root", str(tmp_path), "--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "16",
-            "--num-minibatches", "1", "--update-epochs", "1", "--eval-episodes", "0", "--checkpoint-every", "1"]  # fmt: skip
+            "--num-minibatches", "1", "--update-epochs", "1", "--eval-episodes", "0", "--checkpoint-every", "1"]
     assert cli.main(["train", *root, "--total-timesteps", "32"]) == 0
     (run_dir,) = run_dirs(tmp_path)
     saved = {name: (run_dir / name).read_bytes() for name in ("checkpoint.pt", "model.pt")}
@@ -482,5 +482,5 @@ def test_weights_stepped_to_inf_stop_the_run_in_one_line_and_keep_the_last_check
     err = capsys.readouterr().err.strip()
     assert err.startswith("godot-ppo train: error: the weights became NaN/inf (policy ") and "\n" not in err
     assert (f"in the update to global step 64; the last checkpoint {run_dir / 'checkpoint.pt'} (global step 32) is "
-            "intact. Lower --learning-rate") in err  # fmt: skip
+            "intact. Lower --learning-rate") in err
     assert {name: (run_dir / name).read_bytes() for name in saved} == saved  # no NaN model.pt, nothing altered

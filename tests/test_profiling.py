@@ -257,9 +257,9 @@ def test_profile_and_launch_show_trains_instance_flags_and_their_older_names(com
 def test_the_comparison_gives_train_flags_it_declares():
     """The training comparison's command line is built from train's Args: it parses back to the values given."""
     argv = to_argv(train.Args, env_id="ball_chase", num_instances=2, agents_per_instance=None, window=True,
-                   connect_timeout=12.5, run_dir_root="somewhere", torch_deterministic=False)  # fmt: skip
+                   connect_timeout=12.5, run_dir_root="somewhere", torch_deterministic=False)
     assert argv == ["--env-id", "ball_chase", "--num-instances", "2", "--window", "--connect-timeout", "12.5",
-                    "--run-dir-root", "somewhere", "--no-torch-deterministic"]  # fmt: skip
+                    "--run-dir-root", "somewhere", "--no-torch-deterministic"]
     args = parse_flags(train.Args, argv, "godot-ppo train")
     assert (args.env_id, args.num_instances, args.agents_per_instance, args.window, args.connect_timeout,
             args.run_dir_root, args.torch_deterministic) == ("ball_chase", 2, None, True, 12.5, "somewhere", False)
@@ -277,7 +277,7 @@ def test_no_display_and_no_xvfb(monkeypatch, capsys, tmp_path, windowed_export):
 
 def test_bad_policy(capsys, tmp_path, headless_export):
     assert cli.main(["profile", "--modes", "headless", "--policy", str(tmp_path / "no_run"), "--out",
-                     str(tmp_path / "o")]) == 2  # fmt: skip
+                     str(tmp_path / "o")]) == 2
     assert "--policy" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
@@ -291,16 +291,16 @@ def _markdown(results):
     from python_trainer.tools.profile import report as files
 
     machine = {"cpu_model": "cpu", "cores_logical": 2, "memory_total_mb": 1, "load_average_at_start": [0.0],
-               "python": "3", "torch": "2"}  # fmt: skip
+               "python": "3", "torch": "2"}
     report = {"env": "ball_chase", "window": "10 s", "warmup_steps": 5, "policy": "random", "machine": machine,
-              "results": results, "verdict": files.verdict(results, 2)}  # fmt: skip
+              "results": results, "verdict": files.verdict(results, 2)}
     return report["verdict"], files.markdown(report)
 
 
 def test_a_verdict_says_what_its_table_shows_when_the_best_is_at_8():
     verdict, md = _markdown([_row(1, 1000.0), _row(2, 1800.0), _row(4, 1900.0), _row(8, 4270.0)])
     assert verdict == ("Verdict: 8 headless: 4,270 agent-steps/s on this 2-core machine; headless throughput still "
-                       "grows up to 8 instances")  # fmt: skip
+                       "grows up to 8 instances")
     assert "| headless | 8 | 16 | ok | 1 | nothing | - | 4,270 |" in md
     verdict, md = _markdown([_row(1, 1000.0), _row(2, 1800.0), _row(4, 1850.0), _row(8, 1900.0)])
     assert "beyond 2 headless instances (1,800) throughput stops growing (at best +6%, 1,900 with 8;" in verdict
@@ -379,4 +379,4 @@ def test_the_comparison_trains_with_the_profiles_copies_env_params_and_frame_sta
     argv = train_command(cfg, opts, game, tmp_path, "exp", frame_stack=2)[4:]  # after `python -m python_trainer train`
     args = parse_flags(train.Args, argv, "godot-ppo train")
     assert (args.num_instances, args.agents_per_instance, args.copies, args.frame_stack, args.window,
-            args.env_param) == (2, 4, 3, 2, True, ("vision=0", "gap=uniform(1,2)"))  # fmt: skip
+            args.env_param) == (2, 4, 3, 2, True, ("vision=0", "gap=uniform(1,2)"))

@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from helpers import (FAKE, REPO, end, free_port, processes_mentioning, read_line, run_dirs, train_argv, wait_for,
-                     wait_gone)  # fmt: skip
+                     wait_gone)
 from python_trainer import cli
 from python_trainer.envs import project_import
 from python_trainer.envs.game import GameError, resolve_env
@@ -65,7 +65,7 @@ def test_train_project_trains_the_walker_from_its_folder_with_no_export(tmp_path
     project = walker_project(tmp_path)
     runs = project / "runs"  # as when training from the project's folder: Godot's editor must not import it
     result = subprocess.run(train_argv(runs, "--project", str(project), "--num-instances", "2", *BUDGET), cwd=REPO,
-                            capture_output=True, text=True, timeout=240)  # fmt: skip
+                            capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, f"{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     assert "importing" in result.stderr and list(project.glob(".import/icon.png-*.stex"))
     (run_dir,) = run_dirs(runs)
@@ -137,7 +137,7 @@ def test_an_import_that_does_not_finish_is_ended_and_named_in_one_line(tmp_path,
     monkeypatch.setattr(project_import, "IMPORT_TIMEOUT_S", 1)
     project = walker_project(tmp_path)
     with pytest.raises(GameError, match=r"did not finish within 1 s \(ended it\): open .*my_game once in the Godot 3 "
-                                        "editor") as ei:  # fmt: skip
+                                        "editor") as ei:
         resolve_env(None, project)
     assert "\n" not in str(ei.value)
     assert wait_gone([int(pid_file.read_text())], timeout=5) == []
@@ -170,7 +170,7 @@ def test_an_asset_godot_cannot_import_is_named(tmp_path, capsys):
 def editor_trainer(runs: Path, port: int, *flags: str) -> subprocess.Popen:
     """`godot-ppo train --editor --port PORT FLAGS`, its stderr in its stdout, once it says to press Play."""
     proc = subprocess.Popen(train_argv(runs, "--editor", "--port", str(port), *flags), cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     line = read_line(proc, b"press Play in the Godot editor", timeout=60)
     assert f"127.0.0.1:{port}".encode() in line
     return proc
@@ -190,7 +190,7 @@ def test_train_editor_trains_the_walker_that_play_starts(tmp_path):
         with Xvfb(tmp_path / "xvfb.log") as xvfb, socket.create_connection(("127.0.0.1", port)):
             env = dict(os.environ, DISPLAY=xvfb.start(), RL_SYNC_EDITOR_PORT=str(port))
             game = subprocess.Popen(["godot3-runner", "--path", str(project)], env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)  # fmt: skip
+                                    stderr=subprocess.STDOUT, text=True)
             out, _ = trainer.communicate(timeout=120)
             game_out, _ = game.communicate(timeout=30)  # the trainer's "close" ends the game
     finally:

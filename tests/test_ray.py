@@ -30,7 +30,7 @@ def cluster():
     """Two nodes on this machine, on the loopback address only (conftest sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
     for every Ray a test starts; the node address is named too)."""
     c = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False,
-                                                                        "node_ip_address": LOOPBACK})  # fmt: skip
+                                                                        "node_ip_address": LOOPBACK})
     try:
         c.add_node(num_cpus=2, node_ip_address=LOOPBACK)
         c.wait_for_nodes()
@@ -41,7 +41,7 @@ def cluster():
 
 def _flags(address, *extra, total=8192):
     return ["--env-id", "ball_chase", "--num-instances", "1", "--agents-per-instance", "16", "--num-steps", "128",
-            "--total-timesteps", str(total), "--eval-episodes", "0", "--ray-address", address, *extra]  # fmt: skip
+            "--total-timesteps", str(total), "--eval-episodes", "0", "--ray-address", address, *extra]
 
 
 def _train(tmp_path, address, *extra, total=8192):
@@ -56,7 +56,7 @@ def _where(run_dir):
 def test_two_nodes_train_record_where_and_leave_no_game(cluster, tmp_path, headless_export):
     """One worker on each node trains ball_chase; the learner's return rises; ray_workers.json names both nodes."""
     run_dir = train_run(tmp_path, *_flags(cluster.address, "--ray-workers", "2", "--learning-rate", "1e-3",
-                                          total=49152))  # fmt: skip
+                                          total=49152))
     where = _where(run_dir)
     assert [w["worker"] for w in where] == [0, 1]
     assert len({w["node_id"] for w in where}) == 2, where
@@ -122,7 +122,7 @@ def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, h
 def test_a_worker_out_of_restarts_stops_the_run_with_a_checkpoint_naming_it(cluster, tmp_path, headless_export):
     proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--ray-max-restarts", "0",
                                    "--checkpoint-every", "1", total=10**8), cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 120, "first update", proc)
         (run_dir,) = run_dirs(tmp_path)
@@ -158,7 +158,7 @@ def test_a_killed_learner_leaves_no_worker_and_no_game(cluster, tmp_path, headle
 @pytest.mark.slow
 def test_more_workers_than_the_cluster_has_cpus_for_is_refused(cluster, tmp_path, headless_export):
     out = subprocess.run(_train(tmp_path, cluster.address, "--ray-workers", "3"), cwd=REPO, capture_output=True,
-                         text=True, timeout=60)  # fmt: skip
+                         text=True, timeout=60)
     assert out.returncode == 2, out.stderr[-2000:]
     assert "--ray-workers 3" in out.stderr and "room for 2 worker(s)" in out.stderr, out.stderr[-2000:]
     assert run_dirs(tmp_path) == []
@@ -169,7 +169,7 @@ def test_an_address_without_a_cluster_is_named_within_seconds(tmp_path):
     address = f"127.0.0.1:{free_port()}"  # a port nobody listens on
     start = time.monotonic()
     out = subprocess.run(_train(tmp_path, address, "--env-id", "CartPole-v1"), cwd=REPO, capture_output=True,
-                         text=True, timeout=60)  # fmt: skip
+                         text=True, timeout=60)
     assert time.monotonic() - start < 20
     assert out.returncode == 2
     assert f"--ray-address {address}: no Ray cluster answers there" in out.stderr, out.stderr[-2000:]
@@ -323,11 +323,11 @@ def test_a_ray_worker_gives_its_games_the_runs_environment_parameters(cluster, t
     run without the parameters (one update, so no merged statistics differ)."""
     episodes = {}
     for name, extra in (("local", []), ("ray", ["--ray-address", cluster.address, "--ray-workers", "1"]),
-                        ("default", None)):  # fmt: skip
+                        ("default", None)):
         argv = ["--env-id", "jumper", "--agents-per-instance", "4", "--num-steps", "256", "--total-timesteps", "1024",
                 "--num-minibatches", "4", "--eval-episodes", "0",
                 *(["--env-param", "gap_min=3.5", "--env-param", "gap_max=4.0"] if extra is not None else []),
-                *(extra or [])]  # fmt: skip
+                *(extra or [])]
         if extra:  # the learner joins Ray from its own process, as `godot-ppo train` does
             train_child(tmp_path / name, *argv, timeout=180)
         else:
@@ -340,7 +340,7 @@ def test_a_ray_worker_gives_its_games_the_runs_environment_parameters(cluster, t
 
 # ---- Ray's own faults under a local Ray (CartPole: no game to start), each ending in one line -------------------------
 LOCAL_RUN = ["--env-id", "CartPole-v1", "--num-envs", "4", "--total-timesteps", str(10**8), "--eval-episodes", "0",
-             "--ray-address", "local", "--ray-workers", "1", "--async", "--checkpoint-every", "1"]  # fmt: skip
+             "--ray-address", "local", "--ray-workers", "1", "--async", "--checkpoint-every", "1"]
 
 
 def _ray_process(learner: int, name: str):
@@ -358,7 +358,7 @@ def _fault_run(tmp_path, fault, *, trained=True) -> tuple:
     """A local-Ray --async CartPole training, ``fault(learner pid)`` once it has a checkpoint (or, not ``trained``,
     once its raylet runs); (exit status, stderr, its run folder or None, every pid that was below it)."""
     proc = subprocess.Popen(train_argv(tmp_path, *LOCAL_RUN), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
+                            text=True)
     try:
         if trained:
             wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 120, "first update", proc)
@@ -425,7 +425,7 @@ def test_a_worker_killed_during_the_final_evaluation_is_restarted_and_the_run_co
                                                                                         headless_export):
     proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--async", "--max-policy-lag", "8",
                                    "--eval-episodes", "64", total=4096), cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: list(tmp_path.glob("*/model.pt")), 120, "the final model (then the evaluation)", proc)
         (run_dir,) = run_dirs(tmp_path)
@@ -445,7 +445,7 @@ def test_a_stopped_ray_worker_is_named_after_step_timeout_with_a_checkpoint(tmp_
     """SIGSTOP of a Ray worker: its heartbeats stop, so the learner's wait ends --step-timeout after the last one,
     naming the worker; the stopped worker is killed at close."""
     proc = subprocess.Popen(train_argv(tmp_path, *LOCAL_RUN, "--step-timeout", "3"), cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 120, "first update", proc)
         (run_dir,) = run_dirs(tmp_path)

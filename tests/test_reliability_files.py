@@ -64,7 +64,7 @@ def test_file_arguments_that_are_not_regular_files_are_refused(tmp_path, capsys)
     root = tmp_path / "runs"
     try:
         cases = {str(fifo): "a pipe (FIFO)", "/dev/zero": "a device", "/dev/urandom": "a device",
-                 str(tmp_path): "a folder", f"/dev/fd/{r}": "a pipe (FIFO)"}  # fmt: skip
+                 str(tmp_path): "a folder", f"/dev/fd/{r}": "a pipe (FIFO)"}
         for flag in ("--demos", "--curriculum"):
             for path, kind in cases.items():
                 with deadline(20):
@@ -140,9 +140,9 @@ def test_demo_files_that_crashed_the_reader_are_refused_in_one_line(tmp_path):
     _refused(tmp_path, json.dumps([[[[0, 0, 0, [[[]]]]] * 2, [[0]]]]), "observation 0 holds [[[]]], not a number")
     declared = {"move": {"size": 3, "action_type": "discrete"}}
     for keys in (5, [5], [["move", "discrete"]], [["move", "discrete", "3"]], [["move", "discrete", 0]], "abc",
-                 [["move", "discrete", [[3]]]]):  # fmt: skip
+                 [["move", "discrete", [[3]]]]):
         _refused(tmp_path, json.dumps([[[[0, 0, 0, 0]] * 2, [[0]], {"action_keys": keys}]]), 'meta\'s "action_keys"',
-                 declared=declared)  # fmt: skip
+                 declared=declared)
     for rewards in ("ten", ["ten"], [1, 2], [[1]], {"a": 1}, [10**400]):
         _refused(tmp_path, json.dumps([[[[0, 0, 0, 0]] * 2, [[0]], {"rewards": rewards}]]), 'reward')
     _refused(tmp_path, json.dumps([[[[0, 0, 0, 0]] * 2, [[0]], {"game": ["x"] * 100}]]), "recorded in the game")
@@ -155,9 +155,9 @@ def test_a_demo_observation_too_large_for_float32_is_refused_before_it_trains(tm
     big = write_demos(tmp_path / "big.json", [GOOD_EPISODE, [[[0, 0, 0, 1e39]] * 3, [[0], [1]]]])
     small = write_demos(tmp_path / "small.json", [[[[0, 0, 0]] * 3, [[0], [1]]]])
     for path, part in ((big, "episode 1: observation 0 holds 1e+39, beyond float32's range"),
-                       (small, "episode 0: observation 0 has 3 values, not 4")):  # fmt: skip
+                       (small, "episode 0: observation 0 has 3 values, not 4")):
         code = cli.main(["train", "--env-id", "CartPole-v1", "--demos", str(path), "--total-timesteps", "0",
-                         "--run-dir-root", str(root)])  # fmt: skip
+                         "--run-dir-root", str(root)])
         _one_error(capsys, code, f"godot-ppo train: error: {path}: {part}")
         assert run_dirs(root) == [] if root.exists() else True
 
@@ -203,7 +203,7 @@ def test_a_range_whose_min_exceeds_its_max_is_refused(headless_export, tmp_path,
     toml = tmp_path / "c.toml"
     toml.write_text(CURRICULUM.replace("LEN", "10").replace("gap_max", "gap_min")
                     + "[environment_parameters.gap_max]\ncurriculum = [{ value = 2.5, completion_criteria = { measure = "
-                      '"progress", threshold = 0.5 } }, { value = 2.8 }]\n')  # fmt: skip
+                      '"progress", threshold = 0.5 } }, { value = 2.8 }]\n')
     code = cli.main(base + ["--curriculum", str(toml)])
     _one_error(capsys, code, "gap_min=3 is above gap_max=2.8 in lesson 1")
     assert not root.exists() or run_dirs(root) == []
@@ -215,7 +215,7 @@ def test_a_range_whose_min_exceeds_its_max_is_refused(headless_export, tmp_path,
 def test_flags_of_seconds_and_action_repeat_have_bounds(tmp_path, capsys):
     root = tmp_path / "runs"
     for flag, value in (("--connect-timeout", "1e308"), ("--step-timeout", "1e308"), ("--action-repeat", "4294967297"),
-                        ("--action-repeat", "1001")):  # fmt: skip
+                        ("--action-repeat", "1001")):
         code = cli.main(["train", "--env-id", "ball_chase", flag, value, "--run-dir-root", str(root)])
         _one_error(capsys, code, f"{flag} {value if 'repeat' in flag else '1e+308'} is not valid")
     for command in (["launch"], ["envs"]):
@@ -260,7 +260,7 @@ def test_play_against_a_person_refuses_without_a_display(monkeypatch, capsys):
     monkeypatch.delenv("DISPLAY", raising=False)
     code = cli.main(["play", "exports/policies/ball_chase.json", "--opponent", "human"])
     _one_error(capsys, code, "godot-ppo play: error: no display ($DISPLAY is not set): a person must see the game",
-               "--opponent random, scripted or a policy file")  # fmt: skip
+               "--opponent random, scripted or a policy file")
 
 
 def test_a_temporary_xvfb_log_is_removed_even_when_the_command_fails(tmp_path, monkeypatch):
@@ -302,11 +302,11 @@ def test_recording_appends_keeps_earlier_digits_and_records_matches(headless_exp
     first, second = json.loads(after)
     assert first == episodes[0]
     digits = [len(v.lstrip("-0.").replace(".", "").split("e")[0]) for v in json.dumps(second[0])[2:-2].replace("[", "")
-              .replace("]", "").split(",")]  # fmt: skip
+              .replace("]", "").split(",")]
     assert max(digits) > 6, second[0]  # the new episode's floats keep more than to_json's 6 digits
 
     match = ["--env=pong", "--policy=random", "--opponent=random", f"--record_demos={tmp_path / 'm.json'}",
-             "--record_episodes=2", "--max_episode_steps=20"]  # fmt: skip
+             "--record_episodes=2", "--max_episode_steps=20"]
     assert _game(headless_export, *match).returncode == 0
     for obs, actions, meta in json.loads((tmp_path / "m.json").read_text()):
         assert len(actions) == 20 and len(obs) == len(actions) + 1 == len(meta["rewards"]) + 1

@@ -86,7 +86,7 @@ def run_with_peak_rss(cmd, timeout: float):
     process group is killed) at ``timeout``."""
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-S", "-c", _PEAK_RSS, *cmd], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -102,7 +102,7 @@ def test_the_game_refuses_a_policy_claiming_huge_sizes_at_once_in_little_memory(
     path = tmp_path / "huge.json"
     path.write_text(json.dumps(lying(case)))
     cmd = [str(headless_export), "--env=memory", "--agents=2", f"--policy={path}", "--eval_episodes=1",
-           "--fixed-fps", "60"]  # fmt: skip
+           "--fixed-fps", "60"]
     code, out, err, seconds, peak_mb = run_with_peak_rss(cmd, timeout=30)
     assert code != 0
     errors = [line for line in err.splitlines() if line.startswith("rl_sync: error: policy file")]
@@ -201,7 +201,7 @@ def train_broken(tmp_path: Path, env_path: Path, capsys, *extra: str):
     """`godot-ppo train` on a broken game: (exit code, stderr, the run folders made)."""
     runs = tmp_path / "runs"
     code = cli.main(["train", "--env-path", str(env_path), "--num-steps", "16", "--total-timesteps", "2048",
-                       "--eval-episodes", "0", "--run-dir-root", str(runs), *extra])  # fmt: skip
+                       "--eval-episodes", "0", "--run-dir-root", str(runs), *extra])
     return code, capsys.readouterr().err, sorted(runs.glob("*")) if runs.is_dir() else []
 
 
@@ -261,7 +261,7 @@ def test_an_addon_games_bug_is_one_line_never_restarted(tmp_path, capsys, bug):
 def test_a_game_that_keeps_raising_script_errors_is_reported_once_then_stopped(fake_binary, tmp_path):
     said = []
     env = make_vec_env("ball_chase", num_instances=1, agents_per_instance=2, binary=fake_binary, run_dir=tmp_path,
-                       extra_args=["--fake_flood"], report=said.append)  # fmt: skip
+                       extra_args=["--fake_flood"], report=said.append)
     try:
         env.reset()
         deadline = time.monotonic() + 30
@@ -282,7 +282,7 @@ def test_a_game_that_keeps_raising_script_errors_is_reported_once_then_stopped(f
 def test_allow_script_errors_trains_on_after_showing_the_first(fake_binary, tmp_path):
     said = []
     env = make_vec_env("ball_chase", num_instances=1, agents_per_instance=2, binary=fake_binary, run_dir=tmp_path,
-                       extra_args=["--fake_flood"], report=said.append, allow_script_errors=True)  # fmt: skip
+                       extra_args=["--fake_flood"], report=said.append, allow_script_errors=True)
     try:
         env.reset()
         watch = env.launcher.instances[0].log.watch
@@ -388,7 +388,7 @@ def test_training_a_game_that_assigns_a_dictionary_to_reward_stops_naming_its_fi
 @pytest.mark.slow
 def test_allow_script_errors_lets_a_user_train_on_deliberately(tmp_path, capsys):
     code, err, runs = train_broken(tmp_path, godot_game_with(tmp_path, "reward_dict"), capsys, "--total-timesteps",
-                                   "256", "--allow-script-errors")  # fmt: skip
+                                   "256", "--allow-script-errors")
     assert code == 0, err[-3000:]
     assert len([line for line in err.splitlines() if "raised a script error" in line]) == 1
     assert "error:" not in err.replace("raised a script error: SCRIPT ERROR:", "")
@@ -407,7 +407,7 @@ def test_a_nan_final_observation_is_named_not_blamed_on_the_learning_rate(tmp_pa
     gym.register("TestNanFinalObs-v0", entry_point=_NanAtTheTimeLimit)
     try:
         assert cli.main(["train", "--env-id", "TestNanFinalObs-v0", "--run-dir-root", str(tmp_path), "--num-envs", "2",
-                           "--num-steps", "8", "--total-timesteps", "64"]) == 2  # fmt: skip
+                           "--num-steps", "8", "--total-timesteps", "64"]) == 2
     finally:
         gym.registry.pop("TestNanFinalObs-v0")
     err = capsys.readouterr().err

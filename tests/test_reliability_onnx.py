@@ -120,7 +120,7 @@ def _chain(n_layers: int):
     nodes, inits, x = [], [], "obs"
     for i in range(n_layers):
         nodes += [helper.make_node("Gemm", [x, f"W{i}"], [f"g{i}"], name=f"fc{i}"),
-                  helper.make_node("Tanh", [f"g{i}"], [f"t{i}" if i < n_layers - 1 else "output"])]  # fmt: skip
+                  helper.make_node("Tanh", [f"g{i}"], [f"t{i}" if i < n_layers - 1 else "output"])]
         inits.append(_weight(f"W{i}", [4, 4 if i < n_layers - 1 else 3]))
         x = f"t{i}"
     return _model(nodes, inits, metadata={"godot_ppo.action_keys": '[{"key": "move", "action_type": "discrete", '

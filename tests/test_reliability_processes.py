@@ -53,7 +53,7 @@ def wait_for_children(pid, names, timeout=60.0):
 def kill_parent_and_check_children(cmd, names, sig, tmp_path, ready=None):
     """Start ``cmd``, wait until its children ``names`` run, send it ``sig``: every child must be gone soon after."""
     proc = subprocess.Popen(cmd, cwd=REPO, env=no_display_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=open(tmp_path / "parent.stderr", "wb"))  # fmt: skip
+                            stderr=open(tmp_path / "parent.stderr", "wb"))
     children = []
     try:
         if ready is not None:
@@ -180,7 +180,7 @@ def test_a_flooding_instance_is_capped_reported_and_keeps_running(fake_binary, t
     cap = 2**20
     events = []
     launcher = launch("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
-                      extra_args=["--fake_flood"], max_log_bytes=cap, report=quiet(events))  # fmt: skip
+                      extra_args=["--fake_flood"], max_log_bytes=cap, report=quiet(events))
     try:
         inst = launcher.instances[0]
         log_path = tmp_path / "logs" / "instance_0.log"
@@ -244,7 +244,7 @@ def test_a_script_error_whose_at_line_comes_in_the_next_chunk_is_reported_with_i
 def test_a_crashed_instance_log_tail_holds_its_last_words(fake_binary, tmp_path):
     """The game's output goes through a pipe: what it printed just before dying must be in the tail we quote."""
     with launch("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
-                extra_args=["--fake_mode=crash_after=1"], report=quiet([])) as launcher:  # fmt: skip
+                extra_args=["--fake_mode=crash_after=1"], report=quiet([])) as launcher:
         inst = launcher.instances[0]
         inst.conn.reset()
         for _ in range(2):
@@ -295,7 +295,7 @@ def test_the_harmless_filter_judges_whole_lines_across_chunks_and_only_at_the_st
 # ---------------------------------------------------------------------------------------------- item 8
 def test_the_token_is_in_the_environment_not_the_command_line(fake_binary, tmp_path):
     with launch("ball_chase", 1, agents_per_instance=1, run_dir=tmp_path, binary=fake_binary,
-                report=quiet([])) as launcher:  # fmt: skip
+                report=quiet([])) as launcher:
         inst = launcher.instances[0]
         process = psutil.Process(inst.pid)
         assert inst.token not in " ".join(process.cmdline())  # /proc/PID/cmdline: every local user reads it
@@ -337,7 +337,7 @@ class HostileLauncher(InstanceLauncher):
     def _spawn(self, index, restarts):
         inst = super()._spawn(index, restarts)
         hostile = subprocess.Popen([sys.executable, "-c", HOSTILE, str(inst.pid), str(inst.port), self.claim],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.hostiles.append(hostile)
         read_line(hostile, b"sent", timeout=30)
         (self.run_dir / "gate").touch()  # now the real instance may connect
@@ -351,7 +351,7 @@ def test_a_local_process_with_the_token_is_refused(fake_binary, tmp_path, claim)
     launcher = HostileLauncher(
         godot_game("ball_chase", program=fake_binary),
         LaunchOptions(agents_per_instance=1, extra_args=(f"--fake_wait_for={tmp_path / 'gate'}",), run_dir=tmp_path,
-                      connect_timeout=30, report=quiet(events)))  # fmt: skip
+                      connect_timeout=30, report=quiet(events)))
     try:
         with launcher:
             inst = launcher.instances[0]

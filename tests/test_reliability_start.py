@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import (REPO, communicate_after_signal, end, fake_export, no_display_env, processes_mentioning, run_dirs,
-                     train_argv, wait_for, xvfb_pid)  # fmt: skip
+                     train_argv, wait_for, xvfb_pid)
 from python_trainer.envs.xvfb import display_answers
 from python_trainer.base.errors import UserError
 from python_trainer.run.run_folder import discard_new_run, gone_from
@@ -64,7 +64,7 @@ def test_killing_the_trainers_xvfb_stops_training_in_one_line_with_its_checkpoin
     runs, err_path = tmp_path / "runs", tmp_path / "stderr"
     with open(err_path, "w") as err:
         proc = subprocess.Popen(train_argv(runs, *FORAGER, "--total-timesteps", "100000", "--checkpoint-every", "1"),
-                                cwd=REPO, env=no_display_env(), stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+                                cwd=REPO, env=no_display_env(), stdout=subprocess.DEVNULL, stderr=err)
     try:
         wait_for(lambda: list(runs.glob("*/checkpoint.pt")), 90, "the first checkpoint", proc=proc)
         xvfb = xvfb_pid(err_path.read_text())
@@ -87,7 +87,7 @@ def read_only(folder: Path, argv: list) -> list:
     """``argv`` run with ``folder`` read-only (a read-only bind mount in a mount namespace of its own), from the same
     working directory, looked up again once the mount is made (a directory already open stays writable)."""
     return ["unshare", "-m", "--propagation", "private", "sh", "-c",
-            'mount --bind -o ro "$0" "$0" && cd "$PWD" && exec "$@"', str(folder), *argv]  # fmt: skip
+            'mount --bind -o ro "$0" "$0" && cd "$PWD" && exec "$@"', str(folder), *argv]
 
 
 @pytest.fixture(scope="module")

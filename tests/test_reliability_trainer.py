@@ -24,7 +24,7 @@ TRAIN = [sys.executable, "-m", "python_trainer", "train"]
 # and many seconds of training left after the first one.
 BALL_CHASE = ["--env-id", "ball_chase", "--agents-per-instance", "4", "--num-steps", "32", "--num-minibatches", "1",
               "--update-epochs", "1", "--total-timesteps", str(128 * 400), "--checkpoint-every", "0",
-              "--eval-episodes", "0"]  # fmt: skip
+              "--eval-episodes", "0"]
 # CartPole-v1, 4 envs x 128 steps = 512 steps an update
 CARTPOLE = ["--env-id", "CartPole-v1", "--num-envs", "4", "--num-steps", "128", "--eval-episodes", "0"]
 
@@ -91,7 +91,7 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_still_checkpoints(tmp_path)
     """`godot-ppo train ... &` from a script runs with SIGINT ignored: a SIGINT must not stop it."""
     proc = _start([*TRAIN, *CARTPOLE, "--total-timesteps", str(10**9), "--checkpoint-every", "1",
                    "--run-dir-root", str(tmp_path)],
-                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # fmt: skip
+                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 60, "first checkpoint", proc)
         ckpt_path = next(tmp_path.glob("*/checkpoint.pt"))
@@ -145,7 +145,7 @@ sys.exit(cli.main(["train", *argv]))
 @pytest.mark.parametrize("where", ["checkpoint", "update"])
 def test_a_signal_while_writing_a_checkpoint_or_updating_corrupts_nothing(tmp_path, where):
     argv = [*CARTPOLE, "--total-timesteps", str(512 * 50), "--checkpoint-every", "1", "--num-minibatches", "4",
-            "--update-epochs", "1", "--run-dir-root", str(tmp_path)]  # fmt: skip
+            "--update-epochs", "1", "--run-dir-root", str(tmp_path)]
     code, err = _finish(_start([sys.executable, "-c", _DRIVER, where, *argv]))
     assert code == 128 + signal.SIGTERM, err
     assert "SIGHUP received: already stopping" in err and "--resume" in err and "Traceback" not in err
@@ -181,7 +181,7 @@ def test_profile_ends_cleanly_on_sigterm(tmp_path, headless_export):
     proc = subprocess.Popen([sys.executable, "-m", "python_trainer", "profile", "--env-id", "ball_chase", "--modes",
                              "headless", "--instances", "1", "--agents", "2", "--seconds", "60",
                              "--no-engine-benchmark", "--out", str(out)],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         read_line(proc, b"profiling 1 configuration", timeout=60)  # then it launches the instance it measures
         wait_for(lambda: _games(proc.pid), 60, "game process", proc)
@@ -202,7 +202,7 @@ def test_profile_ends_cleanly_on_sigterm(tmp_path, headless_export):
 @pytest.mark.slow
 def test_resume_of_a_run_still_training_is_refused_naming_its_pid(tmp_path):
     holder = _start([*TRAIN, *CARTPOLE, "--total-timesteps", str(10**9), "--checkpoint-every", "1",
-                     "--run-dir-root", str(tmp_path)])  # fmt: skip
+                     "--run-dir-root", str(tmp_path)])
     try:
         wait_for(lambda: list(tmp_path.glob("*/checkpoint.pt")), 60, "first checkpoint", holder)
         (run_dir,) = run_dirs(tmp_path)
@@ -275,7 +275,7 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
         t.join(timeout=10)
     assert len(set(made)) == 8 and all(p.is_dir() for p in made)
     assert {p.name for p in made} == {"CartPole-v1__ppo__1__1700000000"} | {
-        f"CartPole-v1__ppo__1__1700000000_{k}" for k in range(2, 9)}  # fmt: skip
+        f"CartPole-v1__ppo__1__1700000000_{k}" for k in range(2, 9)}
 
 
 # ======================================================================================================================
@@ -306,7 +306,7 @@ def test_an_instance_out_of_restarts_ends_with_a_checkpoint_and_the_resume_hint(
 def test_a_closed_stdout_ends_with_a_checkpoint_and_the_resume_hint(tmp_path):
     """`godot-ppo train | head -1`: the next line written to stdout meets a closed pipe."""
     proc = _start([*TRAIN, *CARTPOLE, "--total-timesteps", str(512 * 400), "--checkpoint-every", "0",
-                   "--run-dir-root", str(tmp_path)])  # fmt: skip
+                   "--run-dir-root", str(tmp_path)])
     try:
         read_line(proc, b"global_step=", timeout=60)  # update 20 of 400; the next status line comes at update 40
         proc.stdout.close()
@@ -375,7 +375,7 @@ def no_game(monkeypatch):
     ("--learning-rate", "nan"), ("--learning-rate", "0"), ("--gamma", "1.5"), ("--gamma", "0"), ("--gae-lambda", "2"),
     ("--clip-coef", "inf"), ("--ent-coef", "-0.01"), ("--vf-coef", "nan"), ("--max-grad-norm", "0"),
     ("--target-kl", "nan"), ("--max-restarts", "-1"), ("--step-timeout", "0"), ("--checkpoint-every", "-1"),
-])  # fmt: skip
+])
 def test_bad_values_are_refused_before_any_game_starts(tmp_path, capsys, no_game, headless_export, flag, value):
     assert cli.main(["train", "--env-id", "ball_chase", flag, value, "--run-dir-root", str(tmp_path)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -388,14 +388,14 @@ def test_the_env_refuses_unbounded_instances_before_starting_any(monkeypatch):
 
     monkeypatch.setattr(vec_env, "InstanceLauncher", lambda *a, **k: pytest.fail("instances were started"))
     for kw, word in [({"num_instances": 1000}, "num_instances"), ({"agents_per_instance": 100000}, "agents"),
-                     ({"speedup": -1.0}, "speedup"), ({"action_repeat": 0}, "action_repeat")]:  # fmt: skip
+                     ({"speedup": -1.0}, "speedup"), ({"action_repeat": 0}, "action_repeat")]:
         with pytest.raises(ValueError, match=word):
             vec_env.make_vec_env("ball_chase", **kw)
 
 
 def test_an_empty_or_truncated_checkpoint_says_what_it_is(tmp_path, capsys):
     assert train.main([*CARTPOLE, "--total-timesteps", "512", "--checkpoint-every", "1",
-                     "--run-dir-root", str(tmp_path)]) == 0  # fmt: skip
+                     "--run-dir-root", str(tmp_path)]) == 0
     (run_dir,) = run_dirs(tmp_path)
     data = (run_dir / "checkpoint.pt").read_bytes()
     capsys.readouterr()
@@ -412,7 +412,7 @@ def test_a_deeply_nested_policy_file_is_a_clean_error(tmp_path):
     with pytest.raises(PolicyFileError, match="nested too deeply"):
         read_policy(deep)
     result = subprocess.run([sys.executable, "-m", "python_trainer", "play", str(deep)], cwd=REPO,
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+                            capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert "nested too deeply" in result.stderr and "Traceback" not in result.stderr
 

@@ -121,7 +121,7 @@ def test_an_old_checkpoint_resumes_and_plays(tmp_path, name, more_steps, headles
     shutil.copy(run_dir / "model.pt", run_dir / "checkpoint.pt")  # the run's checkpoint.pt had the same bytes
     before = torch.load(run_dir / "checkpoint.pt", weights_only=True)["global_step"]
     result = train_child(tmp_path / "unused", "--resume", str(run_dir), "--total-timesteps", str(more_steps),
-                         timeout=600)  # fmt: skip
+                         timeout=600)
     assert f"resuming {run_dir} at global step {before}" in result.stdout
     after = torch.load(run_dir / "model.pt", weights_only=True)
     assert after["global_step"] == more_steps > before

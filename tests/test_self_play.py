@@ -48,7 +48,7 @@ def test_elo_moves_both_ratings_by_the_same_amount():
                                  "agents (with an odd number of agents no split is even: use an even "
                                  "--agents-per-instance)"),
     (["p"] * 4, [0, 0, 0, 1], "put 3 in team 0 and 1 in team 1: set their team so that both teams have as many agents"),
-])  # fmt: skip
+])
 def test_a_game_that_is_not_two_teams_of_one_policy_is_refused_in_one_line(names, teams, said):
     info = {"n_agents": len(names), "agent_policy_names": names, "agent_teams": teams}
     with pytest.raises(SelfPlayError, match=re.escape(said)) as e:
@@ -64,7 +64,7 @@ def test_pong_self_play_keeps_its_pool_elo_and_sides_across_a_resume(headless_ex
     flags = ["--env-id", "pong", "--self-play", "--num-steps", "64", "--agents-per-instance", "8",
              "--self-play-save-steps", "256", "--self-play-swap-steps", "512", "--self-play-window", "3",
              "--self-play-team-change", "1024", "--checkpoint-every", "1", "--eval-episodes", "2",
-             "--run-dir-root", str(root)]  # fmt: skip
+             "--run-dir-root", str(root)]
     assert train.main([*flags, "--total-timesteps", "2048"]) == 0  # 8 updates of 4 learner agents x 64 steps
     (run_dir,) = root.iterdir()
     state = torch.load(run_dir / "checkpoint.pt", weights_only=True)["rollouts"]
@@ -101,7 +101,7 @@ def test_pong_self_play_keeps_its_pool_elo_and_sides_across_a_resume(headless_ex
     (["--env-id", "ball_chase", "--self-play"], "--self-play needs a game whose agents are split into teams 0 and 1"),
     (["--env-id", "pong", "--self-play-window", "3"], "--self-play-window is for self-play: add --self-play, or drop --self-play-window"),
     (["--env-id", "CartPole-v1", "--self-play"], "CartPole-v1 is a gymnasium env: drop --self-play"),
-])  # fmt: skip
+])
 def test_self_play_is_refused_where_it_cannot_run(headless_export, tmp_path, capsys, flags, said):
     assert cli.main(["train", *flags, "--run-dir-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
@@ -195,7 +195,7 @@ def test_a_resume_goes_on_without_listed_snapshots_that_are_gone(tmp_path, capsy
     ("garbage", "cannot be read as a snapshot (UnpicklingError)"),
     ("other_game", "is of 'pong' with other spaces, not of duel as it runs now"),
     ("lstm", "holds another network than this run's (a run with other --lstm, --lstm-size or --rnd flags made it)"),
-])  # fmt: skip
+])
 def test_a_resume_refuses_a_pool_snapshot_that_is_not_this_runs_in_one_line(tmp_path, problem, said):
     pool, agent, normalizer = pool_of(tmp_path)
     pool._snapshot(agent, normalizer)
@@ -254,9 +254,9 @@ def test_a_run_killed_after_its_pool_moved_on_resumes_with_a_window_of_one(headl
     root = tmp_path / "runs"
     flags = ["--env-id", "pong", "--self-play", "--num-steps", "64", "--agents-per-instance", "8",
              "--self-play-window", "1", "--self-play-save-steps", "256", "--self-play-swap-steps", "768",
-             "--checkpoint-every", "3", "--eval-episodes", "0", "--run-dir-root", str(root)]  # fmt: skip
+             "--checkpoint-every", "3", "--eval-episodes", "0", "--run-dir-root", str(root)]
     killed = subprocess.run([sys.executable, "-c", KILLED_AT_COLLECT, *flags, "--total-timesteps", "2560"], cwd=REPO,
-                            env=dict(os.environ, KILL_AT="1536"), capture_output=True, text=True, timeout=120)  # fmt: skip
+                            env=dict(os.environ, KILL_AT="1536"), capture_output=True, text=True, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     (pids,) = [json.loads(line)["pids"] for line in killed.stdout.splitlines() if line.startswith('{"pids"')]
     left = wait_gone(pids, timeout=10)  # its game ends with its connection
@@ -279,7 +279,7 @@ def test_self_play_learns_on_every_instances_agents(headless_export, tmp_path, c
     # learned and instance 1's steps were thrown away: 8 x 16 = 128 learner steps per update)
     root = tmp_path / "runs"
     assert train.main(["--env-id", "pong", "--num-instances", "2", "--self-play", "--num-steps", "16",
-                       "--total-timesteps", "256", "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0  # fmt: skip
+                       "--total-timesteps", "256", "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0
     out = capsys.readouterr().out
     assert "self-play: team 0 learns (16 agents)" in out, out
     (run_dir,) = root.iterdir()

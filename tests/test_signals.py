@@ -105,7 +105,7 @@ def test_a_signal_still_ends_a_wait_in_the_standard_library(wait):
     blocked = threading.Thread(target=never.wait, args=(60,), daemon=True)
     blocked.start()
     waits = {"queue": lambda: queue.Queue().get(timeout=60), "event": lambda: never.wait(60),
-             "join": lambda: blocked.join(60)}  # fmt: skip
+             "join": lambda: blocked.join(60)}
     timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
     started = time.monotonic()
     with signals.signal_policy():

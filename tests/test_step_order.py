@@ -37,7 +37,7 @@ def hits_export(tmp_path_factory):
 @pytest.mark.slow
 def test_random_play_in_the_engine_ends_each_episode_by_the_rules(hits_export):
     proc = subprocess.run([str(hits_export), "--", "--policy=random", "--eval_episodes=30", "--env_seed=3"],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith('{"eval"')))["eval"]
     assert len(report["lengths"]) == 30 and max(report["lengths"]) <= HIT_WITHIN, report["lengths"]
@@ -48,7 +48,7 @@ def test_random_play_in_the_engine_ends_each_episode_by_the_rules(hits_export):
 @pytest.mark.slow
 def test_training_sees_the_episodes_end_by_the_rules(hits_export, tmp_path):
     run_dir = train_run(tmp_path, "--env-path", str(hits_export), "--num-instances", "1", "--total-timesteps", "1024",
-                        "--num-steps", "256", "--exp-name", "hits")  # fmt: skip
+                        "--num-steps", "256", "--exp-name", "hits")
     with open(run_dir / "episodes.csv") as f:
         lengths = [int(row["length"]) for row in csv.DictReader(f)]
     assert len(lengths) >= 1024 // HIT_WITHIN and max(lengths) <= HIT_WITHIN, lengths

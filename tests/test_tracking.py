@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from helpers import (REPO, communicate_after_signal, end, processes_mentioning, read_scalars, run_dirs, train_argv,
-                     train_run, wait_for, wait_gone)  # fmt: skip
+                     train_run, wait_for, wait_gone)
 
 OFFLINE = {"WANDB_MODE": "offline"}
 TINY_CARTPOLE = ("--env-id", "CartPole-v1", "--total-timesteps", "1024", "--num-envs", "2", "--num-steps", "128",
-                 "--eval-episodes", "2")  # fmt: skip
+                 "--eval-episodes", "2")
 # No Hub is reachable here: a closed local port, and a token so that the upload is tried at all
 NO_HUB = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_TOKEN": "hf_not_a_token", "HF_HUB_DISABLE_TELEMETRY": "1"}
 
@@ -55,7 +55,7 @@ def offline_runs(run_dir: Path) -> list:
 def history(path: Path) -> list:
     """Each history row of the run: {key: value}."""
     return [{item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in r.history.item}
-            for r in wandb_records(path) if r.WhichOneof("record_type") == "history"]  # fmt: skip
+            for r in wandb_records(path) if r.WhichOneof("record_type") == "history"]
 
 
 def exit_codes(path: Path) -> list:
@@ -83,7 +83,7 @@ def tracked_run(tmp_path_factory):
 
 
 def test_track_offline_writes_a_wandb_run_in_the_run_folder_that_holds_the_tensorboard_scalars_and_the_videos(
-        tracked_run):  # fmt: skip
+        tracked_run):
     (path,) = offline_runs(tracked_run)
     saved = json.loads((tracked_run / "args.json").read_text())
     assert saved["track"] and saved["wandb_project_name"] == "cleanRL"
@@ -104,7 +104,7 @@ def test_track_offline_writes_a_wandb_run_in_the_run_folder_that_holds_the_tenso
     assert len(synced) > 5 and synced == {step for step, _ in tensorboard["charts/episodic_return"]}
     videos = sorted(p.stem for p in (tracked_run / "videos").glob("*.mp4"))
     logged = {key.split("/")[1]: row[key] for row in rows for key in row
-              if key.startswith("videos/") and key.endswith("/_type")}  # fmt: skip
+              if key.startswith("videos/") and key.endswith("/_type")}
     assert videos and logged == dict.fromkeys(videos, "video-file")  # --capture-video's, logged at the end
     assert len(list(path.parent.glob("files/media/videos/**/*.mp4"))) == len(videos)
     assert exit_codes(path) == [0]
@@ -114,7 +114,7 @@ def test_a_resumed_tracked_run_continues_the_same_wandb_run(tracked_run, tmp_pat
     run_dir = shutil.copytree(tracked_run, tmp_path / tracked_run.name)
     run_id = json.loads((run_dir / "args.json").read_text())["wandb_run_id"]
     result = subprocess.run(train_argv(tmp_path / "unused", "--resume", str(run_dir), "--total-timesteps", "1536"),
-                            cwd=REPO, capture_output=True, text=True, timeout=240, env=dict(os.environ, **OFFLINE))  # fmt: skip
+                            cwd=REPO, capture_output=True, text=True, timeout=240, env=dict(os.environ, **OFFLINE))
     assert result.returncode == 0, result.stderr[-3000:]
     first, second = offline_runs(run_dir)
     assert first.name == second.name == f"run-{run_id}.wandb"
@@ -127,10 +127,10 @@ def test_sigterm_finishes_the_wandb_run_and_its_service_process_ends(tmp_path):
     root = tmp_path / "runs"
     proc = subprocess.Popen(train_argv(root, "--env-id", "CartPole-v1", "--total-timesteps", "10000000", "--num-envs",
                                        "2", "--track"), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=dict(os.environ, **OFFLINE))  # fmt: skip
+                            env=dict(os.environ, **OFFLINE))
     try:
         csv = wait_for(lambda: [p for p in root.glob("*/episodes.csv") if len(p.read_text().splitlines()) > 2], 120,
-                       "training's first episodes", proc)[0]  # fmt: skip
+                       "training's first episodes", proc)[0]
         assert wandb_services_of(proc.pid), "no wandb-core service was started for the trainer"
         proc.send_signal(signal.SIGTERM)
         _, err = communicate_after_signal(proc, timeout=60)
@@ -150,17 +150,17 @@ def test_track_without_wandb_is_one_line_and_leaves_no_run_folder(tmp_path):
     (fake / "__init__.py").write_text("raise ImportError(\"No module named 'wandb'\")\n")
     env = dict(os.environ, PYTHONPATH=f"{fake.parent}{os.pathsep}{REPO}")
     result = subprocess.run(train_argv(tmp_path / "runs", *TINY_CARTPOLE, "--track"), cwd=REPO, capture_output=True,
-                            text=True, timeout=120, env=env)  # fmt: skip
+                            text=True, timeout=120, env=env)
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines() == [
         "godot-ppo train: error: --track needs the wandb package (No module named 'wandb'): pip install wandb, or "
-        "drop --track"]  # fmt: skip
+        "drop --track"]
     assert run_dirs(tmp_path / "runs") == []
 
 
 def test_wandb_flags_without_track_are_refused(tmp_path):
     result = subprocess.run(train_argv(tmp_path / "runs", *TINY_CARTPOLE, "--wandb-entity", "me"), cwd=REPO,
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert "--wandb-entity is for tracking with Weights & Biases: add --track" in result.stderr
     assert run_dirs(tmp_path / "runs") == []
@@ -169,14 +169,14 @@ def test_wandb_flags_without_track_are_refused(tmp_path):
 # ---------------------------------------------------------------------------------------------- godot-ppo package
 def package(*args: str, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "python_trainer", "package", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=240, env=dict(os.environ, **(env or {})))  # fmt: skip
+                          text=True, timeout=240, env=dict(os.environ, **(env or {})))
 
 
 @pytest.fixture(scope="module")
 def ball_chase_run(tmp_path_factory, headless_export, windowed_export):
     """A tiny ball_chase run (one update, about 10 s)."""
     return train_run(tmp_path_factory.mktemp("ball_chase"), "--env-id", "ball_chase", "--total-timesteps", "1024",
-                     "--num-steps", "64", "--eval-episodes", "0")  # fmt: skip
+                     "--num-steps", "64", "--eval-episodes", "0")
 
 
 @pytest.mark.slow  # a training, an evaluation in the engine and a recording in the windowed game (about 25 s)
@@ -188,7 +188,7 @@ def test_package_writes_a_model_card_whose_model_index_holds_the_in_engine_evalu
 
     out = tmp_path / "hub"
     result = package(str(ball_chase_run), "--repo-id", "me/ppo-ball_chase", "--out", str(out), "--eval-episodes", "4",
-                     "--seed", "3", "--video-seconds", "1")  # fmt: skip
+                     "--seed", "3", "--video-seconds", "1")
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     assert results["n_evaluation_episodes"] == 4 and results["env_id"] == "ball_chase"
@@ -214,12 +214,12 @@ def test_package_writes_a_model_card_whose_model_index_holds_the_in_engine_evalu
 
 
 def test_package_of_a_gymnasium_run_evaluates_in_python_and_push_fails_in_one_line_without_the_hub(
-        tracked_run, tmp_path):  # fmt: skip
+        tracked_run, tmp_path):
     from huggingface_hub import metadata_load
 
     out = tmp_path / "hub"
     result = package(str(tracked_run), "--repo-id", "me/ppo-CartPole-v1", "--out", str(out), "--eval-episodes", "3",
-                     "--push", env=NO_HUB)  # fmt: skip
+                     "--push", env=NO_HUB)
     assert result.returncode == 1, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and errors[0].startswith("godot-ppo package: error: --push: the upload to the Hub failed")
@@ -229,7 +229,7 @@ def test_package_of_a_gymnasium_run_evaluates_in_python_and_push_fails_in_one_li
     value = metadata_load(out / "README.md")["model-index"][0]["results"][0]["metrics"][0]["value"]
     assert value == f"{results['mean_reward']:.2f} +/- {results['std_reward']:.2f}"
     assert (out / "replay.mp4").read_bytes() == sorted((tracked_run / "videos").glob("*.mp4"),
-                                                       key=lambda p: -p.stat().st_mtime)[0].read_bytes()  # fmt: skip
+                                                       key=lambda p: -p.stat().st_mtime)[0].read_bytes()
     assert not (out / "policy.json").exists()  # a gymnasium task: the engine has no policy file of it
 
 

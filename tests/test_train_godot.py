@@ -17,7 +17,7 @@ from python_trainer.checkpoint import load_checkpoint
 def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_export):
     argv = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "2", "--num-steps", "256",
             "--total-timesteps", "2048", "--eval-episodes", "2", "--checkpoint-every", "1",
-            "--run-dir-root", str(tmp_path)]  # fmt: skip
+            "--run-dir-root", str(tmp_path)]
     assert train.main(argv) == 0
     (run_dir,) = run_dirs(tmp_path)
     scalars = read_scalars(run_dir)
@@ -34,7 +34,7 @@ def test_ball_chase_smoke_run_writes_tags_logs_and_a_policy(tmp_path, headless_e
 @pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_and_leaves_no_godot_process(tmp_path, headless_export):
     cmd = train_argv(tmp_path, "--env-id", "ball_chase", "--agents-per-instance", "4", "--num-steps", "32",
-                     "--total-timesteps", "100000000", "--checkpoint-every", "1")  # fmt: skip
+                     "--total-timesteps", "100000000", "--checkpoint-every", "1")
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         games = []

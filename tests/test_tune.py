@@ -50,7 +50,7 @@ def fake_search(tmp_path_factory):
     space.write_text(FAKE_SPACE)
     out = root / "search"
     result = tune(out, "--env-path", str(game), "--space", str(space), "--n-trials", "2", "--trial-steps", "1024",
-                  "--evaluations", "0")  # fmt: skip
+                  "--evaluations", "0")
     return out, result
 
 
@@ -114,7 +114,7 @@ def test_a_config_takes_dashes_or_underscores_and_the_command_line_wins(tmp_path
 
     config = tmp_path / "c.toml"
     config.write_text('env-id = "CartPole-v1"\nlearning-rate = 0.001\nnum_steps = 64\nnorm_obs = false\n'
-                      'env_param = ["a=1", "b=2"]\n')  # fmt: skip
+                      'env_param = ["a=1", "b=2"]\n')
     argv = config_argv(["--config", str(config), "--num-steps", "32"], Args)
     args = parse_flags(Args, bool_flag_aliases(argv), "godot-ppo train", check=False)  # as train's main parses
     assert (args.env_id, args.learning_rate, args.num_steps, args.norm_obs) == ("CartPole-v1", 0.001, 32, False)
@@ -126,7 +126,7 @@ def test_a_config_takes_dashes_or_underscores_and_the_command_line_wins(tmp_path
                              "see godot-ppo train --help; `-` or `_` both spell a flag)"),
     ("learning-rate = -1", "learning-rate = -1 is not valid: give a number > 0, e.g. learning-rate = 2.5e-4"),
     ("num_steps = 'many'", "num_steps = 'many' is not valid: give an integer"),
-])  # fmt: skip
+])
 def test_a_bad_key_or_value_in_a_config_is_refused_in_one_line_naming_it(tmp_path, capsys, line, named):
     from python_trainer import cli
 
@@ -151,7 +151,7 @@ def test_a_space_file_narrows_the_search_and_a_trials_batch_fits_half_its_budget
     assert "ent_coef" not in space.params and "gamma" not in space.params
     assert (space.params["learning_rate"].low, space.params["learning_rate"].log) == (1e-4, True)
     sampled = {"learning_rate": 3e-4, "num_steps": 1024, "num_instances": 2, "num_minibatches": 32,
-               "update_epochs": 4, "gae_lambda": 0.95, "clip_coef": 0.2, "action_repeat": 1}  # fmt: skip
+               "update_epochs": 4, "gae_lambda": 0.95, "clip_coef": 0.2, "action_repeat": 1}
     flags = trial_flags(optuna.trial.FixedTrial(sampled), space, trial_steps=8192, agents_per_instance=4)
     # 2 instances x 2 copies x 4 agents = 16 envs: 1024 steps would be 16384; the largest choice within 4096 is 256
     assert flags["num_steps"] == 256 and flags["copies"] == 2 and 16 * 256 % flags["num_minibatches"] == 0
@@ -223,7 +223,7 @@ def test_a_godot_trial_reports_its_in_engine_evaluations_and_its_value_is_the_la
                      'update_epochs = 1\nnum_minibatches = [4]\n')
     out = tmp_path / "search"
     tune(out, "--env-id", "ball_chase", "--space", str(space), "--n-trials", "1", "--trial-steps", "4096",
-         "--evaluations", "2")  # fmt: skip
+         "--evaluations", "2")
     (trial,) = study_trials(out)
     (run_dir,) = run_dirs(out / "trials" / "trial_0000")
     logged = read_scalars(run_dir)["eval/random/mean_return"]
@@ -237,11 +237,11 @@ def test_a_search_whose_every_trial_fails_stops_after_three_naming_trains_error(
     space = tmp_path / "space.toml"
     space.write_text("[fixed]\nport = 12345\n")  # train refuses it without --editor; tune cannot know
     result = godot_ppo_child("tune", "--out", str(tmp_path / "search"), "--env-id", "CartPole-v1", "--space",
-                             str(space), "--n-trials", "5", "--trial-steps", "1024", timeout=180)  # fmt: skip
+                             str(space), "--n-trials", "5", "--trial-steps", "1024", timeout=180)
     assert result.returncode == 1, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("godot-ppo tune: error: 3 trials in a row failed, the last: train exited 2: godot-ppo "
-                           "train: error: --port is for training from the Godot editor")  # fmt: skip
+                           "train: error: --port is for training from the Godot editor")
     assert [t.state.name for t in study_trials(tmp_path / "search")] == ["FAIL"] * 3
 
 

@@ -145,7 +145,7 @@ def test_hybrid_actions_reach_the_game(tmp_path):
     ({"a0": np.zeros((4, 2)), "a1": np.array(["x"] * 4)}, r"must be integers"),
     ({"a0": np.zeros((4, 2)), "a1": np.zeros(4, int), 1: np.zeros(4)}, r"keys \['a0', 'a1', 1\].*the key 1 is not a string"),
     ({"a0": [[0, 0], [0], [0, 0], [0, 0]], "a1": np.zeros(4, int)}, r"actions\['a0'\] must be a rectangular array.*ragged"),
-])  # fmt: skip
+])
 def test_hybrid_action_validation(tmp_path, actions, message):
     env = fake_env(tmp_path, "--fake_action=continuous:2,discrete:3", instances=1, agents=4)
     try:

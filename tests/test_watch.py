@@ -24,7 +24,7 @@ COMMITTED_POLICY = REPO / "exports" / "policies" / "ball_chase.json"
 def _train_cmd(tmp_path: Path, total: int) -> list:
     return train_argv(tmp_path, "--env-id", "ball_chase", "--num-instances", "1", "--agents-per-instance", "4",
                       "--num-steps", "32", "--checkpoint-every", "1", "--total-timesteps", str(total),
-                      "--eval-episodes", "0", "--watch")  # fmt: skip
+                      "--eval-episodes", "0", "--watch")
 
 
 def _reloads(log: Path) -> list:
@@ -35,7 +35,7 @@ def _reloads(log: Path) -> list:
 @pytest.mark.slow
 def test_watch_window_reloads_newer_policies_and_ends_with_training(tmp_path, headless_export, windowed_export):
     proc = subprocess.Popen(_train_cmd(tmp_path, 12288), cwd=REPO, env=no_display_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True)
     try:
         games = wait_for(lambda: processes_mentioning(f"--policy={tmp_path}"), 60, "watched game process", proc)
         out, err = proc.communicate(timeout=120)
@@ -57,7 +57,7 @@ def test_watch_window_reloads_newer_policies_and_ends_with_training(tmp_path, he
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_watch_window_ends_when_training_is_stopped_or_killed(tmp_path, headless_export, windowed_export, sig):
     proc = subprocess.Popen(_train_cmd(tmp_path, 10**8), cwd=REPO, env=no_display_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True)
     try:
         log = wait_for(lambda: next(iter(tmp_path.glob("*/logs/watch.log")), None), 60, "watch.log", proc)
         wait_for(lambda: _reloads(log), 60, "policy reload", proc)

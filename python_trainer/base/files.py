@@ -77,7 +77,7 @@ def check_output(path, rough_bytes: int = 0, folder: bool = False) -> Path:
         raise write_error(path, e) from None
     if free < rough_bytes:
         raise OutputError(f"cannot write {path}: it needs about {_size(rough_bytes)} and {where} has "
-                          f"{_size(free)} free; free some space or write elsewhere")  # fmt: skip
+                          f"{_size(free)} free; free some space or write elsewhere")
     return path
 
 

@@ -205,19 +205,19 @@ MAX_INSTANCES = 64
 MAX_AGENTS_PER_INSTANCE = bounds.AGENTS_PER_INSTANCE.value
 
 NUM_INSTANCES = in_range(1, MAX_INSTANCES, f"1 to {MAX_INSTANCES} (one Godot process each; more on one machine only "
-                         "contend for its cores and memory)", "2")  # fmt: skip
+                         "contend for its cores and memory)", "2")
 AGENTS_PER_INSTANCE = in_range(1, MAX_AGENTS_PER_INSTANCE, f"1 to {MAX_AGENTS_PER_INSTANCE} (an instance sets its "
-                               "agents up before it connects: spread more over more instances)", "16")  # fmt: skip
+                               "agents up before it connects: spread more over more instances)", "16")
 # Copies of a game's scene in one instance (the addon's scene_copies.gd), each in its own Viewport and World.
 MAX_COPIES = 256
 COPIES = in_range(1, MAX_COPIES, f"1 to {MAX_COPIES} (copies of the game's scene in each instance, each in its own "
-                  "Viewport and World)", "16")  # fmt: skip
+                  "Viewport and World)", "16")
 SPEEDUP = positive("8", "a number > 0 (the engine's time scale)")
 # Physics frames per decision step: 1000 are 17 s of game time at 60 frames a second, which a decision step of a busy
 # game can take minutes to simulate (the trainer warns when a step is that slow: vec_env.SLOW_STEP_S).
 MAX_ACTION_REPEAT = 1000
 ACTION_REPEAT = Rule(lambda v: _finite(v) and v == int(v) and 1 <= v <= MAX_ACTION_REPEAT,
-                     f"an integer from 1 to {MAX_ACTION_REPEAT} (physics frames per decision step)", "8")  # fmt: skip
+                     f"an integer from 1 to {MAX_ACTION_REPEAT} (physics frames per decision step)", "8")
 # A decision step slower than this is said once (vec_env), with how long it took: a large --action-repeat (or a busy
 # game) can keep each step just under the step timeout, and the run would otherwise go silent for minutes.
 SLOW_STEP_S = 10.0
@@ -228,7 +228,7 @@ def slow_step_warning(env: str, seconds: float, instance) -> str:
     repeat = int(getattr(instance, "action_repeat", 1) or 1)
     return (f"warning: each step of {env} takes about {seconds:.3g} s ({repeat} physics frame{'s' * (repeat != 1)} per "
             "step, --action-repeat); training goes on, slowly: a lower --action-repeat, or fewer agents per instance, "
-            "steps faster")  # fmt: skip
+            "steps faster")
 
 
 # The longest wait a flag of seconds may ask for (--connect-timeout, --step-timeout): a day. More is no wait a person
@@ -239,7 +239,7 @@ MAX_WAIT_S = 86400.0
 def seconds_rule(example: str, what: str) -> Rule:
     """A number of seconds > 0 and at most MAX_WAIT_S; ``what`` says what they are for."""
     return Rule(lambda v: _finite(v) and 0 < v <= MAX_WAIT_S,
-                f"a number of seconds > 0 ({what}; at most {MAX_WAIT_S:g}, a day)", example)  # fmt: skip
+                f"a number of seconds > 0 ({what}; at most {MAX_WAIT_S:g}, a day)", example)
 
 
 # How long a game may take to start: to list its games (--list_envs) and to connect to the trainer. A game whose
@@ -265,13 +265,13 @@ def agents_for(num_envs, num_instances, agents_per_instance=None, as_flags=False
     if agents_per_instance is None and num_envs % areas:
         raise FlagError(f"{given('num_envs', num_envs)} is not a multiple of {instances}: num_envs = num_instances x "
                         f"agents_per_instance{' x copies' if copies != 1 else ''} (give {name('agents_per_instance')} "
-                        "instead)")  # fmt: skip
+                        "instead)")
     per = agents_per_instance or num_envs // areas
     if num_envs != areas * per:
         raise FlagError(f"{given('num_envs', num_envs)} must equal {name('num_instances')} x "
                         f"{name('agents_per_instance')}{' x ' + name('copies') if copies != 1 else ''} = "
                         f"{num_instances} x {per}{f' x {copies}' if copies != 1 else ''} = {areas * per}: drop "
-                        f"{name('num_envs')} or make them agree")  # fmt: skip
+                        f"{name('num_envs')} or make them agree")
     _check_agents_of_copies(per, copies, given)
     return per
 

@@ -135,7 +135,7 @@ def _popen(cmd: Sequence[str], kwargs: dict) -> subprocess.Popen:
     old = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
     try:
         return subprocess.Popen(list(cmd), start_new_session=True, preexec_fn=lambda: _child_setup(parent, batch),
-                                **kwargs)  # fmt: skip
+                                **kwargs)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 

@@ -147,7 +147,7 @@ def game_error(result: subprocess.CompletedProcess, what: str) -> PlaybackError:
 def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None, episodes: int = 32, seed: int = 0,
                        agents: Optional[int] = 16, timeout: float = ENGINE_RUN_TIMEOUT_S,
                        max_episode_steps: Optional[int] = None, env_params: Optional[dict] = None,
-                       display: Optional[str] = None, sample: bool = False, noop_max: int = 0) -> dict:  # fmt: skip
+                       display: Optional[str] = None, sample: bool = False, noop_max: int = 0) -> dict:
     """Play ``episodes`` episodes with the policy inside the headless game (no Python in the loop); each agent
     plays its share of them. ``display`` (":N"): the windowed game on that X display instead, its window not drawn
     (--disable-render-loop; cameras still render), for a game whose agents see through cameras. ``policy_path`` "random": the game's random actions (the baseline; give ``env_id``).
@@ -166,12 +166,12 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
         game, policy_arg = policy_game(policy_path, env_id, env_path), engine_policy_arg(policy_path)
         env_params = trained_env_params(policy_path) if env_params is None else env_params
     instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps,
-                            headless=display is None, display=display)  # fmt: skip
+                            headless=display is None, display=display)
     params = binary_flags(env_params or {})
     params += [] if display is None else [NO_RENDER_LOOP]
     params += sample_flags(sample, noop_max)
     result = run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}", *params), timeout,
-                      env=instance.environ())  # fmt: skip
+                      env=instance.environ())
     report = json_line(result.stdout, "eval")
     if result.returncode != 0 or report is None:
         raise game_error(result, f"in-engine evaluation of {policy_path}")
@@ -180,7 +180,7 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
 
 def play_matches(policy_path, opponent, episodes: int = 100, env_id: Optional[str] = None, env_path=None,
                  seed: int = 0, agents: Optional[int] = 16, timeout: float = ENGINE_RUN_TIMEOUT_S,
-                 max_episode_steps: Optional[int] = None, sample: bool = False, noop_max: int = 0) -> dict:  # fmt: skip
+                 max_episode_steps: Optional[int] = None, sample: bool = False, noop_max: int = 0) -> dict:
     """Play ``episodes`` matches of a two-sided game (agents in teams 0 and 1) in the headless engine: the policy on
     one team, ``opponent`` on the other, each side for half of the matches (docs/binary.md, "Matches").
 
@@ -202,7 +202,7 @@ def play_matches(policy_path, opponent, episodes: int = 100, env_id: Optional[st
     instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps)
     result = run_game(instance.command(f"--policy={policy_arg}", f"--opponent={opponent_arg}",
                                        f"--eval_episodes={int(episodes)}", *sample_flags(sample, noop_max)),
-                               timeout)  # fmt: skip
+                               timeout)
     report = json_line(result.stdout, "eval")
     if result.returncode != 0 or report is None:
         errors = [message for message in map(addon_error, result.stderr.splitlines()) if message is not None]
@@ -228,7 +228,7 @@ def policy_forward(policy_path, observations, env_path=None, timeout: float = 60
         inp.write_text(json.dumps(given))
         instance = GameInstance(godot_game(None, env_path), agents=1)
         result = run_game(instance.command(f"--policy={Path(policy_path).resolve()}", f"--policy_forward={inp}",
-                                           *sample_flags(sample, 0)), timeout)  # fmt: skip
+                                           *sample_flags(sample, 0)), timeout)
     rows = json_line(result.stdout, "forward")
     if result.returncode != 0 or rows is None:
         raise game_error(result, f"--policy_forward with {policy_path}")

@@ -76,7 +76,7 @@ def _tensor(t, what: str) -> np.ndarray:
 
     if any(not 0 <= d <= MAX_SIZE for d in t.dims) or len(t.dims) > 4:
         raise PolicyFileError(f"{what} declares the shape {list(t.dims)[:6]}, beyond the policy file's {MAX_SIZE} per "
-                              "axis; import a policy of real size")  # fmt: skip
+                              "axis; import a policy of real size")
     try:
         return numpy_helper.to_array(t).astype(np.float64)
     except FOLDING_ERRORS as e:  # e.g. "cannot reshape array of size 0": dims without the data
@@ -116,18 +116,18 @@ def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
     if any(node.op_type == "Conv" for node in graph.node) or any(len(i.type.tensor_type.shape.dim) == 4 for i in inputs):
         raise PolicyFileError(f"{where}: the model has convolutions or an image input (a camera policy); import-policy "
                               "maps MLP policies only: play a camera policy trained here from its policy file "
-                              "(godot-ppo export-policy RUN writes it)")  # fmt: skip
+                              "(godot-ppo export-policy RUN writes it)")
     observed = [i for i in inputs if i.name != "state_ins"]
     if len(observed) != 1:
         raise PolicyFileError(f"{where}: {len(observed)} inputs besides state_ins ({', '.join(i.name for i in observed)}); "
-                              "import-policy maps one observation input (godot-rl's `obs`)")  # fmt: skip
+                              "import-policy maps one observation input (godot-rl's `obs`)")
     dims = observed[0].type.tensor_type.shape.dim
     if len(dims) != 2 or not dims[1].dim_value:
         raise PolicyFileError(f"{where}: the input {observed[0].name!r} is not a [batch, n] row of observations")
     n_obs = int(dims[1].dim_value)
     if n_obs > MAX_SIZE:
         raise PolicyFileError(f"{where}: the input {observed[0].name!r} declares {n_obs} observations, beyond the "
-                              f"policy file's {MAX_SIZE}; import a policy of real size")  # fmt: skip
+                              f"policy file's {MAX_SIZE}; import a policy of real size")
     if "output" not in {o.name for o in graph.output}:
         raise PolicyFileError(f"{where}: no output named 'output' (godot-rl's convention: output, state_outs)")
     producers = {out: node for node in graph.node for out in node.output}
@@ -140,7 +140,7 @@ def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
     depth = sum(id(node) in needed and node.op_type in IMPORTED_ACTIVATIONS for node in graph.node)
     if depth > MAX_LAYERS:  # each activation closes a layer
         raise PolicyFileError(f"{where}: the model has {depth} layers, beyond the engine's {MAX_LAYERS}: import a "
-                              "shallower network")  # fmt: skip
+                              "shallower network")
     values = {observed[0].name: _Chain(n_obs)}
     for node in graph.node:
         if id(node) in needed and node.op_type != "Constant":
@@ -149,7 +149,7 @@ def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
             except FOLDING_ERRORS as e:  # numpy's word on inputs that do not fit: named for the node
                 raise PolicyFileError(f"{where}: {_node_name(node)}: its inputs do not fit together "
                                       f"({one_line(e)[:160]}); check the model's shapes (onnx.checker.check_model("
-                                      "model, full_check=True)) and export it again") from None  # fmt: skip
+                                      "model, full_check=True)) and export it again") from None
     chain = values.get("output")
     if not isinstance(chain, _Chain):
         raise PolicyFileError(f"{where}: `output` does not depend on the observations")
@@ -167,7 +167,7 @@ def onnx_to_policy(model, where: str) -> tuple[dict, int, int]:
         if not (np.isfinite(w32).all() and np.isfinite(b32).all()):
             raise PolicyFileError(f"{where}: a layer holds NaN/inf weights; it cannot be played")
         entries.append({"weight": [[f32(x) for x in row] for row in w32], "bias": [f32(x) for x in b32],
-                        "activation": activation})  # fmt: skip
+                        "activation": activation})
     return norm, entries, n_obs, len(layers[-1][1])
 
 
@@ -187,14 +187,14 @@ def _apply(node, values: dict, consts: dict, where: str):
     if any(a is None for a, name in zip(args, node.input) if name):
         missing = [name for a, name in zip(args, node.input) if name and a is None]
         raise PolicyFileError(f"{what} reads {missing[0]!r}, which is neither the observations nor a constant (a "
-                              "recurrent or multi-input model?)")  # fmt: skip
+                              "recurrent or multi-input model?)")
     if not chains and op in ("Identity", "Cast") and len(args) == 1:  # e.g. a weight passed on by an Identity
         return args[0]
     if not chains:  # constant folding is beyond this importer: only the path from the observations is mapped
         raise PolicyFileError(f"{what} computes on constants only; cannot map it")
     if len(chains) > 1:
         raise PolicyFileError(f"{what} combines the observations with themselves; only a chain of layers can be "
-                              "imported")  # fmt: skip
+                              "imported")
     x = chains[0].copy()
     if op in PASS_THROUGH:
         shape = np.asarray(args[1]).reshape(-1) if op == "Reshape" else None
@@ -225,7 +225,7 @@ def _apply(node, values: dict, consts: dict, where: str):
         return _clip(x, args, attrs, what)
     raise PolicyFileError(f"{what} ({op}) is not supported; import-policy maps Gemm, MatMul, Add, Sub, Mul, Div, Clip "
                           "(the normaliser), Tanh, Relu, Sigmoid, Slice, Concat, Flatten, Reshape, Identity, Cast and a "
-                          "final Softmax")  # fmt: skip
+                          "final Softmax")
 
 
 def _gemm(x: "_Chain", args: list, attrs: dict, what: str) -> "_Chain":
@@ -290,7 +290,7 @@ def _clip(x: "_Chain", args: list, attrs: dict, what: str) -> "_Chain":
     scale = (x.w if x.w.ndim == 1 else np.diag(x.w)).copy()
     if low is None or high is None or low != -high or high <= 0 or (scale <= 0).any():
         raise PolicyFileError(f"{what} clips in a way the engine's normaliser cannot (it clips (obs - mean) / std to "
-                              "[-c, c])")  # fmt: skip
+                              "[-c, c])")
     x.norm = (-x.b / scale, scale, high)
     x.w, x.b = np.ones(len(x.b)), np.zeros(len(x.b))
     return x
@@ -311,7 +311,7 @@ def read_onnx(path):
         raise PolicyFileError(f"{path}: not an ONNX model ({type(e).__name__}: {one_line(e)[:200]})") from None
     if not model.graph.node and not model.graph.input:
         raise PolicyFileError(f"{path}: holds no ONNX graph (no nodes, no inputs): not an ONNX model; give the .onnx "
-                              "file your exporter wrote")  # fmt: skip
+                              "file your exporter wrote")
     return model
 
 
@@ -335,7 +335,7 @@ def _policy_of(env_info: dict, policy_name: Optional[str], described: dict, wher
     if name is None and len(names) > 1:
         known = f"; its metadata names the policy {ours!r}, which no agent of {env} plays" if ours is not None else ""
         raise PolicyFileError(f"{where}: {env}'s agents play several policies ({', '.join(map(str, names))}) and the "
-                              f"model does not say which one it is{known}: name it with --policy-name")  # fmt: skip
+                              f"model does not say which one it is{known}: name it with --policy-name")
     if name is None:
         return env_info, None
     try:
@@ -351,7 +351,7 @@ def _other_policy(env: str, game_obs: int, policy_name: Optional[str], described
         return f"{env} gives {game_obs}: it was trained on another game"
     if ours not in (None, policy_name) and described.get("env") == env:
         return (f"the policy {policy_name!r} of {env} takes {game_obs}: the model is {env}'s policy {ours!r} (its "
-                f"metadata says): drop --policy-name, or give --policy-name {ours}")  # fmt: skip
+                f"metadata says): drop --policy-name, or give --policy-name {ours}")
     return f"the policy {policy_name!r} of {env} takes {game_obs}: it was trained for another policy or game"
 
 
@@ -367,10 +367,10 @@ def _described(model, where: str) -> dict:
     if keys is not None and (not isinstance(keys, list) or not all(
             isinstance(k, dict) and isinstance(k.get("key"), str) and k.get("action_type") in ("continuous", "discrete")
             and not isinstance(k.get("size"), bool) and isinstance(k.get("size"), int) and 1 <= k["size"] <= MAX_SIZE
-            for k in keys)):  # fmt: skip
+            for k in keys)):
         raise PolicyFileError(f"{where}: its metadata godot_ppo.action_keys is {str(keys)[:60]!r}, not a list of "
                               '{"key", "action_type" (continuous or discrete), "size"}: export it again (godot-ppo '
-                              "export-policy RUN -o model.onnx), or name the game with --env-id")  # fmt: skip
+                              "export-policy RUN -o model.onnx), or name the game with --env-id")
     return described
 
 
@@ -395,21 +395,21 @@ def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[s
         game_obs = int(spaces_from_env_info(env_info)[0].shape[0])
         if game_obs != n_obs:
             raise PolicyFileError(f"{where}: the model takes {n_obs} observations, but " + _other_policy(
-                env, game_obs, policy_name, described))  # fmt: skip
+                env, game_obs, policy_name, described))
     elif described.get("action_keys"):
         keys, env = described["action_keys"], str(described.get("env"))
     else:
         raise PolicyFileError(f"{where}: the model does not say which game it plays (no godot-ppo metadata): name the "
-                              "game with --env-id (and --env-path for your own export)")  # fmt: skip
+                              "game with --env-id (and --env-path for your own export)")
     kinds = {k["action_type"] for k in keys}
     if len(kinds) > 1:
         raise PolicyFileError(f"{where}: {env} mixes continuous and discrete action keys; godot-rl's exporters write "
                               "those as one Box (a discrete key as one value), which the engine's policy file does "
-                              "not play: train it with godot-ppo (one head per key) instead")  # fmt: skip
+                              "not play: train it with godot-ppo (one head per key) instead")
     expected = sum(k["size"] for k in keys)
     if expected != n_out:
         raise PolicyFileError(f"{where}: the model has {n_out} outputs, but {env}'s action keys "
-                              f"{[k['key'] for k in keys]} need {expected}")  # fmt: skip
+                              f"{[k['key'] for k in keys]} need {expected}")
     policy = {
         "format": FORMAT,
         "version": version_needed(False, keys),  # 5 when our own export's keys carry their log_std
@@ -422,7 +422,7 @@ def import_policy(path, env_info: Optional[dict] = None, policy_name: Optional[s
         "layers": layers,
         "lstm": None,
         "source": {"imported_from": Path(path).name, "producer": model.producer_name or None,
-                   "described": described.get("source")},  # fmt: skip
+                   "described": described.get("source")},
     }
     problem = size_problem(policy)  # what read_policy and the game check (e.g. at most MAX_LAYERS layers)
     if problem:

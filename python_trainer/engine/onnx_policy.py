@@ -66,7 +66,7 @@ class PolicyNetwork(nn.Module):
             var = np.asarray(norm["var"], np.float64)
             self.register_buffer("mean", torch.tensor(np.asarray(norm["mean"], np.float64), dtype=torch.float32))
             self.register_buffer("scale", torch.tensor(1.0 / np.sqrt(var + float(norm.get("epsilon", 1e-8))),
-                                                       dtype=torch.float32))  # fmt: skip
+                                                       dtype=torch.float32))
             self.clip = float(norm.get("clip", 10.0))
         lstm = policy.get("lstm")
         split = lstm["after_layer"] if lstm else 0
@@ -166,7 +166,7 @@ def state_layout(policy: dict) -> str:
         return "echo: state_ins float32 [batch], returned as state_outs"
     h = int(lstm["hidden_size"])
     return (f"lstm: state_ins float32 [batch, {2 * h}] = the LSTM's h ({h}) then c ({h}) after the previous step, "
-            "zeros where an episode starts; state_outs the same after this step")  # fmt: skip
+            "zeros where an episode starts; state_outs the same after this step")
 
 
 def policy_to_onnx(policy: dict) -> bytes:
@@ -191,11 +191,11 @@ def policy_to_onnx(policy: dict) -> bytes:
         # dynamo=False: the TorchScript exporter writes one self-contained model in milliseconds; torch 2.13's default
         # one (onnxscript's, which godot-rl's exporters use) takes seconds and puts the weights in a second file
         torch.onnx.export(model, inputs, buffer, dynamo=False, opset_version=OPSET,
-                          input_names=names, output_names=OUTPUTS, dynamic_axes=batch)  # fmt: skip
+                          input_names=names, output_names=OUTPUTS, dynamic_axes=batch)
     model = onnx.load_from_string(buffer.getvalue())
     model.producer_name = PRODUCER
     meta = {f"godot_ppo.{k}": json.dumps(policy.get(k)) for k in METADATA_FIELDS
-            if k in policy or k not in ("image", "vector_keys")}  # fmt: skip
+            if k in policy or k not in ("image", "vector_keys")}
     meta["godot_ppo.state"] = state_layout(policy)
     meta["godot_ppo.package_version"] = __version__
     onnx.helper.set_model_props(model, meta)

@@ -32,23 +32,23 @@ def cnn_entries(encoder, image, vector_keys: Optional[list], number: Callable[[f
     [(key, size)] name the row's vector columns (for the ONNX inputs; None: one "obs" key); ``number`` writes one
     float32 (policy_file.f32). ValueError (naming ``where``) on NaN/inf weights or keys that do not fit."""
     keys = [(str(k), int(n)) for k, n in vector_keys] if vector_keys is not None else \
-        ([("obs", image.start)] if image.start else [])  # fmt: skip
+        ([("obs", image.start)] if image.start else [])
     if sum(n for _, n in keys) != image.start:
         raise ValueError(f"{where}: the vector keys {keys} do not make the row's {image.start} vector columns")
     convs = []
     for i, (conv, stride) in enumerate(encoder.conv_layers()):
         weight, bias = _finite(conv.weight, f"{where}: the CNN's convolution {i}"), _finite(conv.bias, "")
         convs.append({"weight": _nested(weight, number), "bias": _nested(bias, number),
-                      "kernel": int(weight.shape[2]), "stride": int(stride)})  # fmt: skip
+                      "kernel": int(weight.shape[2]), "stride": int(stride)})
     dense = encoder.dense[0]
     return {
         "image": {"key": image.key, "size": [image.height, image.width, image.channels],
-                  "frame_stack": int(image.frame_stack)},  # fmt: skip
+                  "frame_stack": int(image.frame_stack)},
         "vector_keys": [{"key": k, "size": n} for k, n in keys],
         "cnn": {"kind": getattr(encoder, "kind", None), "convs": convs,
                 "dense": {"weight": _nested(_finite(dense.weight, f"{where}: the CNN's dense layer"), number),
                           "bias": _nested(_finite(dense.bias, f"{where}: the CNN's dense layer"), number),
-                          "activation": "relu"}},  # fmt: skip
+                          "activation": "relu"}},
     }
 
 
@@ -64,7 +64,7 @@ def _finite(parameter, what: str) -> np.ndarray:
     values = parameter.detach().cpu().numpy().astype(np.float32)
     if not np.isfinite(values).all():
         raise ValueError(f"{what or 'the CNN'} holds {int((~np.isfinite(values)).sum())} NaN/inf values; this model "
-                         "cannot be played (training diverged: use an earlier checkpoint)")  # fmt: skip
+                         "cannot be played (training diverged: use an earlier checkpoint)")
     return values
 
 
@@ -122,7 +122,7 @@ def cnn_features(policy: dict) -> int:
     keys = policy.get("vector_keys", [])
     sizes = [x.get("size") for x in keys if isinstance(x, dict)] if isinstance(keys, list) else []
     if keys and (len(sizes) != len(keys) or not all(isinstance(n, int) and n > 0 for n in sizes)
-                 or sum(sizes) != policy.get("observation_size")):  # fmt: skip
+                 or sum(sizes) != policy.get("observation_size")):
         raise ValueError('"vector_keys" must be [{"key", "size"}] whose sizes make observation_size')
     cnn = policy.get("cnn")
     if not isinstance(cnn, dict) or not isinstance(cnn.get("convs"), list) or not cnn["convs"]:
@@ -141,10 +141,10 @@ def cnn_features(policy: dict) -> int:
         if len(first) != channels:
             given = "the image's frames" if i == 0 else f"convolution {i - 1}"
             raise ValueError(f"the CNN's shapes do not chain: convolution {i} takes {len(first)} input channels, but "
-                             f"{given} give{'s' if i else ''} {channels}")  # fmt: skip
+                             f"{given} give{'s' if i else ''} {channels}")
         if kernel > min(h, w):
             raise ValueError(f"the CNN's shapes do not chain: convolution {i}'s {kernel} x {kernel} kernel does not fit "
-                             f"the {h} x {w} it is given")  # fmt: skip
+                             f"the {h} x {w} it is given")
         _shape(weight, (out, channels, kernel, kernel), f"convolution {i}'s weight")
         _shape(conv.get("bias"), (out,), f"convolution {i}'s bias")
         channels, h, w = out, (h - kernel) // stride + 1, (w - kernel) // stride + 1
@@ -157,7 +157,7 @@ def cnn_features(policy: dict) -> int:
     if not isinstance(weight[0], list) or len(weight[0]) != n_in:
         got = len(weight[0]) if isinstance(weight[0], list) else "no list"
         raise ValueError(f"the CNN's shapes do not chain: its dense layer takes {got} inputs, but the last convolution "
-                         f"gives {channels} x {h} x {w} = {n_in}")  # fmt: skip
+                         f"gives {channels} x {h} x {w} = {n_in}")
     _shape(weight, (rows, n_in), "the CNN's dense weight")
     _shape(dense.get("bias"), (rows,), "the CNN's dense bias")
     return rows

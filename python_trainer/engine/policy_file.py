@@ -93,7 +93,7 @@ def action_keys(game_spaces, obs_dim: int, action_space, where: str, game: str =
         raise PolicyFileError(f"{where}: the actor takes {obs_dim} observations, but {game} gives {obs_space.shape[0]}")
     if kind == "hybrid":
         game_keys = [(key, "discrete" if isinstance(act_space[key], gym.spaces.Discrete) else "continuous", size)
-                     for key, size in act_layout]  # fmt: skip
+                     for key, size in act_layout]
     else:
         game_keys = [(key, "discrete" if kind != "continuous" else "continuous", size) for key, size in act_layout]
     if isinstance(action_space, gym.spaces.Discrete) and int(action_space.start) != 0:
@@ -104,7 +104,7 @@ def action_keys(game_spaces, obs_dim: int, action_space, where: str, game: str =
         raise PolicyFileError(f"{where}: action space {action_space} cannot be played in the engine")
     if action_space != act_space:
         raise PolicyFileError(f"{where}: the actor's action space is {action_space}, but {game}'s action keys "
-                              f"{_key_list(game_keys)} make {act_space}")  # fmt: skip
+                              f"{_key_list(game_keys)} make {act_space}")
     ordered = sorted(game_keys, key=lambda k: k[1] != "continuous")  # stable: sorted by key within each kind
     return [{"key": key, "action_type": kind, "size": int(size)} for key, kind, size in ordered]
 
@@ -153,7 +153,7 @@ def actor_layers(actor, where: str) -> list[dict]:
                     "weight": [[f32(x) for x in row] for row in w.tolist()],
                     "bias": [f32(x) for x in b.tolist()],
                     "activation": "linear",
-                })  # fmt: skip
+                })
             elif isinstance(module, nn.Tanh):
                 if not layers or layers[-1]["activation"] != "linear":
                     raise PolicyFileError(f"{where}: Tanh without a Linear layer before it; cannot export {actor}")
@@ -195,7 +195,7 @@ def policy_source(checkpoint_path, *, global_step, update, trained_env, seed, co
 def lstm_weights(weights: dict, after_layer: int, where: str) -> dict:
     """recurrent.LSTMCore.export_weights()'s dict as the file's "lstm" entry (float32 values, checked finite)."""
     out = {"after_layer": int(after_layer), "input_size": int(weights["input_size"]),
-           "hidden_size": int(weights["hidden_size"])}  # fmt: skip
+           "hidden_size": int(weights["hidden_size"])}
     for name in ("weight_ih", "weight_hh", "bias"):
         values = np.asarray(weights[name], np.float32)
         if not np.isfinite(values).all():
@@ -206,7 +206,7 @@ def lstm_weights(weights: dict, after_layer: int, where: str) -> dict:
 
 def policy_dict(actor, obs_stats: Optional[dict], keys: list[dict], *, env: str, source: dict, where: str,
                 encoder=None, lstm: Optional[dict] = None, policy_name: Optional[str] = None, image=None,
-                vector_keys: Optional[list] = None) -> dict:  # fmt: skip
+                vector_keys: Optional[list] = None) -> dict:
     """The policy file's content for an in-memory actor.
 
     ``obs_stats``: see obs_normalization; ``keys``: see action_keys; ``where`` names the model in error messages.
@@ -293,7 +293,7 @@ def _policy_lines(policy: dict, indent: str) -> str:
         elif key == "cnn" and isinstance(value, dict) and isinstance(value.get("convs"), list):
             convs = ",\n".join(f"{indent}      {_compact(conv)}" for conv in value["convs"])
             parts = [f'{indent}    "convs": [\n{convs}\n{indent}    ]' if k == "convs" else
-                     f"{indent}    {json.dumps(k)}: {_compact(v)}" for k, v in value.items()]  # fmt: skip
+                     f"{indent}    {json.dumps(k)}: {_compact(v)}" for k, v in value.items()]
             lines.append(f'{indent}  "cnn": {{\n' + ",\n".join(parts) + f"\n{indent}  }}")
         else:
             lines.append(f"{indent}  {json.dumps(key)}: {_compact(value)}")
@@ -312,7 +312,7 @@ def policy_json(policy: dict) -> str:
 
 
 def game_policy(agent, normalizer, action_space, env_info: dict, *, env_id: str, source: dict, where: str,
-                policy_name: Optional[str] = None) -> dict:  # fmt: skip
+                policy_name: Optional[str] = None) -> dict:
     """The policy file's content for a trained agent in memory (agent.Agent or recurrent.RecurrentAgent) and its
     normaliser, to be played in the Godot game whose ``env_info`` is given (its action keys name the outputs).
     ``policy_name``: see policy_dict; given, the agent is checked against that policy's agents only (policy_env_info).
@@ -335,7 +335,7 @@ def game_policy(agent, normalizer, action_space, env_info: dict, *, env_id: str,
     if image is not None:  # the game's vector keys (its observation layout: [(key, size)], the image last)
         parts["vector_keys"] = [(key, size) for key, size in game_spaces[2] if key != image.key]
     return policy_dict(parts.pop("actor"), normalizer.obs_statistics(), keys, env=str(env_info.get("env") or env_id),
-                       source=source, where=where, policy_name=policy_name, **parts)  # fmt: skip
+                       source=source, where=where, policy_name=policy_name, **parts)
 
 
 def write_policy(path, policy: dict) -> Path:
@@ -366,7 +366,7 @@ def policy_file_names(names: list) -> dict:
         stems[name] = (safe[:MAX_FILE_STEM], len(safe) > MAX_FILE_STEM)
     alike = Counter(stem.casefold() for stem, _ in stems.values())
     files = {name: (f"{stem}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}" if cut or alike[stem.casefold()] > 1
-                    else stem) + ".json" for name, (stem, cut) in stems.items()}  # fmt: skip
+                    else stem) + ".json" for name, (stem, cut) in stems.items()}
     if len({f.casefold() for f in files.values()}) != len(files):  # a hash that meets another name: not in practice
         raise PolicyFileError(f"the policy names {list(names)} do not make distinct file names")
     return files
@@ -379,7 +379,7 @@ def write_policies(run_dir, policies: list[dict]) -> Path:
     them all)."""
     run_dir = Path(run_dir)
     bundle = policy_bundle(policies, env=policies[0]["env"] if policies else "?",
-                           source=(policies[0].get("source") if policies else None) or {})  # fmt: skip
+                           source=(policies[0].get("source") if policies else None) or {})
     files = policy_file_names([p["policy_name"] for p in policies])
     for policy in policies:
         write_policy(run_dir / POLICIES_DIR / files[policy["policy_name"]], policy)

@@ -66,7 +66,7 @@ def file_size_problem(n_bytes: int) -> Optional[str]:
     if n_bytes <= MAX_FILE_BYTES:
         return None
     return (f"the file holds {n_bytes} bytes, beyond the engine's {MAX_FILE_BYTES} ({BYTES_PER_WEIGHT} for each of the "
-            f"{bounds.POLICY_WEIGHTS.value} weights a policy may hold): {SMALLER}")  # fmt: skip
+            f"{bounds.POLICY_WEIGHTS.value} weights a policy may hold): {SMALLER}")
 
 
 def format_problem(policy) -> Optional[str]:
@@ -133,7 +133,7 @@ def size_problem(policy: dict) -> Optional[str]:
         depth = len(layers) + (len(convs) if isinstance(convs, list) else 0)
         if depth > MAX_LAYERS:
             raise ValueError(f"it has {depth} layers (convolutions included), beyond the engine's {MAX_LAYERS}: "
-                             "train a shallower network")  # fmt: skip
+                             "train a shallower network")
         after = -1
         if lstm is not None:
             if not isinstance(lstm, dict) or not isinstance(lstm.get("after_layer"), int) or not 0 <= lstm["after_layer"] < len(layers):
@@ -150,7 +150,7 @@ def size_problem(policy: dict) -> Optional[str]:
                 n_in = hidden
             if n_in > MAX_SIZE:
                 raise ValueError(f"layer {i} takes {n_in} inputs ({features} CNN features and {n_in - features} vector "
-                                 f"values), beyond the engine's {MAX_SIZE}: {SMALLER}")  # fmt: skip
+                                 f"values), beyond the engine's {MAX_SIZE}: {SMALLER}")
             weight = layer.get("weight")
             n_rows = len(weight) if isinstance(weight, list) else 0
             if not n_rows or n_rows > MAX_SIZE:

@@ -58,7 +58,7 @@ def assemble_gif(frames: Sequence[Path], out: Path, fps: float = CLIP_FPS, width
     # GIF delays are whole centiseconds: alternate them (7, 7, 6, ...) so the clip keeps true speed at 15 fps.
     ticks = [round(100 * (i + 1) / fps) - round(100 * i / fps) for i in range(len(images))]
     images[0].save(out, save_all=True, append_images=images[1:], duration=[10 * t for t in ticks], loop=0,
-                   optimize=True, disposal=1)  # fmt: skip
+                   optimize=True, disposal=1)
 
 
 def ffmpeg_exe() -> str:
@@ -79,7 +79,7 @@ def assemble_mp4(frame_dir: Path, out: Path, fps: float = CLIP_FPS, width: int =
     ffmpeg = ffmpeg_exe()
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [ffmpeg, "-y", "-loglevel", "error", "-framerate", f"{fps:g}", "-i", str(frame_dir / "frame_%05d.png"),
-           "-vf", f"scale={width}:-2", "-pix_fmt", "yuv420p", "-c:v", "libx264", str(out)]  # fmt: skip
+           "-vf", f"scale={width}:-2", "-pix_fmt", "yuv420p", "-c:v", "libx264", str(out)]
     result = run_to_end(cmd, timeout=FFMPEG_TIMEOUT_S)  # like every child: it ends when we do
     if result.returncode != 0:
         if "No space left on device" in (result.stderr or ""):
@@ -90,7 +90,7 @@ def assemble_mp4(frame_dir: Path, out: Path, fps: float = CLIP_FPS, width: int =
 
 def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, seconds: float = 10.0, say=print,
            timeout: Optional[float] = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
-           extra_args=(), opponent: Optional[str] = None) -> dict:  # fmt: skip
+           extra_args=(), opponent: Optional[str] = None) -> dict:
     """Record ``seconds`` of game time of the policy in the windowed game (under Xvfb without $DISPLAY) into a GIF
     (Pillow) or an MP4 (ffmpeg). Returns {"out", "frames", "run": the game's run report}. ``extra_args``: more of the
     game's flags (e.g. --env_param=NAME=VALUE; none: the --env-param constants of the policy's run, as
@@ -121,7 +121,7 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
                                 display=open_display(xvfb, say, "for the recording"), extra_args=extra_args)
         cmd = instance.command(f"--policy={engine_policy_arg(policy_path)}", f"--record_dir={tmp}",
                                f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync",
-                               *([f"--opponent={opponent}"] if opponent is not None else []))  # fmt: skip
+                               *([f"--opponent={opponent}"] if opponent is not None else []))
         say(f"recording {seconds:g} s of game time ({n_frames} frames at {CLIP_FPS:g} fps) -> {out}")
         result = run_recording(cmd, instance.environ(), tmp, connect_timeout, timeout)
         if result.returncode != 0:
@@ -139,7 +139,7 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
 
 
 def run_recording(cmd, env: dict, frame_dir: Path, connect_timeout: float, timeout: Optional[float] = None,
-                  silence: float = SILENCE_S) -> subprocess.CompletedProcess:  # fmt: skip
+                  silence: float = SILENCE_S) -> subprocess.CompletedProcess:
     """Run the recording game to its end while it makes progress: ended (PlaybackError) once ``silence`` seconds
     pass with no new frame in ``frame_dir`` (``connect_timeout`` more before the first), or past ``timeout``."""
     out_path, err_path = frame_dir / "game.out", frame_dir / "game.err"

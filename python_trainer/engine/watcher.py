@@ -52,7 +52,7 @@ class PolicyWatcher:
             self.say("godot-ppo: the --watch window was closed; training goes on")
         else:
             self.say(f"godot-ppo: warning: the --watch window ended ({describe_exit(code)}); training goes on "
-                     f"(its output: {self.log_path})")  # fmt: skip
+                     f"(its output: {self.log_path})")
 
     def reloads(self) -> list:
         """[(global step, fps), ...] of each reload the game reported so far (global step None when unknown)."""
@@ -95,7 +95,7 @@ def _lower_group_priority(pid: int, niceness: int) -> None:
 
 def start_policy_watcher(policy_path, game: GodotGame, *, log_dir, agents: int = WATCH_AGENTS, seed: int = 0,
                          action_repeat: int = 1, fps: int = WATCH_FPS, niceness: int = WATCH_NICE,
-                         say=print) -> Optional[PolicyWatcher]:  # fmt: skip
+                         say=print) -> Optional[PolicyWatcher]:
     """Open one window (Xvfb without $DISPLAY) in which ``agents`` agents play ``policy_path`` inside the engine, at
     real time with at most ``fps`` frames per second and at CPU priority ``niceness``, reloading the file whenever it
     changes (--policy_reload). For `godot-ppo train --watch`: the policy file must exist already. Watching is
@@ -110,7 +110,7 @@ def start_policy_watcher(policy_path, game: GodotGame, *, log_dir, agents: int =
         # Real time. Under our own Xvfb nobody sees the window, and its software renderer pays per pixel: a small one.
         small = ("--resolution", XVFB_WATCH_RESOLUTION) if xvfb.proc is not None else ()
         instance = GameInstance(game, agents=agents, seed=seed, action_repeat=action_repeat, headless=False,
-                                display=display, fixed_fps=None, extra_args=small)  # fmt: skip
+                                display=display, fixed_fps=None, extra_args=small)
         cmd = instance.command(f"--policy={policy_path}", "--policy_reload", f"--max_fps={int(fps)}")
         nice = shutil.which("nice")
         if niceness and nice:
@@ -141,5 +141,5 @@ def start_policy_watcher(policy_path, game: GodotGame, *, log_dir, agents: int =
             log.close()
         raise
     say(f"watching: a window plays {policy_path} ({agents} agents, real time, at most {fps} fps), reloaded at every "
-        f"checkpoint; its output: {log.path}")  # fmt: skip
+        f"checkpoint; its output: {log.path}")
     return PolicyWatcher(proc, xvfb, log, say)

@@ -60,7 +60,7 @@ class Greeting:
             if n > HANDSHAKE_BYTES.value:  # a hello or an env_info: what a stranger may make us buffer
                 raise InstanceStartError(f"{self.inst.label()}: its first message announced {n} bytes, above the "
                                          f"{HANDSHAKE_BYTES.value}-byte bound of a hello or an env_info (corrupt "
-                                         "stream?)")  # fmt: skip
+                                         "stream?)")
             if len(self.buf) < 4 + n:
                 return None
             body = bytes(self.buf[4:4 + n])
@@ -99,7 +99,7 @@ class ConnectionWait:
     InstanceStartError. ``note`` reports each refused connection."""
 
     def __init__(self, instances: Sequence, *, env: str, connect_timeout: float, step_timeout: float,
-                 note: Callable[[str], None]):  # fmt: skip
+                 note: Callable[[str], None]):
         self.env, self.connect_timeout, self.step_timeout, self.note = env, connect_timeout, step_timeout, note
         self.waiting = {inst.index: inst for inst in instances}
         self.clients: dict[socket.socket, Greeting] = {}
@@ -144,7 +144,7 @@ class ConnectionWait:
         try:
             sock.settimeout(_SEND_TIMEOUT_S)
             sock.sendall(encode_message(handshake_message(PACKED_OBS_ENCODING, BINARY_STEP_ENCODING))
-                         + encode_message({"type": "env_info"}))  # fmt: skip
+                         + encode_message({"type": "env_info"}))
             sock.setblocking(False)
         except OSError as e:
             return self._refuse(inst, sock, f"the connection broke during the handshake ({e})")

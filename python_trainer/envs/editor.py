@@ -86,7 +86,7 @@ class EditorPlay:
 
     def command(self, headless: bool) -> list[str]:
         raise GameError("--editor: the Godot editor runs this game, so godot-ppo cannot start another copy of it "
-                        "(train it with --project DIR, or its export's --env-path, for that)")  # fmt: skip
+                        "(train it with --project DIR, or its export's --env-path, for that)")
 
 
 def wait_for_play(port: int, say: Callable[[str], None], env_id: Optional[str] = None,
@@ -100,7 +100,7 @@ def wait_for_play(port: int, say: Callable[[str], None], env_id: Optional[str] =
         if e.errno != errno.EADDRINUSE:
             raise
         raise GameError(f"--port {port} is taken on 127.0.0.1 (another trainer, or a game's editor session?): give "
-                        f"another --port, and the same port in {PORT_SETTINGS}") from None  # fmt: skip
+                        f"another --port, and the same port in {PORT_SETTINGS}") from None
     say(f"press Play in the Godot editor: the trainer is listening on 127.0.0.1:{port} (Ctrl-C stops it)")
     wait = _PlayWait(listener, port, env_id, say)
     try:
@@ -185,17 +185,17 @@ class _PlayWait:
         if len(self.greeting) >= EDITOR_CONNECTIONS.value:  # the oldest stranger goes: a game answers at once
             oldest = next(iter(self.greeting))
             self._refuse(oldest, f"it was the oldest of {EDITOR_CONNECTIONS.value} that had not answered (said once)",
-                         said=self.said_full)  # fmt: skip
+                         said=self.said_full)
             self.said_full = True
         try:
             sock.settimeout(GREETING_TIMEOUT_S)  # a few hundred bytes: a peer that cannot take them is not a game
             sock.sendall(encode_message(handshake_message(PACKED_OBS_ENCODING, BINARY_STEP_ENCODING))
-                         + encode_message({"type": "env_info"}))  # fmt: skip
+                         + encode_message({"type": "env_info"}))
             sock.setblocking(False)
         except OSError as e:
             sock.close()
             return self.say(f"godot-ppo: refused a connection on 127.0.0.1:{self.port}: it broke ({e}); still waiting "
-                            "for Play")  # fmt: skip
+                            "for Play")
         self.greeting[sock] = (Greeting(EditorInstance(self.port), owner=0), time.monotonic() + GREETING_TIMEOUT_S)
         self.sel.register(sock, selectors.EVENT_READ)
 
@@ -262,7 +262,7 @@ class EditorLauncher:
         reason = getattr(error, "reason", None) or (one_line(error) if error is not None else "restart requested")
         self.close(send_close=False)
         raise GameClosedError(f"{self.instances[0].label()} stopped (its window closed, or Stop pressed in the "
-                              f"editor): {reason}")  # fmt: skip
+                              f"editor): {reason}")
 
     def close(self, send_close: bool = True) -> None:
         """Ask the game to quit (the editor's Play window closes), close the connection and the port. Idempotent."""

@@ -159,12 +159,12 @@ def _check_fixed(game, name: str, given: list, where: str, spec: dict) -> None:
     first = given[0]
     if first.kind != CONSTANT:
         raise EnvParamError(f"{where}: {name}={first} is a sampler, but {why}, so it cannot vary by episode: give it one "
-                            f"value, e.g. --env-param {name}={spec['min']:g}")  # fmt: skip
+                            f"value, e.g. --env-param {name}={spec['min']:g}")
     changed = next((k for k, value in enumerate(given) if value != first), None)
     if changed is not None:
         raise EnvParamError(f"{where}: {name} goes from {first} in lesson 0 to {given[changed]} in lesson {changed}, but "
                             f"{why}, so no later lesson can change it: give it one value in every lesson, or use "
-                            f"--env-param {name}={first} and drop it from the curriculum")  # fmt: skip
+                            f"--env-param {name}={first} and drop it from the curriculum")
     if isinstance(game.export, EditorPlay) and first.args[0] != spec["default"]:
         raise EnvParamError(f"{where}: {name}={first}, but {why}, and the game the Godot editor runs started with "
                             f"{name}={spec['default']:g}: drop the setting, or train an export (without --editor)")
@@ -186,7 +186,7 @@ def _check_pairs(declared: dict, values: dict, where: dict) -> None:
                 default = {n: "" if n in values else " (its default)" for n in (low_name, high_name)}
                 raise EnvParamError(f"{where[named]}: {low_name}={low}{default[low_name]} is above {high_name}={high}"
                                     f"{default[high_name]}{lesson}: a range's {low_name} must not exceed its "
-                                    f"{high_name}; lower {low_name} or raise {high_name}")  # fmt: skip
+                                    f"{high_name}; lower {low_name} or raise {high_name}")
 
 
 def describe(declared: dict) -> list[str]:

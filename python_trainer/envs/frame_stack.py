@@ -47,7 +47,7 @@ class FrameStack(gym.vector.VectorEnv, GroupedVecEnv):
         box = env.single_observation_space
         low = np.concatenate([box.low[: layout.start], np.zeros(self.image_layout.size, np.float32)])
         self.single_observation_space = gym.spaces.Box(low, np.concatenate([box.high[: layout.start], np.full(
-            self.image_layout.size, 255, np.float32)]), dtype=np.float32)  # fmt: skip
+            self.image_layout.size, 255, np.float32)]), dtype=np.float32)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.single_action_space, self.action_space = env.single_action_space, env.action_space
         h, w, c = layout.height, layout.width, layout.channels

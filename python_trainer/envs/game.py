@@ -143,11 +143,11 @@ class GameProject:
         path = Path(project).expanduser().resolve()
         if not (path / "project.godot").is_file():
             raise GameError(f"--project {path}: no project.godot in it: give the folder of a Godot 3 project (the one "
-                            "holding project.godot)")  # fmt: skip
+                            "holding project.godot)")
         if not (path / ADDON_SYNC).is_file():
             raise GameError(f"--project {path}: a Godot project without {ADDON_SYNC}: copy this repository's "
                             "godot_project/addons/rl_sync into its addons/ and add an RLSync node to its game scene "
-                            "(docs/own_game.md)")  # fmt: skip
+                            "(docs/own_game.md)")
         try:
             ensure_imported(path, env=game_environ())
         except (ImportFailed, FileNotFoundError) as e:  # FileNotFoundError: godot3-server is not installed

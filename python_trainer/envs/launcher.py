@@ -47,7 +47,7 @@ import psutil
 
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, check_instance_options
 from python_trainer.base.processes import (LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, descendants, end_process_tree,
-                                           spawn)  # fmt: skip
+                                           spawn)
 from python_trainer.envs.cleanup import LIVE as _LIVE
 from python_trainer.envs.cleanup import install_cleanup_hooks as _install_cleanup_hooks
 from python_trainer.envs.connect import ConnectionWait
@@ -99,14 +99,14 @@ class LaunchOptions:
 
     def __post_init__(self):
         check_instance_options(self.num_instances, self.agents_per_instance, self.speedup, self.action_repeat,
-                               self.copies)  # fmt: skip
+                               self.copies)
 
     def instance(self, game: GodotGame) -> GameInstance:
         """The command line and environment of ``game``'s instances (each then gets its own seed and port)."""
         return GameInstance(game, agents=self.agents_per_instance, seed=self.seed, speedup=self.speedup,
                             action_repeat=self.action_repeat, max_episode_steps=self.max_episode_steps,
                             headless=self.headless, display=self.display, extra_args=tuple(self.extra_args),
-                            copies=int(self.copies))  # fmt: skip
+                            copies=int(self.copies))
 
 
 @dataclass
@@ -267,7 +267,7 @@ class InstanceLauncher:
             lost = self._display_lost()
             if lost is not None:  # every instance went with it, and none can start again
                 raise DisplayError(f"{lost}, and {old.label() if old else f'instance {index}'} ended with it: windowed "
-                                   "instances cannot run without their display") from error  # fmt: skip
+                                   "instances cannot run without their display") from error
             what = str(error) if error is not None else "restart requested"
             status = describe_exit(code) if code is not None else "was still running (ended it)"
             msg = f"instance {index} failed: {what}\n  process: {status}; log: {old.log_path if old else '?'}"
@@ -350,7 +350,7 @@ class InstanceLauncher:
                "a headless build cannot render")
         given = self.display or user_display()
         self._ensure_display(f"for {why}", instead=None, need=f"{self.env} observes a camera image ({key}), which only "
-                             "a windowed instance renders, and windowed instances need a display")  # fmt: skip
+                             "a windowed instance renders, and windowed instances need a display")
         if given:
             self._note(f"on the display {given}, {why}")
         self.instances = [self._spawn(i, restarts=0) for i in range(self.num_instances)]
@@ -376,7 +376,7 @@ class InstanceLauncher:
     def _log(self, index: int) -> CappedLog:
         if self._logs[index] is None:
             self._logs[index] = CappedLog(self.log_dir / f"instance_{index}.log", self.max_log_bytes,
-                                          on_flood=lambda: self._report_flood(index))  # fmt: skip
+                                          on_flood=lambda: self._report_flood(index))
             self._logs[index].watch = ScriptErrorWatch(lambda first: self._report_script_error(index, first))
         return self._logs[index]
 
@@ -453,7 +453,7 @@ class InstanceLauncher:
         parallel against one deadline (`connect.ConnectionWait`)."""
         try:
             ConnectionWait(pending_instances, env=self.env, connect_timeout=self.connect_timeout,
-                           step_timeout=self.step_timeout, note=self._note).run(deadline)  # fmt: skip
+                           step_timeout=self.step_timeout, note=self._note).run(deadline)
         except InstanceStartError as e:  # a display that answers our probe but refuses the game (xauth), or died
             if self.headless or isinstance(e, DisplayError) or GODOT_NO_DISPLAY not in str(e):
                 raise
@@ -468,7 +468,7 @@ class InstanceLauncher:
         if report.get("count") != self.instance.copies:
             raise GameError(f"{self.env} runs {report.get('count')} copy of its scene, not the {self.instance.copies} "
                             "asked for (--copies): export it again with this addon (scene_copies.gd; godot_rl_agents' "
-                            "plugin has no copies)")  # fmt: skip
+                            "plugin has no copies)")
         return report
 
     def _note(self, msg: str) -> None:

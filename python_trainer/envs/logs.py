@@ -99,7 +99,7 @@ class CappedLog:
     """
 
     def __init__(self, path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_LOG_BYTES,
-                 on_flood: Optional[Callable[[], None]] = None):  # fmt: skip
+                 on_flood: Optional[Callable[[], None]] = None):
         if int(max_bytes) < 2**16:
             raise ValueError(f"max_log_bytes must be at least 64 KiB, got {max_bytes}")
         self.path = Path(path)
@@ -210,7 +210,7 @@ class CappedLog:
             start = window + cut if cut else end
             marker = (b"" if cut or not start else b"\n") + (
                 f"# godot-ppo: this log is capped at {self.max_bytes / 2**20:g} MiB: output was cut here, "
-                "only the newest output follows\n").encode()  # fmt: skip
+                "only the newest output follows\n").encode()
         else:
             start = self._tail_start
         keep = self.max_bytes // 4

@@ -117,7 +117,7 @@ class ObsCodec:
                     continue
                 return GameBugError(f"{inst_label}: agent {j}'s observation {key!r} {what}, but the game declared "
                                     f"{{{declared}}} in its env_info (get_obs_space()); an agent's observation must "
-                                    "keep the size and kind it declared")  # fmt: skip
+                                    "keep the size and kind it declared")
         return None
 
     def from_reply(self, msg: dict, agents: int, inst_label="") -> np.ndarray:
@@ -129,14 +129,14 @@ class ObsCodec:
         if arr.size != agents * self.vector_dim:
             raise GameBugError(f"{inst_label}: {arr.size} packed observation values, expected {agents} agents x "
                                f"{self.vector_dim} as the game declared (get_obs_space()); an agent's observation must "
-                               "keep the size it declared")  # fmt: skip
+                               "keep the size it declared")
         if self.image is None:
             return arr.reshape(agents, self.dim)
         images = msg.get("obs")
         if not isinstance(images, list) or len(images) != agents:
             raise GameBugError(f"{inst_label}: a reply with packed observations (obs_f32) but without the agents' "
                                f"images {self.image.key!r} in its \"obs\" list: the game declared them "
-                               f"{self.image_shape()} (get_obs_space())")  # fmt: skip
+                               f"{self.image_shape()} (get_obs_space())")
         out = np.empty((agents, self.dim), np.float32)
         out[:, : self.vector_dim] = arr.reshape(agents, self.vector_dim)
         out[:, self.vector_dim :] = self.frames(images, inst_label)

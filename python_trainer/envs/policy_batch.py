@@ -25,7 +25,7 @@ class PolicyBatch:
         self.policies, self.env_policy, self.env_id = policies, env_policy, env_id
         first = policies[0]
         self.mixed = any((p.observation_space, p.action_space) != (first.observation_space, first.action_space)
-                         for p in policies)  # fmt: skip
+                         for p in policies)
         if self.mixed and any(p.image is not None for p in policies):
             raise GameError(f"{env_id}'s policies have different spaces and some see camera images: policies with "
                             "images must all declare the same observation and action spaces (or train one policy)")
@@ -46,7 +46,7 @@ class PolicyBatch:
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = gym.spaces.Dict({
             p.name: batch_space(p.action_space, int((env_policy == k).sum())) for k, p in enumerate(policies)
-        })  # fmt: skip
+        })
 
     def rows(self, part: slice) -> list:
         """[(policy index, its envs' positions within ``part``)] for the envs of ``part``."""
@@ -66,7 +66,7 @@ class PolicyBatch:
         if not isinstance(actions, dict) or sorted(actions) != sorted(names):
             got = sorted(map(str, actions)) if isinstance(actions, dict) else type(actions).__name__
             raise ValueError(f"{self.env_id}'s policies have different spaces: actions must be a dict {{policy name: "
-                             f"that policy's batched actions}} with the keys {names}, got {got}")  # fmt: skip
+                             f"that policy's batched actions}} with the keys {names}, got {got}")
         return {k: self.act_codecs[k].checked(actions[names[k]], rows.size) for k, rows in self.rows(part)}
 
     def json(self, a, part: slice) -> list:
@@ -110,7 +110,7 @@ class PolicyBatch:
             if flat.size != dims.sum():
                 raise GameBugError(f"{label}: {flat.size} packed observation values, expected {int(dims.sum())} (the "
                                    "sizes its agents declared, get_obs_space()); an agent's observation must keep the "
-                                   "size it declared")  # fmt: skip
+                                   "size it declared")
             ends = np.cumsum(dims)
             for j in range(agents):
                 out[j, : dims[j]] = flat[ends[j] - dims[j] : ends[j]]
@@ -118,7 +118,7 @@ class PolicyBatch:
         obs_list = msg["obs"]
         if not isinstance(obs_list, list) or len(obs_list) != agents:
             raise GameBugError(f"{label}: observations for {len(obs_list) if isinstance(obs_list, list) else '?'} "
-                               f"agents, expected {agents}")  # fmt: skip
+                               f"agents, expected {agents}")
         for k, r in rows:
             out[r, : dims[r[0]] if r.size else 0] = self.obs_codecs[k].flat([obs_list[j] for j in r.tolist()], label)
         return out

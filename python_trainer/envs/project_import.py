@@ -105,11 +105,11 @@ def ensure_imported(project, timeout: Optional[float] = None, env=None,
     failed = re.findall(r"Error importing '([^']+)'", said)
     if failed:
         raise ImportFailed(f"Godot could not import {', '.join(dict.fromkeys(failed))} of {project}: fix or remove "
-                           f"the file, or {fix}")  # fmt: skip
+                           f"the file, or {fix}")
     if NO_PRESET not in said:  # the editor stopped before its scan ended (a damaged project.godot, a crash)
         errors = [line.strip() for line in said.splitlines() if line.startswith("ERROR") and "locale" not in line]
         raise ImportFailed(f"Godot's editor did not import {project} (exit code {result.returncode}; it said "
-                           f"{(errors or ['nothing'])[0][:200]!r}): {fix}")  # fmt: skip
+                           f"{(errors or ['nothing'])[0][:200]!r}): {fix}")
     (project / STAMP).parent.mkdir(exist_ok=True)
     write_atomic(project / STAMP, import_state(project))
     return True
@@ -127,7 +127,7 @@ def check_writable(project: Path) -> None:
     if problem is not None:
         raise ImportFailed(f"{project}'s assets need an import, and {problem}: Godot's editor writes it into "
                            f"{where} and beside each asset; make the folder writable, or copy the project to one "
-                           "that is and give that to --project")  # fmt: skip
+                           "that is and give that to --project")
 
 
 def keep_out_of_projects(folder) -> None:

@@ -344,7 +344,7 @@ class GodotConnection:
         if n > MAX_MESSAGE_BYTES:
             error = self.error(f"announced a message of {n:,} bytes, over the {MAX_MESSAGE_BYTES:,}-byte limit of one "
                                "message: fewer agents per instance (--agents-per-instance, --copies) or smaller camera "
-                               "images")  # fmt: skip
+                               "images")
             raise MessageTooLargeError(error.instance, error.reason, error.log_tail)
         self._fill(4 + n, deadline, what)
         if len(self._rbuf) == 4 + n:  # the usual case: one whole message and nothing after it

@@ -100,7 +100,7 @@ def _action_layout(action_space: dict):
     if not isinstance(action_space, dict) or not action_space:
         raise GameBugError(f"the game's agents declare the action space {str(action_space)[:100]}: an agent needs at "
                            'least one action key, e.g. {"move": {"size": 2, "action_type": "continuous"}} '
-                           "(get_action_space())")  # fmt: skip
+                           "(get_action_space())")
     keys = sorted(action_space)
     for key in keys:
         spec = action_space[key]
@@ -108,7 +108,7 @@ def _action_layout(action_space: dict):
         if not isinstance(size, (int, float)) or isinstance(size, bool) or size < 1 or size != int(size):
             raise GameBugError(f"the game's agents declare the action key {key!r} with a size below 1 or none: "
                                f"{str(spec)[:100]} in {str(action_space)[:200]} (get_action_space()): every key "
-                               "needs a whole size of at least 1")  # fmt: skip
+                               "needs a whole size of at least 1")
     kinds = {action_space[k].get("action_type") for k in keys}
     bad = kinds - {"continuous", "discrete"}
     if bad:
@@ -119,7 +119,7 @@ def _action_layout(action_space: dict):
             k: gym.spaces.Discrete(size) if action_space[k]["action_type"] == "discrete"
             else gym.spaces.Box(-1.0, 1.0, (size,), np.float32)
             for k, size in sizes
-        }), "hybrid", sizes  # fmt: skip
+        }), "hybrid", sizes
     if kinds == {"continuous"}:
         dim = sum(s for _, s in sizes)
         return gym.spaces.Box(-1.0, 1.0, (dim,), np.float32), "continuous", sizes
@@ -163,12 +163,12 @@ def agent_policy_names(info: dict) -> list:
         return [DEFAULT_POLICY] * n
     if not isinstance(names, list) or len(names) != n:
         raise GameBugError(f"env_info's agent_policy_names is {str(names)[:80]!r}: expected a list of {n} names, one "
-                           "per agent")  # fmt: skip
+                           "per agent")
     for j, name in enumerate(names):
         if not isinstance(name, str) or not name.strip():
             raise GameBugError(f"agent {j}'s policy name is {name!r}: every agent needs a non-empty String "
                                "policy_name (the controller's policy_name; agents with the same name share one "
-                               "network)")  # fmt: skip
+                               "network)")
     return names
 
 
@@ -194,7 +194,7 @@ def policies_from_env_info(info: dict) -> list:
         act_space, kind, act_layout = _action_layout(act_spaces[f])
         agents = tuple(j for j, n in enumerate(names) if n == name)
         policies.append(PolicySpaces(name, agents, gym.spaces.Box(low, high, dtype=np.float32), act_space,
-                                     obs_layout, kind, act_layout, image))  # fmt: skip
+                                     obs_layout, kind, act_layout, image))
     return policies
 
 
@@ -204,7 +204,7 @@ def spaces_from_env_info(info: dict):
     obs_spaces, act_spaces = _per_agent(info, "observation_space"), _per_agent(info, "action_space")
     if any(s != obs_spaces[0] for s in obs_spaces) or any(s != act_spaces[0] for s in act_spaces):
         raise ValueError("the game's agents have different observation/action spaces (several policies: "
-                         "policies_from_env_info)")  # fmt: skip
+                         "policies_from_env_info)")
     (p,) = policies_from_env_info({**info, "agent_policy_names": None})
     return p.observation_space, p.action_space, p.obs_layout, p.act_kind, p.act_layout
 
@@ -218,7 +218,7 @@ def policy_env_info(env_info: dict, policy_name: str) -> dict:
     mine = [i for i, name in enumerate(names) if name == policy_name]
     if not mine:
         raise GameError(f"no agent of {env_info.get('env', '?')} plays the policy {policy_name!r}; its agents play "
-                        f"{', '.join(dict.fromkeys(map(str, names)))}")  # fmt: skip
+                        f"{', '.join(dict.fromkeys(map(str, names)))}")
     narrowed = dict(env_info, n_agents=len(mine), agent_policy_names=[policy_name] * len(mine))
     for key in ("observation_space", "action_space", "agent_teams"):
         if isinstance(env_info.get(key), list):
@@ -316,7 +316,7 @@ class ActionCodec:
         keys = [key for key, _ in self.layout]
         if not isinstance(actions, dict):
             raise ValueError(f"actions for the hybrid space {space} must be a dict {{key: batched values}} with the "
-                             f"keys {keys}, got {type(actions).__name__}")  # fmt: skip
+                             f"keys {keys}, got {type(actions).__name__}")
         try:
             given = sorted(actions)
         except TypeError:  # keys that do not compare: a str key beside an int one
@@ -343,7 +343,7 @@ class ActionCodec:
                 if (a < 0).any() or (a >= size).any():
                     bad = np.flatnonzero((a < 0) | (a >= size))
                     raise ValueError(f"actions[{key!r}] out of range: must be in [0, {size}), got {a[bad[0]]} "
-                                     f"(sub-envs {bad[:10].tolist()})")  # fmt: skip
+                                     f"(sub-envs {bad[:10].tolist()})")
                 ints.append(a.astype(np.int64))
                 continue
             if a.shape == (n,) and size == 1:

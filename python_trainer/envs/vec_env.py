@@ -144,7 +144,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             line += f"; it decides every {int(frames)} physics frame{'s' if frames != 1 else ''}"
         if self.dialect == GODOT_RL:
             applied = next((ln.strip() for ln in self.launcher.instances[0].log_tail(200).splitlines()
-                            if ln.startswith(PLUGIN_PHYSICS_LINE)), None)  # fmt: skip
+                            if ln.startswith(PLUGIN_PHYSICS_LINE)), None)
             if applied:
                 line += f" (its log: {applied!r}: physics ticks/s, time scale, speedup taken)"
         return line
@@ -155,7 +155,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         names = [p.name for p in self.policies]
         env_policy = np.concatenate([
             [names.index(name) for name in agent_policy_names(inst.env_info)] for inst in self.launcher.instances
-        ]).astype(np.int64)  # fmt: skip
+        ]).astype(np.int64)
         self.batch = batch = PolicyBatch(self.policies, env_policy, self.env_id)
         self.env_policy, self.mixed, self.obs_dim = env_policy, batch.mixed, batch.obs_dim
         self.image_layout = batch.image  # where the camera image sits in each row (envs/images.py; None: no image)
@@ -248,7 +248,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self._check_steppable()
         if self._pending:
             raise RuntimeError(f"group(s) {sorted(self._pending)} were sent actions with step_async: step_wait for "
-                               "them before step()")  # fmt: skip
+                               "them before step()")
         everyone = range(self.num_instances)
         failed = self._send(self.batch.checked(actions, slice(0, self.num_envs)), everyone)
         return self._receive(everyone, failed)
@@ -262,7 +262,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         self._check_steppable()
         if not isinstance(group, (int, np.integer)) or isinstance(group, bool) or not 0 <= group < len(self.groups):
             raise ValueError(f"step_async: group {group!r} does not exist; this env's groups are "
-                             f"{list(range(len(self.groups)))} (envs.groups)")  # fmt: skip
+                             f"{list(range(len(self.groups)))} (envs.groups)")
         if group in self._pending:
             raise RuntimeError(f"group {group} already has actions in flight: step_wait({group}) first")
         s = self.groups[group]
@@ -350,7 +350,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             ended = np.flatnonzero(status)
             # each ended episode's last observation and the game's get_info() of it
             batch.end(s.start + ended, status[ended] == STATUS_TRUNCATED, term_obs,
-                      [dict(infos.get(j) or {}) for j in ended.tolist()])  # fmt: skip
+                      [dict(infos.get(j) or {}) for j in ended.tolist()])
 
     def _read_json_reply(self, i: int, s: slice, batch: "StepBatch") -> None:
         """Instance i's JSON step reply (godot-rl's) into ``batch``'s rows ``s``; a game bug in it raises."""
@@ -477,7 +477,7 @@ def make_vec_env(env_id: str | GodotGame | None = None, num_envs: Optional[int] 
     num_instances = godot_options.get("num_instances", 1)
     check_instance_options(num_instances, godot_options.get("agents_per_instance"))
     godot_options["agents_per_instance"] = agents_for(num_envs, num_instances, godot_options.get("agents_per_instance"),
-                                                      copies=godot_options.get("copies", 1))  # fmt: skip
+                                                      copies=godot_options.get("copies", 1))
     env = GodotVecEnv(game, LaunchOptions(seed=seed, **godot_options))
     if num_envs is not None and env.num_envs != num_envs:
         counts = env.agent_counts

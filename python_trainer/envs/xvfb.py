@@ -77,7 +77,7 @@ def person_display(what: str, instead: str) -> str:
     display = user_display()
     if display is None:
         raise UserError(f"no display ($DISPLAY is not set): a person must see the game to {what}; run this in a "
-                        f"desktop session (or over ssh -X), or {instead}")  # fmt: skip
+                        f"desktop session (or over ssh -X), or {instead}")
     return display
 
 
@@ -95,7 +95,7 @@ def display_lost(display: str, xvfb: Optional["Xvfb"]) -> Optional[str]:
         if code is None:
             return None
         return (f"the Xvfb display {display} (pid {proc.pid}) that the windowed instances ran on died "
-                f"({describe_exit(code)}; its log: {xvfb.log_path})")  # fmt: skip
+                f"({describe_exit(code)}; its log: {xvfb.log_path})")
     return None if display_answers(display) else f"the display {display} stopped answering"
 
 

@@ -108,7 +108,7 @@ class Behaviour:
     warning. ``tag`` prefixes its TensorBoard tags ("" for a game's only policy, "<policy>/" otherwise)."""
 
     def __init__(self, action_space: gym.Space, env_info: Optional[dict], tag: str = "",
-                 say: Optional[Callable[[str], None]] = None):  # fmt: skip
+                 say: Optional[Callable[[str], None]] = None):
         self.action_space, self.tag, self.say = action_space, tag, say
         self.keys = action_keys(action_space, env_info)
         self.jump = ShareJump()
@@ -159,4 +159,4 @@ def jump_warning(before: float, now: float, policy: Optional[str], updates: int)
     return (f"warning: {whose}the time limit ended {now:.0%} of the episodes of the last {updates} updates, against "
             f"{before:.0%} before (charts/truncated_share): agents that stopped failing. If they did not learn to "
             "last, a reset may leave them unable to fail (a deferred call racing it): docs/training.md, "
-            "\"When it does not learn\"")  # fmt: skip
+            "\"When it does not learn\"")

@@ -23,7 +23,7 @@ from python_trainer.variants.cnn import encoder_problem
 DEFAULT_ENV_ID = "CartPole-v1"  # CleanRL's default, when neither --env-id nor --env-path is given
 # What the editor's Play decides for the game it runs (its own settings, one window): no flag of train's can change it.
 EDITOR_DECIDES = ("env_path", "num_instances", "agents_per_instance", "copies", "speedup", "action_repeat", "window",
-                  "watch", "capture_video", "ray_address")  # fmt: skip
+                  "watch", "capture_video", "ray_address")
 
 
 def check_sizes(args, num_envs):
@@ -74,14 +74,14 @@ def check_args(args, explicit, ckpt):
     _check_editor(args)
     if args.self_play and args.ray_address is not None:
         raise TrainError("--self-play runs on this machine's games: Ray workers do not play against a pool yet; drop "
-                         "--ray-address")  # fmt: skip
+                         "--ray-address")
     refused = async_refusal(args)
     if refused is not None:
         raise TrainError(refused)
     saved = (ckpt or {}).get("args") or {}
     if ckpt and bool(saved.get("self_play")) != args.self_play:
         raise TrainError(f"--resume {args.resume}: the run was trained {'with' if saved.get('self_play') else 'without'} "
-                         f"--self-play: resume with the run's own setting (drop the flag) or start a new run")  # fmt: skip
+                         f"--self-play: resume with the run's own setting (drop the flag) or start a new run")
 
 
 def _check_editor(args):
@@ -93,7 +93,7 @@ def _check_editor(args):
         if getattr(args, name) != defaults[name]:
             flag = "--" + name.replace("_", "-") + (" (--project)" if name == "env_path" else "")
             raise TrainError(f"--editor trains the one game that Play starts in the Godot editor, with the editor's "
-                             f"settings: drop {flag} (or drop --editor, and godot-ppo starts the games)")  # fmt: skip
+                             f"settings: drop {flag} (or drop --editor, and godot-ppo starts the games)")
 
 
 def _check_resumed_model(args, ckpt):
@@ -105,17 +105,17 @@ def _check_resumed_model(args, ckpt):
     if bool(saved.get("lstm")) != args.lstm:
         had, has = ("an LSTM (--lstm)", "without --lstm") if saved.get("lstm") else ("no LSTM", "with --lstm")
         raise TrainError(f"{where}: the checkpoint's agent has {had}, and this run asks for one {has}: resume with the "
-                         "run's own setting (drop the flag) or start a new run")  # fmt: skip
+                         "run's own setting (drop the flag) or start a new run")
     if args.lstm and int(saved.get("lstm_size", args.lstm_size)) != args.lstm_size:
         raise TrainError(f"{where}: the checkpoint's LSTM has --lstm-size {saved.get('lstm_size')}, not "
-                         f"{args.lstm_size}: drop --lstm-size or start a new run")  # fmt: skip
+                         f"{args.lstm_size}: drop --lstm-size or start a new run")
     if int(saved.get("frame_stack", 1)) != args.frame_stack:
         raise TrainError(f"{where}: the run was trained with frame stack {saved.get('frame_stack', 1)}, and this run "
                          f"asks for frame stack {args.frame_stack}: drop --frame-stack or start a new run")
     if bool(saved.get("rnd")) != args.rnd or (args.rnd and not ckpt.get("rnd")):
         had = "was trained with --rnd" if saved.get("rnd") else "was trained without --rnd (no RND networks or statistics)"
         raise TrainError(f"{where}: the checkpoint {had}, and this run asks for {'--rnd' if args.rnd else '--no-rnd'}: "
-                         "resume with the run's own setting (drop the flag) or start a new run")  # fmt: skip
+                         "resume with the run's own setting (drop the flag) or start a new run")
 
 
 def resolve_game(args):
@@ -191,7 +191,7 @@ def check_policies(views, policy_set, ckpt, args, run_dir) -> None:
         raise TrainError(f"{where}: the checkpoint holds {had}, and {args.env_id} now has {has}: start a new run")
     if saved is not None and sorted(saved) != sorted(policy_set.names):
         raise TrainError(f"{where}: the checkpoint holds the policies {sorted(saved)}, and {args.env_id} now has "
-                         f"{sorted(policy_set.names)}: start a new run (or give the agents their old policy names)")  # fmt: skip
+                         f"{sorted(policy_set.names)}: start a new run (or give the agents their old policy names)")
     for view in views:
         entry = saved[view.name] if saved is not None else ckpt
         try:
@@ -208,7 +208,7 @@ def check_images(views, args, explicit, ckpt) -> None:
     if not images:
         if "cnn" in explicit:
             raise TrainError(f"--cnn chooses the encoder of a camera image, and {args.env_id}'s observations hold none "
-                             "(no observation key containing \"2d\"): drop --cnn")  # fmt: skip
+                             "(no observation key containing \"2d\"): drop --cnn")
         return
     image = images[0]
     problem = encoder_problem(args.cnn, image.height, image.width)
@@ -217,11 +217,11 @@ def check_images(views, args, explicit, ckpt) -> None:
     sees = f"{args.env_id}'s observations hold a camera image ({image.key!r})"
     if args.rnd:
         raise TrainError(f"--rnd's networks are MLPs over the observation row and {sees}: curiosity from images is "
-                         "not supported yet; drop --rnd")  # fmt: skip
+                         "not supported yet; drop --rnd")
     if args.demos:
         raise TrainError(f"--demos: demonstrations with camera images are not supported yet, and {sees}: drop "
-                         "--demos")  # fmt: skip
+                         "--demos")
     saved = (ckpt or {}).get("args") or {}
     if ckpt and saved.get("cnn", args.cnn) != args.cnn:
         raise TrainError(f"--resume {args.resume}: the checkpoint's encoder is --cnn {saved.get('cnn')}, not "
-                         f"{args.cnn}: drop --cnn or start a new run")  # fmt: skip
+                         f"{args.cnn}: drop --cnn or start a new run")

@@ -28,7 +28,7 @@ class Clock:
     ``now``: the clock (monotonic)."""
 
     def __init__(self, max_seconds: Optional[float], saved: Optional[dict] = None,
-                 now: Callable[[], float] = time.monotonic):  # fmt: skip
+                 now: Callable[[], float] = time.monotonic):
         self.max_seconds, self.now = max_seconds, now
         saved = saved or {}
         self.before, self.took = float(saved.get("seconds", 0.0)), float(saved.get("update_seconds", 0.0))
@@ -67,7 +67,7 @@ class Clock:
         """What is said when the time budget ends a run."""
         return (f"--max-seconds {self.max_seconds:g}: the time budget is spent ({self.done:.1f} s of training) at "
                 f"global step {global_step} of --total-timesteps {total_timesteps}: the final checkpoint and evaluation "
-                "follow")  # fmt: skip
+                "follow")
 
 
 def perf_scalars(its) -> dict:

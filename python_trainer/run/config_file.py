@@ -51,7 +51,7 @@ def _take_config(argv: list) -> tuple:
         if a == CONFIG_FLAG:
             if i + 1 >= len(argv):
                 raise FlagError(f"{CONFIG_FLAG} needs a file: give a TOML file of train's flags, e.g. "
-                                f"{CONFIG_FLAG} best.toml")  # fmt: skip
+                                f"{CONFIG_FLAG} best.toml")
             return argv[i + 1], argv[:i] + argv[i + 2:]
         if a.startswith(CONFIG_FLAG + "="):
             return a.split("=", 1)[1], argv[:i] + argv[i + 1:]
@@ -77,7 +77,7 @@ def read_config(path, args_class) -> dict:
             why = ("--resume continues a run with its own args.json: drop it from the file" if name in NOT_IN_A_CONFIG
                    else f"not a flag of godot-ppo train ({f'did you mean {near[0]}? ' if near else ''}see godot-ppo "
                         "train --help; `-` or `_` both spell a flag)")
-            raise FlagError(f"{label}: unknown key {key!r}: {why}")  # fmt: skip
+            raise FlagError(f"{label}: unknown key {key!r}: {why}")
         values[name] = check_value(label, key, value, args_class)
     return values
 
@@ -99,7 +99,7 @@ def check_value(label: str, key: str, value, args_class):
         return tuple(items) if origin is tuple else list(items)
     ok = {bool: lambda v: isinstance(v, bool), int: lambda v: isinstance(v, int) and not isinstance(v, bool),
           float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-          str: lambda v: isinstance(v, str)}.get(kind, lambda v: True)  # fmt: skip
+          str: lambda v: isinstance(v, str)}.get(kind, lambda v: True)
     words = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(kind, "a value")
     if not ok(value):
         raise FlagError(f"{label}: {key} = {value!r} is not valid: give {words}")

@@ -37,7 +37,7 @@ def stop_message(e, run_dir, *, ready, saved, save_error, saved_step, done_step,
     checkpoint = run_dir / CHECKPOINT_NAME
     if saved:
         return status, (f"{head}checkpoint at global step {done_step} (the last completed update) in {checkpoint}; "
-                        f"continue with: godot-ppo train --resume {run_dir}")  # fmt: skip
+                        f"continue with: godot-ppo train --resume {run_dir}")
     if save_error is not None:  # what was kept, what was lost, in the same line
         why = "" if full is not None else f" ({one_line(save_error)})"
         if saved_step is None:
@@ -45,7 +45,7 @@ def stop_message(e, run_dir, *, ready, saved, save_error, saved_step, done_step,
         else:
             kept = (f"the checkpoint at step {saved_step} is intact ({checkpoint}); the {done_step - saved_step} steps "
                     f"trained after it are lost; {'free some space, then ' if full is not None else ''}continue from "
-                    f"it with: godot-ppo train --resume {run_dir}")  # fmt: skip
+                    f"it with: godot-ppo train --resume {run_dir}")
         return status, f"{head}could not write the checkpoint of step {done_step}{why}: {kept}"
     kept = f"; {checkpoint} is unchanged" if resumed else ""
     return status, f"{head}{'nothing saved' if ready else 'training had not started: nothing to save'}{kept}"

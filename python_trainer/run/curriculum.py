@@ -205,7 +205,7 @@ def start_values(params: dict, state: Optional[dict] = None) -> dict:
     on the games' command lines as --env-param's constants do, before env_info (learners.env_kwargs)."""
     lessons = (state or {}).get("lesson") or {}
     at = {n: lessons.get(n, 0) if isinstance(lessons.get(n, 0), int) and 0 <= lessons.get(n, 0) < len(ls) else 0
-          for n, ls in params.items()}  # fmt: skip
+          for n, ls in params.items()}
     return {name: params[name][at[name]].value for name in params}
 
 
@@ -221,7 +221,7 @@ class Schedule:
         self.num_envs, self.total_timesteps, self.say = int(num_envs), int(total_timesteps), say
         self.lesson = dict.fromkeys(self.names, 0)
         self._window = {n: deque(maxlen=self._criterion(n).min_lesson_length if self._criterion(n) else 1)
-                        for n in self.names}  # fmt: skip
+                        for n in self.names}
         self._smoothed = dict.fromkeys(self.names)
         self._stale = dict.fromkeys(self.names, 0)  # episodes that still count for the previous lesson
         self._seen_measure = dict.fromkeys(self.names, False)
@@ -289,7 +289,7 @@ class Schedule:
             if not self._seen_measure[name] and self._episodes_without[name] >= 100 and criterion.measure != PROGRESS:
                 self.say(f"warning: curriculum: {self._episodes_without[name]} episodes ended without a numeric "
                          f"get_info() key {criterion.measure!r} (the criterion of {name}'s lesson "
-                         f"{self.lesson[name]}); it cannot advance")  # fmt: skip
+                         f"{self.lesson[name]}); it cannot advance")
                 self._episodes_without[name] = -10**9  # said once
             window = self._window[name]
             if criterion.measure == PROGRESS:
@@ -328,7 +328,7 @@ class Schedule:
     def state_dict(self) -> dict:
         return {"lessons": {n: len(self.params[n]) for n in self.names}, "lesson": dict(self.lesson),
                 "window": {n: list(self._window[n]) for n in self.names}, "smoothed": dict(self._smoothed),
-                "stale": dict(self._stale)}  # fmt: skip
+                "stale": dict(self._stale)}
 
     def load_state_dict(self, state: dict, where: str) -> None:
         """A checkpoint's state; its parameters and their numbers of lessons must be this schedule's."""

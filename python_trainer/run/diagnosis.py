@@ -131,7 +131,7 @@ class Diagnosis:
     episodes' returns, as the run's log keeps them (RunLog.recent's, which it fills)."""
 
     def __init__(self, tag: str = "", say: Optional[Callable[[str], None]] = None, ent_coef: float = 0.01,
-                 norm_reward: bool = False, returns: Sequence[float] = ()):  # fmt: skip
+                 norm_reward: bool = False, returns: Sequence[float] = ()):
         self.whose = f"policy {tag[:-1]!r}: " if tag else ""
         self.say, self.ent_coef, self.norm_reward, self.returns = say, ent_coef, norm_reward, returns
         self.explained: list = []
@@ -156,22 +156,22 @@ class Diagnosis:
             self.warn("critic", f"the explained variance has a median of {median:.2f} over the last {EV_UPDATES} "
                       "updates (losses/explained_variance): the critic predicts nothing of the returns. Likely rewards "
                       "of the wrong scale (try --norm-reward), observations that miss what the reward depends on, or a "
-                      "game that needs memory (try --lstm)")  # fmt: skip
+                      "game that needs memory (try --lstm)")
         if "collapse" not in self.said and (fell := entropy_collapse(self.entropy, run_share)) is not None:
             self.warn("collapse", f"the policy's entropy fell from {fell[0]:.2f} to {fell[1]:.2f} in the first "
                       f"{run_share:.0%} of the run (losses/entropy): it stopped exploring before it learned; raise "
-                      f"--ent-coef (now {self.ent_coef:g})")  # fmt: skip
+                      f"--ent-coef (now {self.ent_coef:g})")
         if "rebound" not in self.said and every_window:
             rose = entropy_rebound(self.entropy)
             if rose is not None:
                 self.warn("rebound", f"the policy's entropy climbed back to {rose[2]:.2f} after falling from "
                           f"{rose[0]:.2f} to {rose[1]:.2f} (losses/entropy): its updates no longer agree on what to "
                           f"do, and the entropy bonus pulls it back; lower --ent-coef (now {self.ent_coef:g}), or give "
-                          "each update more steps (--num-steps)")  # fmt: skip
+                          "each update more steps (--num-steps)")
         if "scale" not in self.said and not self.norm_reward and (size := off_scale(returns)) is not None:
             self.warn("scale", f"the episodes' returns are {size:.3g} in size on average (the last {len(returns)}): "
                       "far outside the scale the critic learns well, a success of about 1. Try --norm-reward, or "
-                      "scale the game's rewards")  # fmt: skip
+                      "scale the game's rewards")
 
     def evaluated(self, deterministic: float, sampled: Optional[float] = None, where: str = "eval/episodic_return"):
         """A deterministic evaluation's mean return (``where``: its tag) against the training episodes' returns (or
@@ -184,7 +184,7 @@ class Diagnosis:
                   f"{what} {against:.3g}: its most likely action is not the one that works (a stuck argmax; a "
                   "deterministic game replays it every episode). Evaluate it sampled (--eval-sample) and with "
                   "randomised starts (--eval-noop-max), or train on so that it commits (a lower --ent-coef, "
-                  f"now {self.ent_coef:g})")  # fmt: skip
+                  f"now {self.ent_coef:g})")
 
     def evaluations_so_far(self, history: list, score: Callable[[dict], Optional[float]]) -> None:
         """The run's periodic evaluations (evaluation.py's ``history``: [(global_step, {tag: value})], oldest first,
@@ -195,11 +195,11 @@ class Diagnosis:
         for step, tags in history[self.evaluations :]:
             if "eval/random/baseline_return" in tags:  # a game of one team: the policy's own return
                 self.evaluated(tags["eval/random/mean_return"], tags.get("eval_sampled/random/mean_return"),
-                               "eval/random/mean_return")  # fmt: skip
+                               "eval/random/mean_return")
         self.evaluations = len(history)
         scores = [(step, s) for step, tags in history if (s := score(tags)) is not None]
         if "stall" not in self.said and (stall := evaluation_stalled(scores)) is not None:
             self.warn("stall", f"the evaluation has not improved over the last third of the run: its best there is "
                       f"{stall[1]:.3g}, against {stall[0]:.3g} before: a plateau, where more of the same buys little. "
                       "Try a lower --learning-rate or more steps per update (--num-steps), more exploration "
-                      "(--ent-coef), or stop the run")  # fmt: skip
+                      "(--ent-coef), or stop the run")

@@ -79,7 +79,7 @@ class Evaluations:
         self.every = args.eval_every
         if self.every and (self.env_info is None or run.policy_set is not None):
             raise TrainError("--eval-every plays the policy in the game's engine: a Godot game of one policy only "
-                            f"({args.env_id} is not); drop --eval-every and use --eval-episodes")  # fmt: skip
+                            f"({args.env_id} is not); drop --eval-every and use --eval-episodes")
         self.next_step = (run.global_step // self.every + 1) * self.every if self.every else None
         self.history: list = []  # [(global_step, {tag: value})], oldest first
         self.seconds = 0.0  # wall-clock time the evaluations took (beside training)
@@ -111,7 +111,7 @@ class Evaluations:
         opponents = {y: y for y in self.yardsticks}
         opponents.update(self._pool_policies())
         self._thread = threading.Thread(target=self._run, args=(global_step, opponents), daemon=True,
-                                        name="godot-ppo-evaluation")  # fmt: skip
+                                        name="godot-ppo-evaluation")
         self._thread.start()
 
     def _pool_policies(self) -> dict:
@@ -133,7 +133,7 @@ class Evaluations:
                 normalizer = Normalizer.frozen(state["normalizer"])
                 write_policy(path, game_policy(agent, normalizer, self.pool.single_action_space, self.env_info,
                                                env_id=self.args.env_id, source={"pool": entry["file"]},
-                                               where=entry["file"]))  # fmt: skip
+                                               where=entry["file"]))
                 out[name] = str(path)
             except Exception as e:  # a snapshot gone or unreadable: that yardstick sits this evaluation out
                 self.say(f"godot-ppo: warning: --eval-every: the pool's {entry['file']} not evaluated ({one_line(e)})")
@@ -154,13 +154,13 @@ class Evaluations:
             prefix = "eval_sampled/" if sample else "eval/"
             agents = min(ENGINE_AGENTS, args.eval_every_episodes * (2 if self.teams else 1))
             common = dict(episodes=args.eval_every_episodes, seed=args.seed + EVAL_SEED_OFFSET, agents=agents,
-                          sample=sample, noop_max=args.eval_noop_max)  # fmt: skip
+                          sample=sample, noop_max=args.eval_noop_max)
             if not self.teams:
                 report = evaluate_in_engine(policy, env_params=self.env_params, **common)
                 tags[prefix + "random/mean_return"] = float(report["mean_return"])
                 if self.baseline is None:
                     base = evaluate_in_engine(RANDOM_POLICY, env_id=report["env"], env_path=_env_path(policy),
-                                              env_params=self.env_params, **common)  # fmt: skip
+                                              env_params=self.env_params, **common)
                     self.baseline = float(base["mean_return"])
                 tags[prefix + "random/baseline_return"] = self.baseline
                 continue
@@ -197,7 +197,7 @@ class Evaluations:
             self.writer.add_scalar(tag, value, step)
         # one line a program can read (tune's pruner does): the step, then every tag=value of this evaluation
         print(f"evaluation: global_step={step} " + " ".join(f"{tag}={value:.6g}" for tag, value in tags.items()),
-              flush=True)  # fmt: skip
+              flush=True)
         self.history.append((step, tags))
         score = self.score(tags)
         if score is not None and (self.best_score is None or score > self.best_score):

@@ -44,7 +44,7 @@ def env_kwargs(args, game, global_step, run_dir, start_values: Optional[dict] = 
         kwargs["video_dir"] = str(Path(run_dir) / VIDEO_DIR)
     if isinstance(game, GodotGame):
         kwargs.update(num_instances=args.num_instances, agents_per_instance=args.agents_per_instance,
-                      headless=not args.window)  # fmt: skip
+                      headless=not args.window)
         if args.copies != 1:
             kwargs["copies"] = args.copies
         # the constants in force at start (--env-param's, a curriculum's lesson) also go on the command line, so that
@@ -61,7 +61,7 @@ def env_kwargs(args, game, global_step, run_dir, start_values: Optional[dict] = 
         if args.async_rl:  # the learner's update runs beside the games: a woken game must be able to take its core
             kwargs["batch"] = False
         kwargs.update(max_restarts=args.max_restarts, step_timeout=args.step_timeout,
-                      allow_script_errors=args.allow_script_errors, connect_timeout=args.connect_timeout)  # fmt: skip
+                      allow_script_errors=args.allow_script_errors, connect_timeout=args.connect_timeout)
     return kwargs
 
 
@@ -97,7 +97,7 @@ def policy_set_of(rollouts, args) -> Optional[PolicySet]:
     _refuse_ray_policies(args, names)
     if args.async_rl:
         raise TrainError(f"{args.env_id} has several policies ({', '.join(names)}): --async collects for one policy "
-                         "yet; drop --async")  # fmt: skip
+                         "yet; drop --async")
     policy_set = PolicySet(rollouts)
     for view in policy_set.views:
         try:
@@ -110,7 +110,7 @@ def policy_set_of(rollouts, args) -> Optional[PolicySet]:
 def _policy_names(game, args) -> list:
     """The policy names of the game's agents, from one headless instance of the run's agents, ended at once."""
     options = LaunchOptions(agents_per_instance=args.agents_per_instance, copies=args.copies,
-                            connect_timeout=args.connect_timeout, auto_window=False)  # fmt: skip
+                            connect_timeout=args.connect_timeout, auto_window=False)
     with InstanceLauncher(game, options) as launcher:
         return agent_policy_names(launcher.instances[0].env_info)
 
@@ -119,7 +119,7 @@ def _refuse_ray_policies(args, names) -> None:
     names = list(dict.fromkeys(names))
     if args.ray_address is not None and len(names) > 1:
         raise TrainError(f"{args.env_id} has several policies ({', '.join(names)}): training several policies on Ray "
-                         "workers is not supported yet; drop --ray-address to train them on this machine")  # fmt: skip
+                         "workers is not supported yet; drop --ray-address to train them on this machine")
 
 
 def saved_policy(ckpt, view, policy_set) -> Optional[dict]:
@@ -164,7 +164,7 @@ def policy_state(learner) -> dict:
             "observation_space": space_to_dict(learner.rollouts.single_observation_space),
             "action_space": space_to_dict(learner.rollouts.single_action_space),
             "rnd": None if rnd is None else {"model": rnd.state_dict(), "stats": rnd.stats_state_dict()},
-            **image_entry(learner.agent)}  # fmt: skip
+            **image_entry(learner.agent)}
 
 
 def policy_table(learners, policy_set) -> dict:
@@ -172,7 +172,7 @@ def policy_table(learners, policy_set) -> dict:
     if policy_set is None:
         return {}
     return {f"policy {ln.name}": f"{ln.num_envs} agents, norm_obs={ln.normalizer.norm_obs}, "
-                                 f"norm_reward={ln.normalizer.norm_reward}" for ln in learners}  # fmt: skip
+                                 f"norm_reward={ln.normalizer.norm_reward}" for ln in learners}
 
 
 def declared_actions(env_info):

@@ -64,7 +64,7 @@ def new_run_dir(root, env_id, exp_name, seed) -> Path:
                 k += 1
     except OSError as e:  # a read-only folder, a full disk, a file in the way: said before any game starts
         raise TrainError(f"cannot make the run folder in {root.absolute()} ({e.strerror or e}): give --run-dir-root a "
-                         "folder you can write to") from None  # fmt: skip
+                         "folder you can write to") from None
 
 
 class RunLock:
@@ -258,7 +258,7 @@ class RunLog:
             self.episodes_file = open(self.run_dir / EPISODES_CSV, "a", newline="")
             self.episodes_csv = csv.writer(self.episodes_file)
             self.recent = {name: deque((r[1] for r in episodes if r[3] == name), maxlen=100)
-                           for name in self.policies or [""]}  # fmt: skip
+                           for name in self.policies or [""]}
         except BaseException:
             self.close()
             raise
@@ -287,7 +287,7 @@ class RunLog:
                 self.writer.add_scalar(f"{tag}charts/episodic_length", ep_l, global_step)
                 policy = tag[:-1]
                 self.episodes_csv.writerow((global_step, ep_r, ep_l, *((policy,) if self.policies else ()),
-                                            *(extra.pop(0) if extra else ())))  # fmt: skip
+                                            *(extra.pop(0) if extra else ())))
                 self.recent[policy].append(ep_r)
 
     def flush_episodes(self):
@@ -302,7 +302,7 @@ class RunLog:
             self.pbar.set_postfix(SPS=sps, **{f"ret100_{name}": f"{m:.2f}" for name, m in means.items()}, refresh=False)
         if self.pbar.disable and (iteration % self.status_every == 0 or iteration == self.num_iterations):
             returns = (f"mean_return(last 100)={means['']:.1f}" if not self.policies else
-                       " ".join(f"mean_return_{name}(last 100)={m:.2f}" for name, m in means.items()))  # fmt: skip
+                       " ".join(f"mean_return_{name}(last 100)={m:.2f}" for name, m in means.items()))
             print(f"global_step={global_step} SPS={sps} {returns}{' ' + extra if extra else ''}", flush=True)
 
     def close_progress(self):

@@ -67,7 +67,7 @@ def start_tracking(args, run_dir: Path, resumed: bool) -> Optional[TrackedRun]:
         # logged at the end instead (finish_tracking)
         run = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
                          config=asdict(args), name=run_dir.name, monitor_gym=False, save_code=True,
-                         dir=str(run_dir), id=run_id, resume="allow", settings=wandb.Settings(quiet=True))  # fmt: skip
+                         dir=str(run_dir), id=run_id, resume="allow", settings=wandb.Settings(quiet=True))
     except KeyboardInterrupt:  # a signal while W&B starts: what it started ends now, before the stop is said
         _unpatch()
         _teardown(wandb)
@@ -76,7 +76,7 @@ def start_tracking(args, run_dir: Path, resumed: bool) -> Optional[TrackedRun]:
         _unpatch()
         _teardown(wandb)  # its service process ends now, not at exit
         raise TrainError(f"--track: Weights & Biases did not start ({type(e).__name__}: {one_line(e)[:300]}); "
-                         "run `wandb login`, set WANDB_MODE=offline, or drop --track", status=1) from None  # fmt: skip
+                         "run `wandb login`, set WANDB_MODE=offline, or drop --track", status=1) from None
     return TrackedRun(run, run_id)
 
 
@@ -106,7 +106,7 @@ def finish_tracking(tracked: Optional[TrackedRun], run_dir: Path, stopped_by: Op
         tracked.run.finish(exit_code=code)
     except Exception as e:
         say(f"warning: --track: the W&B run did not finish cleanly ({one_line(e)}); its files are in "
-            f"{Path(run_dir) / WANDB_DIR}")  # fmt: skip
+            f"{Path(run_dir) / WANDB_DIR}")
     finally:
         _unpatch()
 

@@ -153,7 +153,7 @@ def main(argv=None) -> int:
         try:
             # checked once --resume has filled in the run's own flags (checks.check_args), not before
             args = parse_flags(Args, bool_flag_aliases(argv), "godot-ppo train",
-                               ppo.__doc__.split("\n\n")[0] + CONFIG_HELP, check=False)  # fmt: skip
+                               ppo.__doc__.split("\n\n")[0] + CONFIG_HELP, check=False)
         except SystemExit as e:  # --help, or a bad flag (tyro printed why)
             return e.code if isinstance(e.code, int) else 0
         try:

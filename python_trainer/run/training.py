@@ -86,7 +86,7 @@ class TrainingRun:
                 self.ready = False  # nothing trained: no checkpoint, and a new run leaves no folder
                 raise UserError(f"the editor's game closed before the first update ({one_line(e)}): nothing was "
                                 "trained; start the trainer again, then press Play and leave the game running",
-                                status=1) from None  # fmt: skip
+                                status=1) from None
             if isinstance(e, GameError) and self.done_update in (None, self.start_update):
                 self.ready = False  # the game's fault before anything was trained: a resume would only repeat it
                 raise UserError(one_line(e), status=1) from None
@@ -171,7 +171,7 @@ class TrainingRun:
         asked = None if args.agents_per_instance is None else args.agents_per_instance * args.copies  # copies' agents
         if asked is not None and rollouts.agents_per_instance not in (None, asked):
             say(f"note: {args.env_id} simulates {rollouts.agents_per_instance} agents per instance whatever "
-                f"--agents-per-instance says; training {self.num_envs} envs")  # fmt: skip
+                f"--agents-per-instance says; training {self.num_envs} envs")
         if rollouts.startup_line() is not None:
             print(rollouts.startup_line(), flush=True)
         # The algorithm's slots, filled once per policy (a game with several policies trains one network each, as
@@ -195,7 +195,7 @@ class TrainingRun:
             self.write_policy(self.run_dir / CHECKPOINT_NAME, self.global_step, self.start_update)
             self.watcher = start_policy_watcher(self.run_dir / POLICY_NAME, self.game, log_dir=self.run_dir / "logs",
                                                 seed=args.seed, action_repeat=args.action_repeat or 1,
-                                                fps=args.watch_fps, say=say)  # fmt: skip
+                                                fps=args.watch_fps, say=say)
         self.done_step, self.done_update = self.global_step, self.start_update  # the last completed update
         self.start_time, self.start_step = time.time(), self.global_step  # steps/s counts the warm-up and the reset
         self.clock = Clock(args.max_seconds, (ckpt or {}).get("clock"))  # --max-seconds: the training's seconds
@@ -210,7 +210,7 @@ class TrainingRun:
         else:
             policy_set.reset(seed=seed)
         self.log.start_progress(total=self.num_iterations * self.batch_size, initial=self.global_step,
-                                desc=f"{args.env_id}", num_iterations=self.num_iterations)  # fmt: skip
+                                desc=f"{args.env_id}", num_iterations=self.num_iterations)
         self.ready = True
         if ckpt:
             self._say_resumed()
@@ -221,7 +221,7 @@ class TrainingRun:
         write_args_json(self.run_dir, self.args, {
             "num_envs_resolved": self.num_envs, "batch_size": self.batch_size, "minibatch_size": self.minibatch_size,
             "num_iterations": self.num_iterations, **({"game_settings": game_settings} if game_settings else {}),
-            "command": self.command, **tracked_fields(self.tracked)})  # fmt: skip
+            "command": self.command, **tracked_fields(self.tracked)})
 
     def _clone(self):
         """--demos, behavioural cloning (cloning.py): pre-training (not on --resume), then PPO's auxiliary loss.
@@ -229,9 +229,9 @@ class TrainingRun:
         args, first, aux, fit = self.args, self.first, None, {}
         if self.policy_set is not None:
             raise TrainError(f"--demos clones one policy; {args.env_id}'s agents play {len(self.learners)} "
-                             f"({', '.join(self.policy_set.names)}): drop --demos")  # fmt: skip
+                             f"({', '.join(self.policy_set.names)}): drop --demos")
         demos = load_demos(args.demos, first.agent.obs_dim, self.act_space, declared_actions(self.rollouts.env_info),
-                           args.env_id, parsed=self.demo_files)  # fmt: skip
+                           args.env_id, parsed=self.demo_files)
         print(f"demonstrations: {demos.summary()}", flush=True)
         if not self.ckpt:
             cloning.seed_normalizer(first.normalizer, demos)
@@ -239,7 +239,7 @@ class TrainingRun:
                 fit = cloning.pretrain(first.agent, first.normalizer, demos, args, args.seed)
             except cloning.CloningDiverged as e:  # nothing is saved: a NaN clone never reaches model.pt
                 raise TrainError(f"behavioural cloning diverged: {e}; nothing was saved. Lower --bc-learning-rate "
-                                 f"(now {args.bc_learning_rate:g}) or check the demonstrations' values") from None  # fmt: skip
+                                 f"(now {args.bc_learning_rate:g}) or check the demonstrations' values") from None
             print("behavioural cloning: " + ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in fit.items()))
         if args.bc_coef > 0:
             aux = cloning.CloningLoss(first.agent, first.normalizer, demos, args, args.seed)
@@ -253,7 +253,7 @@ class TrainingRun:
             "minibatch_size": self.minibatch_size, "norm_obs": first.normalizer.norm_obs,
             "norm_reward": first.normalizer.norm_reward, **policy_table(self.learners, policy_set)},
             policies=None if policy_set is None else policy_set.names,
-            columns=schedule.columns() if schedule else ())  # fmt: skip
+            columns=schedule.columns() if schedule else ())
         self.writer = self.log.writer
         for tag, value in fit.items():  # the clone's fit to the demonstrations, before PPO
             self.writer.add_scalar(tag, value, self.global_step)
@@ -261,7 +261,7 @@ class TrainingRun:
     def _say_resumed(self) -> None:
         ckpt, step, batch_size = self.ckpt, self.global_step, self.batch_size
         print(f"resuming {self.run_dir} at global step {step} (update {self.start_update}/{self.num_iterations})",
-              flush=True)  # fmt: skip
+              flush=True)
         saved_batch = ckpt.get("batch_size") or (step // ckpt["update"] if ckpt["update"] else None)
         if saved_batch not in (None, batch_size):
             left = self.num_iterations - self.start_update
@@ -280,12 +280,12 @@ class TrainingRun:
                                            self.aux if ln is first else None, num_iterations=self.num_iterations,
                                            start=self.start_update, global_step=self.global_step,
                                            time_share=self.clock.share)
-                            for ln in learners])  # fmt: skip
+                            for ln in learners])
         start_time, start_step = self.start_time, self.start_step
         self.timing, since = TimeShares(), time.perf_counter()
         behaviours = [Behaviour(ln.rollouts.single_action_space, ln.rollouts.env_info, ln.tag, say) for ln in learners]
         self.diagnoses = {ln.name: Diagnosis(ln.tag, say, args.ent_coef, ln.normalizer.norm_reward,
-                                             log.recent[ln.tag[:-1]]) for ln in learners}  # fmt: skip
+                                             log.recent[ln.tag[:-1]]) for ln in learners}
         if self.clock.spent():  # --resume of a run whose --max-seconds are spent: straight to its end
             print(self.clock.end_line(self.global_step, args.total_timesteps), flush=True)
             return
@@ -296,7 +296,7 @@ class TrainingRun:
                 for ln in learners:  # episodic return/length -> TensorBoard and episodes.csv
                     for t, infos in ln.buf.episodes:
                         log.record_episodes(infos, global_step - batch_size + (t + 1) * num_envs, ln.tag,
-                                            schedule.episodes(infos) if schedule else None)  # fmt: skip
+                                            schedule.episodes(infos) if schedule else None)
                 if schedule is not None:  # the curriculum: a lesson whose criterion is met moves on
                     changes = schedule.advance(global_step)
                     for line in changes:
@@ -307,7 +307,7 @@ class TrainingRun:
                 perf = perf_scalars(its)
                 since, other_s = time.perf_counter(), self.timing.add(perf, time.perf_counter() - since, first.buf)
                 tags = {**perf, "perf/other_s": other_s, "charts/SPS": sps, **rollouts.scalars(),
-                        **(schedule.scalars() if schedule else {})}  # fmt: skip
+                        **(schedule.scalars() if schedule else {})}
                 for ln, it in zip(learners, its):  # each policy's own numbers, under its name when there are several
                     tags.update({ln.tag + k: v for k, v in it.scalars.items() if not k.startswith("perf/")})
                 for tag, value in tags.items():
@@ -367,7 +367,7 @@ class TrainingRun:
         one policy."""
         args, step = self.args, self.global_step
         acts = {ln.name: LoadedAgent(ln.agent, ln.normalizer, ln.rollouts.single_observation_space,
-                                     ln.rollouts.single_action_space, args.env_id, step).act for ln in self.learners}  # fmt: skip
+                                     ln.rollouts.single_action_space, args.env_id, step).act for ln in self.learners}
         if self.policy_set is None:
             results = {None: self.rollouts.evaluate(acts[None], args.eval_episodes, seed=eval_seed(args.seed))}
         else:
@@ -381,7 +381,7 @@ class TrainingRun:
             self.writer.add_scalar(f"{ln.tag}eval/episodic_return", mean, step)
             who = "deterministic policy" if self.policy_set is None else f"policy {ln.name!r}, deterministic"
             print(f"eval: {who}, {len(returns)} episodes: mean return {mean:.2f} +- "
-                  f"{np.std(returns):.2f} (min {min(returns):.1f}, max {max(returns):.1f})")  # fmt: skip
+                  f"{np.std(returns):.2f} (min {min(returns):.1f}, max {max(returns):.1f})")
             self.diagnoses[ln.name].evaluated(mean)  # a deterministic policy far below its training episodes
         return means.get(None)  # the learning curve's line: a game of one policy only
 
@@ -396,25 +396,25 @@ class TrainingRun:
                                 action_space=self.act_space, env_info=self.env_info, rnd=first.bonus,
                                 batch_size=self.batch_size,
                                 rollouts=self.rollouts.state_dict() if args.self_play else None,
-                                curriculum=curriculum_state, clock=self.clock.state_dict())  # fmt: skip
+                                curriculum=curriculum_state, clock=self.clock.state_dict())
                 if args.self_play and folder is None:  # written: the pool's files only older checkpoints list can go
                     self.rollouts.checkpoint_saved()
             else:
                 save_checkpoint(path, agent=None, optimizer=None, normalizer=None, args=args, global_step=step,
                                 update=update, observation_space=None, action_space=None, env_info=self.env_info,
                                 batch_size=self.batch_size, policies={ln.name: policy_state(ln) for ln in learners},
-                                curriculum=curriculum_state, clock=self.clock.state_dict())  # fmt: skip
+                                curriculum=curriculum_state, clock=self.clock.state_dict())
         if self.env_info is not None:  # keep RUN_DIR/policy.json (the in-engine player's weights) up to date
             self.write_policy(path, step, update, folder or self.run_dir)
 
     def write_policy(self, path, step, update, folder=None) -> None:
         args, env_info, first = self.args, self.env_info, self.first
         source = policy_source(path, global_step=step, update=update, trained_env=args.env_id, seed=args.seed,
-                               command=self.command, env_path=args.env_path)  # fmt: skip
+                               command=self.command, env_path=args.env_path)
         if self.policy_set is None:
             write_policy_or_warn((folder or self.run_dir) / POLICY_NAME, lambda: game_policy(
                 first.agent, first.normalizer, self.act_space, env_info, env_id=args.env_id, source=source,
-                where=str(path)))  # fmt: skip
+                where=str(path)))
             return
         # RUN_DIR/policy.json, the bundle of every policy (play, --watch), and RUN_DIR/policies/<name>.json each
         write_policies_or_warn(folder or self.run_dir, lambda: [game_policy(
@@ -465,7 +465,7 @@ def record_final_video(run_dir, game, seed, connect_timeout=DEFAULT_CONNECT_TIME
     out = Path(run_dir) / VIDEO_DIR / "final.mp4"
     try:
         record(Path(run_dir) / POLICY_NAME, out, game, seed=seed, seconds=FINAL_VIDEO_SECONDS,
-               connect_timeout=connect_timeout)  # fmt: skip
+               connect_timeout=connect_timeout)
     except (PlaybackError, GameError, InstanceStartError, OutputError) as e:
         say(f"warning: --capture-video: no video ({one_line(e)})")
     except OSError as e:

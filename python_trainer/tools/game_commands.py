@@ -23,7 +23,7 @@ from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.files import OutputError, atomic_output, check_output
 from python_trainer.base.flags import (ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S,
                                        NUM_INSTANCES, SPEEDUP, aliases, at_least, flag, parse_flags,
-                                       positive)  # fmt: skip
+                                       positive)
 from python_trainer.envs.env_params import describe
 from python_trainer.envs.game import GameError, godot_game, list_games, open_game_path
 from python_trainer.envs.launcher import LaunchOptions
@@ -81,7 +81,7 @@ def envs_main(argv=None) -> int:
         one = args.env_id or (listing.default if args.show_camera or args.env_param else None)
         if args.env_param and len(listing.envs) > 1 and not args.env_id:
             raise UserError(f"--env-param sets one game's parameters: add --env-id NAME (one of "
-                            f"{', '.join(listing.envs)})")  # fmt: skip
+                            f"{', '.join(listing.envs)})")
         games = [godot_game(name, export.path) for name in ([one] if one else listing.envs)]
         extra = game_env_params(games[0], args.env_param)[0] if args.env_param else []
     except GameError as e:
@@ -95,7 +95,7 @@ def envs_main(argv=None) -> int:
             # headless even for a camera game (its handshake and env_info say its spaces, and nothing steps), unless
             # --show-camera asks what its cameras see: a headless build renders nothing
             env = GodotVecEnv(game, LaunchOptions(connect_timeout=args.connect_timeout, extra_args=tuple(extra),
-                                                  auto_window=bool(args.show_camera)))  # fmt: skip
+                                                  auto_window=bool(args.show_camera)))
         except Exception as e:
             failed.append(f"{game.env}: {one_line(e)}")
             continue
@@ -170,7 +170,7 @@ def _save_cameras(env, out: Path) -> None:
     layout = env.image_layout
     if layout is None:
         raise UserError(f"--show-camera: {env.env_id}'s agents have no camera sensor (no observation key with \"2d\")"
-                        + ("; with several policies, each needs one" if len(env.policies) > 1 else ""))  # fmt: skip
+                        + ("; with several policies, each needs one" if len(env.policies) > 1 else ""))
     obs, _ = env.reset(seed=0)
     images = layout.split(obs)[1][..., -layout.channels:].clip(0, 255).astype(np.uint8)  # each agent's newest frame
     scale = max(1, -(-CAMERA_TILE // max(layout.height, layout.width)))

@@ -17,7 +17,7 @@ from python_trainer.base.errors import UserError, one_line
 CARD_NAME = "README.md"
 LIBRARY_TAG = "godot-ppo"  # the card's tag that marks a folder this command wrote (so it may replace it)
 TAGS = ["ppo", "deep-reinforcement-learning", "reinforcement-learning", "custom-implementation", "deep-rl-course",
-        "godot", LIBRARY_TAG]  # fmt: skip
+        "godot", LIBRARY_TAG]
 COMMIT_MESSAGE = "Push agent to the Hub"  # the course's
 
 
@@ -46,12 +46,12 @@ def card_metadata(env_id: str, mean: float, std: float) -> dict:
     evaluation = metadata_eval_result(
         model_pretty_name="PPO", task_pretty_name="reinforcement-learning", task_id="reinforcement-learning",
         metrics_pretty_name="mean_reward", metrics_id="mean_reward", metrics_value=f"{mean:.2f} +/- {std:.2f}",
-        dataset_pretty_name=env_id, dataset_id=env_id)  # fmt: skip
+        dataset_pretty_name=env_id, dataset_id=env_id)
     return {"tags": [env_id, *TAGS], **evaluation}
 
 
 def write_model_card(folder: Path, *, env_id: str, repo_id: str, evaluation: dict, hyperparameters: dict,
-                     files: dict) -> Path:  # fmt: skip
+                     files: dict) -> Path:
     """FOLDER/README.md: what the agent is, its evaluation, the folder's files (``files``: name -> what), how to play
     it, and the hyperparameters; the metadata (card_metadata) in its front matter."""
     from huggingface_hub import metadata_save
@@ -62,7 +62,7 @@ def write_model_card(folder: Path, *, env_id: str, repo_id: str, evaluation: dic
     play = (f"godot-ppo play policy.json --env {env_id}    # the game plays the policy by itself, in its window"
             if "policy.json" in files else
             "from python_trainer.variants.trained_agent import load_agent\n"
-            "actions = load_agent('model.pt').act(observations)    # a gymnasium task's observations")  # fmt: skip
+            "actions = load_agent('model.pt').act(observations)    # a gymnasium task's observations")
     text = f"""# PPO agent playing {env_id}
 
 This is a trained model of a PPO agent playing **{env_id}**, trained with godot-ppo (a PPO in the shape of CleanRL's
@@ -121,9 +121,9 @@ def push(folder: Path, repo_id: str, commit_message: str = COMMIT_MESSAGE) -> st
     try:
         api.create_repo(repo_id=repo_id, private=False, exist_ok=True)
         info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), path_in_repo="",
-                                 commit_message=commit_message)  # fmt: skip
+                                 commit_message=commit_message)
     except Exception as e:  # a connection refused or offline mode, a 401 without a token, a 403...
         raise HubError(f"--push: the upload to the Hub failed ({type(e).__name__}: {one_line(e)[:300]}); {folder} is "
                        f"complete: log in (`huggingface-cli login` or HF_TOKEN) and check the network, then push it "
-                       f"with `huggingface-cli upload {repo_id} {folder}`", status=1) from None  # fmt: skip
+                       f"with `huggingface-cli upload {repo_id} {folder}`", status=1) from None
     return str(getattr(info, "commit_url", None) or f"https://huggingface.co/{repo_id}")

@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     run_dir, out = Path(args.src), Path(args.out)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: {'not a folder' if run_dir.exists() else 'no such folder'}: give a run folder of "
-                        "`godot-ppo train` (runs/<env>__<exp>__<seed>__<time>)")  # fmt: skip
+                        "`godot-ppo train` (runs/<env>__<exp>__<seed>__<time>)")
     checkpoint = resolve_checkpoint(run_dir)  # a run folder with a model: said before any work
     trained = json.loads(read_text(run_dir / ARGS_JSON, f"{run_dir / ARGS_JSON}"))
     _check_out(out, run_dir)
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
         raise write_error(getattr(e, "filename", None) or out, e) from None
     results = json.loads((out / RESULTS_NAME).read_text())
     print(f"wrote {out}: {', '.join(files)}; mean reward {results['mean_reward']:.2f} +/- "
-          f"{results['std_reward']:.2f} over {results['n_evaluation_episodes']} episodes", flush=True)  # fmt: skip
+          f"{results['std_reward']:.2f} over {results['n_evaluation_episodes']} episodes", flush=True)
     if args.push:
         print(f"pushing {out} to the Hub: {args.repo_id}", flush=True)
         print(f"pushed: {hub.push(out, args.repo_id)}")
@@ -107,7 +107,7 @@ def _check_out(out: Path, run_dir: Path) -> None:
         raise OutputError(f"--out {out}: it is a file: give a folder")
     if out.is_dir() and any(out.iterdir()) and not hub.is_package(out):
         raise OutputError(f"--out {out}: that folder holds other files: give a new or empty folder (a folder this "
-                          "command wrote is replaced whole)")  # fmt: skip
+                          "command wrote is replaced whole)")
     check_output(out.parent, folder=True)
 
 
@@ -133,7 +133,7 @@ def _fill(folder: Path, run_dir: Path, checkpoint: Path, trained: dict, args: Pa
     files[RESULTS_NAME] = "the evaluation (the course's results.json)"
     files[REPLAY_NAME] = _replay(folder / REPLAY_NAME, run_dir, folder, args, env_id, godot, params, checkpoint)
     hub.write_model_card(folder, env_id=env_id, repo_id=args.repo_id, evaluation=evaluation,
-                         hyperparameters={k: v for k, v in trained.items() if k != "command"}, files=files)  # fmt: skip
+                         hyperparameters={k: v for k, v in trained.items() if k != "command"}, files=files)
     return {hub.CARD_NAME: "the model card", **files}
 
 
@@ -170,7 +170,7 @@ def _results(returns, args: PackageArgs, env_id: str, where: str) -> dict:
         raise PlaybackError(f"the evaluation of {env_id} ended no episode: raise --eval-episodes' time or check the game")
     return {"env_id": env_id, "mean_reward": float(np.mean(returns)), "std_reward": float(np.std(returns)),
             "n_evaluation_episodes": len(returns), "eval_datetime": datetime.datetime.now().isoformat(),
-            "where": where, "seed": args.seed, "returns": [float(r) for r in returns]}  # fmt: skip
+            "where": where, "seed": args.seed, "returns": [float(r) for r in returns]}
 
 
 def _evaluate_in_engine(policy: Path, args: PackageArgs, env_id: str, params: dict) -> dict:
@@ -181,7 +181,7 @@ def _evaluate_in_engine(policy: Path, args: PackageArgs, env_id: str, params: di
     with temp_xvfb() as xvfb:
         display = open_display(xvfb, print, "for the cameras") if camera else None
         report = evaluate_in_engine(policy, env_id=env_id, env_path=args.env_path, episodes=args.eval_episodes,
-                                    seed=args.seed, env_params=params, display=display)  # fmt: skip
+                                    seed=args.seed, env_params=params, display=display)
     return _results(report["returns"], args, env_id, "inside the engine, no Python in the loop")
 
 
@@ -202,7 +202,7 @@ def _evaluate_in_python(checkpoint: Path, args: PackageArgs, env_id: str) -> dic
 
 
 def _replay(out: Path, run_dir: Path, folder: Path, args: PackageArgs, env_id: str, godot: bool, params: dict,
-            checkpoint: Path) -> str:  # fmt: skip
+            checkpoint: Path) -> str:
     """replay.mp4: the run's --capture-video video (a Godot game's final.mp4, a gymnasium task's latest episode),
     else one recorded now. Returns what it is, for the card."""
     videos = sorted((run_dir / VIDEO_DIR).glob("*.mp4"), key=lambda p: (p.name != "final.mp4", -p.stat().st_mtime))
@@ -213,7 +213,7 @@ def _replay(out: Path, run_dir: Path, folder: Path, args: PackageArgs, env_id: s
         game = policy_game(folder / POLICY_NAME, env_id, args.env_path, timeout=args.connect_timeout)
         record(folder / POLICY_NAME, out, game, seed=args.seed, seconds=args.video_seconds,
                say=lambda line: print(line.split(" -> ")[0], flush=True),  # not the scratch folder's path
-               connect_timeout=args.connect_timeout, extra_args=binary_flags(params))  # fmt: skip
+               connect_timeout=args.connect_timeout, extra_args=binary_flags(params))
         return f"{args.video_seconds:g} s of the policy playing in the game's window, recorded by `godot-ppo package`"
     _record_gym_episode(out, checkpoint, env_id, args.seed)
     return "one episode of the deterministic policy, recorded by `godot-ppo package`"
@@ -231,7 +231,7 @@ def _record_gym_episode(out: Path, checkpoint: Path, env_id: str, seed: int) -> 
     video_dir = out.parent / ".replay"
     env = gym.wrappers.RecordVideo(make_gym_env(env_id, "the replay video", render_mode="rgb_array"),
                                    str(video_dir), episode_trigger=lambda _: True, name_prefix="replay",
-                                   disable_logger=True)  # fmt: skip
+                                   disable_logger=True)
     try:
         obs, _ = env.reset(seed=seed)
         for _ in range(MAX_REPLAY_STEPS):

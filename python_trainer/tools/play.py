@@ -30,7 +30,7 @@ import tyro
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import write_error
 from python_trainer.base.flags import (AGENTS_PER_INSTANCE, DEFAULT_CONNECT_TIMEOUT_S, FlagError, aliases, flag,
-                                       parse_flags, positive)  # fmt: skip
+                                       parse_flags, positive)
 from python_trainer.base.processes import end_process_tree, spawn
 from python_trainer.base.signals import signal_policy
 from python_trainer.engine.in_engine import (
@@ -120,18 +120,18 @@ def _play(args: PlayArgs, say) -> int:
             if args.record:
                 raise PlaybackError("--record records the in-engine policy; drop --python")
             return _watch_python(args.src, args.env_id, args.env_path, agents, args.seed, args.seconds, say,
-                                 args.connect_timeout, flags)  # fmt: skip
+                                 args.connect_timeout, flags)
         policy = ensure_policy(args.src)
         game = policy_game(policy, args.env_id, args.env_path, timeout=args.connect_timeout)
         extra = game_env_params(game, flags, samplers=False)[0]
         opponent = None
         if args.opponent is not None:
             opponent = (args.opponent if args.opponent in MATCH_KEYWORDS + (HUMAN_OPPONENT,)
-                        else match_policy_arg(ensure_policy(args.opponent), "opponent"))  # fmt: skip
+                        else match_policy_arg(ensure_policy(args.opponent), "opponent"))
         if args.record:
             seconds = args.record_seconds or args.seconds or DEFAULT_RECORD_SECONDS
             result = record(policy, args.record, game, agents=agents, seed=args.seed, seconds=seconds, say=say,
-                            connect_timeout=args.connect_timeout, extra_args=extra, opponent=opponent)  # fmt: skip
+                            connect_timeout=args.connect_timeout, extra_args=extra, opponent=opponent)
             size = result["out"].stat().st_size
             say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
             return 0
@@ -152,7 +152,7 @@ def _run_env_params(src, given, say) -> tuple:
     there leaves the game's default), then ``given``, which override a run's of the same name."""
     names = {parse_flag(text)[0] for text in given}
     reused = [f"{name}={str(value).removesuffix('.0')}" for name, value in trained_env_params(src).items()
-              if name not in names]  # fmt: skip
+              if name not in names]
     if reused:
         say(f"the run's environment parameters: --env-param {' --env-param '.join(reused)}")
     return (*reused, *given)
@@ -160,7 +160,7 @@ def _run_env_params(src, given, say) -> tuple:
 
 # ---------------------------------------------------------------------------------------------- in the engine
 def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seconds: Optional[float], say=print,
-                     opponent: Optional[str] = None, extra_args=()) -> int:  # fmt: skip
+                     opponent: Optional[str] = None, extra_args=()) -> int:
     """The windowed game with the policy inside, real time (vsync); ends on Ctrl-C, window closed or --seconds.
 
     --seconds S asks the game to quit after S seconds of wall time (--quit_after_seconds); should it not, it is
@@ -173,7 +173,7 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
         # Real time (no --fixed-fps): the window shows the game at the speed a person plays it.
         instance = GameInstance(game, agents=agents, seed=seed, headless=False,
                                 display=open_display(xvfb, say, UNSEEN_WINDOW), fixed_fps=None,
-                                extra_args=tuple(extra_args))  # fmt: skip
+                                extra_args=tuple(extra_args))
         mode_args = [f"--policy={engine_policy_arg(policy)}"]
         if opponent is not None:  # matches: the policy on one team, the opponent (human: the keyboard) on the other
             mode_args.append(f"--opponent={opponent}")
@@ -184,10 +184,10 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
         def playing(shown: int) -> None:  # said when the window reports its agents: the game's own count, which a
             # scene with a fixed set of agents keeps whatever --agents asks (and pong seats paddles two by two)
             say(f"playing {policy}{against} in {game.env} with {_agents_text(shown)}"
-                + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
+                + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))
 
         proc = spawn(instance.command(*mode_args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                     stderr=subprocess.PIPE, env=instance.environ())  # fmt: skip
+                     stderr=subprocess.PIPE, env=instance.environ())
         deadline = None if seconds is None else time.monotonic() + 1.5 * seconds + 5.0
         script_errors: list = []
         try:
@@ -204,7 +204,7 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
         raise UserError(f"the game exited with code {code}; its output is in {log_path}", status=1)
     if script_errors:  # Godot went on after it (the function stopped there): what was played was a broken game
         raise UserError(f"the game raised a script error while the policy played: {script_errors[0]} (fix the game's "
-                        f"script; its output is in {log_path})", status=1)  # fmt: skip
+                        f"script; its output is in {log_path})", status=1)
     log_path.unlink(missing_ok=True)
     return 0
 
@@ -214,7 +214,7 @@ def _agents_text(count: int) -> str:
 
 
 def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], say, on_window=None,
-            script_errors: Optional[list] = None) -> bool:  # fmt: skip
+            script_errors: Optional[list] = None) -> bool:
     """The game's output into ``log`` until it ends, its rl_sync and script-error lines shown (the script errors
     also appended to ``script_errors``), the agents its window shows handed to ``on_window`` and its run report said;
     True when it was ended here, at ``deadline``, because it did not end itself after --seconds."""
@@ -255,7 +255,7 @@ def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], s
 
 # ---------------------------------------------------------------------------------------------- from Python
 def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, seconds: Optional[float],
-                  say=print, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S, env_params=()) -> int:  # fmt: skip
+                  say=print, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S, env_params=()) -> int:
     """The windowed game driven step by step from Python by the PyTorch checkpoint, paced to the game's 60 physics
     frames per second."""
     import torch
@@ -277,12 +277,12 @@ def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, 
         try:
             envs = make_vec_env(game, num_instances=1, agents_per_instance=agents, headless=False, seed=seed,
                                 max_restarts=0, display=display, connect_timeout=connect_timeout,
-                                frame_stack=loaded.frame_stack, extra_args=tuple(extra))  # fmt: skip
+                                frame_stack=loaded.frame_stack, extra_args=tuple(extra))
             if drawn:
                 envs.set_env_params(drawn)
             shown = _agents_text(envs.num_envs)  # the game's own count
             say(f"playing {checkpoint} from Python in {game.env} with {shown} ({FIXED_FPS} steps/s)"
-                + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))  # fmt: skip
+                + (f" for {seconds:g} s" if seconds else "; Ctrl-C or close the window to stop"))
             _drive(envs, loaded, seed, seconds, say)
         except KeyboardInterrupt:
             say("\ninterrupted: closing the game")

@@ -93,7 +93,7 @@ def _say_written(out: Path, policy: dict) -> None:
         actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in entry["action_keys"])
         named = f" policy {entry['policy_name']!r}:" if "policy_name" in entry else ""
         print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): {entry['env']},{named} {entry['observation_size']} "
-              f"observations{sees} -> {actions}, {n_params} parameters, global step {entry['source']['global_step']}")  # fmt: skip
+              f"observations{sees} -> {actions}, {n_params} parameters, global step {entry['source']['global_step']}")
 
 
 def export_policy_main(argv=None) -> int:
@@ -109,7 +109,7 @@ def export_policy_main(argv=None) -> int:
         raise UserError(str(e)) from None
     if fmt == "onnx":
         print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): ONNX opset 17 in godot-rl's convention, inputs obs and "
-              "state_ins, outputs output and state_outs (docs/onnx.md)")  # fmt: skip
+              "state_ins, outputs output and state_outs (docs/onnx.md)")
         return 0
     _say_written(out, read_policy(out))
     print(f"watch it: godot-ppo play {out}")

@@ -73,7 +73,7 @@ def checkpoint_policy(checkpoint_path, env_info: Optional[dict] = None) -> dict:
         # policy is read like a checkpoint of one
         common = {key: value for key, value in ckpt.items() if key != "policies"}
         agents = ({name: agent_from_checkpoint({**common, **state}) for name, state in named.items()} if named
-                  else {None: agent_from_checkpoint(ckpt)})  # fmt: skip
+                  else {None: agent_from_checkpoint(ckpt)})
     except Exception as e:  # truncated, not a checkpoint, another format
         raise PlaybackError(f"{where}: cannot read it as a godot-ppo checkpoint ({type(e).__name__}: "
                             f"{one_line(e)[:200]})") from None
@@ -92,10 +92,10 @@ def checkpoint_policy(checkpoint_path, env_info: Optional[dict] = None) -> dict:
     command = recorded_command(checkpoint_path.parent) or train_command(args)
     source = policy_source(checkpoint_path, global_step=loaded.global_step, update=ckpt.get("update", 0),
                            trained_env=loaded.env_id, seed=args.get("seed"), command=command,
-                           env_path=args.get("env_path"))  # fmt: skip
+                           env_path=args.get("env_path"))
     policies = [game_policy(one.agent, one.normalizer, one.action_space, env_info, env_id=one.env_id, source=source,
                             where=where if name is None else f"{where} (policy {name!r})", policy_name=name)
-                for name, one in agents.items()]  # fmt: skip
+                for name, one in agents.items()]
     return policies[0] if not named else policy_bundle(policies, env=policies[0]["env"], source=source)
 
 
@@ -126,7 +126,7 @@ def export_onnx(src, out=None, env_info: Optional[dict] = None) -> Path:
         folder = (src if src.is_dir() else src.parent) / POLICIES_DIR
         raise PolicyFileError(f"{src} holds {len(names)} policies ({', '.join(names)}) and an ONNX model holds one: "
                               f"export each policy's own file, e.g. godot-ppo export-policy "
-                              f"{folder / policy_file_names(names)[names[0]]} --format onnx")  # fmt: skip
+                              f"{folder / policy_file_names(names)[names[0]]} --format onnx")
     return write_onnx(Path(out) if out is not None else default, policy)
 
 

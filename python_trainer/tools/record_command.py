@@ -84,14 +84,14 @@ def record(args: RecordArgs) -> int:
     before = _episodes_in(out)
     instance = GameInstance(game, agents=args.agents_per_instance, seed=args.seed, speedup=args.speedup,
                             headless=False, display=display, fixed_fps=None,
-                            max_episode_steps=args.max_episode_steps)  # fmt: skip
+                            max_episode_steps=args.max_episode_steps)
     mode = [f"--record_demos={out}", f"--record_agent={args.agent}"]
     if args.episodes:
         mode.append(f"--record_episodes={args.episodes}")
     print(f"recording {game.env} into {out}: play with the arrow keys or WASD, Backspace drops the last episode, "
           "close the window (or Ctrl-C) when done", flush=True)
     proc = spawn(instance.command(*mode), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                 stderr=subprocess.STDOUT, env=instance.environ())  # fmt: skip
+                 stderr=subprocess.STDOUT, env=instance.environ())
     failed = []
     log_path = Path(tempfile.gettempdir()) / f"godot-ppo-record-{os.getpid()}.log"  # all of the game's output
     try:
@@ -116,7 +116,7 @@ def record(args: RecordArgs) -> int:
         raise UserError(f"the game ended with code {code}"
                         + (f" ({failed[0]})" if failed else "")
                         + (f"; {out} holds {_summary(after)}" if after else "") + f"; its output is in {log_path}",
-                        status=1)  # fmt: skip
+                        status=1)
     log_path.unlink(missing_ok=True)
     added = after[len(before):] if len(after) >= len(before) else []
     print(f"recorded {_summary(added)} in this session; {out} holds {_summary(after)}", flush=True)

@@ -105,18 +105,18 @@ def main(argv=None) -> int:
     except (InstanceStartError, InstanceCrashedError, GodotConnectionError) as e:
         raise UserError(f"the game's first instance (counting its agents): {e}", status=1) from None
     game_flags = ({"env_id": game} if gym_id else
-                  {"env_id": game.env, "env_path": game.env_path if args.env_path else None})  # fmt: skip
+                  {"env_id": game.env, "env_path": game.env_path if args.env_path else None})
     evaluations = 0 if gym_id or not game.rl_sync else args.evaluations
     out = check_output(Path(args.out), folder=True)
     study = _study(optuna, args, out)
     _same_search(study, args, game_flags)
     finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE,
-                                                       optuna.trial.TrialState.PRUNED)]  # fmt: skip
+                                                       optuna.trial.TrialState.PRUNED)]
     left = max(0, args.n_trials - len(finished))
     print(f"godot-ppo tune: {game_flags['env_id']}, study {args.storage or out / STUDY_DB} ({len(finished)} trials "
           f"finished, {left} to run, one at a time), {args.trial_steps} steps a trial, reporting "
           f"{f'{evaluations} evaluations' if evaluations else 'the training episodes mean return'}; the space:",
-          flush=True)  # fmt: skip
+          flush=True)
     print("\n".join(space.table()), flush=True)
     runner = TrialRunner(args, out, space, game_flags, per, evaluations)
     try:
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
             study.optimize(runner.objective, n_trials=left, timeout=args.timeout, catch=(TrialFailed,))
     except KeyboardInterrupt as e:
         say(f"\ngodot-ppo tune: interrupted by {signal.Signals(getattr(e, 'signum', signal.SIGINT)).name}: the study is "
-            f"in {args.storage or out / STUDY_DB}; the same command goes on with it")  # fmt: skip
+            f"in {args.storage or out / STUDY_DB}; the same command goes on with it")
         _report_best(optuna, study, out, game_flags, args)
         return 128 + getattr(e, "signum", signal.SIGINT)
     return 0 if _report_best(optuna, study, out, game_flags, args) else 1
@@ -141,7 +141,7 @@ def _study(optuna, args: TuneArgs, out: Path):
             # a trial whose tune was killed stops beating: the next run marks it failed, and runs it again
             storage = optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=3 * HEARTBEAT_S)
         return optuna.create_study(storage=storage, sampler=sampler, pruner=pruner, study_name=args.study_name,
-                                   direction="maximize", load_if_exists=True)  # fmt: skip
+                                   direction="maximize", load_if_exists=True)
     except Exception as e:  # a storage URL Optuna cannot open
         raise UserError(f"--storage {url}: Optuna cannot open it ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
                         ) from None
@@ -157,7 +157,7 @@ def _same_search(study, args: TuneArgs, game_flags: dict) -> None:
         raise UserError(f"the study {args.study_name!r} in {args.storage or Path(args.out) / STUDY_DB} searched "
                         f"{saved['game']['env_id']} with --trial-steps {saved['trial_steps']}; this run asks for "
                         f"{game_flags['env_id']} with --trial-steps {args.trial_steps}: give the same, or another "
-                        "--out")  # fmt: skip
+                        "--out")
 
 
 def _agents_per_instance(game: GodotGame, space: Space) -> int:
@@ -238,12 +238,12 @@ class TrialRunner:
     def command(self, flags: dict, root: Path, number: int) -> list:
         a = self.args
         own = {"total_timesteps": a.trial_steps, "seed": a.seed, "run_dir_root": str(root), "exp_name": f"trial{number}",
-               "checkpoint_every": 0, "eval_episodes": 0}  # fmt: skip
+               "checkpoint_every": 0, "eval_episodes": 0}
         if self.evaluations:
             own["eval_every"] = max(1, a.trial_steps // self.evaluations)
         return [sys.executable, "-m", "python_trainer", "train",
                 *config_to_argv({**{k: v for k, v in self.game_flags.items() if v is not None}, **flags, **own},
-                                TrainArgs)]  # fmt: skip
+                                TrainArgs)]
 
     def objective(self, trial) -> float:
         import optuna

@@ -43,7 +43,7 @@ from python_trainer.run.config_file import check_value, tomllib
 # Flags a trial never takes from the space: tune sets them (the budget, the seed, the evaluation, the run folder) or
 # they say where a run goes, not how it learns.
 TUNE_SETS = ("total_timesteps", "seed", "eval_every", "run_dir_root", "exp_name", "resume", "env_id", "env_path",
-             "max_seconds", "checkpoint_every", "eval_episodes", "track", "watch", "window", "editor")  # fmt: skip
+             "max_seconds", "checkpoint_every", "eval_episodes", "track", "watch", "window", "editor")
 SPACE_KEYS = {"drop", "replace", "fixed", "search"}
 
 
@@ -120,7 +120,7 @@ def load_space(path: Optional[str], gym_id: bool, args_class) -> Space:
     unknown = set(doc) - SPACE_KEYS
     if unknown:
         raise FlagError(f"{label}: unknown key {sorted(unknown)[0]!r}: a space file holds drop, replace, [fixed] and "
-                        "[search] (docs/tune.md)")  # fmt: skip
+                        "[search] (docs/tune.md)")
     fields = {f.name for f in dataclasses.fields(args_class)}
     fixed = {_name(label, k, fields): check_value(label, k, v, args_class) for k, v in _table(label, doc, "fixed").items()}
     search, params = _table(label, doc, "search"), {}
@@ -156,7 +156,7 @@ def _name(label: str, key: str, fields: set) -> str:
         raise FlagError(f"{label}: unknown key {key!r}: not a flag of godot-ppo train (see godot-ppo train --help)")
     if name in TUNE_SETS:
         raise FlagError(f"{label}: {key!r} is set by tune itself (the budget, seed, evaluation, game and run folder: "
-                        "--trial-steps, --seed, --env-id / --env-path, --out): drop it from the file")  # fmt: skip
+                        "--trial-steps, --seed, --env-id / --env-path, --out): drop it from the file")
     return name
 
 
@@ -164,7 +164,7 @@ def _range(label: str, key: str, name: str, spec: dict, args_class) -> Param:
     extra = set(spec) - {"low", "high", "log"}
     if extra or "low" not in spec or "high" not in spec:
         raise FlagError(f"{label}: search.{key} = {spec!r}: give {{low = A, high = B}} (and log = true for a log "
-                        "scale), or a list of choices")  # fmt: skip
+                        "scale), or a list of choices")
     low, high = (check_value(label, key, spec[b], args_class) for b in ("low", "high"))
     if not (isinstance(low, (int, float)) and isinstance(high, (int, float))) or isinstance(low, bool) or low > high:
         raise FlagError(f"{label}: search.{key}: low {low!r} and high {high!r} must be numbers with low <= high")

@@ -78,7 +78,7 @@ class AsyncArgs:
     --max-policy-lag); on this machine the games and their collection then run in a child process"""
     max_policy_lag: int = flag(1, in_range(1, bounds.POLICY_LAG.value, f"an integer from 1 to {bounds.POLICY_LAG.value} "
                                            "(updates; each is a rollout held and collected ahead)", "1"),
-                               goes_with=ASYNC)  # fmt: skip
+                               goes_with=ASYNC)
     """with --async: how many rollouts are asked for ahead of the learner, so how many updates old a sample may be
     (at most 8: the rollouts asked ahead are dropped when the run evaluates or ends)"""
     learner_nice: int = flag(10, in_range(0, 19, "an integer from 0 to 19 (Linux's nice)", "10"), goes_with=ASYNC)
@@ -147,7 +147,7 @@ class LocalAsyncRollouts(Rollouts):
         self._silence, self._silence_flag = float(args.connect_timeout), "--connect-timeout"
         self._logs = Path(env_kwargs["run_dir"]) / "logs" if env_kwargs.get("run_dir") else None
         self._proc = ctx.Process(target=_serve, args=(child, os.getpid(), game, env_kwargs, asdict(args)),
-                                 name="godot-ppo collector", daemon=True)  # fmt: skip
+                                 name="godot-ppo collector", daemon=True)
         self._proc.start()
         child.close()
         self._env_params: dict = {}
@@ -322,7 +322,7 @@ class LocalAsyncRollouts(Rollouts):
         return WorkerLostError(
             f"the collector process {self._proc.pid} said nothing for {seconds:g} s while the learner waited {what} "
             f"({self._silence_flag} {self._silence:g}; it says it is alive while it runs): it "
-            f"is stopped or stuck{self._where_logs()}")  # fmt: skip
+            f"is stopped or stuck{self._where_logs()}")
 
     def _gone(self) -> WorkerLostError:
         self._proc.join(5)
@@ -331,9 +331,9 @@ class LocalAsyncRollouts(Rollouts):
         hint = ""
         if not self._started and code == 1:  # what a script without the guard gets (its process prints the cause)
             hint = (" (a script that calls godot-ppo must start it under `if __name__ == '__main__':`: --async's "
-                    "process imports the script again)")  # fmt: skip
+                    "process imports the script again)")
         return WorkerLostError(f"the collector process {self._proc.pid} ended{when} ({describe_exit(code)}){hint}"
-                               f"{self._where_logs()}")  # fmt: skip
+                               f"{self._where_logs()}")
 
     def _where_logs(self) -> str:
         """Where its games' logs are, once they started (a start that failed leaves no run folder)."""
@@ -361,7 +361,7 @@ def refresh_values(agent, buf: RolloutBuffer) -> None:
 def rollout_params(agent, normalizer, bonus, env_params) -> dict:
     """What the collector's RolloutWorker loads for one rollout (ray_rollouts.RayRollouts broadcasts the same)."""
     params = {"model": _numpy_state(agent), "normalizer": normalizer.state_dict(), "env_params": dict(env_params),
-              "rnd": None}  # fmt: skip
+              "rnd": None}
     if bonus is not None:
         params["rnd"] = {"model": _numpy_state(bonus), "stats": bonus.stats_state_dict()}
     return params

@@ -96,7 +96,7 @@ class RecurrentCnnAgent(RecurrentAgent):
     (`image_features`); the LSTM, its state and the minibatches of whole envs are RecurrentAgent's."""
 
     def __init__(self, layout: ImageLayout, action_space: gym.Space, hidden_size: int = DEFAULT_HIDDEN_SIZE,
-                 kind: str = DEFAULT_ENCODER, rnd: bool = False):  # fmt: skip
+                 kind: str = DEFAULT_ENCODER, rnd: bool = False):
         self.image_layout, self.kind = layout, kind
         super().__init__(layout.row_size, action_space, hidden_size, rnd=rnd)
 

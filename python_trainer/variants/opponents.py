@@ -54,7 +54,7 @@ def _parses(text) -> bool:
 
 
 OPPONENTS_RULE = Rule(_parses, "KIND:SHARE[,KIND:SHARE...] with KIND pool, scripted, random or file=PATH and shares >= 0, "
-                               "not all 0", "scripted:0.2,pool:0.8")  # fmt: skip
+                               "not all 0", "scripted:0.2,pool:0.8")
 
 
 def parse_opponents(text: str) -> list:
@@ -88,12 +88,12 @@ def check_opponents(opponents: list, info: dict, env_id: str) -> None:
     if not isinstance(scripted, list):
         raise UserError(f"--opponents {'/'.join(sorted(kinds - {POOL}))}: {env_id} does not say which of its agents the "
                         "game can drive (no env_info \"agent_scripted\": a game made with godot_rl_agents' plugin or an "
-                        "older rl_sync addon): update the addon, or give --opponents pool:1")  # fmt: skip
+                        "older rl_sync addon): update the addon, or give --opponents pool:1")
     if SCRIPTED in kinds and not all(scripted):
         raise UserError(f"--opponents scripted: {env_id}'s controllers define no get_scripted_action() "
                         "(agent_controller.gd's optional hook): implement it, or drop scripted from --opponents")
     for kind, path, _ in opponents:
         if kind == POLICY and not Path(path).is_file():
             raise UserError(f"--opponents file={path}: no such policy file: give the policy.json of a run of {env_id} "
-                            "(RUN_DIR/policy.json)")  # fmt: skip
+                            "(RUN_DIR/policy.json)")
 

@@ -66,7 +66,7 @@ def collect_routes(envs: GroupedVecEnv, routes: list, pipeline=True) -> None:
                     r_obs, r_infos = obs[rows, :width], _take_infos(infos, rows, reward.shape[0], width)
                     with acting:
                         record(r.buf, step - 1, cols, r_obs, reward[rows], terminated[rows], truncated[rows], r_infos,
-                               r.normalizer, policy)  # fmt: skip
+                               r.normalizer, policy)
                     if r.bonus is not None:  # RND rates the observation reached
                         r_done = np.logical_or(terminated[rows], truncated[rows])
                         r.bonus.rate(r.buf, step - 1, cols, r_obs, r_done, r_infos)
@@ -74,7 +74,7 @@ def collect_routes(envs: GroupedVecEnv, routes: list, pipeline=True) -> None:
                 continue
             with acting:
                 parts = [(r, rows, act(r.buf, step, cols, policy))
-                         for r, policy, (rows, cols) in zip(routes, policies, places[group])]  # fmt: skip
+                         for r, policy, (rows, cols) in zip(routes, policies, places[group])]
                 actions = _env_actions(envs.single_action_space, parts, g.stop - g.start, getattr(envs, "mixed", False))
             if pipeline:  # the group simulates while the next one is served
                 with env_wait:
@@ -96,7 +96,7 @@ def _group_routes(envs, routes, groups) -> list:
         in_group = np.arange(g.start, g.stop)
         out.append([(rows, np.searchsorted(ids, g.start + rows))
                     for r in routes for ids in [np.arange(envs.num_envs) if r.envs is None else r.envs]
-                    for rows in [np.flatnonzero(np.isin(in_group, ids))]])  # fmt: skip
+                    for rows in [np.flatnonzero(np.isin(in_group, ids))]])
     return out
 
 
@@ -183,7 +183,7 @@ class PolicySet:
     def bind(self, learners: list) -> None:
         """The learners (one per policy, in ``names``' order) whose buffers the collections fill."""
         self.routes = {ln.name: Route(ln.agent, ln.normalizer, ln.buf, ln.bonus, self.env_ids[k], ln.name)
-                       for k, ln in enumerate(learners)}  # fmt: skip
+                       for k, ln in enumerate(learners)}
 
     def collect_for(self, name: str) -> None:
         if name in self._taken:  # a new update: every policy's rollout, at once
@@ -214,7 +214,7 @@ class PolicySet:
         """One act(obs, done) for the whole env from each policy's own (trained_agent.LoadedAgent.act)."""
         def act(obs, done):
             parts = [(self.env_ids[k], acts[name](self._own(k, obs), done=done[self.env_ids[k]]))
-                     for k, name in enumerate(self.names)]  # fmt: skip
+                     for k, name in enumerate(self.names)]
             if self.envs.mixed:
                 return {name: actions for name, (_, actions) in zip(self.names, parts)}
             return merge_actions(parts, self.envs.num_envs)
@@ -225,7 +225,7 @@ class PolicySet:
         """{policy: the returns of ``num_episodes`` deterministic episodes of its agents}, every policy playing."""
         joint = self.act(acts)
         return {name: evaluate(joint, self.envs, num_episodes, seed, env_ids=self.env_ids[k])
-                for k, name in enumerate(self.names)}  # fmt: skip
+                for k, name in enumerate(self.names)}
 
 
 class PolicyRollouts(Rollouts):

@@ -49,7 +49,7 @@ def _check_address(address):
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise RaySetupError(f"--ray-address {address}: give HOST:PORT of a Ray head (`ray start --head` prints it, e.g. "
-                            "10.0.0.5:6379), or local")  # fmt: skip
+                            "10.0.0.5:6379), or local")
     try:
         socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as e:
@@ -138,9 +138,9 @@ class Guardian:
         self.proc = subprocess.Popen([sys.executable, "-c", _GUARDIAN, str(os.getpid()), str(run_dir), *args],
                                      stdin=subprocess.PIPE, start_new_session=True, stdout=subprocess.DEVNULL,
                                      env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [
-                                         str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))))  # fmt: skip
+                                         str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))))
         self.local = {kind: int(a.split(":")[0]) for a in args for kind in ("raylet", "gcs_server")
-                      if a.endswith(":" + kind)}  # fmt: skip
+                      if a.endswith(":" + kind)}
 
     def end(self, timeout: float = 10.0) -> None:
         """The learner speaks for itself: the guardian ends the local Ray's processes, then itself."""
@@ -181,12 +181,12 @@ class RayHealth:
         for kind, pid in self.local.items():
             if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
                 return (f"the local Ray's {kind} (pid {pid}) ended under the run: its workers cannot be reached; "
-                        "check the Ray logs in /tmp/ray/session_latest/logs")  # fmt: skip
+                        "check the Ray logs in /tmp/ray/session_latest/logs")
         try:
             ray._private.worker.global_worker.gcs_client.internal_kv_get(b"godot-ppo", None, timeout=GCS_TIMEOUT_S)
         except Exception as e:
             return (f"Ray's GCS at {self.address} did not answer within {GCS_TIMEOUT_S:g} s ({one_line(e)}): the "
-                    "cluster's head is gone; check it (`ray status`)")  # fmt: skip
+                    "cluster's head is gone; check it (`ray status`)")
         return None
 
     def leave_now(self) -> None:
@@ -257,7 +257,7 @@ def connect(address, num_cpus, run_dir) -> Guardian:
             try:
                 if address == LOCAL:
                     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="warning",
-                             _node_ip_address=LOOPBACK)  # fmt: skip
+                             _node_ip_address=LOOPBACK)
                 else:
                     ray.init(address=address, logging_level="warning")
             finally:

@@ -137,13 +137,13 @@ class RayRollouts(Rollouts):
             self.step_timeout = float(args.step_timeout)
             self.beats = ray.remote(Beats).options(num_cpus=0).remote()
             self.workers = [remote.remote(i, game, env_kwargs, argd, digest, beats=self.beats)
-                            for i in range(self.num_workers)]  # fmt: skip
+                            for i in range(self.num_workers)]
             refusals = self._get([w.check_binary.remote() for w in self.workers], "to be placed on the cluster's nodes",
-                                 cpus)  # fmt: skip
+                                 cpus)
             refused = [r for r in refusals if r]
             if refused:
                 raise RaySetupError(f"{'; '.join(refused)}: copy the same exports to the same path on every host "
-                                 "(see docs/ray.md: Running on several machines)")  # fmt: skip
+                                 "(see docs/ray.md: Running on several machines)")
             infos = self._get([w.start.remote() for w in self.workers], "to start their games", cpus)
         except BaseException:
             self.close()
@@ -153,7 +153,7 @@ class RayRollouts(Rollouts):
             if (info["observation_space"], info["action_space"]) != (first["observation_space"], first["action_space"]):
                 self.close()
                 raise RaySetupError(f"worker {info['worker']} reports other spaces than worker 0 "
-                                 f"({info['observation_space']} / {info['action_space']})")  # fmt: skip
+                                 f"({info['observation_space']} / {info['action_space']})")
         self.single_observation_space, self.single_action_space = first["observation_space"], first["action_space"]
         self.env_info, self.agents_per_instance = first["env_info"], first["agents_per_instance"]
         self.image_layout = first.get("image_layout")  # a camera's: the fragments' obs come as uint8 (obs_store.py)
@@ -167,7 +167,7 @@ class RayRollouts(Rollouts):
         if args.async_rl:  # a worker on this machine collects beside the update: see async_rollouts.py
             niced = f"; the learner at nice {lower_priority(args.learner_nice)}"
         say(f"godot-ppo: ray: {self.num_workers} workers on {nodes} node(s), {self.num_envs} envs{niced}; where: "
-            f"{self.run_dir / WORKERS_JSON}")  # fmt: skip
+            f"{self.run_dir / WORKERS_JSON}")
 
     # ------------------------------------------------------------------------------------------------------ setup
     def _check_room(self, cpus):
@@ -197,14 +197,14 @@ class RayRollouts(Rollouts):
         if pending:
             raise RaySetupError(f"{len(pending)} of {len(refs)} Ray workers ({cpus:g} CPUs each) were still waiting "
                              f"{doing} after {START_TIMEOUT_S:.0f} s: is the cluster at {self.address} busy, or "
-                             "smaller than it says? (`ray status` shows it)")  # fmt: skip
+                             "smaller than it says? (`ray status` shows it)")
         out = []
         for i, ref in enumerate(refs):
             try:
                 out.append(ray.get(ref))
             except ray.exceptions.RayTaskError as e:  # its message carries the games' log tails
                 raise RaySetupError(f"Ray worker {i} on node {getattr(e, 'ip', '?')} failed {doing}: "
-                                 f"{_cause(e)}") from None  # fmt: skip
+                                 f"{_cause(e)}") from None
             except ray.exceptions.RayActorError as e:
                 raise RaySetupError(f"Ray worker {i} died {doing}: {one_line(e)}") from None
         return out
@@ -230,7 +230,7 @@ class RayRollouts(Rollouts):
         if self._down_since[i] is not None:  # the same death
             if time.monotonic() - self._down_since[i] > START_TIMEOUT_S:
                 raise WorkerLostError(f"Ray worker {i} did not come back within {START_TIMEOUT_S:.0f} s of its "
-                                      "restart: check its node (`ray status`)")  # fmt: skip
+                                      "restart: check its node (`ray status`)")
             time.sleep(RESTART_POLL_S)  # Ray is restarting the actor: ask again shortly
             return
         self._down_since[i] = time.monotonic()
@@ -244,7 +244,7 @@ class RayRollouts(Rollouts):
                 f"RUN_DIR/workers/worker_{i}/logs there) or raise --ray-max-restarts"
             ) from None
         self.say(f"godot-ppo: ray: worker {i} (pid {where['pid']}) on {node_label(where['node_ip'], where['node_id'])} "
-                 f"died; restart {self.failures[i]}/{self.max_restarts}, asking it again")  # fmt: skip
+                 f"died; restart {self.failures[i]}/{self.max_restarts}, asking it again")
 
     def _results(self, pending: dict, method: str, args) -> list:
         """The results of the calls ``pending`` (`_ask`), in worker order. A worker that dies is restarted by Ray
@@ -276,7 +276,7 @@ class RayRollouts(Rollouts):
                 if "\n" in cause:  # the whole error, the games' log tails included (the stop message is one line)
                     self.say(f"godot-ppo: ray: worker {i} failed:\n{cause}")
                 raise WorkerLostError(f"Ray worker {i} on {node_label(where['node_ip'], where['node_id'])}: "
-                                      f"{cause}") from None  # fmt: skip
+                                      f"{cause}") from None
         return results
 
     health_every = 2.0  # how often a wait asks the heartbeats how long each awaited worker has been silent
@@ -297,7 +297,7 @@ class RayRollouts(Rollouts):
                 raise WorkerLostError(
                     f"Ray worker {i} (pid {where['pid']}) on {node_label(where['node_ip'], where['node_id'])} said "
                     f"nothing for {silent[i]:.0f} s while the learner waited for its {method!r} (--step-timeout "
-                    f"{self.step_timeout:g}; it says it is alive every second): it is stopped or stuck")  # fmt: skip
+                    f"{self.step_timeout:g}; it says it is alive every second): it is stopped or stuck")
 
     def warm_up(self, bonus, steps: int, seed: int) -> None:
         """RND's warm-up in every worker (on its own games and seeds); their moments go into ``bonus``'s statistics."""
@@ -332,7 +332,7 @@ class RayRollouts(Rollouts):
         buf.policy_s, buf.env_wait_s = (float(np.mean([f["timing"][k] for f in fragments])) for k in (0, 1))
         buf.group_steps = fragments[0]["timing"][2]
         self.steps_per_s = [buf.obs.shape[0] * (self.offsets[i + 1] - self.offsets[i]) / f["seconds"]
-                            for i, f in enumerate(fragments)]  # fmt: skip
+                            for i, f in enumerate(fragments)]
         self.ahead.ask_ahead(ask)  # --async: the next fragments, asked before the update starts
         if self.ahead.depth:  # --async: collected beside the update, and valued by the learner's critic instead
             buf.beside_s = float(np.mean([f["seconds"] for f in fragments]))
@@ -358,7 +358,7 @@ class RayRollouts(Rollouts):
         """Per-worker steps/s and this update's costs, for TensorBoard."""
         out = {f"ray/worker_{i}_steps_per_s": sps for i, sps in enumerate(self.steps_per_s)}
         out.update({"ray/fragment_bytes": self.fragment_bytes, "ray/broadcast_s": self.broadcast_s,
-                    "ray/collect_s": self.collect_s})  # fmt: skip
+                    "ray/collect_s": self.collect_s})
         if self.learner_s is not None:
             out["ray/learner_s"] = self.learner_s
         return {**out, **(self.ahead.scalars() if self.ahead.depth else {})}

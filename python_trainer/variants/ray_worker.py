@@ -61,7 +61,7 @@ def _slim_infos(infos):
         final = np.empty(len(mask), dtype=object)
         for i in np.flatnonzero(mask):
             final[i] = {k: v for k, v in (infos["final_info"][i] or {}).items()
-                        if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)}  # fmt: skip
+                        if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)}
         out["_final_info"], out["final_info"] = mask, final
     return out
 
@@ -89,7 +89,7 @@ class RolloutWorker:
     def where(self) -> dict:
         pids = self.envs.launcher.pids() if getattr(self.envs, "launcher", None) is not None else []
         return {"worker": self.index, "node_id": self.node_id, "node_ip": self.node_ip, "pid": os.getpid(),
-                "game_pids": pids}  # fmt: skip
+                "game_pids": pids}
 
     def check_binary(self) -> Optional[str]:
         """None when this node has the driver's game files, else why not (the node named)."""
@@ -101,7 +101,7 @@ class RolloutWorker:
                 return f"{node_label(self.node_ip, self.node_id)} has no game file at {path}"
             if here[path] != want:
                 return (f"{node_label(self.node_ip, self.node_id)} has a different {path} than the driver "
-                        f"(SHA-256 {here[path][:12]}... vs {want[:12]}...)")  # fmt: skip
+                        f"(SHA-256 {here[path][:12]}... vs {want[:12]}...)")
         return None
 
     def start(self) -> dict:
@@ -122,7 +122,7 @@ class RolloutWorker:
                 "agents_per_instance": getattr(envs, "agents_per_instance", None),
                 "image_layout": getattr(envs, "image_layout", None),
                 "game_settings": getattr(envs, "game_settings", None),
-                "startup_line": envs.startup_line() if getattr(envs, "game_settings", None) else None}  # fmt: skip
+                "startup_line": envs.startup_line() if getattr(envs, "game_settings", None) else None}
 
     def warm_up(self, steps, rnd_obs_dim) -> Optional[tuple]:
         """RND's warm-up on this worker's games: ``steps`` steps of random actions; returns the (mean, var, count)

@@ -99,22 +99,22 @@ def teams_of(env_info: dict, env_id: str) -> tuple[np.ndarray, np.ndarray]:
     names = env_info.get("agent_policy_names") or [DEFAULT_POLICY] * n
     teams = env_info.get("agent_teams")
     fix = ("give both sides' controllers the same policy_name and set each one's team to 0 or 1 (pong does: "
-           "docs/games.md), or drop --self-play")  # fmt: skip
+           "docs/games.md), or drop --self-play")
     if len(set(names)) != 1:
         raise SelfPlayError(f"--self-play needs a game whose agents play one policy in two teams; {env_id}'s agents play "
-                            f"the policies {sorted(set(names))}: {fix}")  # fmt: skip
+                            f"the policies {sorted(set(names))}: {fix}")
     if not isinstance(teams, list) or len(teams) != n or sorted(set(teams)) != [0, 1]:
         got = "no agent_teams" if not isinstance(teams, list) else f"the teams {sorted(set(map(str, teams)))}"
         raise SelfPlayError(f"--self-play needs a game whose agents are split into teams 0 and 1; {env_id} reports "
-                            f"{got}: {fix}")  # fmt: skip
+                            f"{got}: {fix}")
     teams = np.asarray(teams)
     zero, one = np.flatnonzero(teams == 0), np.flatnonzero(teams == 1)
     if zero.size != one.size:  # the game's controllers set the teams: --agents-per-instance helps only when odd
         odd = (" (with an odd number of agents no split is even: use an even --agents-per-instance)"
-               if (zero.size + one.size) % 2 else "")  # fmt: skip
+               if (zero.size + one.size) % 2 else "")
         raise SelfPlayError(f"--self-play pairs each learning agent with a frozen one, so it needs as many agents in each "
                             f"team; {env_id}'s controllers put {zero.size} in team 0 and {one.size} in team 1: set their "
-                            f"team so that both teams have as many agents{odd}")  # fmt: skip
+                            f"team so that both teams have as many agents{odd}")
     return zero, one
 
 
@@ -229,7 +229,7 @@ class SelfPlayRollouts(Rollouts):
         path = self.pool_dir / f"snapshot_{self.steps:012d}.pt"
         state = {"env_id": self.env_id, "observation_space": space_to_dict(self.single_observation_space),
                  "action_space": space_to_dict(self.single_action_space), "model": agent.state_dict(),
-                 "normalizer": normalizer.state_dict(), "step": self.steps, "elo": self.elo}  # fmt: skip
+                 "normalizer": normalizer.state_dict(), "step": self.steps, "elo": self.elo}
         with atomic_output(path) as tmp, open(tmp, "wb") as f:
             torch.save(state, f)
         self.stale.discard(path.name)
@@ -260,7 +260,7 @@ class SelfPlayRollouts(Rollouts):
             if problem is None:
                 return self._load(candidate, state, agent)
             say(f"godot-ppo: warning: self-play: the pool's snapshot {self.pool_dir / candidate['file']} {problem}: "
-                "it leaves the pool; the newest readable snapshot plays instead")  # fmt: skip
+                "it leaves the pool; the newest readable snapshot plays instead")
             self.pool = [p for p in self.pool if p is not candidate]
         self._snapshot(agent, normalizer)  # nothing readable is left: the pool starts again from the learner
         self._load(self.pool[-1], self._read_snapshot(self.pool_dir / self.pool[-1]["file"])[1], agent)
@@ -299,7 +299,7 @@ class SelfPlayRollouts(Rollouts):
             return f"is of {state.get('env_id')!r} with other spaces, not of {self.env_id} as it runs now", None
         if shapes != self._shapes:
             return ("holds another network than this run's (a run with other --lstm, --lstm-size or --rnd flags made "
-                    "it)"), None  # fmt: skip
+                    "it)"), None
         return None, state
 
     # ------------------------------------------------------------------------------------------------ collecting
@@ -323,7 +323,7 @@ class SelfPlayRollouts(Rollouts):
         opp_agent, opp_normalizer, opp_buf = self._opp
         collect_routes(self.envs, [Route(agent, normalizer, buf, bonus, learner, "learner"),
                                    Route(opp_agent, opp_normalizer, opp_buf, None, opponent, "opponent")],
-                       self.base.pipeline)  # fmt: skip
+                       self.base.pipeline)
         self.steps += buf.obs.shape[0] * self.num_envs
         self._count_matches(buf.episodes)
         if self.opponent[0] != POOL:  # the games' count of the actions they chose (an empty drivers message asks it)
@@ -359,7 +359,7 @@ class SelfPlayRollouts(Rollouts):
     def scalars(self) -> dict:
         decided = self.matches - self.draws
         out = {"self_play/elo": self.elo, "self_play/opponent_elo": self.playing["elo"] if self.playing else self.elo,
-               "self_play/pool_size": len(self.pool), "self_play/learning_team": self.learning_team}  # fmt: skip
+               "self_play/pool_size": len(self.pool), "self_play/learning_team": self.learning_team}
         if decided:
             out["self_play/win_rate"] = self.wins / decided  # over the update's decided matches
         if len(self.opponents) > 1 or self.opponents[0][0] != POOL:
@@ -373,13 +373,13 @@ class SelfPlayRollouts(Rollouts):
         snapshot (deterministic too)."""
         learner, opponent = self._ids()
         opp = LoadedAgent(self._opp[0], self._opp[1].normalizer, self.single_observation_space,
-                          self.single_action_space, self.env_id, self.steps) if self._opp else None  # fmt: skip
+                          self.single_action_space, self.env_id, self.steps) if self._opp else None
 
         def joint(obs, done):
             theirs = (opp.act(obs[opponent], done=done[opponent]) if opp is not None
-                      else np.stack([self.single_action_space.sample() for _ in opponent]))  # fmt: skip
+                      else np.stack([self.single_action_space.sample() for _ in opponent]))
             return merge_actions([(learner, act(obs[learner], done=done[learner])), (opponent, theirs)],
-                                 self.envs.num_envs)  # fmt: skip
+                                 self.envs.num_envs)
 
         return evaluate(joint, self.envs, num_episodes, seed, env_ids=learner)
 
@@ -392,7 +392,7 @@ class SelfPlayRollouts(Rollouts):
                  "last_swap": self.last_swap, "last_team_change": self.last_team_change,
                  "opponent_kind": list(self.opponent) if self.opponent else None,
                  "rng": self.rng.bit_generator.state, "args": {k: v for k, v in asdict(self.args).items()
-                                                               if k.startswith("self_play")}}  # fmt: skip
+                                                               if k.startswith("self_play")}}
         self.offered = self._in_use()
         return state
 
@@ -401,7 +401,7 @@ class SelfPlayRollouts(Rollouts):
         there but not this run's is refused in one line."""
         if not state:
             raise SelfPlayError("--resume with --self-play: the checkpoint has no self-play state (it was trained "
-                                "without --self-play): start a new run")  # fmt: skip
+                                "without --self-play): start a new run")
         for key in ("learning_team", "elo", "steps", "last_save", "last_swap", "last_team_change"):
             setattr(self, key, state[key])
         self.pool = copy.deepcopy(state["pool"])
@@ -414,17 +414,17 @@ class SelfPlayRollouts(Rollouts):
         self.playing = next((p for p in self.pool if playing and p["file"] == playing["file"]), playing)
         self.listed = self.offered = self._in_use()
         gone = [e for e in [*self.pool, *([self.playing] if self.playing else [])]
-                if not (self.pool_dir / e["file"]).is_file()]  # fmt: skip
+                if not (self.pool_dir / e["file"]).is_file()]
         for entry in [*self.pool, *([self.playing] if self.playing else [])]:  # the rest must be this run's
             problem, _ = self._read_snapshot(self.pool_dir / entry["file"]) if entry not in gone else (None, None)
             if problem is not None:
                 raise SelfPlayError(f"--resume: the self-play pool's snapshot {self.pool_dir / entry['file']} {problem}: "
                                     f"move it out of {self.pool_dir} and resume again (the pool goes on without it), "
-                                    "or start a new run")  # fmt: skip
+                                    "or start a new run")
         if gone:
             names = sorted({e["file"] for e in gone})
             say(f"note: --resume: {len(names)} of the self-play pool's snapshots that the checkpoint lists are gone from "
-                f"{self.pool_dir} ({', '.join(names)}): the pool goes on without them")  # fmt: skip
+                f"{self.pool_dir} ({', '.join(names)}): the pool goes on without them")
             self.pool = [p for p in self.pool if p not in gone]
             self.playing = None if self.playing in gone else self.playing
         # the snapshots a killed run wrote after its checkpoint: replayed, or deleted after the next checkpoint
@@ -441,6 +441,6 @@ def self_play_rollouts(base, args, run_dir) -> SelfPlayRollouts:
     """--self-play's rollouts over ``base`` (rollout.LocalRollouts), or a SelfPlayError naming what does not fit."""
     if base.env_info is None:
         raise SelfPlayError(f"--self-play plays a Godot game's two teams; {args.env_id} is a gymnasium env: drop "
-                            "--self-play")  # fmt: skip
+                            "--self-play")
     return SelfPlayRollouts(base, args, run_dir)
 

@@ -81,7 +81,7 @@ class LoadedAgent:
             shape = " x ".join(map(str, image.shape))
             raise ValueError(f"the policy reads rows of {image.row_size} values ({image.key} {shape} with --frame-stack "
                              f"{image.frame_stack}), the env gives {obs.shape[1]}: make the env with "
-                             f"frame_stack={image.frame_stack}")  # fmt: skip
+                             f"frame_stack={image.frame_stack}")
         x = torch.from_numpy(self.normalizer.normalize_obs(obs, update=False))
         with torch.no_grad():
             if self.agent.recurrent and (self.state is NO_STATE or self.state.h.shape[1] != x.shape[0]):
@@ -100,7 +100,7 @@ def agent_from_checkpoint(ckpt, policy: Optional[str] = None) -> LoadedAgent:
         if policy not in ckpt["policies"]:
             raise ValueError(f"it holds the policies {names} of a game with several policies, and "
                              f"{'no policy was named' if policy is None else f'not {policy!r}'}: play them all in the "
-                             "engine (godot-ppo play RUN_DIR, or RUN_DIR/policies/<name>.json for one of them)")  # fmt: skip
+                             "engine (godot-ppo play RUN_DIR, or RUN_DIR/policies/<name>.json for one of them)")
         part = ckpt["policies"][policy]
     observation_space = space_from_dict(part["observation_space"])
     action_space = space_from_dict(part["action_space"])
@@ -109,7 +109,7 @@ def agent_from_checkpoint(ckpt, policy: Optional[str] = None) -> LoadedAgent:
     agent.load_state_dict(part["model"])
     agent.eval()
     return LoadedAgent(agent, Normalizer.frozen(part["normalizer"]), observation_space, action_space, ckpt["env_id"],
-                       ckpt["global_step"], (ckpt.get("args") or {}).get("env_path"))  # fmt: skip
+                       ckpt["global_step"], (ckpt.get("args") or {}).get("env_path"))
 
 
 def load_agent(path) -> LoadedAgent:

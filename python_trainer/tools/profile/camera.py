@@ -11,7 +11,7 @@ from python_trainer.envs.game import GodotGame
 from python_trainer.envs.images import declared_image
 from python_trainer.envs.launcher import InstanceLauncher, LaunchOptions
 from python_trainer.tools.profile.measure import (CAMERA_BENCHMARK_STEPS, Config, engine_benchmark,
-                                                  engine_ms_per_decision)  # fmt: skip
+                                                  engine_ms_per_decision)
 
 
 def seen_camera(game: GodotGame, connect_timeout: float, game_args=()) -> Optional[dict]:
@@ -20,7 +20,7 @@ def seen_camera(game: GodotGame, connect_timeout: float, game_args=()) -> Option
     if not game.rl_sync:  # a game made with godot_rl_agents' plugin: no camera of ours to look for
         return None
     options = LaunchOptions(agents_per_instance=1, connect_timeout=connect_timeout, auto_window=False,
-                            extra_args=tuple(game_args))  # fmt: skip
+                            extra_args=tuple(game_args))
     with InstanceLauncher(game, options) as launcher:  # nothing steps: a camera game's headless build answers too
         seen = declared_image(launcher.instances[0].env_info)
     return None if seen is None else {"key": seen[0], "size": seen[1]}
@@ -47,7 +47,7 @@ def headless_engine_ms(game: GodotGame, cfg: Config) -> Optional[float]:
     """Milliseconds per decision step of the headless binary's engine-only run of one instance as ``cfg`` runs them
     (no rendering), or None when its headless build does not run the game's benchmark."""
     return engine_ms_per_decision(engine_benchmark(game, cfg.agents, steps=CAMERA_BENCHMARK_STEPS, copies=cfg.copies,
-                                                   extra_args=cfg.game_args))  # fmt: skip
+                                                   extra_args=cfg.game_args))
 
 
 def summary(report: dict) -> Optional[str]:

@@ -13,7 +13,7 @@ from python_trainer.base.errors import UserError
 from python_trainer.base.files import OutputError, check_output
 from python_trainer.base.flags import (AGENTS_PER_INSTANCE, COPIES, NUM_INSTANCES, FlagError, GoesWith, Rule,
                                        agents_for, aliases, at_least, explicit_fields, flag, parse_flags,
-                                       positive)  # fmt: skip
+                                       positive)
 from python_trainer.envs.env_params import check_params
 from python_trainer.envs.game import GameError, GodotGame, godot_game
 from python_trainer.envs.xvfb import display_available, no_display_message, user_display
@@ -43,9 +43,9 @@ def mode_list(text: str) -> list[str]:
 
 
 INSTANCE_COUNTS = Rule(lambda v: bool(_items(v)) and all(t.isdigit() and NUM_INSTANCES.ok(int(t)) for t in _items(v)),
-                       f"a comma-separated list of instance counts, each {NUM_INSTANCES.what}", "1,2,4,8")  # fmt: skip
+                       f"a comma-separated list of instance counts, each {NUM_INSTANCES.what}", "1,2,4,8")
 MODE_LIST = Rule(lambda v: bool(_items(v)) and all(t in MODES for t in _items(v)),
-                 f"a comma-separated list of modes from {', '.join(MODES)}", "headless,windowed")  # fmt: skip
+                 f"a comma-separated list of modes from {', '.join(MODES)}", "headless,windowed")
 SECONDS = positive("10", "a number of seconds > 0")
 
 
@@ -87,7 +87,7 @@ class ProfileArgs(GameArgs):
     compare_training: bool = False
     """then train PPO on the fastest headless and the fastest windowed configuration"""
     compare_seconds: float = flag(60.0, SECONDS, goes_with=GoesWith("compare_training", "the training comparison",
-                                                                    "--compare-training"))  # fmt: skip
+                                                                    "--compare-training"))
     """wall-clock budget of each comparison training"""
 
 
@@ -161,7 +161,7 @@ def main(argv=None) -> int:
     params = env_params(game, param_flags)
     if param_flags != list(opts.env_param):
         print(f"--policy {opts.policy}: with its run's environment parameters: "
-              f"{', '.join(f'{n}={v}' for n, v in params)}", file=sys.stderr)  # fmt: skip
+              f"{', '.join(f'{n}={v}' for n, v in params)}", file=sys.stderr)
     base = Config("headless", 1, opts.agents_per_instance, opts.copies, params)
     camera = _camera(game, opts, base)
     if camera:  # windowed only, 1 up to the cores (a headless build renders nothing)
@@ -186,7 +186,7 @@ def main(argv=None) -> int:
     if note:
         print(note, file=sys.stderr)
     print(f"profiling {len(configs)} configuration(s) of {game.env}: {window} each; output in {out_dir}",
-          file=sys.stderr)  # fmt: skip
+          file=sys.stderr)
     status = 0
     try:
         status = _profile_all(configs, opts, game, out_dir, policy, report)
@@ -225,7 +225,7 @@ def _profile_all(configs, opts: ProfileArgs, game: GodotGame, out_dir: Path, pol
                 report["machine"][key] = result[key]
         if result["status"] == "ok":
             tqdm.write(f"{cfg.key}: {result['agent_steps_per_second']:,.0f} agent-steps/s{_rates(result)}",
-                       file=sys.stderr)  # fmt: skip
+                       file=sys.stderr)
         else:
             status = 1
             tqdm.write(f"{cfg.key}: failed: {result.get('error', '').splitlines()[0][:300]}", file=sys.stderr)
@@ -240,7 +240,7 @@ def _rates(result: dict) -> str:
     return "".join(f"; {name} {files.fmt_value(row[k], f)}" for k, name, f in (
         ("engine_only_agent_steps_per_s", "engine-only", "{:,.0f}"),
         ("synced_share_of_engine_only", "synced/engine", "{:.0%}"),
-        ("pipelined_agent_steps_per_s", "pipelined", "{:,.0f}")) if row[k] is not None)  # fmt: skip
+        ("pipelined_agent_steps_per_s", "pipelined", "{:,.0f}")) if row[k] is not None)
 
 
 def _compare_training(modes, base: Config, opts: ProfileArgs, game: GodotGame, out_dir: Path, report: dict) -> int:

@@ -50,7 +50,7 @@ def train_command(cfg: Config, opts, game: GodotGame, root: Path, exp: str, fram
         agents_per_instance=cfg.agents, copies=cfg.copies if cfg.copies != 1 else None,
         frame_stack=frame_stack if frame_stack != 1 else None, total_timesteps=TOTAL_TIMESTEPS, num_steps=128,
         eval_episodes=0, checkpoint_every=0, run_dir_root=str(root), exp_name=exp, seed=opts.seed + 1,
-        connect_timeout=opts.connect_timeout, window=not cfg.headless or None), *params]  # fmt: skip
+        connect_timeout=opts.connect_timeout, window=not cfg.headless or None), *params]
 
 
 def _run_for(cmd: list[str], log_path: Path, budget_s: float, result: dict) -> int:

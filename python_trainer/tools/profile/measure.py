@@ -70,7 +70,7 @@ def _one_engine_run(cmd, timeout: float, display: Optional[str] = None) -> Optio
 
 def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, timeout: float = 60.0,
                      instances: int = 1, display: Optional[str] = None, copies: int = 1,
-                     extra_args: tuple = ()) -> Optional[dict]:  # fmt: skip
+                     extra_args: tuple = ()) -> Optional[dict]:
     """The headless binary's in-engine rate with random actions and no trainer (``--benchmark_steps``); with
     ``display``, the windowed binary's on it (a camera game's, which renders its cameras). ``copies`` and
     ``extra_args`` (the game's flags, e.g. --env_param=NAME=VALUE) go on its command line as on the measured ones'.
@@ -209,7 +209,7 @@ def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, re
 
     result: dict = {"key": cfg.key, "mode": cfg.mode, "instances": cfg.instances, "agents": cfg.agents,
                     "copies": cfg.copies, "status": "failed",
-                    "load_average_before": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
+                    "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     run_dir = out_dir / "instances" / cfg.key
     result["log_dir"] = str(run_dir / "logs")
     env = None
@@ -218,14 +218,14 @@ def profile_config(cfg: Config, opts, game: GodotGame, out_dir: Path, policy, re
         # measured from outside only (our rates, psutil's costs; physics frames = decision steps x action repeat).
         if cfg.headless and opts.engine_benchmark and game.rl_sync:  # before the launch: nothing else running
             eb = engine_benchmark(game, cfg.agents, instances=cfg.instances, copies=cfg.copies,
-                                  extra_args=cfg.game_args)  # fmt: skip
+                                  extra_args=cfg.game_args)
             result["engine_only_agent_steps_per_second"] = eb["agent_steps_per_second"] if eb else None
         t = time.perf_counter()
         env = make_vec_env(game, num_instances=cfg.instances, agents_per_instance=cfg.agents,
                            headless=cfg.headless, seed=opts.seed, run_dir=run_dir, max_restarts=0, report=report,
                            connect_timeout=opts.connect_timeout, copies=cfg.copies,
                            extra_args=cfg.game_args + ([NO_RENDER_LOOP] if camera else []),
-                           frame_stack=policy.frame_stack if policy is not None else 1)  # fmt: skip
+                           frame_stack=policy.frame_stack if policy is not None else 1)
         if cfg.env_params:  # samplers too, from each agent's next episode (the constants are on the command line)
             env.set_env_params(wire_values(dict(cfg.env_params)))
         result["launch_seconds"] = round(time.perf_counter() - t, 3)
@@ -277,7 +277,7 @@ def windowed_engine_only(game: GodotGame, cfg: Config, display: str) -> dict:
     """A camera game's engine-only figures on the windowed binary (cameras rendering, no trainer): as many processes
     as the configuration's instances, on ``display``."""
     eb = engine_benchmark(game, cfg.agents, steps=CAMERA_BENCHMARK_STEPS, instances=cfg.instances, display=display,
-                          copies=cfg.copies, extra_args=cfg.game_args)  # fmt: skip
+                          copies=cfg.copies, extra_args=cfg.game_args)
     return {"engine_only_agent_steps_per_second": eb["agent_steps_per_second"] if eb else None,
             "engine_only_ms_per_decision": engine_ms_per_decision(eb)}
 

@@ -71,7 +71,7 @@ def verdict(results, cores) -> str:
         busy = a["resources"].get("machine_cpu_pct", 0.0)
         bound = (f"CPU-bound: {busy:.0f}% of {100 * cores}% busy with {a['instances']}"
                  if busy >= CPU_BOUND_FRACTION * 100 * cores
-                 else f"not CPU-bound: {busy:.0f}% of {100 * cores}% busy with {a['instances']}")  # fmt: skip
+                 else f"not CPU-bound: {busy:.0f}% of {100 * cores}% busy with {a['instances']}")
         parts.append(f"beyond {_plural(a['instances'], m + ' instance')} ({a['agent_steps_per_second']:,.0f}) "
                      f"throughput stops growing (at best {gain:+.0f}%, {b['agent_steps_per_second']:,.0f} with "
                      f"{b['instances']}; {bound})")

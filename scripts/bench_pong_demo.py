@@ -33,7 +33,7 @@ import demo_games  # noqa: E402
 REPO = demo_games.REPO
 TRAINER = [sys.executable, "-m", "python_trainer"]
 TRAIN_FLAGS = ["--num-instances", "1", "--copies", "64", "--self-play", "--opponents", "scripted:0.2,pool:0.8",
-               "--eval-every", "500000", "--total-timesteps", "3000000"]  # fmt: skip
+               "--eval-every", "500000", "--total-timesteps", "3000000"]
 FIRST_SEED = 1000  # the engine's evaluations here: the trainer's games use seed + copy, its evaluations seed + 50000
 MATCHES = 100
 DECIDED = 50
@@ -44,7 +44,7 @@ def matches(binary: Path, policy: str, opponent: str, seed: int) -> dict:
     """MATCHES matches of ``policy`` against ``opponent`` in the engine on ``seed``: the game's report."""
     out = subprocess.run([str(binary), f"--policy={policy}", f"--opponent={opponent}", f"--eval_episodes={MATCHES}",
                           "--fixed-fps", "60", f"--env_seed={seed}"], capture_output=True, text=True,
-                         timeout=1800).stdout  # fmt: skip
+                         timeout=1800).stdout
     return json.loads(next(line for line in out.splitlines() if line.startswith('{"eval"')))["eval"]
 
 
@@ -70,7 +70,7 @@ def show(name: str, opponent: str, r: dict) -> str:
     rate = f"{r['wins'] / decided:.0%}" if decided else "-"
     return (f"{name} vs {opponent}: {rate} of decided points ({r['wins']}/{decided}), {r['draws']} draws in "
             f"{r['matches']} matches; as the left paddle {r['left'][0]}-{r['left'][1]}, as the right "
-            f"{r['right'][0]}-{r['right'][1]}")  # fmt: skip
+            f"{r['right'][0]}-{r['right'][1]}")
 
 
 def curve(log: str) -> list:
@@ -107,7 +107,7 @@ def main():
         with open(log_file, "w") as log:
             subprocess.run([*TRAINER, "train", "--env-path", str(binary), *TRAIN_FLAGS, "--seed", str(args.seed),
                             "--run-dir-root", str(root), "--exp-name", "bench"], cwd=REPO, stdout=log,
-                           stderr=subprocess.STDOUT, check=True)  # fmt: skip
+                           stderr=subprocess.STDOUT, check=True)
         wall_file.write_text(f"{time.monotonic() - start:.0f}\n")
     run = next(p for p in sorted(root.iterdir()) if (p / "args.json").exists())
     log = log_file.read_text()
@@ -124,7 +124,7 @@ def main():
     for step, tags in curve(log):
         rates = [tags.get(f"eval/{name}/win_rate") for name in yardsticks]
         print(f"{step:>9} " + " ".join(f"{'-' if r is None else f'{r:.0%}':>11}" for r in rates)
-              + f"  {tags.get('eval/scripted/decided', 0):>16.0f} {tags['elo'] or '-':>6}")  # fmt: skip
+              + f"  {tags.get('eval/scripted/decided', 0):>16.0f} {tags['elo'] or '-':>6}")
     best = json.loads((run / "best" / "evaluation.json").read_text())
     print(f"best: the evaluation at step {best['global_step']} (win rate against scripted {best['score']:.0%})")
     for name, policy in (("best", run / "best" / "policy.json"), ("final", run / "policy.json")):

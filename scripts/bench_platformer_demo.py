@@ -2,18 +2,18 @@
 
     .venv/bin/python scripts/bench_platformer_demo.py --demos PATH [--work DIR] [--steps 300000] [--max-seconds 780]
                                                       [--eval-every 75000] [--noop-max 30] [--episodes 50]
-                                                      [--coin-pull 0] [--climb 0]
+                                                      [--coin-pull 0]
 
 PATH is godot-demo-projects (a clone, bare or not; see scripts/demo_games.py). In DIR (default /tmp/bench_platformer):
 1. the game, built and exported from the docs' scene edit and controller (scripts/demo_games.py);
 2. `godot-ppo train` on 4 one-agent instances (the docs' set-up) for --steps learner steps or --max-seconds of wall
    time, whichever comes first, with `--eval-every` (20 deterministic and 20 sampled episodes at each evaluation,
-   randomised starts: `--eval-noop-max`), `--env-param coin_pull=W` and `climb=W` (the controller's rewards for
-   coming nearer to the nearest coin and for new heights; the periodic evaluations' returns include them), into
-   DIR/runs (a run folder already there is reused: delete it to train again);
+   randomised starts: `--eval-noop-max`) and `--env-param coin_pull=W` (the controller's reward for coming nearer to
+   the nearest coin; the periodic evaluations' returns include it), into DIR/runs (a run folder already there is
+   reused: delete it to train again);
 3. in the engine, on held-out env seeds (1000 and 1001, --episodes each, the two side by side), each episode starting
-   with 0 to --noop-max random decisions (`--policy_noop_max`), at the game's own reward (coin_pull and climb 0: a
-   coin is +1, nothing else is): random play, then the run's best/policy.json (the best periodic evaluation) and its
+   with 0 to --noop-max random decisions (`--policy_noop_max`), at the game's own reward (coin_pull 0: a coin is +1,
+   nothing else is): random play, then the run's best/policy.json (the best periodic evaluation) and its
    final policy.json, each deterministic (argmax) and sampled (`--policy_sample`).
 It prints the training's wall time and steps/s, its curve (at each evaluation: the deterministic and sampled policy's
 return, and the training episodes' coins and share reaching the upper half since the previous one), the trainer's
@@ -64,8 +64,7 @@ def train(work: Path, binary: Path, args) -> tuple:
         flags = ["train", "--env-path", str(binary), "--num-instances", "4", "--agents-per-instance", "1",
                  "--total-timesteps", str(args.steps), "--max-seconds", str(args.max_seconds), "--seed", "1",
                  "--eval-every", str(args.eval_every), "--eval-sample", "--eval-noop-max", str(args.noop_max),
-                 "--env-param", f"coin_pull={args.coin_pull}", "--env-param", f"climb={args.climb}",
-                 "--run-dir-root", str(root), "--exp-name", "coins",
+                 "--env-param", f"coin_pull={args.coin_pull}", "--run-dir-root", str(root), "--exp-name", "coins",
                  *args.train_flags]
         start = time.monotonic()
         with open(work / "train.log", "w") as log:
@@ -104,7 +103,6 @@ def main():
     parser.add_argument("--noop-max", type=int, default=30, help="randomised starts: 0 to K random decisions")
     parser.add_argument("--episodes", type=int, default=50, help="in-engine episodes on each held-out seed")
     parser.add_argument("--coin-pull", type=float, default=0.0, help="training's reward towards the nearest coin")
-    parser.add_argument("--climb", type=float, default=0.0, help="training's reward for new heights")
     parser.add_argument("train_flags", nargs="*", help="more flags for train (after --)")
     args = parser.parse_args()
     work = args.work
@@ -117,7 +115,7 @@ def main():
     steps = json.loads((run / "args.json").read_text()).get("total_timesteps")
     rows, sps = curve(run)
     print(f"training: {run} ({wall:.0f} s wall time, last SPS {sps:.0f}, --total-timesteps {steps})")
-    print("the curve (20 episodes each, randomised starts; their returns are coins + the shaping; training: the coins"
+    print("the curve (20 episodes each, randomised starts; their returns are coins + the pull; training: the coins"
           " of the episodes since the previous evaluation):")
     print("     step  deterministic  sampled  training  training upper half")
     for step, det, sampled, coins, upper in rows:

@@ -276,9 +276,10 @@ class ScriptErrorWatch:
     def end(self) -> None:
         """The game's output ended: report an error still held back for its ``At:`` line."""
         if self.first is None and self._held:
-            found = _first_script_error(self._partial.split(b"\n"))
+            lines = self._partial.split(b"\n")
+            found = _first_script_error(lines)
             if found is not None:
-                self._report(found[1], self._partial.split(b"\n")[found[0]:])
+                self._report(found[1], lines[found[0]:])
 
     def _report(self, first: str, lines: list) -> None:
         self.first = first

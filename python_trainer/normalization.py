@@ -32,10 +32,10 @@ class NormArgs:
 
 
 def bool_flag_aliases(argv):
-    """Accept --norm-obs / --no-norm-obs (and --norm-reward) as flags for the three-state auto options."""
+    """Accept --norm-obs / --no-norm-obs (and --norm-reward, --in-engine) as flags for the three-state auto options."""
     out, argv = [], list(argv)
     for i, a in enumerate(argv):
-        for name in ("norm-obs", "norm-reward"):
+        for name in ("norm-obs", "norm-reward", "in-engine"):
             nxt = argv[i + 1] if i + 1 < len(argv) else None
             if a == f"--{name}" and nxt not in ("True", "False", "None"):
                 out += [a, "True"]

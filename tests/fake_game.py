@@ -21,6 +21,10 @@ plus test-only ones:
                                     exchange; without $DISPLAY (a headless build renders nothing) the game refuses
                                     its first reset with one "rl_sync: error:" line, as the real headless build does
   --fake_image_shrink=N             from step N on, agent 1's frame is one byte short (a size that changes mid-run)
+  --fake_actors                     env_info says "actors": the in-engine actors' exchange (python_trainer/envs/
+                                    fragment_wire.py): it reads the policy file's sizes, takes weights, and answers
+                                    "fragment" with uniform random actions (no network), a heartbeat every
+                                    --fake_alive_s (default 1) seconds; hang_after/crash_after count its steps too
   --fake_dialect=godot_rl           speak exactly as a game made with godot_rl_agents' plugin (Godot 3 branch, see
                                     python_trainer/envs/protocol.py): no --list_envs answer, no hello, one space each in
                                     env_info, no info, done = terminated or time limit; --action_repeat defaults to 8
@@ -210,6 +214,53 @@ def main():
     def with_image(o, j):
         return {**o, image_key: frame_of(j).hex()} if image else o
 
+    actors = None  # actor mode: what the "actors" message set up
+
+    def fragment(sock, msg, actors, n, steps):
+        """Act alone for num_steps steps (uniform random actions), as the in-engine actors do, then send the
+        fragment: its header and its body in parts of at most --fake_part_floats values (default: one part)."""
+        body, episodes, alive_at = [], [], time.monotonic()
+        rng, d = actors["rngs"], sum(s for _, s in obs_spec)
+        for _ in range(actors["num_steps"]):
+            steps += 1
+            if crash_after is not None and steps > crash_after:
+                print("fake_game: crashing on purpose", file=sys.stderr, flush=True)
+                os._exit(7)
+            if hang_after is not None and steps > hang_after:
+                print("fake_game: hanging on purpose", flush=True)
+                time.sleep(3600)
+            time.sleep(float(args.get("fake_step_delay", 0)))
+            if time.monotonic() - alive_at >= float(args.get("fake_alive_s", 1)):
+                send(sock, {"type": "alive", "step": steps})
+                alive_at = time.monotonic()
+            obs = [v for j in range(n) for v in flat_obs(j)]
+            acts, rew, statuses, final = [], [], [], []
+            for j in range(n):
+                a = [rng[j].uniform(-1.5, 1.5) for _ in range(floats_per_agent)]
+                a += [float(rng[j].randrange(act_spec[k]["size"])) for k in int_keys]
+                acts += a
+                last[j] = sum(a)
+                t[j] += 1
+                rew.append(0.1 + 0.01 * j)
+                term = rngs[j].random() < 0.05
+                trunc = (not term) and t[j] >= max_steps
+                statuses.append(2.0 if trunc else 1.0 if term else 0.0)
+                if term or trunc:
+                    final += flat_obs(j) if trunc else []
+                    episodes.append({"agent": j, "return": round(t[j] * (0.1 + 0.01 * j), 6), "length": t[j],
+                                     "info": {"fake_length": t[j]}})
+                    t[j], last[j] = 0, 0.0
+            body += obs + acts + rew + statuses + final + ([0.0] * n if actors["logprob"] else [])
+        body += [v for j in range(n) for v in flat_obs(j)]
+        size = int(args.get("fake_part_floats", len(body) or 1))
+        chunks = [body[i:i + size] for i in range(0, len(body), size)] or [[]]
+        send(sock, {"type": "fragment", "version": msg["version"], "parts": len(chunks), "floats": len(body),
+                     "episodes": episodes})
+        for chunk in chunks:
+            part = struct.pack(f"<II{len(chunk)}f", 22, len(chunk), *chunk)
+            sock.sendall(struct.pack("<I", len(part)) + part)
+        return steps
+
     float_keys = sorted(k for k, spec in act_spec.items() if spec["action_type"] == "continuous")
     int_keys = sorted(k for k, spec in act_spec.items() if spec["action_type"] == "discrete")
     floats_per_agent = sum(act_spec[k]["size"] for k in float_keys)
@@ -242,6 +293,7 @@ def main():
                 "action_space": [act_spec] * n, "agent_policy_names": ["shared_policy"] * n,
                 "env": env, "max_episode_steps": max_steps, "agents_from_flag": "fake_fixed_agents" not in args,
                 **({"step_encoding": "binary"} if binary else {}),
+                **({"actors": True} if "--fake_actors" in sys.argv else {}),
             })
         elif typ == "reset":
             if image and not os.environ.get("DISPLAY"):
@@ -253,6 +305,14 @@ def main():
                 t[j] = 0
                 last[j] = 0.0
             send(sock, {"type": "reset", "obs": [with_image(obs_of(j), j) for j in range(n)]})
+        elif typ == "actors" or (typ == "_packed" and actors is not None):
+            if typ == "actors":
+                actors = actor_mode(sock, msg, n, sum(s for _, s in obs_spec), floats_per_agent, len(int_keys))
+            elif len(unpack_arrays(msg["body"])[0][22]) != actors["weights"]:
+                print("rl_sync: error: a weights message of the wrong count", file=sys.stderr, flush=True)
+                sys.exit(1)
+        elif typ == "fragment":
+            steps = fragment(sock, msg, actors, n, steps)
         elif typ in ("action", "_packed"):
             packed = typ == "_packed"
             if packed:
@@ -324,6 +384,22 @@ def main():
         else:
             print(f"rl_sync: error: unknown message type {typ!r}", file=sys.stderr, flush=True)
             sys.exit(1)
+
+
+def actor_mode(sock, msg, n, obs_size, n_floats, n_ints):
+    """The reply to "actors": the weights a policy file of that shape carries (layers' weights and biases, the
+    continuous keys' log_std, the normaliser's mean and var), and the sizes; a sampler per agent."""
+    with open(msg["path"]) as f:
+        policy = json.load(f)
+    weights = sum(len(row) for layer in policy["layers"] for row in layer["weight"])
+    weights += sum(len(layer["bias"]) for layer in policy["layers"])
+    weights += sum(len(k.get("log_std", [])) for k in policy["action_keys"])
+    weights += 2 * obs_size if policy.get("obs_normalization") else 0
+    send(sock, {"type": "actors", "weights": weights, "obs_size": obs_size, "action_size": n_floats + n_ints,
+                "n_agents": n})
+    seed = int(parse_args(sys.argv[1:]).get("env_seed", 0))
+    return {"weights": weights, "num_steps": int(msg["num_steps"]), "logprob": bool(msg.get("logprob")),
+            "rngs": [random.Random(f"{msg['seed']}-{seed}-{j}") for j in range(n)]}
 
 
 def plain_game(args):

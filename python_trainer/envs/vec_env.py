@@ -204,6 +204,10 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             except GodotConnectionError as e:
                 error = e
 
+    def restart(self, i: int, error: BaseException) -> slice:  # --in-engine's lost fragment: the agents' slice
+        self._obs[self._slice(i)] = self._restart(i, error)
+        return self._slice(i)
+
     def _reset_obs(self, i: int) -> np.ndarray:
         """Instance i's reply to "reset": its agents' first observations, packed when the handshake asked for it
         (float32-exact, where JSON keeps 6 digits) or JSON."""

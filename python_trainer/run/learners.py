@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Optional
 
 from python_trainer.base.errors import say
+from python_trainer.engine.policy_file import game_policy, write_policy
+from python_trainer.engine.policy_weights import flat_weights
 from python_trainer.checkpoint import image_entry, space_to_dict
 from python_trainer.envs.env_params import binary_flags
 from python_trainer.envs.game import GodotGame
@@ -21,6 +23,7 @@ from python_trainer.run.checks import check_sizes
 from python_trainer.run.curriculum import from_flags
 from python_trainer.run.run_folder import TrainError
 from python_trainer.variants.async_rollouts import LocalAsyncRollouts
+from python_trainer.variants.engine_actors import EngineActorRollouts, InEngineRefused, decide
 from python_trainer.variants.policies import Learner, PolicySet
 from python_trainer.variants.ray_rollouts import RayRollouts
 from python_trainer.variants.rnd import RND
@@ -69,13 +72,27 @@ def make_rollouts(args, game, global_step, run_dir, start_values: Optional[dict]
     """This machine's envs (LocalRollouts; with --async, LocalAsyncRollouts: in a child process, collecting while the
     learner updates), or --ray-workers Ray workers with their own games (RayRollouts). ``start_values``: env_kwargs'."""
     kwargs = env_kwargs(args, game, global_step, run_dir, start_values)
+    if args.in_engine and not isinstance(game, GodotGame):
+        raise InEngineRefused(f"--in-engine: {args.env_id} is not a Godot game; drop --in-engine")
+    decide(args)  # --in-engine with a variant that does not run in the engine: refused before any game starts
     if args.ray_address is not None:
         if isinstance(game, GodotGame):  # a game of several policies is refused before Ray starts (seconds, a GB)
             _refuse_ray_policies(args, _policy_names(game, args))
         return RayRollouts(game, args, run_dir, kwargs, say)  # (--async: its workers' next fragments asked ahead)
     if args.async_rl:  # the games and their collection in a child process, the next rollout asked ahead
         return LocalAsyncRollouts(game, kwargs, args, args.max_policy_lag)
-    rollouts = LocalRollouts(make_vec_env(game, **kwargs), args.pipeline)
+    envs = make_vec_env(game, **kwargs)
+    if isinstance(game, GodotGame):  # the one rule: in the engine, or step by step
+        try:
+            in_engine, why = decide(args, envs)
+            if in_engine:
+                return engine_rollouts(envs, args, run_dir, why)
+        except BaseException:
+            envs.close()
+            raise
+    rollouts = LocalRollouts(envs, args.pipeline)
+    if isinstance(game, GodotGame):  # the start-up line's second half
+        rollouts.actors_line = f"\nactors: the trainer steps every agent ({why})"
     if not args.self_play:
         return rollouts
     try:  # the learning team against snapshots of its past policy (self_play.py)
@@ -83,6 +100,19 @@ def make_rollouts(args, game, global_step, run_dir, start_values: Optional[dict]
     except BaseException:
         rollouts.close()
         raise
+
+
+def engine_rollouts(envs, args, run_dir, why: str, logprob: bool = False) -> EngineActorRollouts:
+    """In-engine actors (variants/engine_actors.py) over ``envs``, sent the agent as policy_file.py makes it."""
+
+    def export(agent, normalizer):
+        return game_policy(agent, normalizer, envs.single_action_space, envs.env_info, env_id=args.env_id,
+                           source={"run": Path(run_dir).name, "in_engine_actors": True},
+                           where="the in-engine actors' policy")
+
+    return EngineActorRollouts(envs, num_steps=args.num_steps, seed=args.seed, step_timeout=args.step_timeout,
+                               run_dir=run_dir, why=why, export=export, flat=flat_weights, write=write_policy,
+                               logprob=logprob)
 
 
 # ======================================================================================================================

@@ -48,6 +48,7 @@ from python_trainer.run.training import TrainingRun
 from python_trainer.variants.async_rollouts import AsyncArgs
 from python_trainer.variants.cloning import CloningArgs
 from python_trainer.variants.cnn_agent import CnnArgs
+from python_trainer.variants.engine_actors import EngineActorArgs
 from python_trainer.variants.ray_rollouts import RayArgs
 from python_trainer.variants.recurrent import LSTMArgs
 from python_trainer.variants.rnd import RNDArgs
@@ -140,7 +141,7 @@ class EnvArgs:
 
 
 @dataclass
-class Args(CloningArgs, SelfPlayArgs, RayArgs, AsyncArgs, RolloutArgs, RNDArgs, LSTMArgs, CnnArgs, NormArgs, ppo.Args,
+class Args(CloningArgs, SelfPlayArgs, RayArgs, AsyncArgs, EngineActorArgs, RolloutArgs, RNDArgs, LSTMArgs, CnnArgs, NormArgs, ppo.Args,
            CurriculumArgs, FrameStackArgs, EnvArgs, TrackArgs, EvalArgs, ExperimentArgs):
     """Every flag of `godot-ppo train` (the fields of the bases, in --help's order: ExperimentArgs first)."""
 

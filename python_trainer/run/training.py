@@ -173,7 +173,7 @@ class TrainingRun:
             say(f"note: {args.env_id} simulates {rollouts.agents_per_instance} agents per instance whatever "
                 f"--agents-per-instance says; training {self.num_envs} envs")
         if rollouts.startup_line() is not None:
-            print(rollouts.startup_line(), flush=True)
+            print(rollouts.startup_line() + getattr(rollouts, "actors_line", ""), flush=True)
         # The algorithm's slots, filled once per policy (a game with several policies trains one network each, as
         # learners whose rollouts policies.PolicySet routes): the agent (MLP or --lstm), the bonus (--rnd), the
         # optimizer and the normaliser
@@ -221,6 +221,8 @@ class TrainingRun:
         write_args_json(self.run_dir, self.args, {
             "num_envs_resolved": self.num_envs, "batch_size": self.batch_size, "minibatch_size": self.minibatch_size,
             "num_iterations": self.num_iterations, **({"game_settings": game_settings} if game_settings else {}),
+            # the path engine_actors.decide took (a resume without the flag decides again, by the same rule)
+            **({"in_engine": getattr(self.rollouts, "in_engine", False)} if isinstance(self.game, GodotGame) else {}),
             "command": self.command, **tracked_fields(self.tracked)})
 
     def _clone(self):

@@ -4,6 +4,7 @@ extends Reference
 # tests/test_matches.py holds the two equal). A game made with godot_rl_agents' plugin sends none.
 
 const DriverMessage = preload("res://addons/rl_sync/driver_message.gd")
+const FragmentWire = preload("res://addons/rl_sync/fragment_wire.gd")
 
 # Each agent's arena: agents with one parent node (a pong court) share one, numbered in the order
 # the agents first appear (match_mode.gd plays a match in each).
@@ -20,6 +21,7 @@ static func add_to(sync_node: Node, info: Dictionary) -> Dictionary:
 	info[DECISION_FRAMES_KEY] = int(sync_node.action_repeat)
 	info[PHYSICS_FPS_KEY] = Engine.iterations_per_second
 	info[DriverMessage.SCRIPTED_KEY] = DriverMessage.scripted_agents(sync_node.agents)  # for --opponents scripted
+	info[FragmentWire.ACTORS] = true  # it has in-engine actors (fragment_mode.gd): train --in-engine
 	return info
 
 

@@ -1,0 +1,216 @@
+"""The in-engine actors' exchange (`train --in-engine`), the trainer's side: the message kinds, fields, statuses and the
+fragment's layout, declared once, the requests and the binary weights message built, and a fragment read back.
+
+The design is /work/notes/wire58.md (docs/training.md tells it to users). After the usual handshake and env_info:
+- the trainer sends {"type": "actors", "path": FILE, "num_steps": T, "seed": S, "logprob": false}; the game loads the
+  policy file FILE as --policy playback does and answers {"type": "actors", "weights": W, "obs_size": D,
+  "action_size": A, "n_agents": N} (A: the continuous values, then one value per discrete key);
+- a weights message is one binary message laid out as var2bytes(PoolRealArray): type 22, count W, W float32;
+- {"type": "fragment", "version": k} makes the game act alone for T steps, sending {"type": "alive", "step": s}
+  about once a second, then a header {"type": "fragment", "version": k, "parts": P, "floats": F, "episodes": [...]}
+  and P binary parts whose float32 values, concatenated, are the fragment's body: T step blocks (obs[N*D] raw,
+  actions[N*A] as sampled, rewards[N], statuses[N], each truncated agent's final obs[D], with "logprob" logprobs[N]),
+  then the tail obs[N*D] (the observations the next fragment starts from).
+godot_project/addons/rl_sync/fragment_wire.gd is the game's side; tests/test_engine_actors.py holds the two equal.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from python_trainer.envs.game import GameBugError
+
+ACTORS = "actors"  # the message that enters actor mode, its reply, and env_info's key of a game that has it
+FRAGMENT = "fragment"
+ALIVE = "alive"
+ERROR = "error"
+PATH_KEY = "path"
+NUM_STEPS_KEY = "num_steps"
+SEED_KEY = "seed"
+LOGPROB_KEY = "logprob"
+WEIGHTS_KEY = "weights"
+OBS_SIZE_KEY = "obs_size"
+ACTION_SIZE_KEY = "action_size"
+N_AGENTS_KEY = "n_agents"
+VERSION_KEY = "version"
+STEP_KEY = "step"
+PARTS_KEY = "parts"
+FLOATS_KEY = "floats"
+EPISODES_KEY = "episodes"
+AGENT_KEY = "agent"
+RETURN_KEY = "return"
+LENGTH_KEY = "length"
+INFO_KEY = "info"
+MESSAGE_KEY = "message"  # an "error" message's text
+ALIVE_PERIOD_S = 1.0  # the games' heartbeat while they collect (the trainer's wait runs from the last message)
+STATUS_RUNNING, STATUS_TERMINATED, STATUS_TRUNCATED = 0, 1, 2
+POOL_REAL_ARRAY = 22  # Godot's Variant type of PoolRealArray: the weights message and each part
+_HEADER = struct.Struct("<II")
+_LEN = struct.Struct("<I")
+
+
+class FragmentError(GameBugError):
+    """A game's reply in actor mode that does not fit the layout: a bug of the game's own, which a restart would repeat
+    (said in one line; nothing is restarted)."""
+
+
+def actors_message(path, num_steps: int, seed: int, logprob: bool = False) -> dict:
+    return {"type": ACTORS, PATH_KEY: str(path), NUM_STEPS_KEY: int(num_steps), SEED_KEY: int(seed),
+            LOGPROB_KEY: bool(logprob)}
+
+
+def fragment_message(version: int) -> dict:
+    return {"type": FRAGMENT, VERSION_KEY: int(version)}
+
+
+def weights_message(values) -> bytes:
+    """The framed binary weights message: its length, then var2bytes(PoolRealArray) of ``values``."""
+    data = np.ascontiguousarray(values, dtype="<f4").ravel()
+    body_size = _HEADER.size + 4 * data.size
+    return _LEN.pack(body_size) + _HEADER.pack(POOL_REAL_ARRAY, data.size) + data.tobytes()
+
+
+def check_actors_reply(reply: dict, label: str, *, weights: int, obs_size: int, action_size: int, n_agents: int):
+    """Raise FragmentError unless the game's "actors" reply agrees with what the trainer counts."""
+    expected = {WEIGHTS_KEY: weights, OBS_SIZE_KEY: obs_size, ACTION_SIZE_KEY: action_size, N_AGENTS_KEY: n_agents}
+    wrong = {k: reply.get(k) for k, v in expected.items() if reply.get(k) != v}
+    if wrong:
+        raise FragmentError(f"{label}: its {ACTORS!r} reply says " + ", ".join(f"{k}={v!r}" for k, v in wrong.items())
+                            + "; the trainer counts " + ", ".join(f"{k}={expected[k]}" for k in wrong)
+                            + " (a game and trainer of different versions? re-export the game)")
+
+
+@dataclass
+class Fragment:
+    """One instance's fragment as arrays: obs (T, N, D) raw, actions (T, N, A) as sampled, rewards (T, N), statuses
+    (T, N) (0 running, 1 terminated, 2 truncated), final_obs {t: (agents, (k, D) raw)} of the agents truncated at step
+    t, tail_obs (N, D), logprobs (T, N) or None, and the header's episodes (dicts, in order of ending)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    statuses: np.ndarray
+    tail_obs: np.ndarray
+    final_obs: dict = field(default_factory=dict)
+    logprobs: Optional[np.ndarray] = None
+    episodes: list = field(default_factory=list)
+
+
+def check_header(header: dict, version: int, label: str) -> tuple[int, int, list]:
+    """(parts, floats, episodes) of a fragment's header, checked."""
+    parts, floats, episodes = header.get(PARTS_KEY), header.get(FLOATS_KEY), header.get(EPISODES_KEY)
+    if header.get(VERSION_KEY) != version:
+        raise FragmentError(f"{label}: sent fragment {header.get(VERSION_KEY)!r} where fragment {version} was asked")
+    for name, value in ((PARTS_KEY, parts), (FLOATS_KEY, floats)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == PARTS_KEY else 0):
+            raise FragmentError(f"{label}: a fragment header's {name!r} is {value!r}, not a count")
+    if not isinstance(episodes, list) or not all(isinstance(e, dict) for e in episodes):
+        raise FragmentError(f"{label}: a fragment header's {EPISODES_KEY!r} is not a list of episodes")
+    return parts, floats, episodes
+
+
+def part_values(body: bytes, label: str) -> np.ndarray:
+    """The float32 values of one binary part (a view of ``body``)."""
+    if len(body) < _HEADER.size:
+        raise FragmentError(f"{label}: a fragment part of {len(body)} bytes has no array header")
+    kind, count = _HEADER.unpack_from(body, 0)
+    if kind != POOL_REAL_ARRAY or len(body) != _HEADER.size + 4 * count:
+        raise FragmentError(f"{label}: a fragment part must be a float32 array (type {POOL_REAL_ARRAY}, count, the "
+                            f"values); got type {kind}, count {count} in {len(body)} bytes")
+    return np.frombuffer(body, "<f4", count=count, offset=_HEADER.size)
+
+
+def parse_fragment(header: dict, parts: list, label: str, *, num_steps: int, n_agents: int, obs_size: int,
+                   action_size: int, logprob: bool = False) -> Fragment:
+    """A fragment from its header and its parts' bodies; raises FragmentError (one line) when they do not fit."""
+    _, floats, episodes = check_header(header, header.get(VERSION_KEY), label)
+    body = np.concatenate([part_values(p, label) for p in parts]) if parts else np.zeros(0, np.float32)
+    if body.size != floats:
+        raise FragmentError(f"{label}: a fragment's parts hold {body.size} float32 values, its header says {floats}")
+    T, N, D, A = num_steps, n_agents, obs_size, action_size
+    obs, actions = np.empty((T, N, D), np.float32), np.empty((T, N, A), np.float32)
+    rewards, statuses = np.empty((T, N), np.float32), np.empty((T, N), np.int64)
+    logprobs = np.empty((T, N), np.float32) if logprob else None
+    final_obs, at = {}, 0
+
+    def take(count):
+        nonlocal at
+        if at + count > body.size:
+            raise FragmentError(f"{label}: a fragment of {body.size} float32 values ends inside its step blocks "
+                                f"({T} steps of {N} agents, observations of {D}, actions of {A})")
+        at += count
+        return body[at - count:at]
+
+    for t in range(T):
+        obs[t] = take(N * D).reshape(N, D)
+        actions[t] = take(N * A).reshape(N, A)
+        rewards[t] = take(N)
+        status = take(N)
+        if not np.isin(status, (STATUS_RUNNING, STATUS_TERMINATED, STATUS_TRUNCATED)).all():
+            raise FragmentError(f"{label}: a fragment's statuses must be 0, 1 or 2; step {t} holds "
+                                f"{status.tolist()[:20]}")
+        statuses[t] = status
+        cut = np.flatnonzero(status == STATUS_TRUNCATED)
+        if cut.size:
+            final_obs[t] = (cut, take(cut.size * D).reshape(cut.size, D).copy())
+        if logprob:
+            logprobs[t] = take(N)
+    tail = take(N * D).reshape(N, D).copy()
+    if at != body.size:
+        raise FragmentError(f"{label}: a fragment holds {body.size - at} float32 values after its tail")
+    ended = int(np.count_nonzero(statuses))
+    if len(episodes) != ended:
+        raise FragmentError(f"{label}: a fragment's statuses end {ended} episodes, its header lists {len(episodes)}")
+    return Fragment(obs, actions, rewards, statuses, tail, final_obs, logprobs, episodes)
+
+
+def episodes_by_step(fragment: Fragment, label: str) -> dict:
+    """{t: [(agent, return, length, info)]} of the episodes that ended at step t, matched to the statuses agent by
+    agent (each agent's episodes end in order)."""
+    queues: dict = {}
+    for e in fragment.episodes:
+        agent = e.get(AGENT_KEY)
+        ret, length = e.get(RETURN_KEY), e.get(LENGTH_KEY)
+        if not isinstance(agent, int) or not isinstance(ret, (int, float)) or not isinstance(length, (int, float)):
+            raise FragmentError(f"{label}: a fragment's episode {str(e)[:120]} lacks its agent, return or length")
+        info = e.get(INFO_KEY)
+        queues.setdefault(agent, []).append((float(ret), int(length), info if isinstance(info, dict) else {}))
+    out = {}
+    for t in np.flatnonzero(fragment.statuses.any(axis=1)):
+        for agent in np.flatnonzero(fragment.statuses[t]):
+            if not queues.get(int(agent)):
+                raise FragmentError(f"{label}: agent {agent}'s episode ended at step {t} of a fragment whose header "
+                                    "does not list it")
+            out.setdefault(int(t), []).append((int(agent),) + queues[int(agent)].pop(0))
+    return out
+
+
+def receive_fragment(conn, version: int, timeout: float, **layout) -> Fragment:
+    """Fragment ``version`` from one instance's connection (protocol.GodotConnection): "alive" heartbeats are passed
+    over, each read waits ``timeout`` seconds from the last message (a silence past it raises GodotConnectionError,
+    which restarts the instance); a game's "error" or a malformed fragment raises GameBugError."""
+    from python_trainer.envs.protocol import decode_body, is_packed
+
+    label = conn.label
+    while True:
+        body = conn.recv_body(timeout, f"fragment {version} (or a heartbeat)")
+        if is_packed(body):
+            raise FragmentError(f"{label}: sent a binary message before fragment {version}'s header")
+        try:
+            msg = decode_body(body)
+        except ValueError as e:
+            raise FragmentError(f"{label}: sent a malformed message in actor mode ({e})") from None
+        kind = msg.get("type")
+        if kind == ALIVE:
+            continue
+        if kind == ERROR:
+            raise conn.game_bug(msg)
+        if kind != FRAGMENT:
+            raise FragmentError(f"{label}: sent a {kind!r} message where fragment {version} was expected")
+        parts, _, _ = check_header(msg, version, label)
+        bodies = [conn.recv_body(timeout, f"part {p + 1} of fragment {version}") for p in range(parts)]
+        return parse_fragment(msg, bodies, label, **layout)

@@ -1,0 +1,267 @@
+"""In-engine actors (`godot-ppo train --in-engine`): each game instance runs the current policy itself, samples its own
+actions and sends whole fragments of --num-steps decision steps; the trainer takes no part in the steps.
+
+One more implementation of ppo.py's rollout slot (rollout.Rollouts), beside LocalRollouts: `collect` exports the
+agent as a policy file's content (the first time the file itself, which each instance loads with the "actors"
+message: envs/fragment_wire.py), sends its weights to every instance as one binary float32 message, asks each for a
+fragment and waits for all (each read waits --step-timeout from the last message heard, the games' heartbeats
+included), then computes the behaviour log-probs and the values in one batched forward pass with the weights it sent
+and fills the buffer as collect_rollout does: observations normalised with the statistics the games were sent (the
+normaliser then updated from the raw observations), rewards scaled step by step, V(final obs) of truncated episodes,
+the episodes' returns and lengths from the fragments' headers. Synchronous: fragment k comes from update k's weights,
+exactly on-policy. A game killed or silent mid-fragment is restarted as the vector env restarts one (its partial
+fragment dropped) and re-enters actor mode; a malformed fragment is the game's bug, said in one line.
+
+`decide` is the one rule that picks the path when neither --in-engine nor --no-in-engine is given.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Callable, Optional
+
+import numpy as np
+import torch
+import tyro
+
+from python_trainer.base.errors import UserError
+from python_trainer.envs import fragment_wire as wire
+from python_trainer.envs.protocol import GODOT_RL, GodotConnectionError
+from python_trainer.rollout import LocalRollouts, NonFiniteEnvData, RolloutBuffer, finite_as_float32
+
+MAX_AGENTS_IN_ENGINE = 4  # the default runs in-engine when every instance has at most this many agents
+POLICY_FILE = "actors_policy.json"  # in the run folder: what the instances load when they enter actor mode
+
+
+@dataclass
+class EngineActorArgs:
+    in_engine: Annotated[Optional[bool], tyro.conf.arg(help_behavior_hint=(
+        f"(default: auto = on when every instance has at most {MAX_AGENTS_IN_ENGINE} agents and every variant asked "
+        "for runs in the engine)"))] = None
+    """Godot games: each instance runs the policy itself and sends whole fragments of --num-steps steps
+    (--in-engine / --no-in-engine; the start-up line says which path runs and why)"""
+
+
+class InEngineRefused(UserError):
+    """--in-engine asked for what does not run in the engine (yet): one line naming it."""
+
+
+def refused_variant(args) -> Optional[str]:
+    """The first flag asked for that does not run in the engine yet, from the flags alone (None: all do)."""
+    for asked, name in ((getattr(args, "lstm", False), "--lstm (an LSTM's state would have to live in the engine)"),
+                        (getattr(args, "self_play", False), "--self-play"),
+                        (getattr(args, "ray_address", None) is not None, "Ray (--ray-address)"),
+                        (getattr(args, "async_rl", False), "--async"),
+                        (getattr(args, "rnd", False), "--rnd (the fragment carries no terminated episode's last "
+                                                      "observation)"),
+                        (getattr(args, "editor", False), "--editor"),
+                        (getattr(args, "frame_stack", 1) != 1, "--frame-stack (a camera)")):
+        if asked:
+            return name
+    return None
+
+
+def refused_game(envs) -> Optional[str]:
+    """What of the game (its instances, as they connected) does not run in the engine, or None."""
+    if getattr(envs, "dialect", None) == GODOT_RL:
+        return "a game made with godot_rl_agents' plugin"
+    if getattr(envs, "image_layout", None) is not None:
+        return "a camera (an image observation; the CNN in GDScript costs about 5 ms per agent-decision)"
+    if getattr(envs, "mixed", False):
+        return "several policies in one game"
+    if not all(inst.env_info.get(wire.ACTORS) for inst in envs.launcher.instances):
+        return "an export without in-engine actors (older than this trainer: re-export it with godot-ppo export)"
+    return None
+
+
+def decide(args, envs=None) -> tuple[bool, str]:
+    """(whether the rollouts run in the engine, why), the one rule: --in-engine / --no-in-engine when given;
+    otherwise in the engine when every instance has at most MAX_AGENTS_IN_ENGINE agents and every variant asked for
+    runs there. ``envs``: the game's vector env once its instances are up (None: the flags alone). --in-engine with
+    a variant or game that does not run there raises InEngineRefused, never falls back."""
+    refused = refused_variant(args) or (refused_game(envs) if envs is not None else None)
+    if args.in_engine and refused:
+        raise InEngineRefused(f"--in-engine: {refused} does not run in the engine yet; drop --in-engine (or that flag)")
+    if args.in_engine is False:
+        return False, "--no-in-engine"
+    if refused:
+        return False, f"{refused} runs step by step"
+    if envs is None:
+        return bool(args.in_engine), "--in-engine" if args.in_engine else "the game is not started yet"
+    if args.in_engine:
+        return True, "--in-engine"
+    most = max(envs.agent_counts)
+    if most > MAX_AGENTS_IN_ENGINE:
+        return False, f"{most} agents per instance (in-engine from {MAX_AGENTS_IN_ENGINE} or fewer)"
+    return True, f"{most} agent{'s' if most != 1 else ''} per instance (at most {MAX_AGENTS_IN_ENGINE})"
+
+
+class EngineActorRollouts(LocalRollouts):
+    """The rollouts of in-engine actors over a GodotVecEnv's instances. ``export(agent, normalizer)``: the agent as
+    a policy file's content (engine/policy_file.game_policy); ``flat(policy)``: its weights message's values
+    (engine/policy_weights.flat_weights); ``write(path, policy)``: the policy file written. ``logprob``: the games
+    also send their own log-prob of each action (a test switch; kept in ``game_logprobs``)."""
+
+    in_engine = True  # (args.json's in_engine: the path the run took)
+
+    def __init__(self, envs, *, num_steps: int, seed: int, step_timeout: float, run_dir, why: str,
+                 export: Callable, flat: Callable, write: Callable, logprob: bool = False):
+        super().__init__(envs, pipeline=False)
+        self.num_steps, self.seed, self.step_timeout, self.why = num_steps, seed, step_timeout, why
+        self.export, self.flat, self.write, self.logprob = export, flat, write, logprob
+        self.policy_path = Path(run_dir).resolve() / POLICY_FILE
+        self.entered = [False] * envs.num_instances  # in actor mode since the instance's last other message
+        self.version, self.layout, self.game_logprobs = 0, None, None
+        self.fragment_wait_s = self.weights_s = 0.0
+
+    def startup_line(self) -> Optional[str]:
+        return (f"{self.envs.startup_line()}\nactors: in the engine ({self.why}): each instance samples the policy "
+                f"itself and sends fragments of {self.num_steps} steps x its agents")
+
+    # ---- what leaves actor mode: any other message to the games ------------------------------------------------------
+    def reset(self, normalizer, buf: RolloutBuffer, seed: int) -> None:
+        self.entered = [False] * len(self.entered)
+        super().reset(normalizer, buf, seed)
+
+    def evaluate(self, act, num_episodes: int, seed: int) -> list:
+        self.entered = [False] * len(self.entered)
+        return super().evaluate(act, num_episodes, seed)
+
+    def set_env_params(self, values: dict) -> None:
+        self.entered = [False] * len(self.entered)
+        super().set_env_params(values)
+
+    def scalars(self) -> dict:
+        return {"perf/fragment_wait_s": self.fragment_wait_s, "perf/weights_s": self.weights_s}
+
+    # ---- the exchange -------------------------------------------------------------------------------------------------
+    def _enter(self, i: int, policy: dict, weights: np.ndarray) -> None:
+        """Instance i into actor mode with the run's policy file (its sizes checked against the trainer's)."""
+        inst = self.envs.launcher.instances[i]
+        if not self.policy_path.exists():
+            self.write(self.policy_path, policy)
+        inst.conn.send(wire.actors_message(self.policy_path, self.num_steps, self.seed + self.version, self.logprob))
+        reply = inst.conn.recv(expect=wire.ACTORS)
+        wire.check_actors_reply(reply, inst.label(), weights=weights.size, obs_size=self.envs.obs_dim,
+                                action_size=self.layout["action_size"], n_agents=self.envs.agent_counts[i])
+        self.entered[i] = True
+
+    def _start(self, i: int, policy: dict, message: bytes, weights: np.ndarray) -> None:
+        """Instance i gets the weights and is asked for the next fragment (entering actor mode first if it left it)."""
+        if not self.entered[i]:
+            self._enter(i, policy, weights)
+        inst = self.envs.launcher.instances[i]
+        inst.conn.send_bytes(message, "the policy's weights")
+        inst.conn.send(wire.fragment_message(self.version))
+
+    def _fragments(self, agent, normalizer) -> tuple[list, np.ndarray]:
+        """Every instance's fragment with the agent's weights now (a restarted instance's own again), and which
+        agents' instances were restarted (their first observation starts an episode)."""
+        started = time.perf_counter()
+        self.layout = {"num_steps": self.num_steps, "obs_size": self.envs.obs_dim, "logprob": self.logprob,
+                       "action_size": 1 if agent.discrete else agent.action_shape[0]}
+        policy = self.export(agent, normalizer)
+        weights = np.asarray(self.flat(policy), np.float32)
+        message = wire.weights_message(weights)
+        self.version += 1
+        n = self.envs.num_instances
+        restarted = np.zeros(self.num_envs, bool)
+        failed = {}
+        for i in range(n):
+            try:
+                self._start(i, policy, message, weights)
+            except GodotConnectionError as e:
+                failed[i] = e
+        self.weights_s = time.perf_counter() - started
+        started, fragments = time.perf_counter(), [None] * n
+        for i in range(n):
+            while fragments[i] is None:
+                try:
+                    if i in failed:
+                        raise failed.pop(i)
+                    layout = dict(self.layout, n_agents=self.envs.agent_counts[i])
+                    fragments[i] = wire.receive_fragment(self.envs.launcher.instances[i].conn, self.version,
+                                                         self.step_timeout, **layout)
+                except GodotConnectionError as e:  # died or silent mid-fragment: dropped, restarted, asked again
+                    restarted[self.envs.restart(i, e)] = True
+                    self.entered[i] = False
+                    try:
+                        self._start(i, policy, message, weights)
+                    except GodotConnectionError as again:
+                        failed[i] = again
+        self.fragment_wait_s = time.perf_counter() - started
+        return fragments, restarted
+
+    # ---- the slot -----------------------------------------------------------------------------------------------------
+    def collect(self, agent, normalizer, buf: RolloutBuffer, bonus=None) -> None:
+        fragments, restarted = self._fragments(agent, normalizer)
+        started = time.perf_counter()
+        fill_buffer(buf, fragments, restarted, agent, normalizer, self.envs.agent_counts)
+        if self.logprob:
+            self.game_logprobs = np.concatenate([f.logprobs for f in fragments], axis=1)
+        buf.policy_s, buf.env_wait_s = time.perf_counter() - started, self.fragment_wait_s + self.weights_s
+        buf.group_steps = self.num_steps
+
+
+def fill_buffer(buf: RolloutBuffer, fragments: list, restarted: np.ndarray, agent, normalizer, counts) -> None:
+    """The buffer from the instances' fragments (agents in instance order), as collect_rollout fills it."""
+    obs = np.concatenate([f.obs for f in fragments], axis=1)  # (T, N, D) raw
+    actions = np.concatenate([f.actions for f in fragments], axis=1)
+    rewards = np.concatenate([f.rewards for f in fragments], axis=1)
+    statuses = np.concatenate([f.statuses for f in fragments], axis=1)
+    tail = np.concatenate([f.tail_obs for f in fragments], axis=0)
+    T, N, D = obs.shape
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    for t in range(T):  # NaN/inf from a game: the step it came at (rollout.check_finite's error)
+        if not (finite_as_float32(obs[t]) and finite_as_float32(rewards[t])):
+            raise NonFiniteEnvData(max(t - 1, 0))
+    if not finite_as_float32(tail):
+        raise NonFiniteEnvData(T - 1)
+    final = []  # (t, agent, raw final obs) of the truncated episodes
+    for k, f in enumerate(fragments):
+        for t, (agents, rows) in f.final_obs.items():
+            final += [(t, offsets[k] + a, row) for a, row in zip(agents, rows)]
+    # normalised with the statistics the games were sent, then the normaliser updated from the raw observations
+    norm = normalizer.normalize_obs(obs.reshape(T * N, D), update=False).reshape(T, N, D)
+    final_norm = normalizer.normalize_obs(np.stack([r for _, _, r in final]), update=False) if final else None
+    next_obs = normalizer.normalize_obs(tail, update=False)
+    normalizer.normalize_obs(np.concatenate([obs[1:].reshape(-1, D), tail]))  # the observations received after s_0
+    buf.episodes, buf.initial_state = [], buf.state.clone()
+    buf.obs[:] = norm
+    buf.dones[0] = np.where(restarted, 1.0, buf.next_done)
+    buf.dones[1:] = statuses[:-1] != wire.STATUS_RUNNING
+    buf.actions[:] = actions[..., 0].astype(np.int64) if agent.discrete else actions.reshape(buf.actions.shape)
+    with torch.no_grad():
+        _, logprob, _, values, _ = agent.get_action_and_value(
+            torch.from_numpy(norm.reshape(T * N, D)), torch.from_numpy(buf.actions.reshape((T * N,) + agent.action_shape)))
+        buf.logprobs[:] = logprob.numpy().reshape(T, N)
+        buf.values[:] = values.numpy().reshape(T, N, -1)
+        buf.final_values[:] = 0.0
+        if final:
+            cut_values = agent.get_value(torch.from_numpy(final_norm))[:, 0].numpy()
+            for (t, a, _), v in zip(final, cut_values):
+                buf.final_values[t, a] = v
+    for t in range(T):
+        done = statuses[t] != wire.STATUS_RUNNING
+        buf.rewards[t] = normalizer.scale_reward(rewards[t], done)
+    buf.terminated[:] = statuses == wire.STATUS_TERMINATED
+    buf.truncated[:] = statuses == wire.STATUS_TRUNCATED
+    buf.next_obs[:], buf.next_done[:] = next_obs, statuses[-1] != wire.STATUS_RUNNING
+    ended = {}
+    for k, f in enumerate(fragments):
+        for t, rows in wire.episodes_by_step(f, f"instance {k}").items():
+            ended.setdefault(t, []).extend((offsets[k] + a, r, l, info) for a, r, l, info in rows)
+    for t in sorted(ended):
+        buf.episodes.append((t, episode_infos(ended[t], N)))
+
+
+def episode_infos(rows: list, n: int) -> dict:
+    """gymnasium's infos of one step's ended episodes (what RunLog.record_episodes and the curriculum read)."""
+    mask, r, l = np.zeros(n, bool), np.zeros(n), np.zeros(n, np.int64)
+    final_info = np.empty(n, object)
+    for agent, ret, length, info in rows:
+        mask[agent], r[agent], l[agent], final_info[agent] = True, ret, length, info
+    return {"episode": {"r": r, "l": l, "t": np.zeros(n)}, "_episode": mask, "final_info": final_info,
+            "_final_info": mask.copy()}

@@ -10,6 +10,7 @@ var mean := []
 # 1 / sqrt(var + epsilon), per observation.
 var scale := []
 var clip := 0.0
+var epsilon := 1e-8
 
 
 # Reads {"mean", "var", "epsilon", "clip"} for n observations; returns "" or what is wrong.
@@ -20,7 +21,7 @@ func read(norm, n: int) -> String:
 	if norm["mean"].size() != n or norm["var"].size() != n:
 		return "obs_normalization has %d means and %d variances for %d observations" \
 				% [norm["mean"].size(), norm["var"].size(), n]
-	var epsilon := float(norm.get("epsilon", 1e-8))
+	epsilon = float(norm.get("epsilon", 1e-8))
 	clip = float(norm.get("clip", 10.0))
 	mean = []
 	scale = []
@@ -39,3 +40,12 @@ func apply(obs: Array) -> Array:
 	for i in range(mean.size()):
 		x.append(clamp((obs[i] - mean[i]) * scale[i], -clip, clip))
 	return x
+
+
+# New statistics (the in-engine actors' weights message): the n means, then the n variances, from
+# values[at]; epsilon and clip stay the file's.
+func set_stats(values: PoolRealArray, at: int) -> void:
+	var n := mean.size()
+	for i in range(n):
+		mean[i] = values[at + i]
+		scale[i] = 1.0 / sqrt(max(values[at + n + i], 0.0) + epsilon)

@@ -32,16 +32,25 @@ static func sampler():
 static func missing(action_keys: Array) -> String:
 	if not RlArgs.has(SAMPLE_FLAG):
 		return ""
-	for key in action_keys:
-		var log_std = key.get("log_std")
-		if key["action_type"] == "continuous" and (typeof(log_std) != TYPE_ARRAY or log_std.size() != int(key["size"])):
-			return ("--policy_sample needs the log-std of the continuous key \"%s\" (\"log_std\", a version 5 file): "
-					+ "export the policy again with this godot-ppo") % key["key"]
+	var key := without_log_std(action_keys)
+	if key != "":
+		return ("--policy_sample needs the log-std of the continuous key \"%s\" (\"log_std\", a version 5 file): "
+				+ "export the policy again with this godot-ppo") % key
 	return ""
 
 
-# One action drawn from the distributions the outputs (logits, means) describe.
-static func sample(action_keys: Array, outputs: Array, rng: RandomNumberGenerator) -> Dictionary:
+# The first continuous key without its log-std (one value per action value), or "".
+static func without_log_std(action_keys: Array) -> String:
+	for key in action_keys:
+		var log_std = key.get("log_std")
+		if key["action_type"] == "continuous" and (typeof(log_std) != TYPE_ARRAY or log_std.size() != int(key["size"])):
+			return str(key["key"])
+	return ""
+
+
+# One action drawn from the distributions the outputs (logits, means) describe. `unclipped` (an Array, or
+# null) gets each continuous value as drawn, before clipping (the in-engine actors record them).
+static func sample(action_keys: Array, outputs: Array, rng: RandomNumberGenerator, unclipped = null) -> Dictionary:
 	var action := {}
 	var offset := 0
 	for key in action_keys:
@@ -52,10 +61,39 @@ static func sample(action_keys: Array, outputs: Array, rng: RandomNumberGenerato
 			var values := []
 			for i in range(size):
 				var value: float = outputs[offset + i] + exp(float(key["log_std"][i])) * rng.randfn(0.0, 1.0)
+				if unclipped != null:
+					unclipped.append(value)
 				values.append(clamp(value, -1.0, 1.0))
 			action[key["key"]] = values
 		offset += size
 	return action
+
+
+# The log-probability of an action as torch's distributions give it: per discrete key its index's
+# log-softmax, per continuous value the Normal(mean, exp(log_std)) log-density of its unclipped value
+# (`unclipped`, in the keys' order), summed.
+static func log_prob(action_keys: Array, outputs: Array, action: Dictionary, unclipped: Array) -> float:
+	var total := 0.0
+	var offset := 0
+	var c := 0
+	for key in action_keys:
+		var size := int(key["size"])
+		if key["action_type"] == "discrete":
+			var top: float = outputs[offset]
+			for i in range(1, size):
+				top = max(top, outputs[offset + i])
+			var sum := 0.0
+			for i in range(size):
+				sum += exp(outputs[offset + i] - top)
+			total += outputs[offset + int(action[key["key"]])] - top - log(sum)
+		else:
+			for i in range(size):
+				var log_std := float(key["log_std"][i])
+				var z: float = (unclipped[c] - outputs[offset + i]) / exp(log_std)
+				total += -0.5 * z * z - log_std - 0.5 * log(2.0 * PI)
+				c += 1
+		offset += size
+	return total
 
 
 # An index drawn with probabilities softmax(outputs[offset : offset + size]).

@@ -228,3 +228,8 @@ func sees(agent: int) -> bool:
 
 func act(obs, agent: int) -> Dictionary:
 	return _runner_of[agent].act(obs, agent)
+
+
+# The network (policy_runner.gd) that plays agent `agent`.
+func runner_of(agent: int):
+	return _runner_of[agent]

@@ -20,6 +20,7 @@ const TrainerSession = preload("res://addons/rl_sync/trainer_session.gd")
 const PolicyMode = preload("res://addons/rl_sync/policy_mode.gd")
 const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
 const CameraFrames = preload("res://addons/rl_sync/camera_frames.gd")
+const FragmentMode = preload("res://addons/rl_sync/fragment_mode.gd")
 
 enum Mode { HUMAN, TRAIN, BENCHMARK, POLICY }
 
@@ -97,6 +98,10 @@ func _look_for_editor_trainer() -> void:
 func step() -> String:
 	match mode:
 		Mode.TRAIN:  # then the game's own actions for the agents it drives (driver_message.gd)
+			if FragmentMode.collecting(_sync):  # in-engine actors collecting a fragment (fragment_mode.gd)
+				var collected := FragmentMode.step(_sync)
+				if collected != "" or FragmentMode.collecting(_sync):
+					return collected
 			var error := session.step()
 			preload("res://addons/rl_sync/driver_message.gd").act_for(_sync)
 			return error

@@ -3,11 +3,9 @@ extends Reference
 # trainer's last action with the step's results and answers its messages until its next action.
 #
 # RLSync (sync.gd) holds one session in training mode and calls step() once per decision step.
-# The session's parts: trainer_handshake.gd (connecting, hello, handshake), json_actions.gd and
-# packed_actions.gd (checking and applying actions), agent_calls.gd (`call`), session_stats.gd
-# (`stats`), over the bytes of wire.gd. Nothing here quits or prints: every method returns "" to go
-# on, or a String that ends the run, which RLSync reports (CLOSED: a clean end; Wire.DISCONNECTED;
-# anything else: an error message).
+# The session's parts: trainer_handshake.gd (connecting, hello, handshake), json_actions.gd and packed_actions.gd
+# (actions), agent_calls.gd (`call`), session_stats.gd (`stats`), fragment_mode.gd (in-engine actors), over wire.gd's
+# bytes. Nothing here quits or prints: every method returns "" to go on, or a String that ends the run (CLOSED, Wire.DISCONNECTED, an error).
 
 const Wire = preload("res://addons/rl_sync/wire.gd")
 const TrainerHandshake = preload("res://addons/rl_sync/trainer_handshake.gd")
@@ -19,6 +17,7 @@ const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
 const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 const SceneCopies = preload("res://addons/rl_sync/scene_copies.gd")
 const CameraFrames = preload("res://addons/rl_sync/camera_frames.gd")
+const FragmentMode = preload("res://addons/rl_sync/fragment_mode.gd")
 
 # What step() returns when the trainer sent "close".
 const CLOSED := "the trainer closed the session"
@@ -123,6 +122,7 @@ func step() -> String:
 		var length := Wire.read_length(stream)
 		var arrived := OS.get_ticks_usec()
 		var message = Wire.read_body(stream, length, _max_brackets, _binary)
+		message = FragmentMode.route(_sync, message)  # actor mode's weights; any other message leaves actor mode
 		if typeof(message) == TYPE_STRING:
 			return message
 		var error := ""
@@ -169,6 +169,7 @@ func _answer(message: Dictionary) -> String:
 				return Wire.DISCONNECTED
 		"close": return CLOSED
 		"drivers": return preload("res://addons/rl_sync/driver_message.gd").answer(_sync, stream, message)  # our extension
+		"actors", "fragment": return FragmentMode.answer(_sync, stream, message, SETTLING)  # our extension, in-engine actors
 		"handshake":
 			var error := handshake.check(message)
 			_read_encodings()
@@ -183,7 +184,7 @@ func _answer(message: Dictionary) -> String:
 			if _send({"type": "env_params"}) != OK:
 				return Wire.DISCONNECTED
 		_:
-			return "unknown message type '%s' (expected handshake, env_info, reset, action, call, stats, env_params, drivers or close)" \
+			return "unknown message type '%s' (expected handshake, env_info, reset, action, call, stats, env_params, drivers, actors, fragment or close)" \
 					% str(message["type"])
 	return ""
 

@@ -1,0 +1,113 @@
+extends Reference
+# Actor mode (issue 58, `godot-ppo train --in-engine`): the game samples its agents' actions from the
+# trainer's policy itself and sends whole fragments of steps, the trainer taking no part in the steps.
+# The exchange, its words and the fragment's layout: fragment_wire.gd.
+#
+# The trainer's session (trainer_session.gd) shows this every message it reads (route(): in actor mode a
+# binary message is always weights, wrapped as {"type": "fragment", "weights": bytes}; another kind of
+# message leaves actor mode), then hands it its "actors" and "fragment" messages (answer()). RunMode
+# (run_mode.gd) calls step() at each decision step while a fragment is being collected. The mode lives on the sync node (META); fragment_actors.gd holds the policy and
+# the samplers, fragment_recorder.gd the collection. godot-rl's clients never send "actors", so nothing
+# here ever runs for them.
+
+const FragmentWire = preload("res://addons/rl_sync/fragment_wire.gd")
+const FragmentActors = preload("res://addons/rl_sync/fragment_actors.gd")
+const FragmentRecorder = preload("res://addons/rl_sync/fragment_recorder.gd")
+const Wire = preload("res://addons/rl_sync/wire.gd")
+const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
+
+# The sync node's meta key: the FragmentRecorder of actor mode (absent until "actors" succeeds).
+const META := "rl_sync_actors"
+# The field a binary message in actor mode arrives in (the session wraps it; JSON cannot hold bytes).
+const WEIGHTS_FIELD := "weights"
+
+
+# Answers a message of actor mode. Returns "" to read the next message, `started` once a fragment's
+# collection began (the session hands the frame back to the game), or the error that ends the run (said to
+# the trainer first, as {"type": "error", "message": ...}).
+static func answer(sync_node: Node, stream: StreamPeer, message: Dictionary, started: String) -> String:
+	var recorder = sync_node.get_meta(META) if sync_node.has_meta(META) else null
+	var error := ""
+	if message["type"] == FragmentWire.ACTORS:
+		return _enter(sync_node, stream, message)
+	if recorder == null:
+		error = "a \"%s\" message before \"%s\": the trainer asks for in-engine actors first" \
+				% [FragmentWire.FRAGMENT, FragmentWire.ACTORS]
+	elif typeof(message.get(WEIGHTS_FIELD)) == TYPE_RAW_ARRAY:
+		error = recorder.actors.set_weights(message[WEIGHTS_FIELD])
+	else:
+		var version = message.get(FragmentWire.VERSION_KEY)
+		if not BlockCompiler.is_finite_number(version) or version != floor(version):
+			error = "a \"%s\" request needs \"%s\": a whole number, got %s" \
+					% [FragmentWire.FRAGMENT, FragmentWire.VERSION_KEY, Wire.preview(version)]
+		else:
+			error = recorder.begin(int(version))
+			if error == "":
+				return started
+	if error != "" and error != Wire.DISCONNECTED:
+		_say(stream, error)
+	return error
+
+
+# "actors": loads the policy, replies with the sizes, and enters actor mode.
+static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> String:
+	var path = message.get(FragmentWire.PATH_KEY)
+	var num_steps = message.get(FragmentWire.NUM_STEPS_KEY)
+	var seed_value = message.get(FragmentWire.SEED_KEY, 0)
+	var error := ""
+	if typeof(path) != TYPE_STRING or path == "":
+		error = "\"%s\" needs \"%s\": a policy file" % [FragmentWire.ACTORS, FragmentWire.PATH_KEY]
+	elif not BlockCompiler.is_finite_number(num_steps) or num_steps != floor(num_steps) or num_steps < 1:
+		error = "\"%s\" needs \"%s\": a whole number of steps from 1, got %s" \
+				% [FragmentWire.ACTORS, FragmentWire.NUM_STEPS_KEY, Wire.preview(num_steps)]
+	elif not BlockCompiler.is_finite_number(seed_value) or seed_value != floor(seed_value):
+		error = "\"%s\" needs \"%s\": a whole number, got %s" \
+				% [FragmentWire.ACTORS, FragmentWire.SEED_KEY, Wire.preview(seed_value)]
+	var actors := FragmentActors.new()
+	if error == "":
+		error = actors.load_policy(sync_node, path, int(seed_value))
+	if error != "":
+		_say(stream, error)
+		return error
+	var recorder := FragmentRecorder.new(sync_node, stream, actors, int(num_steps),
+			message.get(FragmentWire.LOGPROB_KEY, false) == true)
+	sync_node.set_meta(META, recorder)
+	var reply := {
+		"type": FragmentWire.ACTORS,
+		FragmentWire.WEIGHTS_KEY: actors.weight_count,
+		FragmentWire.OBS_SIZE_KEY: actors.obs_size,
+		FragmentWire.ACTION_SIZE_KEY: actors.action_size,
+		FragmentWire.N_AGENTS_KEY: sync_node.agents.size(),
+	}
+	return Wire.DISCONNECTED if Wire.write_message(stream, to_json(reply)) != OK else ""
+
+
+# Whether a fragment is being collected (then RunMode calls step() at each decision step).
+static func collecting(sync_node: Node) -> bool:
+	return sync_node.has_meta(META) and sync_node.get_meta(META).collecting
+
+
+# One decision step of the fragment (FragmentRecorder.step()): "" to go on, or the error that ends the run.
+static func step(sync_node: Node) -> String:
+	var recorder = sync_node.get_meta(META)
+	var error: String = recorder.step()
+	if error != "" and error != Wire.DISCONNECTED:
+		_say(recorder.stream, error)
+	return error
+
+
+# A message the session read, before it is answered: in actor mode a binary message is the weights (wrapped
+# in WEIGHTS_FIELD), and any other message than "actors" and "fragment" (reset, action, call, env_params...)
+# leaves actor mode and works as before (the trainer sends "actors" again to come back).
+static func route(sync_node: Node, message):
+	if not sync_node.has_meta(META):
+		return message
+	if typeof(message) == TYPE_RAW_ARRAY:
+		return {"type": FragmentWire.FRAGMENT, WEIGHTS_FIELD: message}
+	if typeof(message) == TYPE_DICTIONARY and not [FragmentWire.ACTORS, FragmentWire.FRAGMENT].has(message.get("type")):
+		sync_node.remove_meta(META)
+	return message
+
+
+static func _say(stream: StreamPeer, error: String) -> void:
+	Wire.write_message(stream, to_json({"type": FragmentWire.ERROR, FragmentWire.MESSAGE_KEY: error}))

@@ -1,0 +1,55 @@
+extends Reference
+# The in-engine actors' exchange (issue 58; `godot-ppo train --in-engine`), the game's side of its words:
+# every message kind, field, status and period, declared once here. python_trainer/envs/fragment_wire.py
+# declares the same in Python; a test holds the two equal. fragment_mode.gd speaks it.
+#
+#   trainer -> game  {"type": "actors", "path": FILE, "num_steps": T, "seed": S, "logprob": false}
+#   game -> trainer  {"type": "actors", "weights": W, "obs_size": D, "action_size": A, "n_agents": N}
+#   trainer -> game  weights: one binary message, var2bytes(PoolRealArray) of W float32 values (no reply)
+#   trainer -> game  {"type": "fragment", "version": k}
+#   game -> trainer  {"type": "alive", "step": s} about every ALIVE_PERIOD_S of wall time while it collects,
+#                    then {"type": "fragment", "version": k, "parts": P, "floats": F, "episodes": [{"agent": i,
+#                    "return": R, "length": L, "info": {...}}, ...]} and P binary parts (var2bytes(PoolRealArray)
+#                    each, at most the message limit), whose values joined are the fragment's body of F floats:
+#   T step blocks: obs[N*D] (raw), actions[N*A] (as sampled: continuous values before clipping, then each
+#   discrete key's index), rewards[N], statuses[N] (STATUS_*), the final obs [D] of each agent whose status is
+#   STATUS_TRUNCATED (agent order), and with "logprob" logprobs[N]; then the tail obs[N*D] (the next obs).
+
+# Message kinds.
+const ACTORS := "actors"
+const FRAGMENT := "fragment"
+const ALIVE := "alive"
+const ERROR := "error"
+
+# "actors", the trainer's request.
+const PATH_KEY := "path"
+const NUM_STEPS_KEY := "num_steps"
+const SEED_KEY := "seed"
+const LOGPROB_KEY := "logprob"
+# "actors", the game's reply.
+const WEIGHTS_KEY := "weights"
+const OBS_SIZE_KEY := "obs_size"
+const ACTION_SIZE_KEY := "action_size"
+const N_AGENTS_KEY := "n_agents"
+# "fragment", the request and the header.
+const VERSION_KEY := "version"
+const PARTS_KEY := "parts"
+const FLOATS_KEY := "floats"
+const EPISODES_KEY := "episodes"
+# One ended episode of "episodes".
+const AGENT_KEY := "agent"
+const RETURN_KEY := "return"
+const LENGTH_KEY := "length"
+const INFO_KEY := "info"
+# "alive".
+const STEP_KEY := "step"
+# An "error" message's text.
+const MESSAGE_KEY := "message"
+
+# An agent's status in a step block.
+const STATUS_RUNNING := 0
+const STATUS_TERMINATED := 1
+const STATUS_TRUNCATED := 2
+
+# Seconds of wall time between two "alive" messages while a fragment is collected.
+const ALIVE_PERIOD_S := 1.0

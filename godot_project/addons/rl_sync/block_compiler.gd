@@ -1,67 +1,66 @@
 extends Reference
 # Turns a network's weights into fast GDScript, for policy_network.gd's layers and lstm_cell.gd's gates.
 #
-# GDScript pays per operation, not per multiply, so two tricks: the weights are packed into 3x3 Basis
-# blocks and the values into Vector3 chunks (ceil(n / 3) of them, the last one zero-padded), so one
-# Basis * Vector3 does 9 multiply-adds natively, about 5x faster than a scalar loop; and the step is
-# generated at load as straight-line GDScript (one `block * chunk` term per block, every block and
-# bias in a member variable): no loop, no Array indexing and no method-call lookup, about 3x faster
-# again than looping over the blocks.
+# GDScript pays per operation, not per multiply, so two tricks: the weights are packed into 3x3 Basis blocks and the
+# values into Vector3 chunks (ceil(n / 3) of them, the last one zero-padded), so one Basis * Vector3 does 9
+# multiply-adds natively, about 5x faster than a scalar loop; and the step is generated at load as straight-line
+# GDScript (one `block * chunk` term per block, every block and bias in a member variable): no loop, no Array
+# indexing and no method-call lookup, about 3x faster again than looping over the blocks.
 #
-# Use: declare each block and bias with basis() and vector() (each returns the member's name, for
-# the code; row_terms() declares a row's blocks and gives its terms), write the functions with line()
-# (a long sum with sum_line()), next_script() between two scripts, then compile(): one instance per
-# generated script, every member set to its value, so the numbers it runs on are the packed ones.
+# Use: declare each block and bias with basis() and vector() (each returns the member's name; with a `source`,
+# weights_setter.gd's expression of it, the script's set_weights(v) sets it from a flat buffer; row_terms() declares
+# a row's blocks and gives its terms), write the functions with line() (a long sum with sum_line()), next_script()
+# between two scripts, then compile(): one instance per script.
 #
-# Load time: GDScript 3.2's reload() grows with the square of a script's members and of a function's
-# statements (10k blocks compile in 0.3 s, 20k in 1.1 s, 55k in 14 s), so one script holds at most
-# BLOCKS_PER_SCRIPT blocks: a bigger network is compiled as several scripts (row_ranges() splits a
-# layer's output rows among them; run_joined() runs them) and loads in time linear in its size.
-# Wide rows: one output chunk whose sum has more than BLOCKS_PER_SCRIPT blocks (a layer of more than
-# 6,144 inputs) is split too: row_terms() writes its blocks as parts, each a script of its own that
-# sums about equal shares of at most BLOCKS_PER_SCRIPT blocks, reading its inputs straight from the
-# arrays (`w7 * c[7]`), and the row's sum is the bias plus one `part.run(c)` per part. A policy file
-# of 12 -> 65,536 -> 2 loads in seconds instead of minutes (docs/watching.md gives the figures).
+# Load time: GDScript 3.2's reload() grows with the square of a script's members and of a function's statements (10k
+# blocks compile in 0.3 s, 20k in 1.1 s, 55k in 14 s), so one script holds at most BLOCKS_PER_SCRIPT blocks: a
+# bigger network is compiled as several scripts (row_ranges() splits a layer's output rows among them; run_joined()
+# runs them) and loads in time linear in its size. Wide rows: one output chunk whose sum has more than
+# BLOCKS_PER_SCRIPT blocks (a layer of more than 6,144 inputs) is split too: row_terms() writes its blocks as parts,
+# each a script of its own that sums about equal shares of at most BLOCKS_PER_SCRIPT blocks, reading its inputs
+# straight from the arrays (`w7 * c[7]`), and the row's sum is the bias plus one `part.run(c)` per part. A policy
+# file of 12 -> 65,536 -> 2 loads in seconds instead of minutes (docs/watching.md gives the figures).
 
-# The largest size a policy file may declare (a layer's inputs or outputs, a camera's CNN features
-# included): far above any network the engine runs at speed, far below what would exhaust memory.
-# (python_trainer/base/bounds.py's LAYER_SIZE is the same bound.)
+# The largest size a policy file may declare (a layer's inputs or outputs, a camera's CNN features included; bounds.py's
+# LAYER_SIZE is the same bound): far above any network the engine runs at speed, far below what would exhaust memory.
 const MAX_SIZE := 65536
-# The most weights a policy file holds (its layers, LSTM and CNN together), counted from its declared
-# sizes before any is read: loading takes about 3 us a weight (bounds.py's POLICY_WEIGHTS).
+# The most weights a policy file holds (its layers, LSTM and CNN together), counted from its declared sizes before
+# any is read: loading takes about 3 us a weight (bounds.py's POLICY_WEIGHTS).
 const MAX_WEIGHTS := 16777216
-# The largest policy file read: 16 bytes for each of MAX_WEIGHTS weights (the trainer writes 12 to
-# 15), checked before the file is read (python_trainer/engine/policy_format.py's MAX_FILE_BYTES).
+# The largest policy file read: 16 bytes for each of MAX_WEIGHTS weights (the trainer writes 12 to 15), checked
+# before the file is read (python_trainer/engine/policy_format.py's MAX_FILE_BYTES).
 const MAX_FILE_BYTES := 16 * MAX_WEIGHTS
-# The most layers a policy file holds (dense layers and a camera policy's convolutions together): the compiled
-# network's load time grows with its weights (docs/watching.md gives the figures).
-# (python_trainer/engine/policy_format.py's MAX_LAYERS is the same bound.)
+# The most layers a policy file holds (dense layers and a camera policy's convolutions together; policy_format.py's
+# MAX_LAYERS is the same bound): the compiled network's load time grows with its weights (docs/watching.md's figures).
 const MAX_LAYERS := 32
 # The most blocks one generated script holds (see "Load time" above): 2048 compile in about 0.02 s.
 const BLOCKS_PER_SCRIPT := 2048
 # The longest sum written on one line: longer ones go on in `+=` lines.
 const TERMS_PER_LINE := 96
+const WeightsSetter = preload("res://addons/rl_sync/weights_setter.gd")
 
 var _members := PoolStringArray()
 var _lines := PoolStringArray()
 var _values := {}
-# The scripts written before the current one: their parts, each [members, lines, values], kept alive
-# until the last script is made (see compile()), and their instances (null: did not compile).
+var _setters := PoolStringArray()  # "member = source" of the script being written (weights_setter.gd)
+# The scripts written before the current one: their parts, each [members, lines, values], kept alive until the last
+# script is made (see compile()), and their instances (null: did not compile).
 var _finished := []
 var _instances := []
-# A part (see row_terms()) did not compile.
-var _failed := false
+var _failed := false  # a part (see row_terms()) did not compile
 
 
-func basis(name: String, value: Basis) -> String:
+func basis(name: String, value: Basis, source := "") -> String:
 	_members.append("var %s: Basis" % name)
 	_values[name] = value
+	if source != "": _setters.append("%s = %s" % [name, source])
 	return name
 
 
-func vector(name: String, value: Vector3) -> String:
+func vector(name: String, value: Vector3, source := "") -> String:
 	_members.append("var %s: Vector3" % name)
 	_values[name] = value
+	if source != "": _setters.append("%s = %s" % [name, source])
 	return name
 
 
@@ -84,21 +83,22 @@ func sum_line(indent: String, name: String, first: String, terms: PoolStringArra
 # The terms of the sum of blocks[i] * inputs[i] (one output chunk) in the script being written, each
 # block a member named prefix_i: or, past BLOCKS_PER_SCRIPT blocks, one `prefix_pK.run(args)` per part
 # (see "Wide rows"), a script that reads its inputs as `part_inputs` (["c[0]", ...]) from `args` ("c"),
-# the arrays of the function that calls it, which then needs no `inputs`.
-func row_terms(prefix: String, blocks: Array, inputs, part_inputs, args: String) -> PoolStringArray:
+# the arrays of the function that calls it, which then needs no `inputs`. `sources`: each block's (basis()).
+func row_terms(prefix: String, blocks: Array, inputs, part_inputs, args: String, sources := []) -> PoolStringArray:
 	var terms := PoolStringArray()
 	if not is_wide(blocks.size()):
 		for i in range(blocks.size()):
-			terms.append("%s * %s" % [basis("%s_%d" % [prefix, i], blocks[i]), inputs[i]])
+			terms.append("%s * %s" % [basis("%s_%d" % [prefix, i], blocks[i], "" if sources.empty() else sources[i]), inputs[i]])
 		return terms
 	for range_ in column_ranges(blocks.size()):
-		var outer := [_members, _lines, _values]
+		var outer := [_members, _lines, _values, _setters]
 		_members = PoolStringArray()
+		_setters = PoolStringArray()
 		_lines = PoolStringArray(["func run(%s) -> Vector3:" % args])
 		_values = {}
 		var part := PoolStringArray()
 		for i in range(range_[0], range_[1]):
-			part.append("%s * %s" % [basis("w%d" % i, blocks[i]), part_inputs[i]])
+			part.append("%s * %s" % [basis("w%d" % i, blocks[i], "" if sources.empty() else sources[i]), part_inputs[i]])
 		sum_line("\t", "s", "Vector3()", part)
 		line("\treturn s")
 		var instance = _instance()
@@ -107,7 +107,9 @@ func row_terms(prefix: String, blocks: Array, inputs, part_inputs, args: String)
 		_members = outer[0]
 		_lines = outer[1]
 		_values = outer[2]
+		_setters = outer[3]
 		var name := "%s_p%d" % [prefix, range_[0]]
+		if not sources.empty(): _setters.append("%s.set_weights(v)" % name)
 		_members.append("var %s" % name)
 		_values[name] = instance
 		terms.append("%s.run(%s)" % [name, args])
@@ -123,13 +125,13 @@ func next_script() -> void:
 	_members = PoolStringArray()
 	_lines = PoolStringArray()
 	_values = {}
+	_setters = PoolStringArray()
 
 
-# An instance of each generated script, in the order written, or null when one does not compile (a
-# bug in the generator: the caller words the error). Each script is made as soon as it is written, and
-# every script's values stay alive until the last is made: freeing them between two scripts left holes
-# that the next script's blocks filled in scattered order, which made a 32 x 128 network's step 1.6x
-# slower (cache misses).
+# An instance of each generated script, in the order written, or null when one does not compile (a bug in the
+# generator: the caller words the error). Each script is made as soon as it is written, and every script's values
+# stay alive until the last is made: freeing them between two scripts left holes that the next script's blocks
+# filled in scattered order, which made a 32 x 128 network's step 1.6x slower (cache misses).
 func compile():
 	var instances := _instances + [_instance()]
 	return null if instances.has(null) or _failed else instances
@@ -137,7 +139,8 @@ func compile():
 
 func _instance():
 	var script := GDScript.new()
-	script.source_code = "extends Reference\n\n%s\n\n%s\n" % [_members.join("\n"), _lines.join("\n")]
+	script.source_code = "extends Reference\n\n%s\n\n%s\n%s" % [_members.join("\n"), _lines.join("\n"),
+			WeightsSetter.function_source(_setters)]
 	if script.reload() != OK:
 		return null
 	var instance = script.new()

@@ -8,6 +8,7 @@ extends Reference
 
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const LstmCell = preload("res://addons/rl_sync/lstm_cell.gd")
+const WeightsSetter = preload("res://addons/rl_sync/weights_setter.gd")
 # Each activation a layer may end with, as the expression that applies it to one value (%s); relu and
 # sigmoid came with version 2 of the policy file (ONNX models imported from SB3 and other tools).
 const ACTIVATIONS := {
@@ -25,6 +26,10 @@ var _lstm_after := -1
 # func run(c: Array) -> Array; their outputs, joined, are the next stage's input.
 var _encoder := []
 var _heads := []
+var _weight_count := 0  # the values of the layers' weights and biases (set_weights())
+# Set before build(): the generated scripts also get a setter of their weights (weights_setter.gd), which
+# costs loading about 4x the time (in-engine actors want it, playback does not).
+var settable := false
 
 
 # Checks the LSTM's weights (null: none), then the layers for n_inputs observations and n_outputs
@@ -43,6 +48,22 @@ func run(chunks: Array, agent: int) -> Array:
 	if lstm != null:
 		out = _run_stages(_heads, lstm.step_chunks(agent, out))
 	return out
+
+
+func weight_count() -> int:
+	return _weight_count
+
+
+# New weights and biases of the same shape (the in-engine actors' update, weights_setter.gd): the first weight_count()
+# of `values` in the policy file's order, set by the generated scripts: no check, no compile. "" or what is wrong.
+func set_weights(values: PoolRealArray) -> String:
+	var refused := WeightsSetter.refusal(self, values.size())
+	if refused != "":
+		return refused
+	for stage in _encoder:
+		for script in stage:
+			script.set_weights(values)
+	return ""
 
 
 static func _run_stages(stages: Array, c: Array) -> Array:
@@ -74,6 +95,7 @@ func _load_layers(layers, n_inputs: int, n_outputs: int) -> String:
 	# Per layer: {"weight": out x in rows, "bias": out values, "activation": one of ACTIVATIONS}, once checked.
 	var checked := []
 	var n_in := n_inputs
+	_weight_count = 0
 	if lstm != null and _lstm_after > layers.size() - 1:
 		return "the LSTM comes after layer %d of %d: the heads need at least one layer after it" \
 				% [_lstm_after, layers.size()]
@@ -92,7 +114,8 @@ func _load_layers(layers, n_inputs: int, n_outputs: int) -> String:
 		if error != "":
 			return error
 		checked.append({"weight": layer["weight"], "bias": layer["bias"],
-				"activation": str(layer.get("activation", "linear"))})
+				"activation": str(layer.get("activation", "linear")), "offset": _weight_count})
+		_weight_count += layer["weight"].size() * (n_in + 1)
 		n_in = layer["weight"].size()
 	if n_in != n_outputs:
 		return "the network has %d outputs but action_keys need %d" % [n_in, n_outputs]
@@ -204,14 +227,17 @@ func _write_script(code, layers: Array, from: int, to: int, row_from: int, row_t
 			inputs.append("%s%d" % [previous, bi])
 			if wide:
 				part_inputs.append("c[%d]" % bi)
+		var offset: int = layers[l]["offset"] if settable else -1  # in set_weights()'s values (-1: no setter)
 		for bo in range(first, last):
 			var blocks := []
+			var sources := []
 			for bi in range(BlockCompiler.chunk_count(n_in)):
 				blocks.append(BlockCompiler.block(weight, 0, n_out, n_in, bo, bi))
-			var terms: PoolStringArray = code.row_terms("w%d_%d" % [l, bo], blocks, inputs, part_inputs, "c")
+				if settable: sources.append(WeightsSetter.block(offset, n_out, n_in, bo, bi))
+			var terms: PoolStringArray = code.row_terms("w%d_%d" % [l, bo], blocks, inputs, part_inputs, "c", sources)
 			var bias := BlockCompiler.chunk_at(layers[l]["bias"], 0, n_out, bo)
 			var h := "%s%d" % [current, bo]
-			code.sum_line("\t", h, code.vector("b%d_%d" % [l, bo], bias), terms)
+			code.sum_line("\t", h, code.vector("b%d_%d" % [l, bo], bias, WeightsSetter.bias(offset, n_out, n_in, bo)), terms)
 			var f: String = ACTIVATIONS[layers[l]["activation"]]
 			if f != "":
 				code.line("\t%s = Vector3(%s, %s, %s)" % [h, f % (h + ".x"), f % (h + ".y"), f % (h + ".z")])

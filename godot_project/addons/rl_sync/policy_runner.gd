@@ -41,6 +41,8 @@ var _network: PolicyNetwork = null
 var _n_outputs := 0
 # --policy_sample: this runner's generator (policy_sampling.gd); null: the file's action_rule.
 var _sampler = PolicySampling.sampler()
+# Set before loading: the network gets a setter of its weights (in-engine actors; weights_setter.gd).
+var settable := false
 
 
 # Loads and validates the file; returns "" or a message naming the file and what is wrong (a file
@@ -132,6 +134,7 @@ func load_dict(data) -> String:
 				n_inputs = 3 * BlockCompiler.chunk_count(cnn.features) + observation_size
 	if error == "":
 		var network := PolicyNetwork.new()
+		network.settable = settable
 		_n_outputs = PolicyActions.output_count(action_keys)
 		error = network.build(layers, lstm_weights, n_inputs, _n_outputs)
 		_network = network

@@ -24,6 +24,8 @@ var _game := ""
 var _by_file := {}
 # Per agent, the runner that plays it.
 var _runner_of := []
+# Set before loading: each network gets a setter of its weights (in-engine actors; weights_setter.gd).
+var settable := false
 
 
 # `specs`: agent_specs() of the game's agents.
@@ -66,7 +68,7 @@ func load_files(file_paths: Array, texts: Dictionary = {}) -> String:
 	paths = file_paths
 	var by_file := {}
 	for path in paths:
-		var runners = read_file(path) if not texts.has(path) else read_runners(path, texts[path])
+		var runners = read_file(path, settable) if not texts.has(path) else read_runners(path, texts[path], settable)
 		if typeof(runners) == TYPE_STRING:
 			return runners
 		by_file[path] = runners
@@ -76,7 +78,7 @@ func load_files(file_paths: Array, texts: Dictionary = {}) -> String:
 # A new version of one of the files (--policy_reload): it replaces that file's networks only if the
 # whole set still fits the agents. Returns "" or what is wrong (then nothing changed).
 func reload_text(path: String, text: String) -> String:
-	var runners = read_runners(path, text)
+	var runners = read_runners(path, text, settable)
 	if typeof(runners) == TYPE_STRING:
 		return runners
 	var by_file := _by_file.duplicate()
@@ -85,16 +87,17 @@ func reload_text(path: String, text: String) -> String:
 
 
 # The runners of one file (an Array), or a String saying what is wrong with it.
-static func read_file(path: String):
+static func read_file(path: String, settable := false):
 	var read := PolicyLimits.read_text(path)  # a file over the engine's bounds is not read
-	return read["error"] if read.has("error") else read_runners(path, read["text"])
+	return read["error"] if read.has("error") else read_runners(path, read["text"], settable)
 
 
 # The runners of a file's text: one for a single policy, one per entry for a bundle; or a String
 # saying what is wrong (an entry's error names its policy).
-static func read_runners(path: String, text: String):
+static func read_runners(path: String, text: String, settable := false):
 	var probe := PolicyRunner.new()
 	probe.path = path
+	probe.settable = settable
 	var parsed := probe.parse_text(text)
 	if parsed.has("error"):
 		return parsed["error"]
@@ -122,6 +125,7 @@ static func read_runners(path: String, text: String):
 		var runner := PolicyRunner.new()
 		runner.path = path
 		runner.policy_name = name
+		runner.settable = settable
 		# An entry without a source of its own shows the bundle's (the reloader prints its global step).
 		runner.source = data["source"] if typeof(data.get("source")) == TYPE_DICTIONARY else {}
 		error = runner.load_dict(entries[i])

@@ -113,7 +113,7 @@ class EngineActorRollouts(LocalRollouts):
         self.export, self.flat, self.write, self.logprob = export, flat, write, logprob
         self.policy_path = Path(run_dir).resolve() / POLICY_FILE
         self.entered = [False] * envs.num_instances  # in actor mode since the instance's last other message
-        self.version, self.layout, self.game_logprobs = 0, None, None
+        self.version, self.layout, self.game_logprobs, self.written = 0, None, None, None
         self.fragment_wait_s = self.weights_s = 0.0
 
     def startup_line(self) -> Optional[str]:
@@ -140,8 +140,9 @@ class EngineActorRollouts(LocalRollouts):
     def _enter(self, i: int, policy: dict, weights: np.ndarray) -> None:
         """Instance i into actor mode with the run's policy file (its sizes checked against the trainer's)."""
         inst = self.envs.launcher.instances[i]
-        if not self.policy_path.exists():
+        if self.written != self.version:  # the file of these weights, once per fragment that needs it
             self.write(self.policy_path, policy)
+            self.written = self.version
         inst.conn.send(wire.actors_message(self.policy_path, self.num_steps, self.seed + self.version, self.logprob))
         reply = inst.conn.recv(expect=wire.ACTORS)
         wire.check_actors_reply(reply, inst.label(), weights=weights.size, obs_size=self.envs.obs_dim,

@@ -62,8 +62,8 @@ func _ready() -> void:
 	pause_mode = PAUSE_MODE_PROCESS  # and while the tree is paused for a reset (step_order.gd)
 	set_physics_process(false)
 	set_process(false)
-	if env_name == "":
-		env_name = _scene_file_name()
+	if env_name == "" and get_tree().current_scene != null:
+		env_name = get_tree().current_scene.filename.get_file().get_basename()
 	# When this scene is the first of the run (not one the game selector or another scene picked),
 	# it answers --list_envs and --env; it starts nothing when the run goes to another scene or quits.
 	if GameRegistry.chosen_game() == "" and _in_current_scene():
@@ -71,8 +71,8 @@ func _ready() -> void:
 			return
 	if GameRegistry.chosen_game() != "":
 		env_name = GameRegistry.chosen_game()
-	# The game builds its agents in its own _ready, which runs after ours (children first).
-	call_deferred("_start")
+	# The game builds its agents in its own _ready, after ours, and may add sensors with call_deferred: start after.
+	call_deferred("call_deferred", "_start")
 
 
 # A node added to a tree without a current scene (a test runner) never chooses games.
@@ -81,27 +81,27 @@ func _in_current_scene() -> bool:
 	return scene != null and (scene == self or scene.is_a_parent_of(self))
 
 
-func _scene_file_name() -> String:
-	var scene := get_tree().current_scene
-	return scene.filename.get_file().get_basename() if scene != null else ""
+func _start() -> void:  # a script error stopping the start (then it returns null) must not leave the game idling
+	if _start_run() == null and not stopping:
+		_fail("a script error stopped the run's start (the first SCRIPT ERROR above): fix the script and line it names")
 
 
-func _start() -> void:
+func _start_run() -> bool:
 	if RlArgs.has_failed() or SceneCopies.take_over(self):  # --copies=N: builds them, starts again
-		return
+		return true
 	var flags := RunFlags.new()
 	if not flags.read(get_tree()):
-		return
+		return true
 	action_repeat = flags.action_repeat * frames_per_decision
 	flags.apply_speed()
 	agents = _find_agents()
 	if agents.empty():
 		RlArgs.fail(get_tree(), "no agent controllers found: add nodes extending agent_controller.gd to the scene")
-		return
+		return true
 	var params_error := _start_env_params(flags.env_seed)
 	if params_error != "":
 		RlArgs.fail(get_tree(), params_error)
-		return
+		return true
 	for agent in agents:
 		if flags.max_episode_steps > 0:
 			agent.max_episode_steps = flags.max_episode_steps
@@ -111,12 +111,12 @@ func _start() -> void:
 	var ended := _run.start(flags)
 	if ended != "":
 		_end(ended)
-		return
+		return true
 	if RlArgs.has("record_demos"):
 		var demos = DemoHooks.start(_run.mode, env_name, agents, action_spaces)
 		if typeof(demos) == TYPE_STRING:
 			_fail(demos)
-			return
+			return true
 		_demos = demos
 	if not RlArgs.is_headless():
 		_overlay = WindowHelpers.add_to(self, flags.record_every)
@@ -124,10 +124,10 @@ func _start() -> void:
 	_before_first_step = _run.is_local()
 	set_physics_process(true)
 	set_process(_clock.is_limited())
+	return true
 
 
-# Collects the parameters the game declares, hands them to every agent (before its first episode) and
-# applies --env_param; "" or what is wrong.
+# The parameters the game declares, handed to every agent before its first episode, then --env_param: "" or the error.
 func _start_env_params(seed_value: int) -> String:
 	var root: Node = get_tree().current_scene if _in_current_scene() else get_parent()
 	var declared = EnvParams.declared_in(root)

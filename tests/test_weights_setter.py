@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from python_trainer.base import paths
 from python_trainer.engine.policy_file import PolicyFileError, policy_dict, with_log_std
-from python_trainer.engine.policy_weights import flat_weights, weight_count
+from python_trainer.engine.policy_weights import agent_weights, flat_weights, weight_count
 
 GODOT = "godot3-server"
 POOL_REAL_ARRAY = 22  # Godot's Variant type of PoolRealArray (var2bytes' header)
@@ -151,3 +151,30 @@ def test_python_refuses_to_flatten_an_lstm_policy_or_a_continuous_key_without_it
         flat_weights(policy)
     with pytest.raises(PolicyFileError, match="MLP policies"):
         flat_weights({**policy, "lstm": {"after_layer": 1}})
+
+
+def test_the_agents_own_weights_are_the_flat_weights_of_its_policy_dict():
+    """agent_weights (the message after every update, no dict built) equals flat_weights of the policy dict that
+    policy_file.game_policy makes of the same agent and normaliser, for a hybrid agent (two continuous keys of 1 and 2
+    values: their log-stds, two discrete keys) with normalised observations."""
+    import gymnasium as gym
+
+    from python_trainer.fast_acting import FastAgent
+    from python_trainer.normalization import Normalizer
+
+    space = gym.spaces.Dict({"aim": gym.spaces.Box(-1.0, 1.0, (1,), np.float32), "jump": gym.spaces.Discrete(3),
+                             "move": gym.spaces.Box(-1.0, 1.0, (2,), np.float32), "mode": gym.spaces.Discrete(2)})
+    torch.manual_seed(0)
+    agent = FastAgent(12, space)
+    with torch.no_grad():
+        agent.actor_logstd.uniform_(-1, 0)
+    normalizer = Normalizer(12, 4, 0.99, norm_obs=True, norm_reward=False)
+    normalizer.normalize_obs(np.random.default_rng(0).normal(2.0, 3.0, (4, 12)))
+    keys = [{"key": "aim", "action_type": "continuous", "size": 1}, {"key": "move", "action_type": "continuous",
+            "size": 2}, {"key": "jump", "action_type": "discrete", "size": 3},
+            {"key": "mode", "action_type": "discrete", "size": 2}]  # the agent's output order (policy_file.action_keys)
+    policy = policy_dict(agent.policy_parts()["actor"], normalizer.obs_statistics(),
+                         with_log_std(keys, agent.actor_logstd), env="test", source={}, where="test")
+    expected = flat_weights(policy)
+    got = agent_weights(agent, normalizer)
+    assert got.dtype == np.float32 and got.shape == expected.shape and np.array_equal(got, expected)

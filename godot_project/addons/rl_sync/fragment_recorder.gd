@@ -57,6 +57,10 @@ func begin(version: int) -> String:
 # A decision step: the results of the actions chosen at the last one, then the next actions or, after the
 # fragment's last step, the tail and the fragment sent. "" or the error that ends the run.
 func step() -> String:
+	var problem := preload("res://addons/rl_sync/scene_copies.gd").problem()  # a copy's (input_watch.gd), as a step's
+	if problem != "":
+		collecting = false
+		return problem
 	var closed = _sync.order.take_closed()  # a step in which an episode ended was closed a frame before
 	if closed == null:
 		closed = DecisionStep.close(_agents)

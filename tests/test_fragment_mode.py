@@ -242,6 +242,25 @@ def test_the_sampler_draws_what_torchs_distributions_draw(games, tmp_path):
                                learner_logprobs(agent, normalizer, obs, actions), rtol=0, atol=1e-5)
 
 
+def test_a_discrete_key_of_three_choices_draws_its_softmax(games, tmp_path):
+    n, steps = 16, 1250  # 20,000 draws of memory's "move" (discrete, 3)
+    game = games(f"--agents={n}", env="memory")
+
+    def fixed(agent):
+        agent.actor[0].weight.zero_()
+        agent.actor[-1].bias.copy_(torch.tensor([0.8, -0.6, 0.1]))
+
+    path, agent, _ = policy_file(tmp_path / "p.json", game.info, "memory", change=fixed)
+    d = enter(game, path, steps)["obs_size"]
+    got, _ = blocks(collect(game)[1], n, d, 1, steps)
+    counts = np.bincount(np.concatenate([b["actions"][:, 0] for b in got]).astype(int), minlength=3)
+    with torch.no_grad():
+        expected = agent.distributions(agent.actor(torch.zeros(1, d)))[0].probs[0].numpy() * counts.sum()
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    p_value = float(torch.special.gammaincc(torch.tensor(1.0), torch.tensor(chi2 / 2)))  # 2 degrees of freedom
+    assert p_value > 1e-3, (counts, expected, chi2)
+
+
 # ---------------------------------------------------------------------------------------------- refusals
 def without_log_std(path):
     policy = json.loads(path.read_text())

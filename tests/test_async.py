@@ -27,9 +27,10 @@ from python_trainer.variants import async_rollouts
 from python_trainer.variants.recurrent import RecurrentAgent
 from python_trainer.variants.trained_agent import make_agent
 
-# ball_chase, 2 instances x 4 agents x 32 steps = 256 steps an update
+# ball_chase, 2 instances x 4 agents x 32 steps = 256 steps an update, collected step by step in a child process
+# (at 4 agents per instance the default would run in the engine: tests/test_engine_actors.py)
 BALL_CHASE = ["--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "4", "--num-steps", "32",
-              "--num-minibatches", "2", "--update-epochs", "2"]
+              "--num-minibatches", "2", "--update-epochs", "2", "--no-in-engine"]
 
 
 def _collector_pid(text: str) -> int:

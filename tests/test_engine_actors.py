@@ -199,7 +199,8 @@ def test_more_agents_than_k_or_an_older_export_train_step_by_step_and_in_engine_
     assert "\n" not in str(e.value) and run_dirs(tmp_path / "old_runs") == []
 
 
-@pytest.mark.parametrize("flag", [["--lstm"], ["--rnd"], ["--async"], ["--env-id", "CartPole-v1"]])
+@pytest.mark.parametrize("flag", [["--lstm"], ["--rnd"], ["--async", "--max-policy-lag", "2"],
+                                  ["--env-id", "CartPole-v1"]])
 def test_in_engine_with_what_does_not_run_there_is_refused_in_one_line_before_any_game_starts(tmp_path, flag):
     argv = ["--in-engine", *flag, "--run-dir-root", str(tmp_path)]
     if flag[0] != "--env-id":
@@ -209,6 +210,21 @@ def test_in_engine_with_what_does_not_run_there_is_refused_in_one_line_before_an
         train.main(argv)
     assert "\n" not in str(e.value) and time.monotonic() - started < 10
     assert run_dirs(tmp_path / "runs") == [] and run_dirs(tmp_path) in ([], [tmp_path / "runs"])
+
+
+def test_async_collects_the_next_fragment_during_the_update_with_a_lag_of_one_and_a_seed_repeats(tmp_path, capsys):
+    models = []
+    for k in range(2):
+        (tmp_path / str(k)).mkdir()
+        assert train.main(fake_train(tmp_path / str(k), "--total-timesteps", "256", "--async", "--norm-obs",
+                                     fake=("--fake_action=continuous:2,discrete:3",))) == 0
+        assert "policy lag 1" in capsys.readouterr().out
+        (run_dir,) = run_dirs(tmp_path / str(k) / "runs")
+        assert [v for _, v in read_scalars(run_dir)["charts/policy_lag"]] == [0, 1, 1, 1]
+        models.append((torch.load(run_dir / "model.pt", weights_only=False), (run_dir / "episodes.csv").read_text()))
+    assert models[0][1] == models[1][1] and len(models[0][1].splitlines()) > 5
+    for key, value in models[0][0]["model"].items():
+        assert torch.equal(value, models[1][0]["model"][key]), key
 
 
 def test_a_game_killed_mid_fragment_is_restarted_its_fragment_dropped_and_training_goes_on(tmp_path, capsys):
@@ -258,14 +274,16 @@ def test_sigterm_mid_fragment_stops_with_the_last_completed_updates_checkpoint_a
 
 
 # ---------------------------------------------------------------------------------------------- against the real game
-@pytest.mark.parametrize("env_id", ["ball_chase", "jumper", "cart_pole"])  # continuous, hybrid, discrete
-def test_the_learners_log_probs_of_the_games_actions_equal_the_games_own(tmp_path, env_id):
+@pytest.mark.parametrize("env_id, asynchronous", [("ball_chase", False), ("jumper", False), ("cart_pole", False),
+                                                  ("jumper", True)])  # continuous, hybrid, discrete; --async
+def test_the_learners_log_probs_of_the_games_actions_equal_the_games_own(tmp_path, env_id, asynchronous):
     """The game's log-prob of each sampled action (the "logprob" test switch) against the learner's recomputed one,
-    over two fragments (the second with the normaliser's statistics moved by the first)."""
+    over three fragments (the later ones with the normaliser's statistics moved, and the weights changed after each
+    as an update would: with --async the fragment was sampled with the weights before the change)."""
     from python_trainer.envs.vec_env import make_vec_env
 
     envs = make_vec_env(env_id, num_instances=1, agents_per_instance=2, run_dir=str(tmp_path), seed=3)
-    args = SimpleNamespace(env_id=env_id, num_steps=32, seed=5, step_timeout=30.0)
+    args = SimpleNamespace(env_id=env_id, num_steps=32, seed=5, step_timeout=30.0, async_rl=asynchronous)
     rollouts = engine_rollouts(envs, args, tmp_path, "test", logprob=True)
     try:
         assert engine_actors.decide(flags(), envs)[0] is True
@@ -277,9 +295,12 @@ def test_the_learners_log_probs_of_the_games_actions_equal_the_games_own(tmp_pat
         normalizer = Normalizer(obs_dim, n, 0.99, True, True)
         buf = RolloutBuffer(32, n, obs_dim, agent)
         rollouts.reset(normalizer, buf, seed=3)
-        for _ in range(2):
+        for _ in range(3):
             rollouts.collect(agent, normalizer, buf)
             np.testing.assert_allclose(buf.logprobs, rollouts.game_logprobs, atol=1e-5, rtol=0)
+            with torch.no_grad():  # as an update would
+                for p in agent.parameters():
+                    p.add_(0.05 * torch.randn_like(p))
         assert buf.truncated.any() or buf.terminated.any() or env_id != "cart_pole"
     finally:
         rollouts.close()

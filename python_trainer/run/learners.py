@@ -23,7 +23,7 @@ from python_trainer.run.checks import check_sizes
 from python_trainer.run.curriculum import from_flags
 from python_trainer.run.run_folder import TrainError
 from python_trainer.variants.async_rollouts import LocalAsyncRollouts
-from python_trainer.variants.engine_actors import EngineActorRollouts, InEngineRefused, decide
+from python_trainer.variants.engine_actors import EngineActorRollouts, InEngineRefused, decide, refused_variant
 from python_trainer.variants.policies import Learner, PolicySet
 from python_trainer.variants.ray_rollouts import RayRollouts
 from python_trainer.variants.rnd import RND
@@ -79,7 +79,8 @@ def make_rollouts(args, game, global_step, run_dir, start_values: Optional[dict]
         if isinstance(game, GodotGame):  # a game of several policies is refused before Ray starts (seconds, a GB)
             _refuse_ray_policies(args, _policy_names(game, args))
         return RayRollouts(game, args, run_dir, kwargs, say)  # (--async: its workers' next fragments asked ahead)
-    if args.async_rl:  # the games and their collection in a child process, the next rollout asked ahead
+    maybe = isinstance(game, GodotGame) and args.in_engine is not False and refused_variant(args) is None
+    if args.async_rl and not maybe:  # the games and their collection in a child process, the next rollout asked ahead
         return LocalAsyncRollouts(game, kwargs, args, args.max_policy_lag)
     envs = make_vec_env(game, **kwargs)
     if isinstance(game, GodotGame):  # the one rule: in the engine, or step by step
@@ -90,6 +91,9 @@ def make_rollouts(args, game, global_step, run_dir, start_values: Optional[dict]
         except BaseException:
             envs.close()
             raise
+        if args.async_rl:  # step by step, --async collects in a child process with games of its own
+            envs.close()
+            return LocalAsyncRollouts(game, kwargs, args, args.max_policy_lag)
     rollouts = LocalRollouts(envs, args.pipeline)
     if isinstance(game, GodotGame):  # the start-up line's second half
         rollouts.actors_line = f"\nactors: the trainer steps every agent ({why})"
@@ -112,7 +116,7 @@ def engine_rollouts(envs, args, run_dir, why: str, logprob: bool = False) -> Eng
 
     return EngineActorRollouts(envs, num_steps=args.num_steps, seed=args.seed, step_timeout=args.step_timeout,
                                run_dir=run_dir, why=why, export=export, flat=flat_weights, write=write_policy,
-                               logprob=logprob)
+                               logprob=logprob, asynchronous=bool(getattr(args, "async_rl", False)))
 
 
 # ======================================================================================================================

@@ -8,8 +8,9 @@ fragment and waits for all (each read waits --step-timeout from the last message
 included), then computes the behaviour log-probs and the values in one batched forward pass with the weights it sent
 and fills the buffer as collect_rollout does: observations normalised with the statistics the games were sent (the
 normaliser then updated from the raw observations), rewards scaled step by step, V(final obs) of truncated episodes,
-the episodes' returns and lengths from the fragments' headers. Synchronous: fragment k comes from update k's weights,
-exactly on-policy. A game killed or silent mid-fragment is restarted as the vector env restarts one (its partial
+the episodes' returns and lengths from the fragments' headers. Synchronous, fragment k comes from update k's weights,
+exactly on-policy; with --async the next fragments are asked for as soon as a collect has its own, so the games
+collect during the update with the weights before it (a policy lag of 1, the behaviour agent kept as a copy). A game killed or silent mid-fragment is restarted as the vector env restarts one (its partial
 fragment dropped) and re-enters actor mode; a malformed fragment is the game's bug, said in one line.
 
 `decide` is the one rule that picks the path when neither --in-engine nor --no-in-engine is given.
@@ -17,6 +18,7 @@ fragment dropped) and re-enters actor mode; a malformed fragment is the game's b
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +55,8 @@ def refused_variant(args) -> Optional[str]:
     for asked, name in ((getattr(args, "lstm", False), "--lstm (an LSTM's state would have to live in the engine)"),
                         (getattr(args, "self_play", False), "--self-play"),
                         (getattr(args, "ray_address", None) is not None, "Ray (--ray-address)"),
-                        (getattr(args, "async_rl", False), "--async"),
+                        (getattr(args, "async_rl", False) and getattr(args, "max_policy_lag", 1) > 1,
+                         "--max-policy-lag above 1"),
                         (getattr(args, "rnd", False), "--rnd (the fragment carries no terminated episode's last "
                                                       "observation)"),
                         (getattr(args, "editor", False), "--editor"),
@@ -107,8 +110,10 @@ class EngineActorRollouts(LocalRollouts):
     in_engine = True  # (args.json's in_engine: the path the run took)
 
     def __init__(self, envs, *, num_steps: int, seed: int, step_timeout: float, run_dir, why: str,
-                 export: Callable, flat: Callable, write: Callable, logprob: bool = False):
+                 export: Callable, flat: Callable, write: Callable, logprob: bool = False, asynchronous: bool = False):
         super().__init__(envs, pipeline=False)
+        self.asynchronous, self.pending, self.ready = asynchronous, None, None  # --async: the fragment asked ahead
+        self.collects = self.lag = self.lag_max = 0
         self.num_steps, self.seed, self.step_timeout, self.why = num_steps, seed, step_timeout, why
         self.export, self.flat, self.write, self.logprob = export, flat, write, logprob
         self.policy_path = Path(run_dir).resolve() / POLICY_FILE
@@ -117,24 +122,29 @@ class EngineActorRollouts(LocalRollouts):
         self.fragment_wait_s = self.weights_s = 0.0
 
     def startup_line(self) -> Optional[str]:
+        ahead = "; --async: each next fragment is collected during the update, policy lag 1" if self.asynchronous else ""
         return (f"{self.envs.startup_line()}\nactors: in the engine ({self.why}): each instance samples the policy "
-                f"itself and sends fragments of {self.num_steps} steps x its agents")
+                f"itself and sends fragments of {self.num_steps} steps x its agents{ahead}")
 
     # ---- what leaves actor mode: any other message to the games ------------------------------------------------------
     def reset(self, normalizer, buf: RolloutBuffer, seed: int) -> None:
-        self.entered = [False] * len(self.entered)
+        self._drain()
+        self.entered, self.ready = [False] * len(self.entered), None  # fresh episodes: a kept fragment is stale
         super().reset(normalizer, buf, seed)
 
     def evaluate(self, act, num_episodes: int, seed: int) -> list:
+        self._drain()
         self.entered = [False] * len(self.entered)
         return super().evaluate(act, num_episodes, seed)
 
     def set_env_params(self, values: dict) -> None:
+        self._drain()
         self.entered = [False] * len(self.entered)
         super().set_env_params(values)
 
     def scalars(self) -> dict:
-        return {"perf/fragment_wait_s": self.fragment_wait_s, "perf/weights_s": self.weights_s}
+        lag = {"charts/policy_lag": self.lag, "charts/policy_lag_max": self.lag_max} if self.asynchronous else {}
+        return {"perf/fragment_wait_s": self.fragment_wait_s, "perf/weights_s": self.weights_s, **lag}
 
     # ---- the exchange -------------------------------------------------------------------------------------------------
     def _enter(self, i: int, policy: dict, weights: np.ndarray) -> None:
@@ -157,9 +167,9 @@ class EngineActorRollouts(LocalRollouts):
         inst.conn.send_bytes(message, "the policy's weights")
         inst.conn.send(wire.fragment_message(self.version))
 
-    def _fragments(self, agent, normalizer) -> tuple[list, np.ndarray]:
-        """Every instance's fragment with the agent's weights now (a restarted instance's own again), and which
-        agents' instances were restarted (their first observation starts an episode)."""
+    def _ask(self, agent, normalizer) -> None:
+        """Send every instance the agent's weights and ask it for the next fragment; kept in ``pending``: what a
+        restart sends again, and (with --async, copies) the behaviour agent and the statistics the games were sent."""
         started = time.perf_counter()
         self.layout = {"num_steps": self.num_steps, "obs_size": self.envs.obs_dim, "logprob": self.logprob,
                        "action_size": 1 if agent.discrete else agent.action_shape[0]}
@@ -167,16 +177,24 @@ class EngineActorRollouts(LocalRollouts):
         weights = np.asarray(self.flat(policy), np.float32)
         message = wire.weights_message(weights)
         self.version += 1
-        n = self.envs.num_instances
-        restarted = np.zeros(self.num_envs, bool)
         failed = {}
-        for i in range(n):
+        for i in range(self.envs.num_instances):
             try:
                 self._start(i, policy, message, weights)
             except GodotConnectionError as e:
                 failed[i] = e
+        kept = (copy.deepcopy(agent), copy.deepcopy(normalizer)) if self.asynchronous else (agent, normalizer)
+        self.pending = (policy, message, weights, failed, *kept, self.collects)
         self.weights_s = time.perf_counter() - started
-        started, fragments = time.perf_counter(), [None] * n
+
+    def _wait(self) -> tuple:
+        """The pending fragments of every instance (a game that died or went silent mid-fragment is restarted, its
+        fragment dropped, and asked again with the same weights); (fragments, which agents' instances were
+        restarted, the behaviour agent, the normaliser it was sent, the collect that asked)."""
+        policy, message, weights, failed, behaviour, sent, asked_at = self.pending
+        self.pending, started = None, time.perf_counter()
+        n = self.envs.num_instances
+        restarted, fragments = np.zeros(self.num_envs, bool), [None] * n
         for i in range(n):
             while fragments[i] is None:
                 try:
@@ -193,21 +211,38 @@ class EngineActorRollouts(LocalRollouts):
                     except GodotConnectionError as again:
                         failed[i] = again
         self.fragment_wait_s = time.perf_counter() - started
-        return fragments, restarted
+        return fragments, restarted, behaviour, sent, asked_at
+
+    def _drain(self) -> None:
+        """Before any other message: the fragment the games are collecting, kept for the next collect."""
+        if self.pending is not None:
+            self.ready = self._wait()
 
     # ---- the slot -----------------------------------------------------------------------------------------------------
     def collect(self, agent, normalizer, buf: RolloutBuffer, bonus=None) -> None:
-        fragments, restarted = self._fragments(agent, normalizer)
-        started = time.perf_counter()
-        fill_buffer(buf, fragments, restarted, agent, normalizer, self.envs.agent_counts)
+        """The fragments asked for at the last collect (--async) or now, into ``buf``; with --async the next ones
+        are asked for at once, with the weights before this update."""
+        self.collects += 1
+        if self.pending is None and self.ready is None:
+            self._ask(agent, normalizer)
+        fragments, restarted, behaviour, sent, asked_at = self.ready or self._wait()
+        self.ready, started = None, time.perf_counter()
+        self.lag = self.collects - asked_at
+        self.lag_max = max(self.lag_max, self.lag)
+        fill_buffer(buf, fragments, restarted, behaviour, sent, normalizer, self.envs.agent_counts, critic=agent)
         if self.logprob:
             self.game_logprobs = np.concatenate([f.logprobs for f in fragments], axis=1)
         buf.policy_s, buf.env_wait_s = time.perf_counter() - started, self.fragment_wait_s + self.weights_s
         buf.group_steps = self.num_steps
+        if self.asynchronous:  # the games collect the next fragment while the learner updates
+            self._ask(agent, normalizer)
 
 
-def fill_buffer(buf: RolloutBuffer, fragments: list, restarted: np.ndarray, agent, normalizer, counts) -> None:
-    """The buffer from the instances' fragments (agents in instance order), as collect_rollout fills it."""
+def fill_buffer(buf: RolloutBuffer, fragments: list, restarted: np.ndarray, behaviour, sent, normalizer, counts,
+                critic) -> None:
+    """The buffer from the instances' fragments (agents in instance order), as collect_rollout fills it: the
+    observations normalised by ``sent`` (the normaliser as the games were sent it), log-probs of ``behaviour`` (the
+    agent whose weights they were sent), values of ``critic`` (the learner's agent now), ``normalizer`` updated."""
     obs = np.concatenate([f.obs for f in fragments], axis=1)  # (T, N, D) raw
     actions = np.concatenate([f.actions for f in fragments], axis=1)
     rewards = np.concatenate([f.rewards for f in fragments], axis=1)
@@ -225,23 +260,24 @@ def fill_buffer(buf: RolloutBuffer, fragments: list, restarted: np.ndarray, agen
         for t, (agents, rows) in f.final_obs.items():
             final += [(t, offsets[k] + a, row) for a, row in zip(agents, rows)]
     # normalised with the statistics the games were sent, then the normaliser updated from the raw observations
-    norm = normalizer.normalize_obs(obs.reshape(T * N, D), update=False).reshape(T, N, D)
-    final_norm = normalizer.normalize_obs(np.stack([r for _, _, r in final]), update=False) if final else None
-    next_obs = normalizer.normalize_obs(tail, update=False)
+    norm = sent.normalize_obs(obs.reshape(T * N, D), update=False).reshape(T, N, D)
+    final_norm = sent.normalize_obs(np.stack([r for _, _, r in final]), update=False) if final else None
+    next_obs = sent.normalize_obs(tail, update=False)
     normalizer.normalize_obs(np.concatenate([obs[1:].reshape(-1, D), tail]))  # the observations received after s_0
     buf.episodes, buf.initial_state = [], buf.state.clone()
     buf.obs[:] = norm
     buf.dones[0] = np.where(restarted, 1.0, buf.next_done)
     buf.dones[1:] = statuses[:-1] != wire.STATUS_RUNNING
-    buf.actions[:] = actions[..., 0].astype(np.int64) if agent.discrete else actions.reshape(buf.actions.shape)
+    buf.actions[:] = actions[..., 0].astype(np.int64) if critic.discrete else actions.reshape(buf.actions.shape)
     with torch.no_grad():
-        _, logprob, _, values, _ = agent.get_action_and_value(
-            torch.from_numpy(norm.reshape(T * N, D)), torch.from_numpy(buf.actions.reshape((T * N,) + agent.action_shape)))
+        rows = torch.from_numpy(norm.reshape(T * N, D))
+        _, logprob, _, values, _ = behaviour.get_action_and_value(
+            rows, torch.from_numpy(buf.actions.reshape((T * N,) + critic.action_shape)))
         buf.logprobs[:] = logprob.numpy().reshape(T, N)
-        buf.values[:] = values.numpy().reshape(T, N, -1)
+        buf.values[:] = (values if critic is behaviour else critic.get_value(rows)).numpy().reshape(T, N, -1)
         buf.final_values[:] = 0.0
         if final:
-            cut_values = agent.get_value(torch.from_numpy(final_norm))[:, 0].numpy()
+            cut_values = critic.get_value(torch.from_numpy(final_norm))[:, 0].numpy()
             for (t, a, _), v in zip(final, cut_values):
                 buf.final_values[t, a] = v
     for t in range(T):

@@ -9,7 +9,7 @@ from typing import Optional
 
 from python_trainer.base.errors import say
 from python_trainer.engine.policy_file import game_policy, write_policy
-from python_trainer.engine.policy_weights import flat_weights
+from python_trainer.engine.policy_weights import agent_weights
 from python_trainer.checkpoint import image_entry, space_to_dict
 from python_trainer.envs.env_params import binary_flags
 from python_trainer.envs.game import GodotGame
@@ -115,7 +115,7 @@ def engine_rollouts(envs, args, run_dir, why: str, logprob: bool = False) -> Eng
                            where="the in-engine actors' policy")
 
     return EngineActorRollouts(envs, num_steps=args.num_steps, seed=args.seed, step_timeout=args.step_timeout,
-                               run_dir=run_dir, why=why, export=export, flat=flat_weights, write=write_policy,
+                               run_dir=run_dir, why=why, export=export, weigh=agent_weights, write=write_policy,
                                logprob=logprob, asynchronous=bool(getattr(args, "async_rl", False)))
 
 

@@ -10,7 +10,8 @@ and fills the buffer as collect_rollout does: observations normalised with the s
 normaliser then updated from the raw observations), rewards scaled step by step, V(final obs) of truncated episodes,
 the episodes' returns and lengths from the fragments' headers. Synchronous, fragment k comes from update k's weights,
 exactly on-policy; with --async the next fragments are asked for as soon as a collect has its own, so the games
-collect during the update with the weights before it (a policy lag of 1, the behaviour agent kept as a copy). A game killed or silent mid-fragment is restarted as the vector env restarts one (its partial
+collect during the update with the weights before it (a policy lag of 1, the behaviour agent kept as a copy). A game
+killed or silent mid-fragment is restarted as the vector env restarts one (its partial
 fragment dropped) and re-enters actor mode; a malformed fragment is the game's bug, said in one line.
 
 `decide` is the one rule that picks the path when neither --in-engine nor --no-in-engine is given.
@@ -103,19 +104,19 @@ def decide(args, envs=None) -> tuple[bool, str]:
 
 class EngineActorRollouts(LocalRollouts):
     """The rollouts of in-engine actors over a GodotVecEnv's instances. ``export(agent, normalizer)``: the agent as
-    a policy file's content (engine/policy_file.game_policy); ``flat(policy)``: its weights message's values
-    (engine/policy_weights.flat_weights); ``write(path, policy)``: the policy file written. ``logprob``: the games
+    a policy file's content (engine/policy_file.game_policy); ``weigh(agent, normalizer)``: its weights message's
+    values (engine/policy_weights.agent_weights); ``write(path, policy)``: the policy file written. ``logprob``: the games
     also send their own log-prob of each action (a test switch; kept in ``game_logprobs``)."""
 
     in_engine = True  # (args.json's in_engine: the path the run took)
 
     def __init__(self, envs, *, num_steps: int, seed: int, step_timeout: float, run_dir, why: str,
-                 export: Callable, flat: Callable, write: Callable, logprob: bool = False, asynchronous: bool = False):
+                 export: Callable, weigh: Callable, write: Callable, logprob: bool = False, asynchronous: bool = False):
         super().__init__(envs, pipeline=False)
         self.asynchronous, self.pending, self.ready = asynchronous, None, None  # --async: the fragment asked ahead
         self.collects = self.lag = self.lag_max = 0
         self.num_steps, self.seed, self.step_timeout, self.why = num_steps, seed, step_timeout, why
-        self.export, self.flat, self.write, self.logprob = export, flat, write, logprob
+        self.export, self.weigh, self.write, self.logprob = export, weigh, write, logprob
         self.policy_path = Path(run_dir).resolve() / POLICY_FILE
         self.entered = [False] * envs.num_instances  # in actor mode since the instance's last other message
         self.version, self.layout, self.game_logprobs, self.written = 0, None, None, None
@@ -147,11 +148,12 @@ class EngineActorRollouts(LocalRollouts):
         return {"perf/fragment_wait_s": self.fragment_wait_s, "perf/weights_s": self.weights_s, **lag}
 
     # ---- the exchange -------------------------------------------------------------------------------------------------
-    def _enter(self, i: int, policy: dict, weights: np.ndarray) -> None:
-        """Instance i into actor mode with the run's policy file (its sizes checked against the trainer's)."""
+    def _enter(self, i: int, source: tuple, weights: np.ndarray) -> None:
+        """Instance i into actor mode with the run's policy file of ``source`` (the agent and normaliser whose weights
+        are sent; the file gives the shapes, the weights message the values), its sizes checked against ours."""
         inst = self.envs.launcher.instances[i]
         if self.written != self.version:  # the file of these weights, once per fragment that needs it
-            self.write(self.policy_path, policy)
+            self.write(self.policy_path, self.export(*source))
             self.written = self.version
         inst.conn.send(wire.actors_message(self.policy_path, self.num_steps, self.seed + self.version, self.logprob))
         reply = inst.conn.recv(expect=wire.ACTORS)
@@ -159,10 +161,10 @@ class EngineActorRollouts(LocalRollouts):
                                 action_size=self.layout["action_size"], n_agents=self.envs.agent_counts[i])
         self.entered[i] = True
 
-    def _start(self, i: int, policy: dict, message: bytes, weights: np.ndarray) -> None:
+    def _start(self, i: int, source: tuple, message: bytes, weights: np.ndarray) -> None:
         """Instance i gets the weights and is asked for the next fragment (entering actor mode first if it left it)."""
         if not self.entered[i]:
-            self._enter(i, policy, weights)
+            self._enter(i, source, weights)
         inst = self.envs.launcher.instances[i]
         inst.conn.send_bytes(message, "the policy's weights")
         inst.conn.send(wire.fragment_message(self.version))
@@ -173,25 +175,24 @@ class EngineActorRollouts(LocalRollouts):
         started = time.perf_counter()
         self.layout = {"num_steps": self.num_steps, "obs_size": self.envs.obs_dim, "logprob": self.logprob,
                        "action_size": 1 if agent.discrete else agent.action_shape[0]}
-        policy = self.export(agent, normalizer)
-        weights = np.asarray(self.flat(policy), np.float32)
+        source = (copy.deepcopy(agent), copy.deepcopy(normalizer)) if self.asynchronous else (agent, normalizer)
+        weights = np.asarray(self.weigh(*source), np.float32)
         message = wire.weights_message(weights)
         self.version += 1
         failed = {}
         for i in range(self.envs.num_instances):
             try:
-                self._start(i, policy, message, weights)
+                self._start(i, source, message, weights)
             except GodotConnectionError as e:
                 failed[i] = e
-        kept = (copy.deepcopy(agent), copy.deepcopy(normalizer)) if self.asynchronous else (agent, normalizer)
-        self.pending = (policy, message, weights, failed, *kept, self.collects)
+        self.pending = (source, message, weights, failed, self.collects)
         self.weights_s = time.perf_counter() - started
 
     def _wait(self) -> tuple:
         """The pending fragments of every instance (a game that died or went silent mid-fragment is restarted, its
         fragment dropped, and asked again with the same weights); (fragments, which agents' instances were
         restarted, the behaviour agent, the normaliser it was sent, the collect that asked)."""
-        policy, message, weights, failed, behaviour, sent, asked_at = self.pending
+        source, message, weights, failed, asked_at = self.pending
         self.pending, started = None, time.perf_counter()
         n = self.envs.num_instances
         restarted, fragments = np.zeros(self.num_envs, bool), [None] * n
@@ -207,11 +208,11 @@ class EngineActorRollouts(LocalRollouts):
                     restarted[self.envs.restart(i, e)] = True
                     self.entered[i] = False
                     try:
-                        self._start(i, policy, message, weights)
+                        self._start(i, source, message, weights)
                     except GodotConnectionError as again:
                         failed[i] = again
         self.fragment_wait_s = time.perf_counter() - started
-        return fragments, restarted, behaviour, sent, asked_at
+        return (fragments, restarted, *source, asked_at)
 
     def _drain(self) -> None:
         """Before any other message: the fragment the games are collecting, kept for the next collect."""

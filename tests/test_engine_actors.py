@@ -304,3 +304,21 @@ def test_the_learners_log_probs_of_the_games_actions_equal_the_games_own(tmp_pat
         assert buf.truncated.any() or buf.terminated.any() or env_id != "cart_pole"
     finally:
         rollouts.close()
+
+
+def test_a_curriculum_moves_on_in_the_engine_and_the_games_take_its_next_lesson(tmp_path, capsys):
+    """jumper, 2 instances x 2 agents in the engine: the lesson changes at 40% of the steps (the games leave actor
+    mode for the env_params message and are sent "actors" again), and training goes on to its end."""
+    lessons = tmp_path / "lessons.toml"
+    lessons.write_text('[[environment_parameters.gap_max.curriculum]]\nvalue = 2.2\n'
+                       'completion_criteria = { measure = "progress", threshold = 0.4, min_lesson_length = 1 }\n'
+                       '[[environment_parameters.gap_max.curriculum]]\nvalue = 3.0\n')
+    assert train.main(["--env-id", "jumper", "--num-instances", "2", "--agents-per-instance", "2", "--num-steps", "64",
+                       "--total-timesteps", "2560", "--eval-episodes", "2", "--curriculum", str(lessons),
+                       "--run-dir-root", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "actors: in the engine (2 agents per instance" in out and "gap_max 2.2 -> 3" in out
+    assert "eval: deterministic policy, 2 episodes" in out  # the final evaluation steps the games again
+    (run_dir,) = run_dirs(tmp_path / "runs")
+    rows = (run_dir / "episodes.csv").read_text().splitlines()[1:]
+    assert any(row.endswith(",1,3") for row in rows) and any(row.endswith(",0,2.2") for row in rows)

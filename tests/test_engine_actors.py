@@ -3,6 +3,7 @@ and send whole fragments. The logic runs against the fake game (tests/fake_game.
 "actors", weights and "fragment" with uniform random actions; the real game's tests are at the end."""
 
 import json
+import os
 import re
 import signal
 import struct
@@ -11,12 +12,13 @@ import time
 from types import SimpleNamespace
 
 import numpy as np
+import psutil
 import pytest
 import torch
 
 from helpers import (
-    REPO, communicate_after_signal, event_accumulator, fake_env, fake_export, read_scalars, run_dirs, train_argv,
-    wait_for,
+    REPO, communicate_after_signal, descendants, event_accumulator, fake_env, fake_export, read_line, read_scalars,
+    run_dirs, train_argv, wait_for, wait_gone,
 )
 from python_trainer.base.errors import UserError
 from python_trainer.envs import fragment_wire as wire
@@ -322,3 +324,32 @@ def test_a_curriculum_moves_on_in_the_engine_and_the_games_take_its_next_lesson(
     (run_dir,) = run_dirs(tmp_path / "runs")
     rows = (run_dir / "episodes.csv").read_text().splitlines()[1:]
     assert any(row.endswith(",1,3") for row in rows) and any(row.endswith(",0,2.2") for row in rows)
+
+
+def test_a_real_game_killed_while_it_collects_is_restarted_and_sigterm_then_keeps_the_checkpoint(tmp_path):
+    """ball_chase, 2 instances x 1 agent in the engine, fragments of 2,048 steps (the games collect nearly all the
+    time): one game is killed after the first update; training goes on past it; SIGTERM ends it with exit 143 and the
+    last update's checkpoint, and no game is left."""
+    argv = train_argv(tmp_path / "runs", "--env-id", "ball_chase", "--num-instances", "2", "--agents-per-instance", "1",
+                      "--num-steps", "2048", "--num-minibatches", "1", "--update-epochs", "1", "--total-timesteps",
+                      "81920", "--checkpoint-every", "1000", "--eval-episodes", "0")
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        read_line(proc, b"global_step=4096", timeout=120)
+        games = [pid for pid in descendants(proc.pid) if "rl_games" in " ".join(psutil.Process(pid).cmdline())]
+        assert len(games) == 2
+        os.kill(games[0], signal.SIGKILL)
+        read_line(proc, b"global_step=12288", timeout=120)  # two updates after the kill
+        everyone = descendants(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        out, err = communicate_after_signal(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    err = err.decode()
+    assert proc.returncode == 143, err[-3000:]
+    assert "instance 0 failed" in err and "restarting it (1/3)" in err and "Traceback" not in err
+    (run_dir,) = run_dirs(tmp_path / "runs")
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=False)["global_step"] >= 12288
+    assert wait_gone(everyone) == []

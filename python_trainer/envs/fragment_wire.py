@@ -1,7 +1,8 @@
 """The in-engine actors' exchange (`train --in-engine`), the trainer's side: the message kinds, fields, statuses and the
 fragment's layout, declared once, the requests and the binary weights message built, and a fragment read back.
 
-The design is /work/notes/wire58.md (docs/training.md tells it to users). After the usual handshake and env_info:
+docs/protocol.md gives the exchange, docs/training.md what it does for users. After the usual handshake and an env_info
+that holds "actors": true (a game that has them):
 - the trainer sends {"type": "actors", "path": FILE, "num_steps": T, "seed": S, "logprob": false}; the game loads the
   policy file FILE as --policy playback does and answers {"type": "actors", "weights": W, "obs_size": D,
   "action_size": A, "n_agents": N} (A: the continuous values, then one value per discrete key);
@@ -23,6 +24,7 @@ from typing import Optional
 import numpy as np
 
 from python_trainer.envs.game import GameBugError
+from python_trainer.envs.protocol import decode_body, is_packed
 
 ACTORS = "actors"  # the message that enters actor mode, its reply, and env_info's key of a game that has it
 FRAGMENT = "fragment"
@@ -193,8 +195,6 @@ def receive_fragment(conn, version: int, timeout: float, **layout) -> Fragment:
     """Fragment ``version`` from one instance's connection (protocol.GodotConnection): "alive" heartbeats are passed
     over, each read waits ``timeout`` seconds from the last message (a silence past it raises GodotConnectionError,
     which restarts the instance); a game's "error" or a malformed fragment raises GameBugError."""
-    from python_trainer.envs.protocol import decode_body, is_packed
-
     label = conn.label
     while True:
         body = conn.recv_body(timeout, f"fragment {version} (or a heartbeat)")

@@ -39,6 +39,16 @@ def test_rollouts_without_varying_returns_say_nothing_of_the_critic():
 
 
 # ---------------------------------------------------------------------------------------------- the entropy
+def test_updates_that_hardly_move_the_policy_early_in_the_run_are_timid_as_dodge_the_creeps():
+    rng = np.random.default_rng(0)
+    kl, clipfrac = rng.uniform(0.0008, 0.0022, 50), np.zeros(50)  # Dodge the Creeps at train's defaults
+    assert d.timid_updates(kl, clipfrac, run_share=0.2) == pytest.approx((np.median(kl), 0.0))
+    assert d.timid_updates(kl[:49], clipfrac[:49], run_share=0.2) is None  # too few updates to judge
+    assert d.timid_updates(kl, clipfrac, run_share=0.6) is None  # late: the annealed learning rate makes them small
+    assert d.timid_updates(kl * 10, clipfrac, run_share=0.2) is None  # learning rate 1e-3, 10 epochs: about 0.01
+    assert d.timid_updates(kl, clipfrac + 0.05, run_share=0.2) is None  # the clip acts
+
+
 def test_an_entropy_that_falls_below_a_tenth_of_its_start_in_the_first_quarter_has_collapsed():
     rng = np.random.default_rng(2)
     history = noisy([1.1] * 10 + list(np.geomspace(1.1, 0.05, 20)) + [0.05] * 10, rng, 0.005)
@@ -112,6 +122,16 @@ def test_each_warning_is_said_once_with_its_cause_and_the_flag_to_try():
     assert len(said) == 4 and "stuck argmax" in said[3] and "--eval-sample" in said[3]
 
 
+def test_timid_updates_are_said_once_with_the_runs_learning_rate_and_epochs():
+    said = []
+    diagnosis = Diagnosis("", quiet(said), learning_rate=2.5e-4, update_epochs=4)
+    for i in range(120):
+        diagnosis.update({"losses/entropy": 1.5, "losses/approx_kl": 0.0015, "losses/clipfrac": 0.0}, i / 1000)
+    assert len(said) == 1 and said[0].startswith("warning: the updates hardly move the policy: losses/approx_kl has "
+                                                 "a median of 0.0015 and losses/clipfrac 0.000 over the last 50")
+    assert "--learning-rate (now 0.00025) or --update-epochs (now 4)" in said[0]
+
+
 def test_scaled_rewards_say_nothing_of_the_returns_size():
     said = []
     diagnosis = Diagnosis("", quiet(said), norm_reward=True, returns=[-1500.0] * 30)
@@ -145,6 +165,9 @@ WORDS = {1 / 3: "a third", 0.5: "half"}
 
 @pytest.mark.parametrize("row, phrases", [
     ("the critic predicts nothing", [f"over the last {d.EV_UPDATES} updates is ≤ 0", "half of the"]),
+    ("the updates hardly move the policy", [f"within the first {d.TIMID_BEFORE:.0%} of the run",
+                                            f"over the last {d.KL_UPDATES} updates is below {d.KL_TINY:g}",
+                                            f"below {d.CLIPFRAC_TINY:g}"]),
     ("the entropy collapsed", [f"windows of {d.ENTROPY_WINDOW} updates", f"below {d.COLLAPSE_SHARE:.0%} of",
                                f"within the first {d.COLLAPSE_BEFORE:.0%} of the run"]),
     ("the entropy climbed back", [f"at least {d.REBOUND_FALL:g} nats", f"at least {WORDS[d.REBOUND_SHARE]} of"]),

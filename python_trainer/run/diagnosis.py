@@ -1,5 +1,5 @@
 """When it does not learn, the trainer says so: a one-line warning, each at most once a run, when the critic predicts
-nothing, the entropy collapsed or climbed back, the evaluation stopped improving, the deterministic policy plays far
+nothing, the updates hardly move the policy, the entropy collapsed or climbed back, the evaluation stopped improving, the deterministic policy plays far
 below its training episodes (a stuck argmax), or the returns are far outside the reward scale. Each names the likely
 cause and the flag to try.
 
@@ -20,6 +20,14 @@ import numpy as np
 # a rollout whose returns are all equal has none), and so is its median over the whole run so far (a critic that had
 # learned and then sees returns that hardly vary, as cart_pole's at its time limit, is not blind).
 EV_UPDATES = 50
+# Timid updates: over the last KL_UPDATES updates, within the first TIMID_BEFORE of the run (the learning rate's
+# annealing makes every late update small), the median of losses/approx_kl is below KL_TINY and that of
+# losses/clipfrac below CLIPFRAC_TINY: PPO's clip, made for changes of about 0.01-0.02 nats, never acts. Dodge the
+# Creeps at train's defaults: approx_kl 0.0015 and clipfrac 0 for 1,000 updates, its policy fixed on a corner.
+KL_UPDATES = 50
+KL_TINY = 0.002
+CLIPFRAC_TINY = 0.01
+TIMID_BEFORE = 0.5
 # The entropy, read as the means of ENTROPY_WINDOW updates (its start: the first window's). A collapse: the last
 # window's mean is below COLLAPSE_SHARE of the start's (a start > 0) while at most COLLAPSE_BEFORE of the run is done.
 # A climb back: after a fall of at least REBOUND_FALL nats from the start to the lowest window, the last window is
@@ -56,6 +64,15 @@ def critic_blind(explained: Sequence[float]) -> Optional[float]:
         return None
     median = float(np.median(finite))
     return median if median <= 0 and np.median(every[np.isfinite(every)]) <= 0 else None
+
+
+def timid_updates(kl: Sequence[float], clipfrac: Sequence[float], run_share: float) -> Optional[tuple[float, float]]:
+    """(approx_kl's median, clipfrac's) over the last KL_UPDATES updates when both are tiny early in the run, else
+    None."""
+    if run_share > TIMID_BEFORE or len(kl) < KL_UPDATES or len(clipfrac) < KL_UPDATES:
+        return None
+    median_kl, median_clip = float(np.median(kl[-KL_UPDATES:])), float(np.median(clipfrac[-KL_UPDATES:]))
+    return (median_kl, median_clip) if median_kl < KL_TINY and median_clip < CLIPFRAC_TINY else None
 
 
 def _windows(entropy: Sequence[float]) -> np.ndarray:
@@ -128,14 +145,19 @@ class Diagnosis:
     """One policy's history and its warnings, each said at most once (``say``). ``tag``: "" for a game's only
     policy, "<policy>/" otherwise; ``ent_coef``: the run's, named in the entropy's warnings; ``norm_reward``:
     whether rewards are scaled (then the returns' size does not matter to the critic); ``returns``: the last
-    episodes' returns, as the run's log keeps them (RunLog.recent's, which it fills)."""
+    episodes' returns, as the run's log keeps them (RunLog.recent's, which it fills); ``learning_rate`` and
+    ``update_epochs``: the run's, named in the timid updates' warning."""
 
     def __init__(self, tag: str = "", say: Optional[Callable[[str], None]] = None, ent_coef: float = 0.01,
-                 norm_reward: bool = False, returns: Sequence[float] = ()):
+                 norm_reward: bool = False, returns: Sequence[float] = (), learning_rate: float = 2.5e-4,
+                 update_epochs: int = 4):
         self.whose = f"policy {tag[:-1]!r}: " if tag else ""
         self.say, self.ent_coef, self.norm_reward, self.returns = say, ent_coef, norm_reward, returns
+        self.learning_rate, self.update_epochs = learning_rate, update_epochs
         self.explained: list = []
         self.entropy: list = []
+        self.kl: list = []
+        self.clipfrac: list = []
         self.said: set = set()
         self.evaluations = 0  # how many of the run's evaluations were read
 
@@ -151,12 +173,19 @@ class Diagnosis:
         returns = self.returns
         self.explained.append(scalars.get("losses/explained_variance", np.nan))
         self.entropy.append(scalars["losses/entropy"])
+        self.kl.append(scalars.get("losses/approx_kl", np.nan))
+        self.clipfrac.append(scalars.get("losses/clipfrac", np.nan))
         every_window = len(self.entropy) % ENTROPY_WINDOW == 0  # the rules over the whole history: once a window
         if "critic" not in self.said and every_window and (median := critic_blind(self.explained)) is not None:
             self.warn("critic", f"the explained variance has a median of {median:.2f} over the last {EV_UPDATES} "
                       "updates (losses/explained_variance): the critic predicts nothing of the returns. Likely rewards "
                       "of the wrong scale (try --norm-reward), observations that miss what the reward depends on, or a "
                       "game that needs memory (try --lstm)")
+        if "timid" not in self.said and (small := timid_updates(self.kl, self.clipfrac, run_share)) is not None:
+            self.warn("timid", f"the updates hardly move the policy: losses/approx_kl has a median of {small[0]:.4f} "
+                      f"and losses/clipfrac {small[1]:.3f} over the last {KL_UPDATES} updates, where PPO's clip acts "
+                      "at about 0.01-0.02; a policy that cannot change fast enough keeps its first habit. Raise "
+                      f"--learning-rate (now {self.learning_rate:g}) or --update-epochs (now {self.update_epochs})")
         if "collapse" not in self.said and (fell := entropy_collapse(self.entropy, run_share)) is not None:
             self.warn("collapse", f"the policy's entropy fell from {fell[0]:.2f} to {fell[1]:.2f} in the first "
                       f"{run_share:.0%} of the run (losses/entropy): it stopped exploring before it learned; raise "
@@ -201,5 +230,5 @@ class Diagnosis:
         if "stall" not in self.said and (stall := evaluation_stalled(scores)) is not None:
             self.warn("stall", f"the evaluation has not improved over the last third of the run: its best there is "
                       f"{stall[1]:.3g}, against {stall[0]:.3g} before: a plateau, where more of the same buys little. "
-                      "Try a lower --learning-rate or more steps per update (--num-steps), more exploration "
-                      "(--ent-coef), or stop the run")
+                      "Try more steps per update (--num-steps), more exploration (--ent-coef), a lower "
+                      "--learning-rate when losses/approx_kl is large (a higher one when it is tiny), or stop the run")

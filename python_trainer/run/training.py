@@ -287,7 +287,8 @@ class TrainingRun:
         self.timing, since = TimeShares(), time.perf_counter()
         behaviours = [Behaviour(ln.rollouts.single_action_space, ln.rollouts.env_info, ln.tag, say) for ln in learners]
         self.diagnoses = {ln.name: Diagnosis(ln.tag, say, args.ent_coef, ln.normalizer.norm_reward,
-                                             log.recent[ln.tag[:-1]]) for ln in learners}
+                                             log.recent[ln.tag[:-1]], args.learning_rate, args.update_epochs)
+                          for ln in learners}
         if self.clock.spent():  # --resume of a run whose --max-seconds are spent: straight to its end
             print(self.clock.end_line(self.global_step, args.total_timesteps), flush=True)
             return

@@ -20,6 +20,7 @@ from helpers import (
     REPO, communicate_after_signal, descendants, event_accumulator, fake_env, fake_export, read_line, read_scalars,
     run_dirs, train_argv, wait_for, wait_gone,
 )
+from python_trainer import cli
 from python_trainer.base.errors import UserError
 from python_trainer.envs import fragment_wire as wire
 from python_trainer.normalization import Normalizer
@@ -353,3 +354,21 @@ def test_a_real_game_killed_while_it_collects_is_restarted_and_sigterm_then_keep
     (run_dir,) = run_dirs(tmp_path / "runs")
     assert torch.load(run_dir / "checkpoint.pt", weights_only=False)["global_step"] >= 12288
     assert wait_gone(everyone) == []
+
+
+def test_a_games_bug_in_the_engine_is_one_line_never_restarted_and_script_errors_stop_the_run(tmp_path, capsys):
+    """The broken games of tests/test_reliability_games.py, in the engine: an observation that grows mid-run is the
+    game's own one-line error (no restart); a reward assigned a dictionary keeps raising script errors, which stop
+    the run as they do step by step."""
+    from test_reliability_games import godot_game_with
+
+    for case, said in [("obs_grows", "get_obs() gave 6 values, but the policy takes 4"),
+                       ("reward_dict", "keeps raising script errors")]:
+        (tmp_path / case).mkdir()
+        code = cli.main(["train", "--env-path", str(godot_game_with(tmp_path / case, case)), "--num-steps", "16",
+                         "--total-timesteps", "2048", "--eval-episodes", "0", "--in-engine",
+                         "--run-dir-root", str(tmp_path / case / "runs")])
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if line.startswith("godot-ppo train: error:")]
+        assert code == 1 and len(errors) == 1 and said in errors[0], err[-3000:]
+        assert "Traceback" not in err and "restart" not in err

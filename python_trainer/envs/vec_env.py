@@ -337,7 +337,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
             infos["instance_restarted"] = restarted
             infos["_instance_restarted"] = restarted.copy()
         self._obs[part] = batch.obs  # a copy: what we return is the caller's
-        self._check_script_errors()
+        self.check_script_errors()
         infos = self.episode_stats.update(batch.rewards, batch.terminated, batch.truncated, infos, part)
         took = time.monotonic() - self._sent_at.pop(insts.start, time.monotonic())
         if took >= SLOW_STEP_S and not (failed or self._said_slow):  # said once: a slow run does not go silent
@@ -389,7 +389,7 @@ class GodotVecEnv(gym.vector.VectorEnv, GroupedVecEnv):
         batch.rewards[s] = 0.0
         batch.obs[s] = self._restart(i, error)
 
-    def _check_script_errors(self) -> None:
+    def check_script_errors(self) -> None:
         """A GameBugError once an instance keeps raising script errors, unless allow_script_errors."""
         if not self.allow_script_errors:
             broken = self.launcher.script_errors()

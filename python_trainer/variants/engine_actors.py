@@ -212,6 +212,7 @@ class EngineActorRollouts(LocalRollouts):
                     except GodotConnectionError as again:
                         failed[i] = again
         self.fragment_wait_s = time.perf_counter() - started
+        self.envs.check_script_errors()  # a game that keeps raising them stops the run, as at a step
         return (fragments, restarted, *source, asked_at)
 
     def _drain(self) -> None:

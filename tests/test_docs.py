@@ -539,12 +539,13 @@ func _init():
 """
 
 
-def test_the_second_own_flow_pages_controllers_compile_against_the_addon_alone(tmp_path):
-    """docs/own_flow_more.md's ```gdscript blocks (the Platformer's and Pong's controllers) compile in a project that
-    holds only our addon: they preload nothing of the demos', whose code is not ours to keep. A block broken on
-    purpose is run beside them, so the check can fail."""
-    blocks = [block for lang, block in FENCE.findall((DOCS / "own_flow_more.md").read_text()) if lang == "gdscript"]
-    assert len(blocks) == 2, "the page shows the Platformer's and Pong's controllers"
+def test_the_own_flow_pages_controllers_compile_against_the_addon_alone(tmp_path):
+    """docs/own_flow.md's and own_flow_more.md's ```gdscript blocks (Dodge the Creeps', the Platformer's and Pong's
+    controllers) compile in a project that holds only our addon: they preload nothing of the demos', whose code is
+    not ours to keep. A block broken on purpose is run beside them, so the check can fail."""
+    blocks = [block for page in ("own_flow.md", "own_flow_more.md")
+              for lang, block in FENCE.findall((DOCS / page).read_text()) if lang == "gdscript"]
+    assert len(blocks) == 3, "the pages show Dodge the Creeps', the Platformer's and Pong's controllers"
     shutil.copytree(ADDON, tmp_path / "addons" / "rl_sync")
     (tmp_path / "project.godot").write_text("config_version=4\n")
     (tmp_path / "check.gd").write_text(COMPILE_CHECK)
@@ -555,4 +556,4 @@ def test_the_second_own_flow_pages_controllers_compile_against_the_addon_alone(t
     out = subprocess.run([godot_server(), "--path", str(tmp_path), "-s", "check.gd"], capture_output=True, text=True,
                          timeout=60).stdout
     results = dict(re.findall(r"^compiled (block\d+)\.gd: (True|False)$", out, re.M))
-    assert results == {**{f"block{i}": "True" for i in range(2)}, "block2": "False"}, out
+    assert results == {**{f"block{i}": "True" for i in range(3)}, "block3": "False"}, out

@@ -258,9 +258,12 @@ def test_the_rollouts_asked_ahead_are_dropped_not_collected_before_an_evaluation
         assert rollouts._drop() >= bounds.POLICY_LAG.value - 2  # the one begun (and one more on a slow machine)
         returns = rollouts.evaluate(_push_left, 1, seed=0)
         assert len(returns) == 1
+        start = time.monotonic()
         rollouts.collect(agent, normalizer, buf)
+        # A rollout's time, as slow as the machine is now: a run beside the tests can make the second one much slower.
+        one = max(one, time.monotonic() - start)
         start = time.monotonic()
     finally:
         rollouts.close()
-    assert time.monotonic() - start < 3 * one + 2, (time.monotonic() - start, one)  # collecting 8 takes 8 x one
+    assert time.monotonic() - start < 4 * one + 2, (time.monotonic() - start, one)  # collecting 8 takes 8 x one
     assert not rollouts._proc.is_alive()

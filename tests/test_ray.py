@@ -325,7 +325,7 @@ def test_a_ray_worker_gives_its_games_the_runs_environment_parameters(cluster, t
     for name, extra in (("local", []), ("ray", ["--ray-address", cluster.address, "--ray-workers", "1"]),
                         ("default", None)):
         argv = ["--env-id", "jumper", "--agents-per-instance", "4", "--num-steps", "256", "--total-timesteps", "1024",
-                "--num-minibatches", "4", "--eval-episodes", "0",
+                "--num-minibatches", "4", "--eval-episodes", "0", "--no-in-engine",  # Ray steps; so must the local run
                 *(["--env-param", "gap_min=3.5", "--env-param", "gap_max=4.0"] if extra is not None else []),
                 *(extra or [])]
         if extra:  # the learner joins Ray from its own process, as `godot-ppo train` does

@@ -379,7 +379,8 @@ def test_strangers_on_the_editor_port_are_held_within_its_bounds_and_the_game_st
         if game is not None:
             end(game)
     assert trainer.returncode == 0, out[-3000:]
-    assert 0 < peak_held <= EDITOR_CONNECTIONS.value
+    # A new connection is accepted before the oldest is closed: a snapshot between the two sees one more.
+    assert 0 < peak_held <= EDITOR_CONNECTIONS.value + 1
     grown = (peak_rss - base) / 2**20
     assert grown < EDITOR_CONNECTIONS.value * HANDSHAKE_BYTES.value / 2**20 + 64, f"the trainer grew {grown:.0f} MiB"
     print(f"40 strangers: the trainer held at most {peak_held} connections and grew {grown:.0f} MiB")

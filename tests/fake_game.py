@@ -223,12 +223,7 @@ def main():
         rng, d = actors["rngs"], sum(s for _, s in obs_spec)
         for _ in range(actors["num_steps"]):
             steps += 1
-            if crash_after is not None and steps > crash_after:
-                print("fake_game: crashing on purpose", file=sys.stderr, flush=True)
-                os._exit(7)
-            if hang_after is not None and steps > hang_after:
-                print("fake_game: hanging on purpose", flush=True)
-                time.sleep(3600)
+            fail_on_purpose(steps)
             time.sleep(float(args.get("fake_step_delay", 0)))
             if time.monotonic() - alive_at >= float(args.get("fake_alive_s", 1)):
                 send(sock, {"type": "alive", "step": steps})
@@ -268,6 +263,16 @@ def main():
     steps = 0
     hang_after = int(mode.split("=")[1]) if mode.startswith("hang_after=") else None
     crash_after = int(mode.split("=")[1]) if mode.startswith("crash_after=") else None
+
+    def fail_on_purpose(steps):
+        """--fake_mode=crash_after=N / hang_after=N: past step N, crash or hang (a step or a fragment's step)."""
+        if crash_after is not None and steps > crash_after:
+            print("fake_game: crashing on purpose", file=sys.stderr, flush=True)
+            os._exit(7)
+        if hang_after is not None and steps > hang_after:
+            print("fake_game: hanging on purpose", flush=True)
+            time.sleep(3600)
+
     oversize_after = int(mode.split("=")[1]) if mode.startswith("oversize_after=") else None
     while True:
         msg = recv(sock)
@@ -327,12 +332,7 @@ def main():
             else:
                 acts = msg["action"]
             steps += 1
-            if crash_after is not None and steps > crash_after:
-                print("fake_game: crashing on purpose", file=sys.stderr, flush=True)
-                os._exit(7)
-            if hang_after is not None and steps > hang_after:
-                print("fake_game: hanging on purpose", flush=True)
-                time.sleep(3600)
+            fail_on_purpose(steps)
             if oversize_after is not None and steps > oversize_after:  # the length of a reply too large to send
                 sock.sendall(struct.pack("<I", 64 * 1024 * 1024 + 1))
                 continue

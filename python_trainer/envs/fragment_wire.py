@@ -17,14 +17,14 @@ godot_project/addons/rl_sync/fragment_wire.gd is the game's side; tests/test_eng
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 
 from python_trainer.envs.game import GameBugError
-from python_trainer.envs.protocol import decode_body, is_packed
+from python_trainer.envs.protocol import (PACKED_HEADER, POOL_REAL_ARRAY, STATUS_RUNNING,  # noqa: F401 (the wire's)
+                                          STATUS_TERMINATED, STATUS_TRUNCATED, decode_body, is_packed, pack_actions)
 
 ACTORS = "actors"  # the message that enters actor mode, its reply, and env_info's key of a game that has it
 FRAGMENT = "fragment"
@@ -49,10 +49,8 @@ LENGTH_KEY = "length"
 INFO_KEY = "info"
 MESSAGE_KEY = "message"  # an "error" message's text
 ALIVE_PERIOD_S = 1.0  # the games' heartbeat while they collect (the trainer's wait runs from the last message)
-STATUS_RUNNING, STATUS_TERMINATED, STATUS_TRUNCATED = 0, 1, 2
-POOL_REAL_ARRAY = 22  # Godot's Variant type of PoolRealArray: the weights message and each part
-_HEADER = struct.Struct("<II")
-_LEN = struct.Struct("<I")
+# The statuses, the float32 array's type word and its header are the packed step exchange's (protocol.py).
+_HEADER = PACKED_HEADER
 
 
 class FragmentError(GameBugError):
@@ -70,10 +68,9 @@ def fragment_message(version: int) -> dict:
 
 
 def weights_message(values) -> bytes:
-    """The framed binary weights message: its length, then var2bytes(PoolRealArray) of ``values``."""
-    data = np.ascontiguousarray(values, dtype="<f4").ravel()
-    body_size = _HEADER.size + 4 * data.size
-    return _LEN.pack(body_size) + _HEADER.pack(POOL_REAL_ARRAY, data.size) + data.tobytes()
+    """The framed binary weights message: its length, then var2bytes(PoolRealArray) of ``values``, framed as a packed
+    action message of float values alone is."""
+    return pack_actions(floats=values)
 
 
 def check_actors_reply(reply: dict, label: str, *, weights: int, obs_size: int, action_size: int, n_agents: int):

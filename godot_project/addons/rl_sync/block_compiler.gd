@@ -219,22 +219,23 @@ static func chunk_count(n: int) -> int:
 	return int(ceil(n / 3.0))
 
 
+# `values` in Vector3 chunks, the last zero-padded: three values a constructor (setting them one at a time cost 3x).
 static func to_chunks(values: Array) -> Array:
 	var chunks := []
-	for start in range(0, values.size(), 3):
-		var chunk := Vector3()
-		for c in range(3):
-			if start + c < values.size():
-				chunk[c] = values[start + c]
-		chunks.append(chunk)
+	var whole := values.size() - values.size() % 3
+	for start in range(0, whole, 3):
+		chunks.append(Vector3(values[start], values[start + 1], values[start + 2]))
+	if whole < values.size():  # the ternary reads values[whole + 1] only when it exists
+		chunks.append(Vector3(values[whole], values[whole + 1] if whole + 1 < values.size() else 0.0, 0.0))
 	return chunks
 
 
 # The first n values held in `chunks`, as a flat Array.
 static func from_chunks(chunks: Array, n: int) -> Array:
 	var values := []
-	for i in range(n):
-		values.append(chunks[i / 3][i % 3])
+	for chunk in chunks:
+		values += [chunk.x, chunk.y, chunk.z]
+	values.resize(n)
 	return values
 
 
@@ -243,8 +244,7 @@ static func is_finite_number(x) -> bool:
 	return (typeof(x) == TYPE_REAL or typeof(x) == TYPE_INT) and not is_nan(x) and not is_inf(x)
 
 
-# Every size a policy file declares (observations, LSTM sizes, action keys) is checked with this
-# before anything is allocated from it, then against the arrays it describes: a whole number from 1
-# to MAX_SIZE. (python_trainer/engine/policy_format.py's MAX_SIZE is the same bound.)
+# Every size a policy file declares (observations, LSTM sizes, action keys) is checked with this before anything is
+# allocated from it, then against the arrays it describes: a whole number from 1 to MAX_SIZE (policy_format.py's).
 static func is_size(x) -> bool:
 	return is_finite_number(x) and x == floor(x) and x >= 1 and x <= MAX_SIZE

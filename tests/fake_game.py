@@ -241,7 +241,7 @@ def main():
                 trunc = (not term) and t[j] >= max_steps
                 statuses.append(2.0 if trunc else 1.0 if term else 0.0)
                 if term or trunc:
-                    final += flat_obs(j) if trunc else []
+                    final += flat_obs(j)  # every ended episode's last observation
                     episodes.append({"agent": j, "return": round(t[j] * (0.1 + 0.01 * j), 6), "length": t[j],
                                      "info": {"fake_length": t[j]}})
                     t[j], last[j] = 0, 0.0

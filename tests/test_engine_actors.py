@@ -28,6 +28,7 @@ from python_trainer.rollout import RolloutBuffer
 from python_trainer.run import train
 from python_trainer.run.learners import engine_rollouts
 from python_trainer.variants import engine_actors
+from python_trainer.variants.rnd import RND
 from python_trainer.variants.trained_agent import make_agent
 
 WIRE_GD = REPO / "godot_project" / "addons" / "rl_sync" / "fragment_wire.gd"
@@ -58,7 +59,7 @@ def fragment_body(T=3, N=2, D=2, A=1, logprob=False):
         body += [0.5 + t + j for j in range(N) for _ in range(A)]
         body += [0.1 * (j + 1) for j in range(N)]
         body += [float(statuses.get(t, {}).get(j, 0)) for j in range(N)]
-        body += [9.0, 9.0] if t == 1 else []
+        body += [9.0, 9.0] if t == 1 else [8.0, 8.0] if t == 2 else []  # the ended agents' final observations
         body += [-1.0 - j for j in range(N)] if logprob else []
     return body + [7.0] * (N * D)
 
@@ -70,7 +71,7 @@ def parts_of(values, size):
 EPISODES = [{"agent": 1, "return": 0.5, "length": 20, "info": {"x": 1}}, {"agent": 0, "return": 1.5, "length": 3}]
 
 
-def test_a_fragment_in_parts_is_read_as_arrays_of_steps_agents_and_truncated_final_observations():
+def test_a_fragment_in_parts_is_read_as_arrays_of_steps_agents_and_the_ended_episodes_final_observations():
     body = fragment_body(logprob=True)
     header = {"type": "fragment", "version": 4, "parts": 3, "floats": len(body), "episodes": EPISODES}
     f = wire.parse_fragment(header, parts_of(body, 11), "instance 0", num_steps=3, n_agents=2, obs_size=2,
@@ -78,7 +79,8 @@ def test_a_fragment_in_parts_is_read_as_arrays_of_steps_agents_and_truncated_fin
     assert f.obs.shape == (3, 2, 2) and f.obs[2, 1].tolist() == [2.0, 1.0]
     assert f.actions[:, :, 0].tolist() == [[0.5, 1.5], [1.5, 2.5], [2.5, 3.5]]
     assert f.statuses.tolist() == [[0, 0], [0, 2], [1, 0]] and f.tail_obs.tolist() == [[7.0, 7.0]] * 2
-    assert list(f.final_obs) == [1] and f.final_obs[1][0].tolist() == [1] and f.final_obs[1][1].tolist() == [[9, 9]]
+    assert list(f.final_obs) == [1, 2] and f.final_obs[1][0].tolist() == [1] and f.final_obs[1][1].tolist() == [[9, 9]]
+    assert f.final_obs[2][0].tolist() == [0] and f.final_obs[2][1].tolist() == [[8, 8]]  # terminated: rated by --rnd
     assert f.logprobs[0].tolist() == [-1.0, -2.0]
     assert wire.episodes_by_step(f, "i") == {1: [(1, 0.5, 20, {"x": 1})], 2: [(0, 1.5, 3, {})]}
 
@@ -128,7 +130,7 @@ def test_the_default_runs_in_the_engine_up_to_k_agents_per_instance_and_never_pi
     assert engine_actors.decide(flags(in_engine=True), game(16)) == (True, "--in-engine")
     assert engine_actors.decide(flags(in_engine=False), game(1)) == (False, "--no-in-engine")
     for kw, g in [({"lstm": True}, game()), ({"self_play": True}, game()), ({}, game(actors=False)),
-                  ({}, game(dialect="godot_rl")), ({}, game(image=object())), ({"rnd": True}, game())]:
+                  ({}, game(dialect="godot_rl")), ({}, game(image=object()))]:
         assert engine_actors.decide(flags(**kw), g)[0] is False
         with pytest.raises(engine_actors.InEngineRefused, match="^--in-engine: .* does not run in the engine"):
             engine_actors.decide(flags(in_engine=True, **kw), g)
@@ -164,6 +166,39 @@ def test_the_buffer_holds_the_games_fragment_as_the_step_by_step_rollout_would(t
         assert (tmp_path / engine_actors.POLICY_FILE).exists()
     finally:
         rollouts.close()
+
+
+def test_rnd_rates_the_observation_each_agent_reached_in_the_engine_the_final_one_where_its_episode_ended(tmp_path):
+    """The fake game's raw obs: [t in episode, agent, seed, last action sum]; an ended episode's final observation
+    has t = its length, the next one t = 0."""
+    envs = fake_env(tmp_path, "--fake_actors", instances=2, agents=2)
+    args = SimpleNamespace(env_id="ball_chase", num_steps=24, seed=1, step_timeout=10.0)
+    rollouts = engine_rollouts(envs, args, tmp_path, "test")
+    try:
+        agent, bonus = make_agent(4, envs.single_action_space, {}), RND(obs_dim=4)
+        normalizer = Normalizer(4, 4, 0.99, False, False)
+        buf = RolloutBuffer(24, 4, 4, agent, bonus=bonus)
+        rollouts.warm_up(bonus, 8, seed=1)
+        rollouts.reset(normalizer, buf, seed=1)
+        rollouts.collect(agent, normalizer, buf, bonus=bonus)
+        ended = buf.terminated | buf.truncated
+        assert buf.terminated.any() and buf.truncated[:-1].any()
+        np.testing.assert_array_equal(buf.rnd_next_obs[:-1][~ended[:-1]], buf.obs[1:][~ended[:-1]])
+        np.testing.assert_array_equal(buf.rnd_next_obs[-1][~ended[-1]], buf.next_obs[~ended[-1]])
+        # the final obs (t = the episode's length, the agent's index in its instance), not the next episode's first
+        assert (buf.rnd_next_obs[ended][:, 0] > 0).all()
+        assert buf.rnd_next_obs[ended][:, 1].tolist() == (np.nonzero(ended)[1] % 2).tolist()
+        np.testing.assert_allclose(buf.int_rewards, bonus.intrinsic_reward(buf.rnd_next_obs.reshape(-1, 4)).reshape(
+            24, 4), rtol=1e-6)
+    finally:
+        rollouts.close()
+
+
+def test_a_short_rnd_training_runs_in_the_engine_and_logs_its_bonus(tmp_path, capsys):
+    assert train.main(fake_train(tmp_path, "--in-engine", "--rnd", "--total-timesteps", "128")) == 0
+    assert "actors: in the engine (--in-engine)" in capsys.readouterr().out
+    scalars = read_scalars(run_dirs(tmp_path / "runs")[0])
+    assert len(scalars["charts/intrinsic_reward"]) == 2 and all(v > 0 for _, v in scalars["charts/intrinsic_reward"])
 
 
 def fake_train(tmp_path, *flags, fake=(), name="actors"):
@@ -202,7 +237,7 @@ def test_more_agents_than_k_or_an_older_export_train_step_by_step_and_in_engine_
     assert "\n" not in str(e.value) and run_dirs(tmp_path / "old_runs") == []
 
 
-@pytest.mark.parametrize("flag", [["--lstm"], ["--rnd"], ["--async", "--max-policy-lag", "2"],
+@pytest.mark.parametrize("flag", [["--lstm"], ["--async", "--max-policy-lag", "2"],
                                   ["--env-id", "CartPole-v1"]])
 def test_in_engine_with_what_does_not_run_there_is_refused_in_one_line_before_any_game_starts(tmp_path, flag):
     argv = ["--in-engine", *flag, "--run-dir-root", str(tmp_path)]

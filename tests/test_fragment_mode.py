@@ -104,7 +104,7 @@ def blocks(body, n, d, a, num_steps, logprob=False):
     for _ in range(num_steps):
         block = {"obs": take(n * d).reshape(n, d), "actions": take(n * a).reshape(n, a), "rewards": take(n),
                  "statuses": take(n).astype(int)}
-        block["finals"] = take(d * int((block["statuses"] == 2).sum())).reshape(-1, d)
+        block["finals"] = take(d * int((block["statuses"] > 0).sum())).reshape(-1, d)  # every ended agent's
         if logprob:
             block["logprobs"] = take(n)
         out.append(block)
@@ -135,7 +135,7 @@ def test_a_fragment_is_the_steps_a_trainer_would_have_seen_with_the_same_actions
         trainer_obs, rewards, statuses, finals, _ = unpack_step(trainer.recv_body(), n, 12)
         np.testing.assert_array_equal(rewards, block["rewards"], err_msg=f"step {t}")
         np.testing.assert_array_equal(statuses, block["statuses"], err_msg=f"step {t}")
-        np.testing.assert_array_equal(finals[statuses[statuses > 0] == 2], block["finals"], err_msg=f"step {t}")
+        np.testing.assert_array_equal(finals, block["finals"], err_msg=f"step {t}")
         ended += [(t, i) for i in np.flatnonzero(statuses)]
     np.testing.assert_array_equal(tail, trainer_obs)
     # the time limit of 15 ends every episode at steps 15 and 30: truncated (2), with the final observations

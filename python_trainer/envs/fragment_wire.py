@@ -10,7 +10,8 @@ that holds "actors": true (a game that has them):
 - {"type": "fragment", "version": k} makes the game act alone for T steps, sending {"type": "alive", "step": s}
   about once a second, then a header {"type": "fragment", "version": k, "parts": P, "floats": F, "episodes": [...]}
   and P binary parts whose float32 values, concatenated, are the fragment's body: T step blocks (obs[N*D] raw,
-  actions[N*A] as sampled, rewards[N], statuses[N], each truncated agent's final obs[D], with "logprob" logprobs[N]),
+  actions[N*A] as sampled, rewards[N], statuses[N], the final obs[D] of each agent whose episode ended there, with
+  "logprob" logprobs[N]),
   then the tail obs[N*D] (the observations the next fragment starts from).
 godot_project/addons/rl_sync/fragment_wire.gd is the game's side; tests/test_engine_actors.py holds the two equal.
 """
@@ -86,8 +87,9 @@ def check_actors_reply(reply: dict, label: str, *, weights: int, obs_size: int, 
 @dataclass
 class Fragment:
     """One instance's fragment as arrays: obs (T, N, D) raw, actions (T, N, A) as sampled, rewards (T, N), statuses
-    (T, N) (0 running, 1 terminated, 2 truncated), final_obs {t: (agents, (k, D) raw)} of the agents truncated at step
-    t, tail_obs (N, D), logprobs (T, N) or None, and the header's episodes (dicts, in order of ending)."""
+    (T, N) (0 running, 1 terminated, 2 truncated), final_obs {t: (agents, (k, D) raw)} of the agents whose episode
+    ended at step t (terminated or truncated), tail_obs (N, D), logprobs (T, N) or None, and the header's episodes
+    (dicts, in order of ending)."""
 
     obs: np.ndarray
     actions: np.ndarray
@@ -153,9 +155,9 @@ def parse_fragment(header: dict, parts: list, label: str, *, num_steps: int, n_a
             raise FragmentError(f"{label}: a fragment's statuses must be 0, 1 or 2; step {t} holds "
                                 f"{status.tolist()[:20]}")
         statuses[t] = status
-        cut = np.flatnonzero(status == STATUS_TRUNCATED)
-        if cut.size:
-            final_obs[t] = (cut, take(cut.size * D).reshape(cut.size, D).copy())
+        ended = np.flatnonzero(status != STATUS_RUNNING)
+        if ended.size:
+            final_obs[t] = (ended, take(ended.size * D).reshape(ended.size, D).copy())
         if logprob:
             logprobs[t] = take(N)
     tail = take(N * D).reshape(N, D).copy()

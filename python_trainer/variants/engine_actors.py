@@ -58,8 +58,6 @@ def refused_variant(args) -> Optional[str]:
                         (getattr(args, "ray_address", None) is not None, "Ray (--ray-address)"),
                         (getattr(args, "async_rl", False) and getattr(args, "max_policy_lag", 1) > 1,
                          "--max-policy-lag above 1"),
-                        (getattr(args, "rnd", False), "--rnd (the fragment carries no terminated episode's last "
-                                                      "observation)"),
                         (getattr(args, "editor", False), "--editor"),
                         (getattr(args, "frame_stack", 1) != 1, "--frame-stack (a camera)")):
         if asked:
@@ -132,6 +130,11 @@ class EngineActorRollouts(LocalRollouts):
         self._drain()
         self.entered, self.ready = [False] * len(self.entered), None  # fresh episodes: a kept fragment is stale
         super().reset(normalizer, buf, seed)
+
+    def warm_up(self, bonus, steps: int, seed: int) -> None:
+        self._drain()
+        self.entered = [False] * len(self.entered)
+        super().warm_up(bonus, steps, seed)
 
     def evaluate(self, act, num_episodes: int, seed: int) -> list:
         self._drain()
@@ -231,7 +234,8 @@ class EngineActorRollouts(LocalRollouts):
         self.ready, started = None, time.perf_counter()
         self.lag = self.collects - asked_at
         self.lag_max = max(self.lag_max, self.lag)
-        fill_buffer(buf, fragments, restarted, behaviour, sent, normalizer, self.envs.agent_counts, critic=agent)
+        fill_buffer(buf, fragments, restarted, behaviour, sent, normalizer, self.envs.agent_counts, critic=agent,
+                    bonus=bonus)
         if self.logprob:
             self.game_logprobs = np.concatenate([f.logprobs for f in fragments], axis=1)
         buf.policy_s, buf.env_wait_s = time.perf_counter() - started, self.fragment_wait_s + self.weights_s
@@ -241,10 +245,11 @@ class EngineActorRollouts(LocalRollouts):
 
 
 def fill_buffer(buf: RolloutBuffer, fragments: list, restarted: np.ndarray, behaviour, sent, normalizer, counts,
-                critic) -> None:
+                critic, bonus=None) -> None:
     """The buffer from the instances' fragments (agents in instance order), as collect_rollout fills it: the
     observations normalised by ``sent`` (the normaliser as the games were sent it), log-probs of ``behaviour`` (the
-    agent whose weights they were sent), values of ``critic`` (the learner's agent now), ``normalizer`` updated."""
+    agent whose weights they were sent), values of ``critic`` (the learner's agent now), ``normalizer`` updated;
+    ``bonus`` (RND) rates the observation each agent reached at each step (the final one where its episode ended)."""
     obs = np.concatenate([f.obs for f in fragments], axis=1)  # (T, N, D) raw
     actions = np.concatenate([f.actions for f in fragments], axis=1)
     rewards = np.concatenate([f.rewards for f in fragments], axis=1)
@@ -257,13 +262,16 @@ def fill_buffer(buf: RolloutBuffer, fragments: list, restarted: np.ndarray, beha
             raise NonFiniteEnvData(max(t - 1, 0))
     if not finite_as_float32(tail):
         raise NonFiniteEnvData(T - 1)
-    final = []  # (t, agent, raw final obs) of the truncated episodes
+    final = []  # (t, agent, raw final obs) of the ended episodes
     for k, f in enumerate(fragments):
         for t, (agents, rows) in f.final_obs.items():
+            if not finite_as_float32(rows):
+                raise NonFiniteEnvData(t, "final observations (the last of an ended episode)")
             final += [(t, offsets[k] + a, row) for a, row in zip(agents, rows)]
+    cut = [(t, a, row) for t, a, row in final if statuses[t, a] == wire.STATUS_TRUNCATED]  # bootstrapped from
     # normalised with the statistics the games were sent, then the normaliser updated from the raw observations
     norm = sent.normalize_obs(obs.reshape(T * N, D), update=False).reshape(T, N, D)
-    final_norm = sent.normalize_obs(np.stack([r for _, _, r in final]), update=False) if final else None
+    final_norm = sent.normalize_obs(np.stack([r for _, _, r in cut]), update=False) if cut else None
     next_obs = sent.normalize_obs(tail, update=False)
     normalizer.normalize_obs(np.concatenate([obs[1:].reshape(-1, D), tail]))  # the observations received after s_0
     buf.episodes, buf.initial_state = [], buf.state.clone()
@@ -278,9 +286,9 @@ def fill_buffer(buf: RolloutBuffer, fragments: list, restarted: np.ndarray, beha
         buf.logprobs[:] = logprob.numpy().reshape(T, N)
         buf.values[:] = (values if critic is behaviour else critic.get_value(rows)).numpy().reshape(T, N, -1)
         buf.final_values[:] = 0.0
-        if final:
+        if cut:
             cut_values = critic.get_value(torch.from_numpy(final_norm))[:, 0].numpy()
-            for (t, a, _), v in zip(final, cut_values):
+            for (t, a, _), v in zip(cut, cut_values):
                 buf.final_values[t, a] = v
     for t in range(T):
         done = statuses[t] != wire.STATUS_RUNNING
@@ -288,6 +296,12 @@ def fill_buffer(buf: RolloutBuffer, fragments: list, restarted: np.ndarray, beha
     buf.terminated[:] = statuses == wire.STATUS_TERMINATED
     buf.truncated[:] = statuses == wire.STATUS_TRUNCATED
     buf.next_obs[:], buf.next_done[:] = next_obs, statuses[-1] != wire.STATUS_RUNNING
+    if bonus is not None:  # RND: s_{t+1}, or the final observation where the episode ended at t
+        reached = np.concatenate([obs[1:], tail[None]])
+        for t, a, row in final:
+            reached[t, a] = row
+        for t in range(T):
+            bonus.rate(buf, t, slice(None), reached[t], np.zeros(N, bool), {})
     ended = {}
     for k, f in enumerate(fragments):
         for t, rows in wire.episodes_by_step(f, f"instance {k}").items():

@@ -2,7 +2,7 @@ extends Reference
 # One fragment of actor mode (fragment_mode.gd), collected step by step as the game runs: at each decision
 # step every agent's raw observation, its sampled action (fragment_actors.gd, applied through the
 # controller as the trainer's actions are), then, at the next decision step, the rewards, the statuses and
-# the final observations of truncated episodes, with the same bookkeeping as the trainer's steps
+# the final observations of the ended episodes, with the same bookkeeping as the trainer's steps
 # (decision_step.gd: the time limit, the same-step reset, the step order of an ending episode). After
 # num_steps steps, the tail observations; then the header and the body in parts (fragment_wire.gd).
 
@@ -71,14 +71,13 @@ func step() -> String:
 		if ended == null:
 			statuses.append(FragmentWire.STATUS_RUNNING)
 			continue
-		if ended[2]:
-			statuses.append(FragmentWire.STATUS_TRUNCATED)
-			var final_obs = Observations.vector_values(ended[1])
-			if final_obs.size() != actors.obs_size:
-				return _size_problem(i, final_obs.size())
-			finals.append_array(final_obs)
-		else:
-			statuses.append(FragmentWire.STATUS_TERMINATED)
+		statuses.append(FragmentWire.STATUS_TRUNCATED if ended[2] else FragmentWire.STATUS_TERMINATED)
+		# every ended episode's last observation, as a step's reply carries it: a truncated one is bootstrapped
+		# from, and a curiosity bonus (--rnd) rates the observation reached however the episode ended
+		var final_obs = Observations.vector_values(ended[1])
+		if final_obs.size() != actors.obs_size:
+			return _size_problem(i, final_obs.size())
+		finals.append_array(final_obs)
 		_episodes.append({
 			FragmentWire.AGENT_KEY: i,
 			FragmentWire.RETURN_KEY: _agents[i].last_episode_return,

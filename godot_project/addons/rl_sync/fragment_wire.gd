@@ -12,8 +12,8 @@ extends Reference
 #                    "return": R, "length": L, "info": {...}}, ...]} and P binary parts (var2bytes(PoolRealArray)
 #                    each, at most the message limit), whose values joined are the fragment's body of F floats:
 #   T step blocks: obs[N*D] (raw), actions[N*A] (as sampled: continuous values before clipping, then each
-#   discrete key's index), rewards[N], statuses[N] (STATUS_*), the final obs [D] of each agent whose status is
-#   STATUS_TRUNCATED (agent order), and with "logprob" logprobs[N]; then the tail obs[N*D] (the next obs).
+#   discrete key's index), rewards[N], statuses[N] (STATUS_*), the final obs [D] of each agent whose episode
+#   ended (status not STATUS_RUNNING; agent order), and with "logprob" logprobs[N]; then the tail obs[N*D].
 
 # Message kinds.
 const ACTORS := "actors"

@@ -23,8 +23,11 @@ warm-up and reset included), and the run's wall clock (the whole command, the ga
 Each configuration's --total-timesteps is set so that its slower side lasts about 30-60 s on a quiet 2-core machine
 (--scale multiplies them; rounded to whole updates of 128 steps, at least 2). The dodge games are built in DIR once
 (again when the addon or docs/own_flow.md is newer than the build, or with --rebuild). The last lines are a table:
-each configuration's SPS medians over the rounds for both sides, the ratio of the medians (per round in brackets)
-and the issue's target (dodge1 >= 3x, dodge4 >= 2x, ball8x1 >= 2x; the others are quoted).
+each configuration's SPS medians over the rounds for both sides, the ratio of the medians (per round in brackets),
+the games alone (an update's steps over the median time the games took to collect a fragment while the learner waited,
+`perf/fragment_wait_s`: about the most any --in-engine run of the configuration does on this machine, the learner
+costing nothing) with that over --no-in-engine's median (the highest ratio this machine allows), and the issue's
+target (dodge1 >= 3x, dodge4 >= 2x, ball8x1 >= 2x; the others are quoted).
 """
 
 import argparse
@@ -115,8 +118,25 @@ def total_steps(config: Config, scale: float) -> int:
     return max(2, round(config.steps * scale / batch)) * batch
 
 
-def train(flags: list, steps: int, root: Path, log: Path, timeout: float) -> dict:
-    """One `godot-ppo train` run: {"sps", "wall", "path" (the start-up line's actors), "refused", "error"}."""
+def games_alone(root: Path, batch: int):
+    """An --in-engine run's bound: one update's steps over the median `perf/fragment_wait_s`, the time the games took
+    to collect a fragment while the learner waited (synchronous: the games had the CPUs to themselves). No run of
+    that configuration on this machine goes faster, whatever the learner does; None without the scalar."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    runs = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    if not runs:
+        return None
+    acc = EventAccumulator(str(runs[0]), size_guidance={"scalars": 0}).Reload()
+    if "perf/fragment_wait_s" not in acc.Tags().get("scalars", []):
+        return None
+    wait = statistics.median(e.value for e in acc.Scalars("perf/fragment_wait_s"))
+    return batch / wait if wait > 0 else None
+
+
+def train(flags: list, steps: int, root: Path, log: Path, timeout: float, batch: int) -> dict:
+    """One `godot-ppo train` run: {"sps", "wall", "path" (the start-up line's actors), "refused", "error", "alone"
+    (games_alone(), in the engine)}."""
     if root.exists():
         shutil.rmtree(root)
     cmd = [*TRAINER, "train", *flags, "--total-timesteps", str(steps), "--seed", "1", "--eval-episodes", "0",
@@ -134,7 +154,8 @@ def train(flags: list, steps: int, root: Path, log: Path, timeout: float) -> dic
         error = "timed out" if out.returncode is None else f"exit {out.returncode}" if out.returncode else "no SPS="
     path = next((side for side, line in PATHS.items() if line in text), "?")
     return {"sps": float(found[-1]) if found and not error else None, "wall": wall, "path": path,
-            "refused": refused.group(0) if refused else None, "error": error}
+            "refused": refused.group(0) if refused else None, "error": error,
+            "alone": games_alone(root, batch) if found and not error else None}
 
 
 def median(values: list):
@@ -157,12 +178,15 @@ def row(name: str, config: Config, results: dict) -> str:
         ratio = f"{m_yes / m_no:.2f}x ({rounds})"
     else:
         ratio = f"- ({refusal})" if refusal else "-"
+    alone = median([r["alone"] for r in yes])
+    bound = f"{alone:,.0f}, {alone / m_no:.2f}x" if alone and m_no else "-"
     if config.target is None:
         target = "quoted"
     else:
         met = "" if not (m_no and m_yes) else (", met" if m_yes / m_no >= config.target else ", NOT met")
         target = f">= {config.target:g}x{met}"
-    return f"| {name} | {config.what} | {max(len(no), len(yes))} | {cells[0]} | {cells[1]} | {ratio} | {target} |"
+    return (f"| {name} | {config.what} | {max(len(no), len(yes))} | {cells[0]} | {cells[1]} | {ratio} | {bound} "
+            f"| {target} |")
 
 
 def main():
@@ -199,7 +223,7 @@ def main():
                 tag = f"{name}_{side.strip('-')}_r{r + 1}"
                 load = os.getloadavg()[0]
                 result = train([*flags[name], side], steps[name], args.work / "runs" / tag,
-                               args.work / "logs" / f"{tag}.log", args.timeout)
+                               args.work / "logs" / f"{tag}.log", args.timeout, CONFIGS[name].agents * NUM_STEPS)
                 results[name][side].append(result)
                 if result["refused"]:
                     said = f"refused: {result['refused']}"
@@ -207,13 +231,18 @@ def main():
                     said = f"FAILED ({result['error']}; see {args.work / 'logs' / tag}.log)"
                 else:
                     wrong = "" if result["path"] == side else f" (its start-up line says {result['path']}!)"
-                    said = f"{result['sps']:8,.0f} SPS{wrong}"
+                    alone = f" (the games alone {result['alone']:,.0f})" if result["alone"] else ""
+                    said = f"{result['sps']:8,.0f} SPS{alone}{wrong}"
                 print(f"round {r + 1} {name:>14} {side:>15}: {said}, {result['wall']:.0f} s "
                       f"(load {load:.1f} -> {os.getloadavg()[0]:.1f})", flush=True)
     print("\nSPS: the last progress line's (train's global steps over its wall clock since the games were up); "
-          "the ratio: --in-engine's median over --no-in-engine's (each round's in brackets)")
+          "the ratio: --in-engine's median over --no-in-engine's (each round's in brackets); the games alone: an "
+          "update's steps over the median time the games took to collect a fragment (perf/fragment_wait_s), the most "
+          "any --in-engine run can do here, and that over --no-in-engine's median: the highest ratio this machine "
+          "allows")
     print("| config | what | rounds | --no-in-engine SPS, median (each round) | --in-engine SPS, median (each round) "
-          "| ratio | the issue's target |\n| --- | --- | --- | --- | --- | --- | --- |")
+          "| ratio | the games alone, bound on the ratio | the issue's target |\n"
+          "| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in names:
         print(row(name, CONFIGS[name], results[name]))
     failed = [name for name in names for side in SIDES for x in results[name][side] if x["error"]]

@@ -117,10 +117,10 @@ def flags(**kw):
     return SimpleNamespace(**{**base, **kw})
 
 
-def game(agents=1, actors=True, dialect="rl_sync", image=None):
+def game(agents=1, actors=True, dialect="rl_sync", image=None, policies=("one",)):
     inst = SimpleNamespace(env_info={"actors": True} if actors else {})
     return SimpleNamespace(agent_counts=[agents, agents], dialect=dialect, image_layout=image, mixed=False,
-                           launcher=SimpleNamespace(instances=[inst, inst]))
+                           policies=list(policies), launcher=SimpleNamespace(instances=[inst, inst]))
 
 
 def test_the_default_runs_in_the_engine_up_to_k_agents_per_instance_and_never_picks_what_is_refused():
@@ -130,7 +130,7 @@ def test_the_default_runs_in_the_engine_up_to_k_agents_per_instance_and_never_pi
     assert engine_actors.decide(flags(in_engine=True), game(16)) == (True, "--in-engine")
     assert engine_actors.decide(flags(in_engine=False), game(1)) == (False, "--no-in-engine")
     for kw, g in [({"lstm": True}, game()), ({"self_play": True}, game()), ({}, game(actors=False)),
-                  ({}, game(dialect="godot_rl")), ({}, game(image=object()))]:
+                  ({}, game(dialect="godot_rl")), ({}, game(image=object())), ({}, game(policies=("red", "blue")))]:
         assert engine_actors.decide(flags(**kw), g)[0] is False
         with pytest.raises(engine_actors.InEngineRefused, match="^--in-engine: .* does not run in the engine"):
             engine_actors.decide(flags(in_engine=True, **kw), g)

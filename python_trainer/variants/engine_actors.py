@@ -71,7 +71,7 @@ def refused_game(envs) -> Optional[str]:
         return "a game made with godot_rl_agents' plugin"
     if getattr(envs, "image_layout", None) is not None:
         return "a camera (an image observation; the CNN in GDScript costs about 5 ms per agent-decision)"
-    if getattr(envs, "mixed", False):
+    if getattr(envs, "mixed", False) or len(getattr(envs, "policies", None) or ()) > 1:  # (several policy names)
         return "several policies in one game"
     if not all(inst.env_info.get(wire.ACTORS) for inst in envs.launcher.instances):
         return "an export without in-engine actors (older than this trainer: re-export it with godot-ppo export)"

@@ -24,7 +24,7 @@ COMMITTED_POLICY = REPO / "exports" / "policies" / "ball_chase.json"
 def _train_cmd(tmp_path: Path, total: int) -> list:
     return train_argv(tmp_path, "--env-id", "ball_chase", "--num-instances", "1", "--agents-per-instance", "4",
                       "--num-steps", "32", "--checkpoint-every", "1", "--total-timesteps", str(total),
-                      "--eval-episodes", "0", "--watch")
+                      "--eval-episodes", "0", "--watch", "--in-engine")  # the games act for themselves (issue 58)
 
 
 def _reloads(log: Path) -> list:
@@ -42,7 +42,7 @@ def test_watch_window_reloads_newer_policies_and_ends_with_training(tmp_path, he
     finally:
         end(proc)
     assert proc.returncode == 0, err[-3000:]
-    assert "watching: a window plays" in err
+    assert "watching: a window plays" in err and "actors: in the engine (--in-engine)" in out
     (log,) = tmp_path.glob("*/logs/watch.log")
     steps = _reloads(log)
     # (the end writes policy.json twice at the same global step: with checkpoint.pt, then with model.pt)

@@ -192,3 +192,20 @@ def test_each_copys_agent_acts_in_the_engine_and_its_steps_are_those_a_trainer_w
     finally:
         for game in games:
             game.close()
+
+
+# ---------------------------------------------------------------------------------------------- --resume
+@pytest.mark.slow
+def test_a_run_trained_in_the_engine_resumes_step_by_step_and_then_in_the_engine_again(tmp_path, capsys,
+                                                                                      headless_export):
+    """jumper: one update in the engine, one step by step (--resume --no-in-engine), one in the engine again; each
+    start-up line and args.json say the path, and the checkpoint counts every update's steps."""
+    assert short_run(tmp_path, "--env-id", "jumper", steps=256) == 0
+    assert IN_ENGINE in capsys.readouterr().out
+    (run_dir,) = run_dirs(tmp_path)
+    for total, flag, said in ((512, "--no-in-engine", "actors: the trainer steps every agent (--no-in-engine)"),
+                              (768, "--in-engine", IN_ENGINE)):
+        assert train.main(["--resume", str(run_dir), "--total-timesteps", str(total), flag]) == 0
+        assert said in capsys.readouterr().out
+        assert json.loads((run_dir / "args.json").read_text())["in_engine"] is (flag == "--in-engine")
+        assert torch.load(run_dir / "model.pt", weights_only=False)["global_step"] == total

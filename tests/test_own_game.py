@@ -241,9 +241,15 @@ def test_export_failure_shows_godots_error_and_user_presets_are_left_alone(tmp_p
     from python_trainer.tools.export import presets_cfg
 
     (project / "export_presets.cfg").write_text(presets_cfg().replace("/usr/bin/godot3-server", "/nowhere/godot3-server"))
+    kept = tmp_path / "out" / "headless" / "walker.x86_64"  # the last good export, which a failed one leaves alone
+    kept.parent.mkdir(parents=True)
+    kept.write_text("the last good export")
+    kept.with_suffix(".pck").write_text("its pack")
     with pytest.raises(ExportError, match=r"failed, exit code \d+; Godot said:\n.*") as ei:
         export(project, tmp_path / "out", kinds=("headless",), quiet=True)
     assert "/nowhere/godot3-server" in str(ei.value) or "template" in str(ei.value).lower()
+    assert kept.read_text() == "the last good export" and kept.with_suffix(".pck").read_text() == "its pack"
+    assert sorted(p.name for p in kept.parent.iterdir()) == ["walker.pck", "walker.x86_64"]  # no scratch left
 
 
 def test_our_presets_file_is_the_one_export_writes():
@@ -276,6 +282,7 @@ def test_a_projects_export_without_out_goes_to_its_own_exports_folder(tmp_path):
     written = export(tmp_path / "my_game", kinds=("headless",), quiet=True)
     assert written["headless"] == tmp_path / "my_game" / "exports" / "headless" / "walker.x86_64"
     assert written["headless"].is_file() and sorted(p.name for p in (REPO / "exports").rglob("*")) == before
+    assert sorted(p.name for p in written["headless"].parent.iterdir()) == ["walker.pck", "walker.x86_64"]
 
 
 def test_a_copy_of_this_multi_game_project_exports_and_lists_its_games(tmp_path, capsys):

@@ -12,9 +12,11 @@ is left alone, and its Linux/X11 presets whose custom template is `godot3-server
 from __future__ import annotations
 
 import configparser
+import os
 import re
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Optional
@@ -169,17 +171,24 @@ def export(project=None, out=None, kinds=KINDS, quiet=False) -> dict:
     for kind in kinds:
         target = (out / kind / name).resolve()
         target.parent.mkdir(parents=True, exist_ok=True)
-        for old in (target, target.with_suffix(".pck")):
-            old.unlink(missing_ok=True)
-        cmd = [server, "--path", str(project.resolve()), "--export", presets[kind], str(target)]
-        result = run_to_end(cmd, timeout=EXPORT_TIMEOUT_S, env=game_environ())
-        if result.returncode is None:
-            raise ExportError(f"exporting {kind} did not finish within {EXPORT_TIMEOUT_S} s: {' '.join(cmd)}")
-        if not target.is_file() or not target.with_suffix(".pck").is_file():
-            raise ExportError(
-                f"exporting {project} ({kind}, preset {presets[kind]!r}) failed, exit code {result.returncode}; "
-                f"Godot said:\n{_godot_errors(result.stdout + result.stderr)}"
-            )
+        # Written beside the target, then moved over it (the .pck first): a game started meanwhile opens the old
+        # export or the new one, never a half-written one, and a failed export leaves the old one in place.
+        scratch = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+        try:
+            fresh = scratch / name
+            cmd = [server, "--path", str(project.resolve()), "--export", presets[kind], str(fresh)]
+            result = run_to_end(cmd, timeout=EXPORT_TIMEOUT_S, env=game_environ())
+            if result.returncode is None:
+                raise ExportError(f"exporting {kind} did not finish within {EXPORT_TIMEOUT_S} s: {' '.join(cmd)}")
+            if not fresh.is_file() or not fresh.with_suffix(".pck").is_file():
+                raise ExportError(
+                    f"exporting {project} ({kind}, preset {presets[kind]!r}) failed, exit code {result.returncode}; "
+                    f"Godot said:\n{_godot_errors(result.stdout + result.stderr)}"
+                )
+            os.replace(fresh.with_suffix(".pck"), target.with_suffix(".pck"))
+            os.replace(fresh, target)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         written[kind] = target
     if not quiet:
         games = games_text(GameExport.open(next(iter(written.values()))))  # both kinds hold the same .pck

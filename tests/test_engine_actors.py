@@ -35,7 +35,7 @@ WIRE_GD = REPO / "godot_project" / "addons" / "rl_sync" / "fragment_wire.gd"
 NAMES = ["ACTORS", "FRAGMENT", "ALIVE", "ERROR", "PATH_KEY", "NUM_STEPS_KEY", "SEED_KEY", "LOGPROB_KEY", "WEIGHTS_KEY",
          "OBS_SIZE_KEY", "ACTION_SIZE_KEY", "N_AGENTS_KEY", "VERSION_KEY", "STEP_KEY", "PARTS_KEY", "FLOATS_KEY",
          "EPISODES_KEY", "AGENT_KEY", "RETURN_KEY", "LENGTH_KEY", "INFO_KEY", "STATUS_RUNNING", "STATUS_TERMINATED",
-         "STATUS_TRUNCATED", "MESSAGE_KEY", "ALIVE_PERIOD_S"]
+         "STATUS_TRUNCATED", "MESSAGE_KEY", "ALIVE_PERIOD_S", "PATHS_KEY", "POLICIES_KEY", "SIZES_KEY"]
 
 
 def test_the_fragment_wire_is_declared_alike_in_python_and_in_gdscript():
@@ -129,8 +129,9 @@ def test_the_default_runs_in_the_engine_up_to_k_agents_per_instance_and_never_pi
     assert engine_actors.decide(flags(), game(k + 1))[0] is False
     assert engine_actors.decide(flags(in_engine=True), game(16)) == (True, "--in-engine")
     assert engine_actors.decide(flags(in_engine=False), game(1)) == (False, "--no-in-engine")
+    assert engine_actors.decide(flags(), game(2, policies=("red", "blue")))[0] is True  # each agent its own policy
     for kw, g in [({"lstm": True}, game()), ({"self_play": True}, game()), ({}, game(actors=False)),
-                  ({}, game(dialect="godot_rl")), ({}, game(image=object())), ({}, game(policies=("red", "blue")))]:
+                  ({}, game(dialect="godot_rl")), ({}, game(image=object()))]:
         assert engine_actors.decide(flags(**kw), g)[0] is False
         with pytest.raises(engine_actors.InEngineRefused, match="^--in-engine: .* does not run in the engine"):
             engine_actors.decide(flags(in_engine=True, **kw), g)

@@ -35,10 +35,13 @@ PATH_KEY = "path"
 NUM_STEPS_KEY = "num_steps"
 SEED_KEY = "seed"
 LOGPROB_KEY = "logprob"
+PATHS_KEY = "paths"  # several policies: {policy name: file} instead of "path"
+POLICIES_KEY = "policies"  # their names' order: of their values in a weights message and of their sizes
 WEIGHTS_KEY = "weights"
 OBS_SIZE_KEY = "obs_size"
 ACTION_SIZE_KEY = "action_size"
 N_AGENTS_KEY = "n_agents"
+SIZES_KEY = "sizes"  # several policies: {policy name: {"weights": W, "obs_size": D, "action_size": A}}
 VERSION_KEY = "version"
 STEP_KEY = "step"
 PARTS_KEY = "parts"
@@ -60,8 +63,11 @@ class FragmentError(GameBugError):
 
 
 def actors_message(path, num_steps: int, seed: int, logprob: bool = False) -> dict:
-    return {"type": ACTORS, PATH_KEY: str(path), NUM_STEPS_KEY: int(num_steps), SEED_KEY: int(seed),
-            LOGPROB_KEY: bool(logprob)}
+    """``path``: one policy file for every agent, or {policy name: file} of a game of several policies (their order is
+    the weights message's)."""
+    files = ({PATHS_KEY: {name: str(p) for name, p in path.items()}, POLICIES_KEY: list(path)}
+             if isinstance(path, dict) else {PATH_KEY: str(path)})
+    return {"type": ACTORS, **files, NUM_STEPS_KEY: int(num_steps), SEED_KEY: int(seed), LOGPROB_KEY: bool(logprob)}
 
 
 def fragment_message(version: int) -> dict:
@@ -74,9 +80,13 @@ def weights_message(values) -> bytes:
     return pack_actions(floats=values)
 
 
-def check_actors_reply(reply: dict, label: str, *, weights: int, obs_size: int, action_size: int, n_agents: int):
-    """Raise FragmentError unless the game's "actors" reply agrees with what the trainer counts."""
+def check_actors_reply(reply: dict, label: str, *, weights: int, obs_size: int, action_size: int, n_agents: int,
+                       sizes: Optional[dict] = None):
+    """Raise FragmentError unless the game's "actors" reply agrees with what the trainer counts. ``sizes``: several
+    policies' {name: {"weights": W, "obs_size": D, "action_size": A}} (then obs_size and action_size: the widest)."""
     expected = {WEIGHTS_KEY: weights, OBS_SIZE_KEY: obs_size, ACTION_SIZE_KEY: action_size, N_AGENTS_KEY: n_agents}
+    if sizes is not None:
+        expected[SIZES_KEY] = sizes
     wrong = {k: reply.get(k) for k, v in expected.items() if reply.get(k) != v}
     if wrong:
         raise FragmentError(f"{label}: its {ACTORS!r} reply says " + ", ".join(f"{k}={v!r}" for k, v in wrong.items())
@@ -125,15 +135,22 @@ def part_values(body: bytes, label: str) -> np.ndarray:
     return np.frombuffer(body, "<f4", count=count, offset=_HEADER.size)
 
 
-def parse_fragment(header: dict, parts: list, label: str, *, num_steps: int, n_agents: int, obs_size: int,
-                   action_size: int, logprob: bool = False) -> Fragment:
-    """A fragment from its header and its parts' bodies; raises FragmentError (one line) when they do not fit."""
+def parse_fragment(header: dict, parts: list, label: str, *, num_steps: int, n_agents: int, obs_size,
+                   action_size, logprob: bool = False) -> Fragment:
+    """A fragment from its header and its parts' bodies; raises FragmentError (one line) when they do not fit.
+    ``obs_size``, ``action_size``: every agent's, or each agent's (several policies: its policy's), when the arrays
+    are as wide as the widest and an agent's values fill its row from the left (zeros after)."""
     _, floats, episodes = check_header(header, header.get(VERSION_KEY), label)
     body = np.concatenate([part_values(p, label) for p in parts]) if parts else np.zeros(0, np.float32)
     if body.size != floats:
         raise FragmentError(f"{label}: a fragment's parts hold {body.size} float32 values, its header says {floats}")
-    T, N, D, A = num_steps, n_agents, obs_size, action_size
-    obs, actions = np.empty((T, N, D), np.float32), np.empty((T, N, A), np.float32)
+    T, N = num_steps, n_agents
+    obs_sizes, action_sizes = np.broadcast_to(obs_size, (N,)), np.broadcast_to(action_size, (N,))
+    D, A = int(obs_sizes.max(initial=0)), int(action_sizes.max(initial=0))
+    obs_mask = np.arange(D) < obs_sizes[:, None]  # (N, D): which of each agent's row its values fill
+    act_mask = np.arange(A) < action_sizes[:, None]
+    uniform = bool(obs_mask.all() and act_mask.all())
+    obs, actions = np.zeros((T, N, D), np.float32), np.zeros((T, N, A), np.float32)
     rewards, statuses = np.empty((T, N), np.float32), np.empty((T, N), np.int64)
     logprobs = np.empty((T, N), np.float32) if logprob else None
     final_obs, at = {}, 0
@@ -146,9 +163,16 @@ def parse_fragment(header: dict, parts: list, label: str, *, num_steps: int, n_a
         at += count
         return body[at - count:at]
 
+    def rows(mask):  # the rows of the agents of ``mask``, each its own values, from the body
+        if uniform:
+            return take(mask.size).reshape(mask.shape)
+        out = np.zeros(mask.shape, np.float32)
+        out[mask] = take(int(mask.sum()))
+        return out
+
     for t in range(T):
-        obs[t] = take(N * D).reshape(N, D)
-        actions[t] = take(N * A).reshape(N, A)
+        obs[t] = rows(obs_mask)
+        actions[t] = rows(act_mask)
         rewards[t] = take(N)
         status = take(N)
         if not np.isin(status, (STATUS_RUNNING, STATUS_TERMINATED, STATUS_TRUNCATED)).all():
@@ -157,16 +181,32 @@ def parse_fragment(header: dict, parts: list, label: str, *, num_steps: int, n_a
         statuses[t] = status
         ended = np.flatnonzero(status != STATUS_RUNNING)
         if ended.size:
-            final_obs[t] = (ended, take(ended.size * D).reshape(ended.size, D).copy())
+            final_obs[t] = (ended, rows(obs_mask[ended]).copy())
         if logprob:
             logprobs[t] = take(N)
-    tail = take(N * D).reshape(N, D).copy()
+    tail = rows(obs_mask).copy()
     if at != body.size:
         raise FragmentError(f"{label}: a fragment holds {body.size - at} float32 values after its tail")
     ended = int(np.count_nonzero(statuses))
     if len(episodes) != ended:
         raise FragmentError(f"{label}: a fragment's statuses end {ended} episodes, its header lists {len(episodes)}")
     return Fragment(obs, actions, rewards, statuses, tail, final_obs, logprobs, episodes)
+
+
+def select(fragment: Fragment, agents: np.ndarray, obs_size: int, action_size: int) -> Fragment:
+    """The fragment of ``agents`` alone (indices into its agents, ascending), renumbered from 0, their rows cut to
+    their own policy's ``obs_size`` and ``action_size``: one policy's share of a game of several."""
+    agents = np.asarray(agents, np.int64)
+    new = {int(a): j for j, a in enumerate(agents)}
+    final = {}
+    for t, (ended, rows) in fragment.final_obs.items():
+        keep = np.isin(ended, agents)
+        if keep.any():
+            final[t] = (np.array([new[int(a)] for a in ended[keep]], np.int64), rows[keep, :obs_size])
+    episodes = [dict(e, **{AGENT_KEY: new[e[AGENT_KEY]]}) for e in fragment.episodes if e.get(AGENT_KEY) in new]
+    return Fragment(fragment.obs[:, agents, :obs_size], fragment.actions[:, agents, :action_size],
+                    fragment.rewards[:, agents], fragment.statuses[:, agents], fragment.tail_obs[agents, :obs_size],
+                    final, None if fragment.logprobs is None else fragment.logprobs[:, agents], episodes)
 
 
 def episodes_by_step(fragment: Fragment, label: str) -> dict:

@@ -109,10 +109,11 @@ def make_rollouts(args, game, global_step, run_dir, start_values: Optional[dict]
 def engine_rollouts(envs, args, run_dir, why: str, logprob: bool = False) -> EngineActorRollouts:
     """In-engine actors (variants/engine_actors.py) over ``envs``, sent the agent as policy_file.py makes it."""
 
-    def export(agent, normalizer):
-        return game_policy(agent, normalizer, envs.single_action_space, envs.env_info, env_id=args.env_id,
+    def export(agent, normalizer, name=None):  # name: one of several policies (a mixed game's own action space)
+        space = envs.single_action_space[name] if getattr(envs, "mixed", False) else envs.single_action_space
+        return game_policy(agent, normalizer, space, envs.env_info, env_id=args.env_id,
                            source={"run": Path(run_dir).name, "in_engine_actors": True},
-                           where="the in-engine actors' policy")
+                           where="the in-engine actors' policy", policy_name=name)
 
     return EngineActorRollouts(envs, num_steps=args.num_steps, seed=args.seed, step_timeout=args.step_timeout,
                                run_dir=run_dir, why=why, export=export, weigh=agent_weights, write=write_policy,

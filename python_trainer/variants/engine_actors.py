@@ -71,8 +71,6 @@ def refused_game(envs) -> Optional[str]:
         return "a game made with godot_rl_agents' plugin"
     if getattr(envs, "image_layout", None) is not None:
         return "a camera (an image observation; the CNN in GDScript costs about 5 ms per agent-decision)"
-    if getattr(envs, "mixed", False) or len(getattr(envs, "policies", None) or ()) > 1:  # (several policy names)
-        return "several policies in one game"
     if not all(inst.env_info.get(wire.ACTORS) for inst in envs.launcher.instances):
         return "an export without in-engine actors (older than this trainer: re-export it with godot-ppo export)"
     return None
@@ -119,31 +117,40 @@ class EngineActorRollouts(LocalRollouts):
         self.entered = [False] * envs.num_instances  # in actor mode since the instance's last other message
         self.version, self.layout, self.game_logprobs, self.written = 0, None, None, None
         self.fragment_wait_s = self.weights_s = 0.0
+        # several policies (variants/policies.py's PolicySet calls collect_routes): their names, each agent's policy
+        specs = getattr(envs, "policies", None) or ()
+        self.names = [p.name for p in specs] if len(specs) > 1 else None
+        self.env_policy = np.asarray(envs.env_policy) if self.names else np.zeros(self.num_envs, np.int64)
+        self.obs_sizes = np.array([p.observation_space.shape[0] for p in specs] if self.names else [envs.obs_dim])
+        self.offsets = np.concatenate([[0], np.cumsum(envs.agent_counts)]).astype(np.int64)
 
     def startup_line(self) -> Optional[str]:
         ahead = "; --async: each next fragment is collected during the update, policy lag 1" if self.asynchronous else ""
-        return (f"{self.envs.startup_line()}\nactors: in the engine ({self.why}): each instance samples the policy "
+        whose = f"each agent's own policy ({', '.join(self.names)})" if self.names else "the policy"
+        return (f"{self.envs.startup_line()}\nactors: in the engine ({self.why}): each instance samples {whose} "
                 f"itself and sends fragments of {self.num_steps} steps x its agents{ahead}")
 
     # ---- what leaves actor mode: any other message to the games ------------------------------------------------------
-    def reset(self, normalizer, buf: RolloutBuffer, seed: int) -> None:
+    def leave(self) -> None:
+        """Before another message to the games (a reset, the evaluation's steps...): they leave actor mode."""
         self._drain()
-        self.entered, self.ready = [False] * len(self.entered), None  # fresh episodes: a kept fragment is stale
+        self.entered = [False] * len(self.entered)
+
+    def reset(self, normalizer, buf: RolloutBuffer, seed: int) -> None:
+        self.leave()
+        self.ready = None  # fresh episodes: a kept fragment is stale
         super().reset(normalizer, buf, seed)
 
     def warm_up(self, bonus, steps: int, seed: int) -> None:
-        self._drain()
-        self.entered = [False] * len(self.entered)
+        self.leave()
         super().warm_up(bonus, steps, seed)
 
     def evaluate(self, act, num_episodes: int, seed: int) -> list:
-        self._drain()
-        self.entered = [False] * len(self.entered)
+        self.leave()
         return super().evaluate(act, num_episodes, seed)
 
     def set_env_params(self, values: dict) -> None:
-        self._drain()
-        self.entered = [False] * len(self.entered)
+        self.leave()
         super().set_env_params(values)
 
     def scalars(self) -> dict:
@@ -153,15 +160,23 @@ class EngineActorRollouts(LocalRollouts):
     # ---- the exchange -------------------------------------------------------------------------------------------------
     def _enter(self, i: int, source: tuple, weights: np.ndarray) -> None:
         """Instance i into actor mode with the run's policy file of ``source`` (the agent and normaliser whose weights
-        are sent; the file gives the shapes, the weights message the values), its sizes checked against ours."""
+        are sent, per policy; the file gives the shapes, the weights message the values), its sizes checked against
+        ours."""
         inst = self.envs.launcher.instances[i]
-        if self.written != self.version:  # the file of these weights, once per fragment that needs it
-            self.write(self.policy_path, self.export(*source))
+        paths = ({name: self.policy_path.with_name(f"actors_{name}.json") for name in self.names} if self.names
+                 else {None: self.policy_path})
+        if self.written != self.version:  # the files of these weights, once per fragment that needs them
+            for (name, path), (agent, normalizer) in zip(paths.items(), source):
+                self.write(path, self.export(agent, normalizer, name) if self.names else self.export(agent, normalizer))
             self.written = self.version
-        inst.conn.send(wire.actors_message(self.policy_path, self.num_steps, self.seed + self.version, self.logprob))
+        inst.conn.send(wire.actors_message(paths if self.names else self.policy_path, self.num_steps,
+                                           self.seed + self.version, self.logprob))
         reply = inst.conn.recv(expect=wire.ACTORS)
-        wire.check_actors_reply(reply, inst.label(), weights=weights.size, obs_size=self.envs.obs_dim,
-                                action_size=self.layout["action_size"], n_agents=self.envs.agent_counts[i])
+        sizes = self.layout["sizes"]
+        wire.check_actors_reply(reply, inst.label(), weights=weights.size, n_agents=self.envs.agent_counts[i],
+                                obs_size=max(s[wire.OBS_SIZE_KEY] for s in sizes.values()),
+                                action_size=max(s[wire.ACTION_SIZE_KEY] for s in sizes.values()),
+                                sizes=sizes if self.names else None)
         self.entered[i] = True
 
     def _start(self, i: int, source: tuple, message: bytes, weights: np.ndarray) -> None:
@@ -172,14 +187,22 @@ class EngineActorRollouts(LocalRollouts):
         inst.conn.send_bytes(message, "the policy's weights")
         inst.conn.send(wire.fragment_message(self.version))
 
-    def _ask(self, agent, normalizer) -> None:
-        """Send every instance the agent's weights and ask it for the next fragment; kept in ``pending``: what a
-        restart sends again, and (with --async, copies) the behaviour agent and the statistics the games were sent."""
+    def _ask(self, agent, normalizer, routes: Optional[list] = None) -> None:
+        """Send every instance the agent's weights (``routes``: each policy's, in order) and ask it for the next
+        fragment; kept in ``pending``: what a restart sends again, and (with --async, copies) the behaviour agent and
+        the statistics the games were sent."""
         started = time.perf_counter()
-        self.layout = {"num_steps": self.num_steps, "obs_size": self.envs.obs_dim, "logprob": self.logprob,
-                       "action_size": 1 if agent.discrete else agent.action_shape[0]}
-        source = (copy.deepcopy(agent), copy.deepcopy(normalizer)) if self.asynchronous else (agent, normalizer)
-        weights = np.asarray(self.weigh(*source), np.float32)
+        pairs = [(r.agent, r.normalizer) for r in routes] if routes else [(agent, normalizer)]
+        source = copy.deepcopy(pairs) if self.asynchronous else pairs
+        parts = [np.asarray(self.weigh(*pair), np.float32) for pair in source]
+        sizes = {name: {wire.WEIGHTS_KEY: int(w.size), wire.OBS_SIZE_KEY: int(d),
+                        wire.ACTION_SIZE_KEY: 1 if a.discrete else int(a.action_shape[0])}
+                 for name, w, d, (a, _) in zip(self.names or [None], parts, self.obs_sizes, source)}
+        per_agent = [sizes[(self.names or [None])[k]] for k in self.env_policy]
+        self.layout = {"num_steps": self.num_steps, "logprob": self.logprob, "sizes": sizes,
+                       "obs_size": np.array([s[wire.OBS_SIZE_KEY] for s in per_agent]),
+                       "action_size": np.array([s[wire.ACTION_SIZE_KEY] for s in per_agent])}
+        weights = np.concatenate(parts)
         message = wire.weights_message(weights)
         self.version += 1
         failed = {}
@@ -204,7 +227,10 @@ class EngineActorRollouts(LocalRollouts):
                 try:
                     if i in failed:
                         raise failed.pop(i)
-                    layout = dict(self.layout, n_agents=self.envs.agent_counts[i])
+                    agents = slice(self.offsets[i], self.offsets[i + 1])
+                    layout = dict(num_steps=self.num_steps, logprob=self.logprob, n_agents=self.envs.agent_counts[i],
+                                  obs_size=self.layout["obs_size"][agents],
+                                  action_size=self.layout["action_size"][agents])
                     fragments[i] = wire.receive_fragment(self.envs.launcher.instances[i].conn, self.version,
                                                          self.step_timeout, **layout)
                 except GodotConnectionError as e:  # died or silent mid-fragment: dropped, restarted, asked again
@@ -216,7 +242,7 @@ class EngineActorRollouts(LocalRollouts):
                         failed[i] = again
         self.fragment_wait_s = time.perf_counter() - started
         self.envs.check_script_errors()  # a game that keeps raising them stops the run, as at a step
-        return (fragments, restarted, *source, asked_at)
+        return (fragments, restarted, source if self.names else source[0], asked_at)
 
     def _drain(self) -> None:
         """Before any other message: the fragment the games are collecting, kept for the next collect."""
@@ -230,7 +256,7 @@ class EngineActorRollouts(LocalRollouts):
         self.collects += 1
         if self.pending is None and self.ready is None:
             self._ask(agent, normalizer)
-        fragments, restarted, behaviour, sent, asked_at = self.ready or self._wait()
+        fragments, restarted, (behaviour, sent), asked_at = self.ready or self._wait()
         self.ready, started = None, time.perf_counter()
         self.lag = self.collects - asked_at
         self.lag_max = max(self.lag_max, self.lag)
@@ -242,6 +268,30 @@ class EngineActorRollouts(LocalRollouts):
         buf.group_steps = self.num_steps
         if self.asynchronous:  # the games collect the next fragment while the learner updates
             self._ask(agent, normalizer)
+
+    def collect_routes(self, routes: list) -> None:
+        """Several policies (variants/policies.PolicySet, one Route per policy in ``names``' order): every instance
+        runs each agent's own policy; each route's buffer gets its agents' share of the fragments, filled as one
+        policy's (fill_buffer: its normaliser as sent, its agent's log-probs and values, its rewards' scaling,
+        episodes, bootstraps and bonus)."""
+        self.collects += 1
+        self._ask(None, None, routes)
+        fragments, restarted, source, _ = self._wait()
+        started = time.perf_counter()
+        self.game_logprobs = {}
+        for k, (route, (behaviour, sent)) in enumerate(zip(routes, source)):
+            size = self.layout["sizes"][self.names[k]]
+            mine = [np.flatnonzero(self.env_policy[self.offsets[i]:self.offsets[i + 1]] == k)
+                    for i in range(len(fragments))]
+            shares = [wire.select(f, m, size[wire.OBS_SIZE_KEY], size[wire.ACTION_SIZE_KEY])
+                      for f, m in zip(fragments, mine)]
+            fill_buffer(route.buf, shares, restarted[self.env_policy == k], behaviour, sent, route.normalizer,
+                        [m.size for m in mine], critic=route.agent, bonus=route.bonus)
+            if self.logprob:
+                self.game_logprobs[route.name] = np.concatenate([f.logprobs for f in shares], axis=1)
+        for route in routes:
+            route.buf.policy_s = time.perf_counter() - started
+            route.buf.env_wait_s, route.buf.group_steps = self.fragment_wait_s + self.weights_s, self.num_steps
 
 
 def fill_buffer(buf: RolloutBuffer, fragments: list, restarted: np.ndarray, behaviour, sent, normalizer, counts,

@@ -7,7 +7,8 @@ ppo.iterations per learner, in lockstep (`lockstep`), so the algorithm never kno
 
 Their rollouts come from one vector env: `PolicySet` holds it and gives each learner a `PolicyRollouts`, the
 rollouts' interface seen from one policy. The first learner to ask for an update's rollout collects it for all of
-them at once (`collect_routes`: each policy acts in its own envs with its own weights, one `Route` per policy); the
+them at once (`collect_routes`: each policy acts in its own envs with its own weights, one `Route` per policy; with
+in-engine actors the rollouts' own collect_routes, where each game samples every agent from its own policy); the
 others take theirs. self_play.py collects its two teams the same way. A game with one policy is one learner over the
 plain rollouts (rollout.collect_rollout): nothing here runs.
 """
@@ -179,6 +180,10 @@ class PolicySet:
         self.views = [PolicyRollouts(self, k) for k in range(len(self.specs))]
         self.routes: dict = {}
         self._taken = set(self.names)  # the policies that took the last collected rollout
+        # in-engine actors (engine_actors.py): they collect the routes themselves, and leave actor mode before the
+        # env is stepped or reset here
+        self._engine_collect = getattr(rollouts, "collect_routes", None)
+        self._leave = getattr(rollouts, "leave", lambda: None)
 
     def bind(self, learners: list) -> None:
         """The learners (one per policy, in ``names``' order) whose buffers the collections fill."""
@@ -187,7 +192,11 @@ class PolicySet:
 
     def collect_for(self, name: str) -> None:
         if name in self._taken:  # a new update: every policy's rollout, at once
-            collect_routes(self.envs, [self.routes[n] for n in self.names], self.rollouts.pipeline)
+            routes = [self.routes[n] for n in self.names]
+            if self._engine_collect is not None:
+                self._engine_collect(routes)
+            else:
+                collect_routes(self.envs, routes, self.rollouts.pipeline)
             self._taken = set()
         self._taken.add(name)
 
@@ -195,6 +204,7 @@ class PolicySet:
         return obs[self.env_ids[k], : self.specs[k].observation_space.shape[0]]
 
     def reset(self, seed: int) -> None:
+        self._leave()
         raw_obs, _ = self.envs.reset(seed=seed)
         for k, name in enumerate(self.names):
             route = self.routes[name]
@@ -203,6 +213,7 @@ class PolicySet:
 
     def warm_up(self, steps: int, seed: int) -> None:
         """RND's observation statistics from random play, each policy's bonus from its own agents."""
+        self._leave()
         self.envs.reset(seed=seed)
         for _ in range(steps):
             obs = self.envs.step(self.envs.action_space.sample())[0]
@@ -224,6 +235,7 @@ class PolicySet:
     def evaluate(self, acts: dict, num_episodes: int, seed: int) -> dict:
         """{policy: the returns of ``num_episodes`` deterministic episodes of its agents}, every policy playing."""
         joint = self.act(acts)
+        self._leave()
         return {name: evaluate(joint, self.envs, num_episodes, seed, env_ids=self.env_ids[k])
                 for k, name in enumerate(self.names)}
 

@@ -52,11 +52,25 @@ static func answer(sync_node: Node, stream: StreamPeer, message: Dictionary, sta
 # "actors": loads the policy, replies with the sizes, and enters actor mode.
 static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> String:
 	var path = message.get(FragmentWire.PATH_KEY)
+	var by_name = message.get(FragmentWire.PATHS_KEY)  # several policies: {name: file}, in the order of POLICIES_KEY
+	var names = message.get(FragmentWire.POLICIES_KEY, [])
 	var num_steps = message.get(FragmentWire.NUM_STEPS_KEY)
 	var seed_value = message.get(FragmentWire.SEED_KEY, 0)
 	var error := ""
-	if typeof(path) != TYPE_STRING or path == "":
-		error = "\"%s\" needs \"%s\": a policy file" % [FragmentWire.ACTORS, FragmentWire.PATH_KEY]
+	var paths := []
+	if typeof(names) != TYPE_ARRAY:
+		names = []
+		by_name = "not a list of names"
+	if typeof(by_name) == TYPE_DICTIONARY and not names.empty():
+		for name in names:
+			if typeof(by_name.get(name)) == TYPE_STRING and by_name[name] != "":
+				paths.append(by_name[name])
+	elif typeof(path) == TYPE_STRING and path != "":
+		paths.append(path)
+		names = []
+	if paths.empty() or (not names.empty() and paths.size() != names.size()) or (by_name != null and names.empty()):
+		error = "\"%s\" needs \"%s\": a policy file (or \"%s\": {policy name: file} with \"%s\": their names)" \
+				% [FragmentWire.ACTORS, FragmentWire.PATH_KEY, FragmentWire.PATHS_KEY, FragmentWire.POLICIES_KEY]
 	elif not BlockCompiler.is_finite_number(num_steps) or num_steps != floor(num_steps) or num_steps < 1:
 		error = "\"%s\" needs \"%s\": a whole number of steps from 1, got %s" \
 				% [FragmentWire.ACTORS, FragmentWire.NUM_STEPS_KEY, Wire.preview(num_steps)]
@@ -65,7 +79,7 @@ static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> 
 				% [FragmentWire.ACTORS, FragmentWire.SEED_KEY, Wire.preview(seed_value)]
 	var actors := FragmentActors.new()
 	if error == "":
-		error = actors.load_policy(sync_node, path, int(seed_value))
+		error = actors.load_policy(sync_node, paths, names, int(seed_value))
 	if error != "":
 		_say(stream, error)
 		return error
@@ -79,6 +93,8 @@ static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> 
 		FragmentWire.ACTION_SIZE_KEY: actors.action_size,
 		FragmentWire.N_AGENTS_KEY: sync_node.agents.size(),
 	}
+	if not names.empty():
+		reply[FragmentWire.SIZES_KEY] = actors.sizes
 	return Wire.DISCONNECTED if Wire.write_message(stream, to_json(reply)) != OK else ""
 
 

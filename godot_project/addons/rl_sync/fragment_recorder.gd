@@ -75,7 +75,7 @@ func step() -> String:
 		# every ended episode's last observation, as a step's reply carries it: a truncated one is bootstrapped
 		# from, and a curiosity bonus (--rnd) rates the observation reached however the episode ended
 		var final_obs = Observations.vector_values(ended[1])
-		if final_obs.size() != actors.obs_size:
+		if final_obs.size() != actors.obs_sizes[i]:
 			return _size_problem(i, final_obs.size())
 		finals.append_array(final_obs)
 		_episodes.append({
@@ -95,7 +95,7 @@ func step() -> String:
 		collecting = false
 		for i in range(_agents.size()):
 			var obs = Observations.vector_values(_agents[i].get_obs())
-			if obs.size() != actors.obs_size:
+			if obs.size() != actors.obs_sizes[i]:
 				return _size_problem(i, obs.size())
 			_body.append_array(obs)
 		return _send()
@@ -113,7 +113,7 @@ func _act() -> String:
 	var rows := []
 	for i in range(_agents.size()):
 		var obs = Observations.vector_values(_agents[i].get_obs())
-		if obs.size() != actors.obs_size:
+		if obs.size() != actors.obs_sizes[i]:
 			return _size_problem(i, obs.size())
 		_body.append_array(obs)
 		rows.append(Array(obs))
@@ -155,4 +155,4 @@ func _send() -> String:
 func _size_problem(i: int, size: int) -> String:
 	collecting = false
 	return ("agent %d (%s): get_obs() gave %d values, but the policy takes %d; an agent's observation must keep "
-			+ "the size it declared") % [i, _agents[i].get_path(), size, actors.obs_size]
+			+ "the size it declared") % [i, _agents[i].get_path(), size, actors.obs_sizes[i]]

@@ -5,6 +5,10 @@ extends Reference
 #
 #   trainer -> game  {"type": "actors", "path": FILE, "num_steps": T, "seed": S, "logprob": false}
 #   game -> trainer  {"type": "actors", "weights": W, "obs_size": D, "action_size": A, "n_agents": N}
+#   or, several policies: {"type": "actors", "paths": {NAME: FILE, ...}, "policies": [NAME, ...], ...}, whose
+#   reply adds "sizes": {NAME: {"weights": W, "obs_size": D, "action_size": A}}: each agent's obs and action
+#   values in the step blocks below are its own policy's D and A (agent order), the weights message the
+#   policies' values one after the other in the "policies" order
 #   trainer -> game  weights: one binary message, var2bytes(PoolRealArray) of W float32 values (no reply)
 #   trainer -> game  {"type": "fragment", "version": k}
 #   game -> trainer  {"type": "alive", "step": s} about every ALIVE_PERIOD_S of wall time while it collects,
@@ -26,11 +30,18 @@ const PATH_KEY := "path"
 const NUM_STEPS_KEY := "num_steps"
 const SEED_KEY := "seed"
 const LOGPROB_KEY := "logprob"
+# Several policies in one game (instead of PATH_KEY): {policy name: file}, and the names' order, which is the
+# order of their values in a weights message and of their sizes in the reply.
+const PATHS_KEY := "paths"
+const POLICIES_KEY := "policies"
 # "actors", the game's reply.
 const WEIGHTS_KEY := "weights"
 const OBS_SIZE_KEY := "obs_size"
 const ACTION_SIZE_KEY := "action_size"
 const N_AGENTS_KEY := "n_agents"
+# With PATHS_KEY: {policy name: {WEIGHTS_KEY: W, OBS_SIZE_KEY: D, ACTION_SIZE_KEY: A}} (WEIGHTS_KEY above: their sum;
+# OBS_SIZE_KEY and ACTION_SIZE_KEY above: the widest); each agent's step-block entries have its policy's sizes.
+const SIZES_KEY := "sizes"
 # "fragment", the request and the header.
 const VERSION_KEY := "version"
 const PARTS_KEY := "parts"

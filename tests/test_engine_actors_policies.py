@@ -3,6 +3,7 @@ each game samples every agent from its own policy, the fragment's step blocks ho
 sizes, and each policy's learner fills its buffer from its agents' share. The layout is checked on bodies built by
 hand; `tag` (a continuous chaser and a discrete runner) trains for real."""
 
+import json
 import struct
 from types import SimpleNamespace
 
@@ -130,3 +131,42 @@ def test_tag_trains_its_two_policies_in_the_engine_by_default(tmp_path, capsys):
         assert (run_dir / "policies" / f"{name}.json").exists()
     assert scalars["perf/fragment_wait_s"]
     assert '"in_engine": true' in (run_dir / "args.json").read_text()
+
+
+@pytest.mark.parametrize("case, refusal", [
+    ("runner missing", 'plays the policy "runner", but no policy file gives it'),
+    ("unknown name", '"policies" names the policy "hider", which "paths" gives no file'),
+])
+def test_the_game_refuses_policies_that_do_not_match_its_agents_in_one_line(headless_export, tmp_path, case, refusal):
+    """tag's game, sent "paths" that leave a policy out or name one no agent plays: a one-line error, exit 1."""
+    from test_binary_exchange import RawGame
+    from python_trainer.agent import Agent
+    from python_trainer.engine.policy_file import game_policy, write_policy
+    from python_trainer.envs.spaces import policy_env_info, spaces_from_env_info
+
+    game = RawGame(headless_export, "--agents=4", env="tag")
+    try:
+        game.send({"type": "handshake", "major_version": "0", "minor_version": "7", "step_encoding": "binary",
+                   "obs_encoding": "f32_base64"})
+        game.send({"type": "env_info"})
+        info = json.loads(game.recv_body())
+        paths = {}
+        for name in ("chaser", "runner"):
+            obs_space, act_space, *_ = spaces_from_env_info(policy_env_info(info, name))
+            agent = Agent(obs_space.shape[0], act_space)
+            normalizer = Normalizer(obs_space.shape[0], 1, 0.99, norm_obs=True, norm_reward=False)
+            paths[name] = str(write_policy(tmp_path / f"{name}.json", game_policy(
+                agent, normalizer, act_space, info, env_id="tag", source={}, where="test", policy_name=name)))
+        if case == "runner missing":
+            message = wire.actors_message({"chaser": paths["chaser"]}, 8, 1)
+        else:
+            message = wire.actors_message({**paths, "hider": paths["chaser"]}, 8, 1)
+            message["paths"] = paths
+        game.send(message)
+        reply = json.loads(game.recv_body())
+        code, stderr = game.ended()
+    finally:
+        game.close()
+    assert reply["type"] == "error" and refusal in reply["message"], reply
+    said = [line for line in stderr.splitlines() if "error" in line]
+    assert (code, said) == (1, ["rl_sync: error: " + reply["message"]])

@@ -65,10 +65,15 @@ static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> 
 		for name in names:
 			if typeof(by_name.get(name)) == TYPE_STRING and by_name[name] != "":
 				paths.append(by_name[name])
+			elif error == "":
+				error = "\"%s\" names the policy \"%s\", which \"%s\" gives no file" \
+						% [FragmentWire.POLICIES_KEY, str(name), FragmentWire.PATHS_KEY]
 	elif typeof(path) == TYPE_STRING and path != "":
 		paths.append(path)
 		names = []
-	if paths.empty() or (not names.empty() and paths.size() != names.size()) or (by_name != null and names.empty()):
+	if error != "":
+		pass
+	elif paths.empty() or (not names.empty() and paths.size() != names.size()) or (by_name != null and names.empty()):
 		error = "\"%s\" needs \"%s\": a policy file (or \"%s\": {policy name: file} with \"%s\": their names)" \
 				% [FragmentWire.ACTORS, FragmentWire.PATH_KEY, FragmentWire.PATHS_KEY, FragmentWire.POLICIES_KEY]
 	elif not BlockCompiler.is_finite_number(num_steps) or num_steps != floor(num_steps) or num_steps < 1:

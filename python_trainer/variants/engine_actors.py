@@ -102,7 +102,8 @@ class EngineActorRollouts(LocalRollouts):
     """The rollouts of in-engine actors over a GodotVecEnv's instances. ``export(agent, normalizer)``: the agent as
     a policy file's content (engine/policy_file.game_policy); ``weigh(agent, normalizer)``: its weights message's
     values (engine/policy_weights.agent_weights); ``write(path, policy)``: the policy file written. ``logprob``: the games
-    also send their own log-prob of each action (a test switch; kept in ``game_logprobs``)."""
+    also send their own log-prob of each action (a test switch; kept in ``game_logprobs``: {policy name: its agents'}
+    with several policies, which variants/policies.PolicySet collects through ``collect_routes``)."""
 
     in_engine = True  # (args.json's in_engine: the path the run took)
 

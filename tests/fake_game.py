@@ -55,6 +55,10 @@ import struct
 import sys
 import threading
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the trainer's declarations of the wire
+from python_trainer.envs.fragment_wire import ACTORS, ACTORS_VERSION  # noqa: E402
 
 
 def parse_args(argv):
@@ -298,7 +302,7 @@ def main():
                 "action_space": [act_spec] * n, "agent_policy_names": ["shared_policy"] * n,
                 "env": env, "max_episode_steps": max_steps, "agents_from_flag": "fake_fixed_agents" not in args,
                 **({"step_encoding": "binary"} if binary else {}),
-                **({"actors": True} if "--fake_actors" in sys.argv else {}),
+                **({ACTORS: ACTORS_VERSION} if "--fake_actors" in sys.argv else {}),
             })
         elif typ == "reset":
             if image and not os.environ.get("DISPLAY"):

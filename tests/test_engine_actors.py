@@ -35,18 +35,16 @@ WIRE_GD = REPO / "godot_project" / "addons" / "rl_sync" / "fragment_wire.gd"
 NAMES = ["ACTORS", "FRAGMENT", "ALIVE", "ERROR", "PATH_KEY", "NUM_STEPS_KEY", "SEED_KEY", "LOGPROB_KEY", "WEIGHTS_KEY",
          "OBS_SIZE_KEY", "ACTION_SIZE_KEY", "N_AGENTS_KEY", "VERSION_KEY", "STEP_KEY", "PARTS_KEY", "FLOATS_KEY",
          "EPISODES_KEY", "AGENT_KEY", "RETURN_KEY", "LENGTH_KEY", "INFO_KEY", "STATUS_RUNNING", "STATUS_TERMINATED",
-         "STATUS_TRUNCATED", "MESSAGE_KEY", "ALIVE_PERIOD_S", "PATHS_KEY", "POLICIES_KEY", "SIZES_KEY"]
+         "STATUS_TRUNCATED", "MESSAGE_KEY", "ALIVE_PERIOD_S", "PATHS_KEY", "POLICIES_KEY", "SIZES_KEY", "ACTORS_VERSION"]
 
 
 def test_the_fragment_wire_is_declared_alike_in_python_and_in_gdscript():
-    if not WIRE_GD.exists():
-        pytest.skip("the game's side (addons/rl_sync/fragment_wire.gd) is not there yet")
     text = WIRE_GD.read_text()
     consts = dict(re.findall(r'^const (\w+) := ("[^"]*"|-?[\d.]+)$', text, re.M))
     assert {n: json.loads(consts[n]) if n in consts else None for n in NAMES} == {n: getattr(wire, n) for n in NAMES}
     extras = [line for line in (REPO / "godot_project/addons/rl_sync/env_info_extras.gd").read_text().splitlines()
-              if "FragmentWire.ACTORS] = true" in line]
-    assert len(extras) == 1  # env_info says the game has actors: what tells an older export
+              if "FragmentWire.ACTORS] = FragmentWire.ACTORS_VERSION" in line]
+    assert len(extras) == 1  # env_info says which version of actors the game speaks: what tells an older export
 
 
 # ---------------------------------------------------------------------------------------------- the layout
@@ -117,8 +115,8 @@ def flags(**kw):
     return SimpleNamespace(**{**base, **kw})
 
 
-def game(agents=1, actors=True, dialect="rl_sync", image=None, policies=("one",)):
-    inst = SimpleNamespace(env_info={"actors": True} if actors else {})
+def game(agents=1, actors=wire.ACTORS_VERSION, dialect="rl_sync", image=None, policies=("one",)):
+    inst = SimpleNamespace(env_info={"actors": actors} if actors is not None else {})
     return SimpleNamespace(agent_counts=[agents, agents], dialect=dialect, image_layout=image, mixed=False,
                            policies=list(policies), launcher=SimpleNamespace(instances=[inst, inst]))
 
@@ -130,7 +128,8 @@ def test_the_default_runs_in_the_engine_up_to_k_agents_per_instance_and_never_pi
     assert engine_actors.decide(flags(in_engine=True), game(16)) == (True, "--in-engine")
     assert engine_actors.decide(flags(in_engine=False), game(1)) == (False, "--no-in-engine")
     assert engine_actors.decide(flags(), game(2, policies=("red", "blue")))[0] is True  # each agent its own policy
-    for kw, g in [({"lstm": True}, game()), ({"self_play": True}, game()), ({}, game(actors=False)),
+    for kw, g in [({"lstm": True}, game()), ({"self_play": True}, game()), ({}, game(actors=None)),
+                  ({}, game(actors=True)), ({}, game(actors=wire.ACTORS_VERSION - 1)),
                   ({}, game(dialect="godot_rl")), ({}, game(image=object()))]:
         assert engine_actors.decide(flags(**kw), g)[0] is False
         with pytest.raises(engine_actors.InEngineRefused, match="^--in-engine: .* does not run in the engine"):

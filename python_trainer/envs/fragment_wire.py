@@ -53,6 +53,10 @@ LENGTH_KEY = "length"
 INFO_KEY = "info"
 MESSAGE_KEY = "message"  # an "error" message's text
 ALIVE_PERIOD_S = 1.0  # the games' heartbeat while they collect (the trainer's wait runs from the last message)
+# env_info's "actors": the version of this exchange the game speaks, raised whenever a message or the fragment's layout
+# changes (3: every ended episode's final observation, several policies' sizes), so that an export older or newer than
+# the trainer is refused with "re-export" rather than misread. (Exports before versions said true.)
+ACTORS_VERSION = 3
 # The statuses, the float32 array's type word and its header are the packed step exchange's (protocol.py).
 _HEADER = PACKED_HEADER
 

@@ -71,8 +71,12 @@ def refused_game(envs) -> Optional[str]:
         return "a game made with godot_rl_agents' plugin"
     if getattr(envs, "image_layout", None) is not None:
         return "a camera (an image observation; the CNN in GDScript costs about 5 ms per agent-decision)"
-    if not all(inst.env_info.get(wire.ACTORS) for inst in envs.launcher.instances):
-        return "an export without in-engine actors (older than this trainer: re-export it with godot-ppo export)"
+    spoken = {inst.env_info.get(wire.ACTORS) for inst in envs.launcher.instances}
+    if spoken - {wire.ACTORS_VERSION}:
+        said = next(iter(spoken - {wire.ACTORS_VERSION}))
+        which = ("without in-engine actors (older than this trainer" if said is None else
+                 f"whose in-engine actors are version {said!r}, this trainer's {wire.ACTORS_VERSION} (another release")
+        return f"an export {which}: re-export it with godot-ppo export)"
     return None
 
 

@@ -21,7 +21,7 @@ static func add_to(sync_node: Node, info: Dictionary) -> Dictionary:
 	info[DECISION_FRAMES_KEY] = int(sync_node.action_repeat)
 	info[PHYSICS_FPS_KEY] = Engine.iterations_per_second
 	info[DriverMessage.SCRIPTED_KEY] = DriverMessage.scripted_agents(sync_node.agents)  # for --opponents scripted
-	info[FragmentWire.ACTORS] = true  # it has in-engine actors (fragment_mode.gd): train --in-engine
+	info[FragmentWire.ACTORS] = FragmentWire.ACTORS_VERSION  # its in-engine actors (fragment_mode.gd): --in-engine
 	return info
 
 

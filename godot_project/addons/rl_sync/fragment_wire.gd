@@ -64,3 +64,7 @@ const STATUS_TRUNCATED := 2
 
 # Seconds of wall time between two "alive" messages while a fragment is collected.
 const ALIVE_PERIOD_S := 1.0
+
+# env_info's "actors": the version of this exchange, raised whenever a message or the layout changes (the trainer
+# refuses another with "re-export").
+const ACTORS_VERSION := 3

@@ -1,4 +1,5 @@
-"""The agent: separate 64-64 tanh actor and critic (CleanRL's), orthogonal init, one actor head per action key.
+"""The agent, the one the trainer builds: separate 64-64 tanh actor and critic (CleanRL's), orthogonal init, one actor
+head per action key.
 
 One head per key, so a game's action space may mix continuous and discrete keys: a Categorical over logits for
 each discrete key and Normal(mean, exp(log_std)) with a state-independent log-std for the continuous values; the
@@ -6,10 +7,15 @@ keys are independent given s, so pi(a|s) is their product (log-probabilities and
 space this is CleanRL's ppo.py (the action is one int64 index); for any other space the action is one flat float
 row: the continuous values, then one index per discrete head (a Box space: CleanRL's ppo_continuous_action.py).
 
-This is the reference, the agent to read: its distributions are torch.distributions', as in CleanRL. The trainer
-runs its fast twin, fast_acting.FastAgent (trained_agent.make_agent builds it): the same networks, parameters and
-state_dict keys, the same numbers to float rounding (tests/test_acting.py), at less cost per call, and a rollout
-that acts on numpy.
+This is the agent the trainer builds (trained_agent.make_agent; recurrent.py's and cnn_agent.py's agents build on
+it). Its heads are torch.distributions', as in CleanRL. In training (``fast=True``, the default) the class runs twins
+of them that cost less per call, from fast_acting.py: `fast_acting.pi` in place of `pi` (the update's
+log-probabilities and entropies), `fast_acting.Tanh` for the activation, and `fast_acting.RolloutPolicy` for a
+rollout's acting (numpy, no autograd). ``fast=False`` runs the lines below as they read. tests/test_acting.py runs
+both through a short rollout, draw by draw: the same random numbers in the same order, the same actions, and
+log-probabilities within 1e-6. When they part, it names the twin, so a change here is made there too. The game's
+in-engine actors sample with a third twin, godot_project/addons/rl_sync/policy_sampling.gd, which
+tests/test_fragment_mode.py holds to `distributions`.
 
 The agent is the slot ppo.py and the rollout fill: whatever its kind (this MLP, or recurrent.RecurrentAgent), they
 call the same methods, and an agent without memory simply has none:
@@ -19,7 +25,7 @@ call the same methods, and an agent without memory simply has none:
     value = agent.get_value(x, state, done)                      # (batch, 1), or (batch, 2) with RND's V_int
     for mb_inds, mb_envs in agent.minibatches(b_inds, num_steps, num_minibatches): ...   # one epoch
     action, state = agent.act(x, deterministic=True, state, done)                       # playback, evaluation
-    policy = agent.rollout_policy()    # acting in a rollout: numpy in and out, no autograd (Acting)
+    policy = agent.rollout_policy()    # acting in a rollout: numpy in and out, no autograd (RolloutPolicy)
 
 ``done[t] = 1`` where obs[t] starts an episode (see recurrent.py); `env_action` turns the agent's action into the
 env's (Box values clipped to the space, discrete indices as integers, a Dict space's {key: values}).
@@ -33,7 +39,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-from torch.distributions import Categorical, Independent, Normal
+from torch.distributions import Independent, Normal
+
+from python_trainer import fast_acting
+from python_trainer.fast_acting import RolloutPolicy, Tanh
 
 CONTINUOUS, DISCRETE = "continuous", "discrete"
 
@@ -92,15 +101,27 @@ class NoState:
 NO_STATE = NoState()
 
 
+class Categorical(torch.distributions.Categorical):
+    """torch's Categorical, drawn by the Gumbel-max trick: argmax_a (log p_a - log E_a), E_a ~ Exp(1), is a draw
+    a ~ p. The same distribution as torch's own sample() (CleanRL's), through other random numbers: those the fast
+    twins draw (fast_acting.pi, fast_acting.RolloutPolicy), so the same generator state gives the same actions."""
+
+    def sample(self, sample_shape=torch.Size()):
+        with torch.no_grad():
+            exponential = torch.empty(torch.Size(sample_shape) + self.logits.shape).exponential_()
+            return (self.logits - exponential.log()).argmax(-1)
+
+
 class Agent(nn.Module):
-    """The MLP agent. ``rnd``: the critic has a second output, RND's intrinsic value V_int(s) (rnd.py)."""
+    """The MLP agent. ``rnd``: the critic has a second output, RND's intrinsic value V_int(s) (rnd.py). ``fast``:
+    sample, score and act through fast_acting's twins (the trainer's; see the module's docstring)."""
 
     recurrent = False
     image_layout = None  # an agent that reads a camera image: where it sits in the row (variants/cnn_agent.py)
 
-    def __init__(self, obs_dim: int, action_space: gym.Space, rnd: bool = False):
+    def __init__(self, obs_dim: int, action_space: gym.Space, rnd: bool = False, fast: bool = True):
         super().__init__()
-        self.obs_dim = int(obs_dim)
+        self.obs_dim, self.fast = int(obs_dim), bool(fast)
         self.heads = action_heads(action_space)
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         self.n_continuous = sum(size for _, kind, size in self.heads if kind == CONTINUOUS)
@@ -118,8 +139,9 @@ class Agent(nn.Module):
             self.actor_logstd = nn.Parameter(torch.zeros(1, self.n_continuous))
 
     def activation(self) -> nn.Module:
-        """The hidden layers' activation (FastAgent's is numpy's tanh on a large minibatch: the same numbers)."""
-        return nn.Tanh()
+        """The hidden layers' activation: tanh (the fast one runs numpy's on a large minibatch, over the Linear
+        layer's fresh output, which only the next layer reads: the same numbers)."""
+        return Tanh(inplace=True) if self.fast else nn.Tanh()
 
     def build(self, obs_dim: int, n_out: int) -> None:
         """The networks (their creation order is the order of the random initialisation and of the parameters)."""
@@ -176,9 +198,10 @@ class Agent(nn.Module):
         """The networks a policy file holds (policy_file.policy_dict's keyword arguments)."""
         return {"actor": self.actor}
 
-    def rollout_policy(self) -> "Acting":
-        """This agent's acting for one rollout (the update changes its weights only between rollouts)."""
-        return Acting(self)
+    def rollout_policy(self):
+        """This agent's acting for one rollout (the update changes its weights only between rollouts): Acting below,
+        or its fast twin fast_acting.RolloutPolicy."""
+        return RolloutPolicy(self) if self.fast else Acting(self)
 
     # ------------------------------------------------------------------------------------------ the heads
     def distributions(self, out) -> list:
@@ -196,7 +219,10 @@ class Agent(nn.Module):
 
     def pi(self, out, action=None):
         """(a ~ pi(.|s) unless given, log pi(a|s), H[pi(.|s)]) from the actor's output. The heads are independent
-        given s, so pi(a|s) is their product: their log-probabilities and entropies add up."""
+        given s, so pi(a|s) is their product: their log-probabilities and entropies add up. The fast agent runs
+        these lines written out, fast_acting.pi (the same draws, in this order)."""
+        if self.fast:
+            return fast_acting.pi(self, out, action)
         dists = self.distributions(out)
         if action is None:
             action = self._join([d.sample() for d in dists])
@@ -230,7 +256,7 @@ class Agent(nn.Module):
 class Acting:
     """An agent's acting in a rollout, CleanRL's ``with torch.no_grad(): agent.get_action_and_value(next_obs)`` with
     numpy in and out, as the rollout buffer holds them: (a ~ pi(.|s), log pi(a|s), V(s) as (n, n_values), the state
-    after x). fast_acting.RolloutPolicy is its fast twin."""
+    after x): the agent's with fast=False. fast_acting.RolloutPolicy is its fast twin."""
 
     def __init__(self, agent: Agent):
         self.agent = agent

@@ -1,18 +1,22 @@
-"""The fast twin of agent.py, which the trainer runs: the reference's networks and numbers, at less cost per call.
+"""The fast twins of agent.py's heads, tanh and acting, which its Agent runs in training: the same numbers and random
+draws at less cost per call.
 
-agent.Agent is the reference to read (torch.distributions, as in CleanRL). `FastAgent` is the agent the trainer
-builds (trained_agent.make_agent; recurrent.RecurrentAgent is one too): the same parameters and state_dict keys,
-the same log-probabilities, entropies and values to float rounding (tests/test_acting.py holds the two within
-1e-6), through three changes of how, not of what:
+agent.Agent is the agent the trainer builds (trained_agent.make_agent) and the one to read: its `pi` is written on
+torch.distributions, as CleanRL's. With ``fast=True`` (the trainer's; the default) the same class runs these twins
+instead of its torch.distributions lines, three changes of how, not of what:
 
-* `FastAgent.pi` writes each head's log-probability and entropy out instead of building torch.distributions
-  objects (half the cost per call on these tiny batches), and samples a categorical head by Gumbel-max;
+* `pi` is Agent.pi written out: each head's log-probability and entropy without torch.distributions objects (half
+  the cost per call on these tiny batches), a categorical head drawn by Gumbel-max as agent.Categorical draws it;
 * `Tanh` runs numpy's tanh on a large minibatch (torch 2.13's CPU tanh took 7x as long), over its input when asked;
 * `RolloutPolicy` acts in the rollout on numpy, with no autograd, the actor and the critic's first layers in one
-  matrix product, and draws the very random numbers `FastAgent.pi` draws, in its order, so the same generator
-  state gives the same actions.
+  matrix product, and draws the very random numbers Agent.pi draws, in its order, so the same generator state gives
+  the same actions.
 
-The training's numbers are these: tests/test_same_seed.py's fixtures were recorded with them.
+tests/test_acting.py holds every twin to the reference draw by draw over a short rollout (the same actions, the
+log-probabilities within 1e-6, the same random draws) and names the twin when they part: an edit to Agent.pi or
+Agent.distributions is made here too, in `pi` and `RolloutPolicy._sample`. The game's in-engine actors sample with a
+third twin, godot_project/addons/rl_sync/policy_sampling.gd (tests/test_fragment_mode.py holds it to
+Agent.distributions). The training's numbers are these: tests/test_same_seed.py's fixtures were recorded with them.
 """
 
 from __future__ import annotations
@@ -22,8 +26,6 @@ import math
 import numpy as np
 import torch
 import torch.nn as nn
-
-from python_trainer.agent import NO_STATE, Agent
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -92,49 +94,39 @@ class Tanh(nn.Tanh):
 
 
 
-class FastAgent(Agent):
-    """agent.Agent with the fast heads (`pi`), tanh (`Tanh`) and rollout acting (`RolloutPolicy`)."""
-
-    def activation(self) -> nn.Module:
-        return Tanh(inplace=True)  # over the Linear layer's fresh output, which only the next layer reads
-
-    def rollout_policy(self) -> "RolloutPolicy":
-        """This agent's acting for one rollout, from its weights as they are now (the update changes them only
-        between rollouts)."""
-        return RolloutPolicy(self)
-
-    def pi(self, out, action=None):
-        """agent.Agent.pi written out: (a ~ pi(.|s) unless given, log pi(a|s), H[pi(.|s)]) from the actor's output."""
-        if self.discrete:  # Categorical over softmax(logits)
-            logp = torch.log_softmax(out, dim=-1)  # log pi(.|s)
-            if action is None:  # Gumbel-max trick: argmax(log p + G), G = -log(Exp(1)) ~ Gumbel, samples a ~ p
-                action = (logp - torch.empty_like(logp).exponential_().log()).argmax(-1)
-            logprob = logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-            entropy = -(logp.exp() * logp).sum(-1)  # H = -sum_a p log p
-            return action, logprob, entropy
-        logprob = entropy = 0.0
-        parts = []  # the sampled action's columns
-        if self.n_continuous:
-            # Normal(mean, std) per continuous dimension, independent: log-probabilities and entropies add up
-            mean = out[:, : self.n_continuous]
-            log_std = self.actor_logstd.expand_as(mean)
-            std = log_std.exp()
-            a = mean + std * torch.randn_like(mean) if action is None else action[:, : self.n_continuous]
-            logprob = (-0.5 * ((a - mean) / std) ** 2 - log_std - _HALF_LOG_2PI).sum(1)
-            entropy = (0.5 + _HALF_LOG_2PI + log_std).sum(1)
-            parts.append(a)
-        for j, (start, end) in enumerate(self.logit_slices):  # one Categorical per discrete head, as above
-            logp = torch.log_softmax(out[:, start:end], dim=-1)
-            if action is None:
-                a = (logp - torch.empty_like(logp).exponential_().log()).argmax(-1)
-            else:
-                a = action[:, self.n_continuous + j].long()
-            logprob = logprob + logp.gather(-1, a.unsqueeze(-1)).squeeze(-1)
-            entropy = entropy - (logp.exp() * logp).sum(-1)
-            parts.append(a.unsqueeze(-1).to(out.dtype))
-        if action is None:
-            action = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+def pi(agent, out, action=None):
+    """agent.Agent.pi written out, the trainer's: (a ~ pi(.|s) unless given, log pi(a|s), H[pi(.|s)]) from the
+    actor's output ``out`` of ``agent`` (its heads' layout: discrete, n_continuous, logit_slices, actor_logstd)."""
+    if agent.discrete:  # Categorical over softmax(logits)
+        logp = torch.log_softmax(out, dim=-1)  # log pi(.|s)
+        if action is None:  # Gumbel-max trick: argmax(log p + G), G = -log(Exp(1)) ~ Gumbel, samples a ~ p
+            action = (logp - torch.empty_like(logp).exponential_().log()).argmax(-1)
+        logprob = logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp.exp() * logp).sum(-1)  # H = -sum_a p log p
         return action, logprob, entropy
+    logprob = entropy = 0.0
+    parts = []  # the sampled action's columns
+    if agent.n_continuous:
+        # Normal(mean, std) per continuous dimension, independent: log-probabilities and entropies add up
+        mean = out[:, : agent.n_continuous]
+        log_std = agent.actor_logstd.expand_as(mean)
+        std = log_std.exp()
+        a = mean + std * torch.randn_like(mean) if action is None else action[:, : agent.n_continuous]
+        logprob = (-0.5 * ((a - mean) / std) ** 2 - log_std - _HALF_LOG_2PI).sum(1)
+        entropy = (0.5 + _HALF_LOG_2PI + log_std).sum(1)
+        parts.append(a)
+    for j, (start, end) in enumerate(agent.logit_slices):  # one Categorical per discrete head, as above
+        logp = torch.log_softmax(out[:, start:end], dim=-1)
+        if action is None:
+            a = (logp - torch.empty_like(logp).exponential_().log()).argmax(-1)
+        else:
+            a = action[:, agent.n_continuous + j].long()
+        logprob = logprob + logp.gather(-1, a.unsqueeze(-1)).squeeze(-1)
+        entropy = entropy - (logp.exp() * logp).sum(-1)
+        parts.append(a.unsqueeze(-1).to(out.dtype))
+    if action is None:
+        action = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+    return action, logprob, entropy
 
 
 # ======================================================================================================================
@@ -193,15 +185,15 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
 
 
 class RolloutPolicy:
-    """The agent's acting in a rollout (agent.Acting's fast twin): `FastAgent.get_action_and_value` without autograd,
+    """The agent's acting in a rollout (agent.Acting's fast twin): `Agent.get_action_and_value` without autograd,
     on numpy, giving (action, log pi(a|s), the critic's values, the state after x) for a batch of observations. The
     actor and the critic run as one network (`Fused`), and the random draws are the very calls on torch's generator
-    that FastAgent.pi makes, in its order (a Gaussian draw for the continuous values, then an exponential one per
+    that Agent.pi makes, in its order (a Gaussian draw for the continuous values, then an exponential one per
     discrete head), so the same generator state gives the same actions, and the same log-probabilities to float
     rounding. Built once per rollout from the weights as they are (the update changes them only between rollouts); a
     subclass replaces `features` for an agent with memory."""
 
-    def __init__(self, agent: FastAgent):
+    def __init__(self, agent):
         self.heads = Fused(agent.actor, agent.critic)
         self.discrete, self.n_continuous, self.logit_slices = agent.discrete, agent.n_continuous, agent.logit_slices
         if self.n_continuous:
@@ -212,11 +204,11 @@ class RolloutPolicy:
     def features(self, x, state, done):
         return x, state
 
-    def value(self, x: np.ndarray, state=NO_STATE, done=None) -> np.ndarray:
+    def value(self, x: np.ndarray, state=None, done=None) -> np.ndarray:
         """The critic's values (n, n_values)."""
         return self.heads(self.features(x, state, done)[0], actor=False)[1]
 
-    def __call__(self, x: np.ndarray, state=NO_STATE, done=None):
+    def __call__(self, x: np.ndarray, state=None, done=None):
         """a ~ pi(.|s), log pi(a|s), V(s) (n, n_values) and the state after x, for observations x (n, obs_dim)."""
         h, state = self.features(x, state, done)
         out, value = self.heads(h)
@@ -225,7 +217,7 @@ class RolloutPolicy:
 
     def _sample(self, out):
         n = out.shape[0]
-        if self.discrete:  # Gumbel-max, as FastAgent.pi: argmax(log p - log(Exp(1)))
+        if self.discrete:  # Gumbel-max, as Agent.pi: argmax(log p - log(Exp(1)))
             logp = _log_softmax(out)
             gumbel = torch.empty(logp.shape).exponential_().numpy()
             action = (logp - np.log(gumbel)).argmax(axis=1)

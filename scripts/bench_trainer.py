@@ -30,7 +30,7 @@ CHILD = r"""
 import json, sys, time
 import gymnasium as gym, numpy as np, torch
 from python_trainer import ppo
-try:  # the trainer's agent: fast_acting's (issue 33 on), agent.Agent in the checkouts before
+try:  # the trainer's agent: fast_acting's (issues 33 to 58), agent.Agent before and after
     from python_trainer.fast_acting import FastAgent as Agent
 except ImportError:
     from python_trainer.agent import Agent

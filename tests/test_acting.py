@@ -1,9 +1,12 @@
-"""The reference agent (agent.Agent, torch.distributions as in CleanRL) and its fast twin (fast_acting: FastAgent, its
-numpy Tanh and the rollout's RolloutPolicy): one network, the same log-probabilities, entropies and values within
-1e-6 (of their size, when it is over 1: float32 rounding of the same sums in another order), for discrete,
-continuous, multi-discrete and hybrid action spaces; the rollout's numpy path draws the very random numbers of
-FastAgent.get_action_and_value, also for the recurrent agent (whose memory it carries and resets the same way); and
-the fast one is what the trainer builds, acts and updates with."""
+"""The agent to read (agent.Agent with fast=False: torch.distributions as in CleanRL) and its fast twins, which the
+same class chooses with fast=True, the trainer's (fast_acting: pi, the numpy Tanh and the rollout's RolloutPolicy):
+one network, the same log-probabilities, entropies and values within 1e-6 (of their size, when it is over 1: float32
+rounding of the same sums in another order), for discrete, continuous, multi-discrete and hybrid action spaces; at
+every step of a short rollout the twins draw the reference's random numbers in its order and its actions, and a
+reference changed without its twins fails that check with the twin's file and function named; the rollout's numpy
+path draws the very random numbers of the fast agent's get_action_and_value, also for the recurrent agent (whose
+memory it carries and resets the same way); and the agent.py class is what the trainer builds, acting and updating
+through the twins."""
 
 import gymnasium as gym
 import numpy as np
@@ -14,7 +17,8 @@ from helpers import REPO
 from python_trainer import agent as agent_mod
 from python_trainer.agent import Agent
 from python_trainer.envs.gym_env import GymVecEnv
-from python_trainer.fast_acting import FastAgent, RolloutPolicy, Tanh
+from python_trainer import fast_acting
+from python_trainer.fast_acting import RolloutPolicy, Tanh
 from python_trainer.normalization import Normalizer
 from python_trainer.ppo import Args
 from python_trainer.rollout import RolloutBuffer, collect_rollout
@@ -44,8 +48,8 @@ def _trained_like(agent):
 
 def _twins(space, obs_dim=12):
     """(the reference, the fast agent) with the same weights, the reference's loaded from the fast one's state_dict."""
-    fast = _trained_like(FastAgent(obs_dim, space, rnd=True))
-    reference = Agent(obs_dim, space, rnd=True)
+    fast = _trained_like(Agent(obs_dim, space, rnd=True))
+    reference = Agent(obs_dim, space, rnd=True, fast=False)
     reference.load_state_dict(fast.state_dict())
     return reference, fast
 
@@ -55,9 +59,9 @@ def test_the_reference_and_the_fast_agent_are_one_network_with_the_same_keys(nam
     """Built from the same seed, the same parameters under the same state_dict keys (the checkpoints' keys): a
     checkpoint of either loads into the other, and only the activations' kind differs."""
     torch.manual_seed(0)
-    reference = Agent(12, SPACES[name], rnd=True)
+    reference = Agent(12, SPACES[name], rnd=True, fast=False)
     torch.manual_seed(0)
-    fast = FastAgent(12, SPACES[name], rnd=True)
+    fast = Agent(12, SPACES[name], rnd=True)
     assert list(reference.state_dict()) == list(fast.state_dict())
     assert all(torch.equal(a, b) for a, b in zip(reference.state_dict().values(), fast.state_dict().values()))
     keys = [f"{net}.{i}.{p}" for net in ("critic", "actor") for i in (0, 2, 4) for p in ("weight", "bias")]
@@ -71,8 +75,8 @@ def test_a_checkpoint_of_an_older_trainer_loads_into_both_agents():
     """main 7743056's model (before the reference and the fast twin were two classes) loads into each, strictly."""
     ckpt = torch.load(REPO / "tests" / "fixtures" / "main_7743056" / "ball_chase_pipelined" / "model.pt",
                       weights_only=True)
-    for cls in (Agent, FastAgent):
-        cls(12, gym.spaces.Box(-1, 1, (2,), np.float32)).load_state_dict(ckpt["model"])
+    for fast in (False, True):
+        Agent(12, gym.spaces.Box(-1, 1, (2,), np.float32), fast=fast).load_state_dict(ckpt["model"])
 
 
 @pytest.mark.parametrize("rows", [16, 1024], ids=["acting_batch", "update_minibatch"])
@@ -124,8 +128,8 @@ def test_the_reference_agent_fills_the_rollout_as_the_fast_one_does():
     of a truncating CartPole, and its stored log-probabilities and values are the reference's for its actions; with
     the fast agent of the same weights, the same kinds of arrays come out."""
     torch.manual_seed(0)
-    reference = Agent(4, gym.spaces.Discrete(2))
-    fast = FastAgent(4, gym.spaces.Discrete(2))
+    reference = Agent(4, gym.spaces.Discrete(2), fast=False)
+    fast = Agent(4, gym.spaces.Discrete(2))
     fast.load_state_dict(reference.state_dict())
     bufs = []
     for agent in (reference, fast):
@@ -151,12 +155,12 @@ def test_the_reference_agent_fills_the_rollout_as_the_fast_one_does():
 @pytest.mark.parametrize("recurrent", [False, True], ids=["mlp", "lstm"])
 @pytest.mark.parametrize("name", list(SPACES))
 def test_the_numpy_path_draws_the_fast_agents_random_numbers(name, recurrent):
-    """For the same observations and the same torch generator state, RolloutPolicy gives FastAgent's discrete actions
+    """For the same observations and the same torch generator state, RolloutPolicy gives the fast agent's discrete actions
     exactly, and its continuous actions, log-probabilities, values and LSTM memory within 1e-6, step after step."""
     space, obs_dim, n = SPACES[name], 12, 16
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    agent = _trained_like(RecurrentAgent(obs_dim, space, 16, rnd=True) if recurrent else FastAgent(obs_dim, space, rnd=True))
+    agent = _trained_like(RecurrentAgent(obs_dim, space, 16, rnd=True) if recurrent else Agent(obs_dim, space, rnd=True))
     policy = agent.rollout_policy()
     rng = np.random.default_rng(0)
     slow_state, fast_state = agent.initial_state(n), agent.initial_state(n)
@@ -186,28 +190,113 @@ def test_the_numpy_path_draws_the_fast_agents_random_numbers(name, recurrent):
             np.testing.assert_allclose(fast_state.c.numpy(), slow_state.c.numpy(), **CLOSE)
 
 
+TWINS = ("fast_acting.py: pi", "fast_acting.py: RolloutPolicy._sample")  # the update's and the rollout's
+
+
+def _parted(twin: str, step: int, what: str) -> str:
+    return (f"the agent to read (agent.py: Agent.pi on Agent.distributions) and its twin that the trainer runs, "
+            f"{twin}, part at step {step}: {what}; make a change to the one in the other (the game's twin, "
+            "godot_project/addons/rl_sync/policy_sampling.gd, is held to Agent.distributions by "
+            "tests/test_fragment_mode.py)")
+
+
+def _rollout_draw_by_draw(space, steps=12, n=8, obs_dim=12) -> int:
+    """A short rollout of a toy env (each step's observations follow from the last ones and the actions drawn) by the
+    reference (fast=False); at every step, from the generator state the reference drew from, each twin of the fast
+    agent draws too: fast_acting.pi (get_action_and_value) and RolloutPolicy. Raises AssertionError naming the twin,
+    the step and what differs (the random draws, an action, a log-probability) when they part; returns the steps."""
+    torch.set_num_threads(1)
+    reference, fast = _twins(space, obs_dim)
+    policy = fast.rollout_policy()
+    rng = np.random.default_rng(3)
+    obs = rng.normal(0, 2, (n, obs_dim)).astype(np.float32)
+    mix = rng.normal(0, 1, (1 if reference.discrete else reference.action_shape[0], obs_dim)).astype(np.float32)
+    discrete = slice(None) if reference.discrete else slice(reference.n_continuous, None)
+    torch.manual_seed(11)
+    for step in range(steps):
+        before = torch.get_rng_state()
+        with torch.no_grad():
+            action, logprob, _, _, _ = reference.get_action_and_value(torch.from_numpy(obs))
+        after = torch.get_rng_state()
+        action, logprob = action.numpy(), logprob.numpy()
+        for twin in TWINS:
+            torch.set_rng_state(before)
+            if twin == TWINS[0]:
+                with torch.no_grad():
+                    theirs, their_logprob, _, _, _ = fast.get_action_and_value(torch.from_numpy(obs))
+                theirs, their_logprob = theirs.numpy(), their_logprob.numpy()
+            else:
+                theirs, their_logprob, _, _ = policy(obs)
+            assert torch.equal(torch.get_rng_state(), after), _parted(twin, step, "other random draws")
+            assert theirs.dtype == action.dtype and theirs.shape == action.shape, _parted(twin, step, "another action")
+            assert np.array_equal(theirs[..., discrete], action[..., discrete]), _parted(twin, step, "other actions")
+            assert np.allclose(theirs, action, **CLOSE), _parted(twin, step, "other continuous actions")
+            assert np.allclose(their_logprob, logprob, **CLOSE), _parted(twin, step, "other log-probabilities")
+        torch.set_rng_state(after)
+        obs = np.tanh(0.8 * obs + action.reshape(n, -1).astype(np.float32) @ mix).astype(np.float32)
+    return steps
+
+
+@pytest.mark.parametrize("name", list(SPACES))
+def test_the_trainers_twins_draw_the_references_actions_at_every_step_of_a_rollout(name):
+    """The same generator state gives the reference's actions exactly (a discrete head's index; a continuous value
+    within 1e-6: numpy's exp of the log-std) and its log-probabilities within 1e-6, through the same random draws,
+    from fast_acting.pi and from RolloutPolicy, step after step."""
+    assert _rollout_draw_by_draw(SPACES[name]) == 12
+
+
+@pytest.mark.parametrize("name", ["discrete", "box", "hybrid"])
+def test_a_reference_changed_without_its_twins_fails_naming_them(name, monkeypatch):
+    """Agent.pi made to change the logits (a temperature of 2/3) for the reference's lines only: the draw-by-draw
+    check fails at the first step and names fast_acting.py's pi, the twin the trainer runs."""
+    pi = Agent.pi
+    monkeypatch.setattr(Agent, "pi", lambda self, out, action=None: pi(self, out if self.fast else out * 1.5, action))
+    with pytest.raises(AssertionError, match=r"its twin that the trainer runs, fast_acting\.py: pi, part at step 0"):
+        _rollout_draw_by_draw(SPACES[name])
+
+
+def test_a_reference_that_draws_its_heads_in_another_order_fails_naming_the_twins(monkeypatch):
+    """The hybrid space's reference drawing its categorical heads before the Gaussian (the same distributions, other
+    draws): the check fails, naming the twin."""
+
+    def discrete_first(self, out, action=None):
+        if self.fast or action is not None:
+            return pi(self, out, action)
+        dists = self.distributions(out)
+        samples = [d.sample() for d in dists[1:]]
+        action = self._join([dists[0].sample()] + samples)
+        return pi(self, out, action)
+
+    pi = Agent.pi
+    monkeypatch.setattr(Agent, "pi", discrete_first)
+    with pytest.raises(AssertionError, match=r"fast_acting\.py: pi, part at step 0: other actions"):
+        _rollout_draw_by_draw(SPACES["hybrid"])
+
+
 @pytest.mark.slow
-def test_the_trainer_acts_and_updates_with_the_fast_agent(tmp_path, monkeypatch):
-    """make_agent builds the fast agent (and the recurrent one on it), and a training acts through its numpy
-    RolloutPolicy and updates through its written-out heads, never through the reference's distributions."""
-    assert type(make_agent(4, gym.spaces.Discrete(2), vars(Args()))) is FastAgent
-    assert isinstance(make_agent(4, gym.spaces.Discrete(2), {"lstm": True}), FastAgent)
+def test_the_trainer_builds_the_agent_to_read_and_runs_its_fast_twins(tmp_path, monkeypatch):
+    """make_agent builds agent.py's Agent (and the recurrent one on it), its fast twins chosen, and a training acts
+    through their numpy RolloutPolicy and updates through fast_acting.pi, never through the torch.distributions
+    lines (the draw-by-draw test above holds those to the twins)."""
+    assert type(make_agent(4, gym.spaces.Discrete(2), vars(Args()))) is Agent
+    assert make_agent(4, gym.spaces.Discrete(2), vars(Args())).fast
+    assert isinstance(make_agent(4, gym.spaces.Discrete(2), {"lstm": True}), Agent)
     calls = {"rollout": 0, "update": 0}
-    rollout_policy, pi = FastAgent.rollout_policy, FastAgent.pi
+    rollout_policy, pi = Agent.rollout_policy, fast_acting.pi
 
     def counted_rollout_policy(self):
         calls["rollout"] += 1
         return rollout_policy(self)
 
-    def counted_pi(self, out, action=None):
+    def counted_pi(agent, out, action=None):
         calls["update"] += action is not None
-        return pi(self, out, action)
+        return pi(agent, out, action)
 
     def refused(*args, **kwargs):
         raise AssertionError("the trainer used the reference agent's distributions")
 
-    monkeypatch.setattr(FastAgent, "rollout_policy", counted_rollout_policy)
-    monkeypatch.setattr(FastAgent, "pi", counted_pi)
+    monkeypatch.setattr(Agent, "rollout_policy", counted_rollout_policy)
+    monkeypatch.setattr(fast_acting, "pi", counted_pi)
     monkeypatch.setattr(Agent, "distributions", refused)
     monkeypatch.setattr(agent_mod.Acting, "__call__", refused)
     assert train.main(["--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256",

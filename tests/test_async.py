@@ -18,7 +18,7 @@ from python_trainer import cli
 from python_trainer.base import bounds
 from python_trainer.checkpoint import load_checkpoint
 from python_trainer.envs.gym_env import GymVecEnv
-from python_trainer.fast_acting import FastAgent
+from python_trainer.agent import Agent
 from python_trainer.envs.game import resolve_env
 from python_trainer.normalization import Normalizer
 from python_trainer.rollout import RolloutBuffer, collect_rollout
@@ -160,7 +160,7 @@ def test_the_learners_critic_values_the_rollout_again_as_collection_did_with_the
     rollout's initial state across its episode starts, in blocks of whole envs (here 2 of 3 envs, then 1)."""
     monkeypatch.setattr(async_rollouts, "REFRESH_ROWS", 2 * 12)
     torch.manual_seed(0)
-    agent = RecurrentAgent(4, gym.spaces.Discrete(2), 16) if recurrent else FastAgent(4, gym.spaces.Discrete(2))
+    agent = RecurrentAgent(4, gym.spaces.Discrete(2), 16) if recurrent else Agent(4, gym.spaces.Discrete(2))
     envs = GymVecEnv("CartPole-v1", num_envs=3, seed=0, max_episode_steps=5)
     normalizer, buf = Normalizer(4, 3, 0.99, norm_obs=True, norm_reward=False), RolloutBuffer(12, 3, 4, agent)
     buf.next_obs[:] = normalizer.normalize_obs(envs.reset(seed=0)[0])

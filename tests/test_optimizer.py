@@ -9,13 +9,13 @@ import numpy as np
 import torch
 
 from helpers import REPO
-from python_trainer.fast_acting import FastAgent
+from python_trainer.agent import Agent
 from python_trainer.optimizer import Adam, clip_grad_norm
 
 
 def _pair():
     torch.manual_seed(0)
-    ours = FastAgent(6, gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (2,), np.float32), "b": gym.spaces.Discrete(3)}))
+    ours = Agent(6, gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (2,), np.float32), "b": gym.spaces.Discrete(3)}))
     theirs = copy.deepcopy(ours)
     return ours, theirs
 
@@ -55,7 +55,7 @@ def test_adam_and_clipping_are_torchs_bit_for_bit():
 def test_a_checkpoint_written_with_torchs_adam_resumes_with_ours():
     ckpt = torch.load(REPO / "tests" / "fixtures" / "main_7743056" / "ball_chase_pipelined" / "model.pt",
                       weights_only=True)  # written by main 7743056, whose trainer used torch.optim.Adam
-    agent = FastAgent(12, gym.spaces.Box(-1, 1, (2,), np.float32))
+    agent = Agent(12, gym.spaces.Box(-1, 1, (2,), np.float32))
     agent.load_state_dict(ckpt["model"])
     opt = Adam(agent.parameters(), lr=2.5e-4, eps=1e-5)
     opt.load_state_dict(ckpt["optimizer"])

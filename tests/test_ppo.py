@@ -19,7 +19,6 @@ from python_trainer.run import train
 from python_trainer.variants import trained_agent
 from python_trainer import agent as agent_mod
 from python_trainer.agent import Agent
-from python_trainer.fast_acting import FastAgent
 from python_trainer.envs.gym_env import EpisodeStatistics, GymVecEnv
 
 
@@ -81,12 +80,12 @@ def test_truncated_episode_keeps_its_future_in_the_return():
     assert ret_trunc[1, 0] == ret_term[1, 0] == pytest.approx(1.0 + 0.9 * 5.0)  # next episode bootstraps as usual
 
 
-@pytest.mark.parametrize("Agent", [Agent, FastAgent], ids=["reference", "fast"])
-def test_agent_log_probs_and_entropy_match_torch_distributions(Agent):
+@pytest.mark.parametrize("fast", [False, True], ids=["reference", "fast"])
+def test_agent_log_probs_and_entropy_match_torch_distributions(fast):
     """The reference's heads are torch.distributions'; the fast twin's, written out, give the same numbers."""
     torch.manual_seed(0)
     x = torch.randn(6, 3)
-    agent = Agent(3, gym.spaces.Discrete(4))
+    agent = Agent(3, gym.spaces.Discrete(4), fast=fast)
     torch.nn.init.normal_(agent.actor[-1].weight)
     a = torch.randint(0, 4, (6,))
     _, logprob, entropy, _, _ = agent.get_action_and_value(x, a)
@@ -94,7 +93,7 @@ def test_agent_log_probs_and_entropy_match_torch_distributions(Agent):
     torch.testing.assert_close(logprob, dist.log_prob(a))
     torch.testing.assert_close(entropy, dist.entropy())
 
-    agent = Agent(3, gym.spaces.Box(-1, 1, (2,)))
+    agent = Agent(3, gym.spaces.Box(-1, 1, (2,)), fast=fast)
     with torch.no_grad():
         agent.actor_logstd[:] = torch.tensor([[0.3, -0.7]])
     a = torch.randn(6, 2)
@@ -104,15 +103,15 @@ def test_agent_log_probs_and_entropy_match_torch_distributions(Agent):
     torch.testing.assert_close(entropy, dist.entropy().sum(1))
 
 
-@pytest.mark.parametrize("Agent", [Agent, FastAgent], ids=["reference", "fast"])
-def test_hybrid_agent_sums_one_head_per_key(Agent):
+@pytest.mark.parametrize("fast", [False, True], ids=["reference", "fast"])
+def test_hybrid_agent_sums_one_head_per_key(fast):
     """A Dict space of both kinds (a 3-choice discrete key next to continuous ones): the continuous means first, then
     each discrete key's logits; log-probabilities and entropies are the sums over the heads, in the reference and
     in its fast twin."""
     torch.manual_seed(0)
     space = gym.spaces.Dict({"aim": gym.spaces.Box(-1, 1, (1,)), "jump": gym.spaces.Discrete(3),
                              "mode": gym.spaces.Discrete(2), "move": gym.spaces.Box(-1, 1, (2,))})
-    agent = Agent(3, space)
+    agent = Agent(3, space, fast=fast)
     assert agent.heads == [("aim", "continuous", 1), ("move", "continuous", 2), ("jump", "discrete", 3),
                            ("mode", "discrete", 2)]
     assert agent.actor[-1].out_features == 3 + 3 + 2 and agent.action_shape == (5,)

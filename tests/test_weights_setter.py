@@ -159,13 +159,13 @@ def test_the_agents_own_weights_are_the_flat_weights_of_its_policy_dict():
     values: their log-stds, two discrete keys) with normalised observations."""
     import gymnasium as gym
 
-    from python_trainer.fast_acting import FastAgent
+    from python_trainer.agent import Agent
     from python_trainer.normalization import Normalizer
 
     space = gym.spaces.Dict({"aim": gym.spaces.Box(-1.0, 1.0, (1,), np.float32), "jump": gym.spaces.Discrete(3),
                              "move": gym.spaces.Box(-1.0, 1.0, (2,), np.float32), "mode": gym.spaces.Discrete(2)})
     torch.manual_seed(0)
-    agent = FastAgent(12, space)
+    agent = Agent(12, space)
     with torch.no_grad():
         agent.actor_logstd.uniform_(-1, 0)
     normalizer = Normalizer(12, 4, 0.99, norm_obs=True, norm_reward=False)

@@ -11,7 +11,7 @@ features are the LSTM's input); ppo.py and the rollout call them as they call th
 
 Acting in a rollout: the encoder runs in plain torch (no autograd): numpy has no convolution that is not slower than
 torch's kernels, and the work per step is the convolutions', so a numpy twin would save nothing. The heads then run
-fast_acting's numpy path (`RolloutPolicy`), drawing the random numbers FastAgent.pi draws, so acting keeps the MLP's
+fast_acting's numpy path (`RolloutPolicy`), drawing the random numbers Agent.pi draws, so acting keeps the MLP's
 interface and its same-generator, same-actions rule.
 """
 
@@ -24,10 +24,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from python_trainer.agent import layer_init
+from python_trainer.agent import Agent, layer_init
 from python_trainer.base.flags import Rule, flag
 from python_trainer.envs.images import ImageLayout
-from python_trainer.fast_acting import FastAgent, RolloutPolicy
+from python_trainer.fast_acting import RolloutPolicy
 from python_trainer.variants.cnn import DEFAULT_ENCODER, ENCODERS, CnnEncoder
 from python_trainer.variants.recurrent import (
     DEFAULT_HIDDEN_SIZE, LSTMCore, LSTMState, RecurrentAgent, RecurrentRolloutPolicy,
@@ -47,8 +47,8 @@ def image_features(encoder: CnnEncoder, layout: ImageLayout, x: torch.Tensor) ->
     return torch.cat([encoder(image), vector], dim=1)
 
 
-class CnnAgent(FastAgent):
-    """FastAgent whose heads read `image_features` (the encoder is shared by the actor and the critic, so both
+class CnnAgent(Agent):
+    """agent.Agent whose heads read `image_features` (the encoder is shared by the actor and the critic, so both
     losses train it). State_dict keys: encoder.convs.*, encoder.dense.*, then the critic's and the actor's."""
 
     def __init__(self, layout: ImageLayout, action_space: gym.Space, kind: str = DEFAULT_ENCODER, rnd: bool = False):

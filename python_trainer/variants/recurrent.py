@@ -31,8 +31,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from python_trainer.agent import layer_init
-from python_trainer.fast_acting import FastAgent, RolloutPolicy, Tanh, _numpy_layers, _transposed, forward
+from python_trainer.agent import Agent, layer_init
+from python_trainer.fast_acting import RolloutPolicy, Tanh, _numpy_layers, _transposed, forward
 from python_trainer.base.flags import at_least, flag
 
 DEFAULT_HIDDEN_SIZE = 64
@@ -163,7 +163,7 @@ class LSTMState:
         return LSTMState(*clone_state((self.h, self.c)))
 
 
-class RecurrentAgent(FastAgent):
+class RecurrentAgent(Agent):
     """CleanRL's ppo_atari_lstm.py agent: a shared encoder (64 then ENCODER_OUT wide), an LSTM of ``hidden_size``,
     then the actor and the critic as one linear layer each on its output, with the MLP agent's heads (one per
     action key) and, with ``rnd``, its intrinsic value output."""

@@ -20,7 +20,6 @@ from python_trainer.agent import Agent, NO_STATE, env_action
 from python_trainer.base.paths import checkpoint_in
 from python_trainer.checkpoint import load_checkpoint, space_from_dict
 from python_trainer.envs.images import ImageLayout
-from python_trainer.fast_acting import FastAgent
 from python_trainer.normalization import Normalizer
 from python_trainer.variants.cnn import DEFAULT_ENCODER
 from python_trainer.variants.cnn_agent import CnnAgent, RecurrentCnnAgent
@@ -29,7 +28,8 @@ from python_trainer.variants.recurrent import DEFAULT_HIDDEN_SIZE, RecurrentAgen
 
 def make_agent(obs_dim: int, action_space: gym.Space, args: dict, image: Optional[ImageLayout] = None) -> Agent:
     """The agent of a training with these flags (``args``: Args as a dict, or a checkpoint's "args"): the MLP agent,
-    or with --lstm the recurrent one (both fast_acting's); with --rnd its critic has the intrinsic value output too.
+    agent.py's Agent (its fast twins chosen: fast_acting.py), or with --lstm the recurrent one on it; with --rnd its
+    critic has the intrinsic value output too.
     ``image``: the policy's observations hold a camera image (the vec env's image_layout): the CNN agent of --cnn
     (cnn_agent.py), recurrent with --lstm."""
     rnd = bool(args.get("rnd"))
@@ -43,7 +43,7 @@ def make_agent(obs_dim: int, action_space: gym.Space, args: dict, image: Optiona
         return CnnAgent(image, action_space, kind=kind, rnd=rnd)
     if args.get("lstm"):
         return RecurrentAgent(obs_dim, action_space, hidden, rnd=rnd)
-    return FastAgent(obs_dim, action_space, rnd=rnd)
+    return Agent(obs_dim, action_space, rnd=rnd)
 
 
 def image_of(part: dict) -> Optional[ImageLayout]:

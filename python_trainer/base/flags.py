@@ -18,7 +18,7 @@ import dataclasses
 import inspect
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 
 from python_trainer.base import bounds
 from python_trainer.base.errors import UserError
@@ -248,6 +248,52 @@ def seconds_rule(example: str, what: str) -> Rule:
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT = seconds_rule("120", "how long a game may take to load and connect")
 SLOW_GAME_HINT = "a game that takes longer to load can be given more time with --connect-timeout SECONDS"
+
+
+# ======================================================================================================================
+# The flags several commands share: each declared once, here (its type, its names, its metavar, its help, its rule)
+# ======================================================================================================================
+@dataclass(frozen=True)
+class SharedFlag:
+    """A flag of several commands: the field ``name`` (--name-with-dashes), its Python type ``kind``, its other names
+    ``aliases`` (the same in every command), its ``metavar``, ``help`` (what it is) and ``rule``. A command's field is
+
+        seed: SEED_FLAG.type(" of the games") = SEED_FLAG.default(0)
+
+    with only its default and its own words (``more``: what the default means there, what the flag is for there)."""
+
+    name: str
+    kind: Any
+    aliases: tuple
+    metavar: str
+    help: str
+    rule: Optional[Rule] = None
+
+    def type(self, more: str = "", kind: Any = None, listed: bool = False):
+        """The field's annotation: the flag's type, names, metavar and help, then ``more``. ``kind``: a narrower type
+        for a command that always has a value (record's int count); ``listed``: several values, comma-separated in
+        one string (profile's --num-instances 1,2,4: one configuration each, checked by its own rule)."""
+        import tyro
+
+        metavar = f"{self.metavar}[,{self.metavar}...]" if listed else self.metavar
+        kind = str if listed else (kind or self.kind)
+        return Annotated[kind, tyro.conf.arg(aliases=self.aliases, metavar=metavar, help=self.help + more)]
+
+    def default(self, value, rule: Optional[Rule] = None):
+        """The field's default, with the flag's rule (or ``rule``, a listed flag's own)."""
+        return flag(value, rule or self.rule)
+
+
+ENV_ID_FLAG = SharedFlag("env_id", Optional[str], ("--env",), "NAME", "a game in --env-path's binary")
+AGENTS_FLAG = SharedFlag("agents_per_instance", Optional[int], ("--agents",), "N",
+                         "agents each game instance is asked to simulate, the game's --agents", AGENTS_PER_INSTANCE)
+INSTANCES_FLAG = SharedFlag("num_instances", int, ("--instances",), "N", "how many game processes to launch",
+                            NUM_INSTANCES)
+SEED_FLAG = SharedFlag("seed", int, (), "INT", "the seed")
+CONNECT_TIMEOUT_FLAG = SharedFlag("connect_timeout", float, ("--timeout",), "SECONDS",
+                                  "seconds a game may take to load, list its games and connect; raise it for a game "
+                                  "that loads slowly", CONNECT_TIMEOUT)
+SHARED_FLAGS = (ENV_ID_FLAG, AGENTS_FLAG, INSTANCES_FLAG, SEED_FLAG, CONNECT_TIMEOUT_FLAG)
 
 
 def agents_for(num_envs, num_instances, agents_per_instance=None, as_flags=False, copies=1):

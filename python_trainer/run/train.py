@@ -24,8 +24,8 @@ from typing import Annotated, Optional
 from python_trainer import ppo
 from python_trainer.base.errors import UserError, say
 from python_trainer.base.flags import (parse_flags, 
-    ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, COPIES, DEFAULT_CONNECT_TIMEOUT_S, NUM_INSTANCES, SPEEDUP,
-    GoesWith, aliases, at_least, explicit_fields, flag, in_range, positive, seconds_rule,
+    ACTION_REPEAT, AGENTS_FLAG, CONNECT_TIMEOUT_FLAG, COPIES, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, INSTANCES_FLAG,
+    SEED_FLAG, SPEEDUP, GoesWith, aliases, at_least, explicit_fields, flag, in_range, positive, seconds_rule,
 )
 from python_trainer.base.signals import signal_policy, signum_of
 from python_trainer.engine.watcher import WATCH_FPS
@@ -62,8 +62,7 @@ from python_trainer.variants.self_play import SelfPlayArgs
 class ExperimentArgs:
     exp_name: str = "ppo"
     """the name of this experiment (part of the run folder name)"""
-    seed: int = 1
-    """seed of the experiment (python, numpy, torch, envs)"""
+    seed: SEED_FLAG.type(" of the experiment (python, numpy, torch, envs)") = SEED_FLAG.default(1)
     torch_deterministic: bool = True
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     torch_threads: int = flag(1, at_least(1, "an integer >= 1", "1"))
@@ -89,9 +88,8 @@ class ExperimentArgs:
 
 @dataclass
 class EnvArgs:
-    env_id: Optional[str] = None
-    """the id of the environment: a gymnasium id, or a game in --env-path's binary (default: CartPole-v1 without
-    --env-path; the binary's default game with it; ball_chase is a game of this repository's export)"""
+    env_id: ENV_ID_FLAG.type(", or a gymnasium id (default: CartPole-v1 without --env-path; the binary's default game "
+                             "with it; ball_chase is a game of this repository's export)") = ENV_ID_FLAG.default(None)
     env_path: Annotated[Optional[str], aliases("--project")] = None
     """Godot games: an exported binary (headless or windowed) of any Godot 3 project that uses the rl_sync addon
     (default: this repository's exports/headless/rl_games.x86_64), or the project's folder (--project DIR), run in
@@ -99,11 +97,10 @@ class EnvArgs:
     num_envs: Optional[int] = flag(None, at_least(1, "an integer >= 1", "4"))
     """the number of parallel environments (default: 4 for gymnasium ids; for Godot games the agents the instances
     report, num-instances x the game's agents per instance)"""
-    num_instances: int = flag(1, NUM_INSTANCES)
-    """Godot games: how many game processes to launch"""
-    agents_per_instance: Optional[int] = flag(None, AGENTS_PER_INSTANCE)
-    """Godot games: agents each process is asked to simulate (--agents; default: the game's own choice, which a
-    game with a fixed number of agents keeps whatever is asked)"""
+    num_instances: INSTANCES_FLAG.type(" (Godot games)") = INSTANCES_FLAG.default(1)
+    agents_per_instance: AGENTS_FLAG.type(" (Godot games; each copy of the scene, with --copies; default: the game's "
+                                          "own choice, which a game with a fixed number of agents keeps whatever is "
+                                          "asked)") = AGENTS_FLAG.default(None)
     copies: int = flag(1, COPIES)
     """Godot games: copies of the game's scene each instance runs, each in its own Viewport and World (ML-Agents'
     training areas; the addon checks the game's scripts for what the copies would share, see docs/own_game.md):
@@ -128,9 +125,8 @@ class EnvArgs:
     """Godot games: train on even when a game keeps raising script errors (Godot's SCRIPT ERROR lines, after its
     handshake); the first one is shown either way. Without it a run stops, with a checkpoint, once an instance has
     raised 10"""
-    connect_timeout: float = flag(DEFAULT_CONNECT_TIMEOUT_S, CONNECT_TIMEOUT)
-    """Godot games: seconds a game may take to load, list its games and connect; raise it for a game that loads
-    slowly"""
+    connect_timeout: CONNECT_TIMEOUT_FLAG.type(" (Godot games)") = CONNECT_TIMEOUT_FLAG.default(
+        DEFAULT_CONNECT_TIMEOUT_S)
     editor: bool = False
     """train the game a person starts with Play in the Godot editor: the trainer listens on --port and waits; Ctrl-C,
     or closing the game, stops training with a checkpoint"""

@@ -21,9 +21,8 @@ import tyro
 from python_trainer.base import paths
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.files import OutputError, atomic_output, check_output
-from python_trainer.base.flags import (ACTION_REPEAT, AGENTS_PER_INSTANCE, CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S,
-                                       NUM_INSTANCES, SPEEDUP, aliases, at_least, flag, parse_flags,
-                                       positive)
+from python_trainer.base.flags import (ACTION_REPEAT, AGENTS_FLAG, INSTANCES_FLAG, SEED_FLAG, SPEEDUP, at_least, flag,
+                                       parse_flags, positive)
 from python_trainer.envs.env_params import describe
 from python_trainer.envs.game import GameError, godot_game, list_games, open_game_path
 from python_trainer.envs.launcher import LaunchOptions
@@ -39,8 +38,6 @@ CAMERA_TILE = 144  # pixels: the side of each camera's image in --show-camera's 
 class EnvsArgs(GameArgs, EnvParamArgs):
     """The games in a binary and their spaces, read from a running headless instance of each."""
 
-    connect_timeout: Annotated[float, aliases("--timeout")] = flag(DEFAULT_CONNECT_TIMEOUT_S, CONNECT_TIMEOUT)
-    """seconds a game may take to load, list its games and connect (--timeout: its older name)"""
     show_camera: Annotated[Optional[str], tyro.conf.arg(metavar="OUT.png")] = None
     """save what each camera sensor of the game (--env-id's, else the default) sees as its agents start: one PNG, a
     grid of the agents' images, from a windowed instance (Xvfb is started if no $DISPLAY)"""
@@ -50,16 +47,13 @@ class EnvsArgs(GameArgs, EnvParamArgs):
 class LaunchArgs(GameArgs, EnvParamArgs):
     """Start instances and step them with random actions until Ctrl-C (or --seconds)."""
 
-    num_instances: Annotated[int, aliases("--instances")] = flag(1, NUM_INSTANCES)
-    """how many game processes to launch"""
-    agents_per_instance: Annotated[Optional[int], aliases("--agents")] = flag(None, AGENTS_PER_INSTANCE)
-    """agents each process is asked to simulate (the game's --agents; default: the game's own choice)"""
+    num_instances: INSTANCES_FLAG.type() = INSTANCES_FLAG.default(1)
+    agents_per_instance: AGENTS_FLAG.type(" (default: the game's own choice)") = AGENTS_FLAG.default(None)
     window: bool = False
     """windowed instances (Xvfb is started if no $DISPLAY)"""
     seconds: Optional[float] = flag(None, positive("10", "a number of seconds > 0"))
     """stop after this many seconds (default: at Ctrl-C)"""
-    seed: int = 0
-    """the games' seed"""
+    seed: SEED_FLAG.type(" of the games") = SEED_FLAG.default(0)
     speedup: float = flag(1.0, SPEEDUP)
     """engine time scale"""
     action_repeat: int = flag(1, ACTION_REPEAT)

@@ -1,5 +1,7 @@
 """The flags of every tool that starts a game (--env-path or --project, --env-id, --connect-timeout, --env-param), worded
-once as dataclasses that each command's arguments extend, and --env-param's values checked by train's rule."""
+once as dataclasses that each command's arguments extend, and --env-param's values checked by train's rule.
+
+--env-id and --connect-timeout are declared in base/flags.py (SHARED_FLAGS), which train's arguments share too."""
 
 from __future__ import annotations
 
@@ -8,14 +10,13 @@ from typing import Annotated, Optional
 
 import tyro
 
-from python_trainer.base.flags import CONNECT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT_S, aliases, flag
+from python_trainer.base.flags import CONNECT_TIMEOUT_FLAG, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG
 from python_trainer.envs.env_params import CONSTANT, EnvParamError, binary_flags, check_params, wire_values
 from python_trainer.run.curriculum import from_flags, start_values
 
 
-# The two flags' types, for a command that words their help its own way (a field of the same name, in its subclass).
+# --env-path's type, for a command that words its help its own way (a field of the same name, in its subclass).
 EnvPath = Annotated[Optional[str], tyro.conf.arg(metavar="PATH", aliases=("--project",))]
-EnvId = Annotated[Optional[str], aliases("--env"), tyro.conf.arg(metavar="NAME")]
 
 
 @dataclass
@@ -23,11 +24,8 @@ class GameArgs:
     env_path: EnvPath = None
     """an exported game binary (headless or windowed) of any Godot 3 project with the rl_sync addon (default: this
     repository's exports/headless/rl_games.x86_64), or the project's folder (--project DIR), run with no export"""
-    env_id: EnvId = None
-    """a game in that binary (default: the binary's default game)"""
-    connect_timeout: Annotated[float, tyro.conf.arg(metavar="SECONDS")] = flag(DEFAULT_CONNECT_TIMEOUT_S,
-                                                                               CONNECT_TIMEOUT)
-    """seconds a game may take to load, list its games and connect; raise it for a game that loads slowly"""
+    env_id: ENV_ID_FLAG.type(" (default: the binary's default game)") = ENV_ID_FLAG.default(None)
+    connect_timeout: CONNECT_TIMEOUT_FLAG.type() = CONNECT_TIMEOUT_FLAG.default(DEFAULT_CONNECT_TIMEOUT_S)
 
 
 # --env-param for the tools (envs, launch, play): train's flag (run/curriculum.py's CurriculumArgs) and its rule.

@@ -27,7 +27,7 @@ import tyro
 
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import OutputError, check_output, scratch_dir, write_atomic, write_error
-from python_trainer.base.flags import at_least, flag, parse_flags, positive
+from python_trainer.base.flags import SEED_FLAG, at_least, flag, parse_flags, positive
 from python_trainer.base.inputs import read_text
 from python_trainer.base.paths import MODEL_NAME, checkpoint_in
 from python_trainer.engine.in_engine import PlaybackError, evaluate_in_engine, policy_game, trained_env_params
@@ -62,8 +62,7 @@ class PackageArgs(GameArgs):
     """the folder to write: new, empty, or a folder this command wrote before (then replaced whole)"""
     eval_episodes: int = flag(10, at_least(1, "an integer >= 1", "10"))
     """episodes of the deterministic policy in the evaluation (the course's 10)"""
-    seed: int = 0
-    """the evaluation's and the replay's seed"""
+    seed: SEED_FLAG.type(" of the evaluation and the replay") = SEED_FLAG.default(0)
     video_seconds: float = flag(10.0, positive("10", "a number of seconds > 0"))
     """a Godot game's replay, when the run has no --capture-video video: this many seconds of game time"""
     push: bool = False

@@ -29,7 +29,7 @@ import tyro
 
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import write_error
-from python_trainer.base.flags import (AGENTS_PER_INSTANCE, DEFAULT_CONNECT_TIMEOUT_S, FlagError, aliases, flag,
+from python_trainer.base.flags import (AGENTS_FLAG, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, SEED_FLAG, FlagError, flag,
                                        parse_flags, positive)
 from python_trainer.base.processes import end_process_tree, spawn
 from python_trainer.base.signals import signal_policy
@@ -43,7 +43,7 @@ from python_trainer.envs.game import FIXED_FPS, GameError, GameInstance, GodotGa
 from python_trainer.envs.logs import CappedLog
 from python_trainer.envs.protocol import GodotConnectionError
 from python_trainer.envs.xvfb import open_display, person_display, temp_xvfb
-from python_trainer.tools.game_flags import EnvId, EnvParam, EnvPath, GameArgs, game_env_params
+from python_trainer.tools.game_flags import EnvParam, EnvPath, GameArgs, game_env_params
 from python_trainer.tools.policy_export import ensure_policy, resolve_checkpoint
 
 PROG = "godot-ppo play"
@@ -67,13 +67,11 @@ class PlayArgs(GameArgs):
     commas: each agent plays the file of its policy_name)"""
     env_path: EnvPath = None
     """the game's export, headless or windowed (default: the one the policy was trained with)"""
-    env_id: EnvId = None
-    """the game in that export (default: the one the policy was trained on)"""
-    agents_per_instance: Annotated[Optional[int], aliases("--agents")] = flag(None, AGENTS_PER_INSTANCE)
-    """arenas shown: the agents the game is asked to simulate (default 4; 1 with --opponent human: one match, e.g.
-    one pong court); a game with a fixed set of agents shows its own"""
-    seed: int = 0
-    """game seed"""
+    env_id: ENV_ID_FLAG.type(" (default: the one the policy was trained on)") = ENV_ID_FLAG.default(None)
+    agents_per_instance: AGENTS_FLAG.type(": the arenas shown (default 4; 1 with --opponent human: one match, e.g. one "
+                                          "pong court); a game with a fixed set of agents shows its own"
+                                          ) = AGENTS_FLAG.default(None)
+    seed: SEED_FLAG.type(" of the game") = SEED_FLAG.default(0)
     seconds: Optional[float] = flag(None, SECONDS)
     """stop after this many seconds (default: until closed)"""
     python: bool = False

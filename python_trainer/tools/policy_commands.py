@@ -17,11 +17,11 @@ import numpy as np
 import tyro
 
 from python_trainer.base.errors import UserError
-from python_trainer.base.flags import aliases, parse_flags
+from python_trainer.base.flags import ENV_ID_FLAG, aliases, parse_flags
 from python_trainer.engine.policy_file import policy_entries, read_policy, write_policy
 from python_trainer.envs.failures import InstanceStartError
 from python_trainer.envs.game import godot_game
-from python_trainer.tools.game_flags import EnvId, EnvPath, GameArgs
+from python_trainer.tools.game_flags import EnvPath, GameArgs
 from python_trainer.tools.policy_export import export_onnx, export_policy, game_env_info, resolve_checkpoint
 
 Output = Annotated[Optional[str], aliases("-o"), tyro.conf.arg(metavar="FILE")]
@@ -38,10 +38,9 @@ class ExportPolicyArgs(GameArgs):
     env_path: EnvPath = None
     """read the action keys from this export's game instead of the checkpoint (default: the checkpoint's own record,
     else the export it was trained with)"""
-    env_id: EnvId = None
-    """the game that will play the policy: in --env-path's export, else in this repository's (default: the one the
-    checkpoint trained on). A policy trained on a gymnasium id plays in a game with the same observations and actions,
-    e.g. CartPole-v1's in cart_pole"""
+    env_id: ENV_ID_FLAG.type(" (else in this repository's), the one that will play the policy (default: the one the "
+                             "checkpoint trained on). A policy trained on a gymnasium id plays in a game with the same "
+                             "observations and actions, e.g. CartPole-v1's in cart_pole") = ENV_ID_FLAG.default(None)
     format: Optional[Literal["json", "onnx"]] = None
     """json: the policy file the engine plays (--policy=FILE); onnx: the same network as an ONNX model in godot-rl's
     convention, the normalisation folded in (docs/onnx.md). Default: onnx when --out ends in .onnx, else json"""
@@ -58,9 +57,9 @@ class ImportPolicyArgs(GameArgs):
     """output policy file (default: MODEL with .json)"""
     env_path: EnvPath = None
     """the export whose game the policy plays (default: this repository's)"""
-    env_id: EnvId = None
-    """the game the policy plays: its action keys name the outputs, in godot-rl's order (needed for SB3's and
-    CleanRL's models; godot-ppo's own carry them)"""
+    env_id: ENV_ID_FLAG.type(", the one the policy plays: its action keys name the outputs, in godot-rl's order "
+                             "(needed for SB3's and CleanRL's models; godot-ppo's own carry them)"
+                             ) = ENV_ID_FLAG.default(None)
     policy_name: Optional[str] = None
     """the agents' policy_name this network plays, in a game of several policies (default: none, it plays every agent
     that no other --policy file names)"""

@@ -25,7 +25,7 @@ import tyro
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import check_output
 from python_trainer.base.inputs import check_regular
-from python_trainer.base.flags import AGENTS_PER_INSTANCE, SPEEDUP, aliases, at_least, flag, parse_flags
+from python_trainer.base.flags import AGENTS_FLAG, SEED_FLAG, SPEEDUP, at_least, flag, parse_flags
 from python_trainer.base.processes import end_process_tree, spawn
 from python_trainer.base.signals import signal_policy
 from python_trainer.demos import DemoError, read_episodes
@@ -47,12 +47,10 @@ class RecordArgs(GameArgs):
     """stop after this many episodes (0: when the window is closed)"""
     agent: int = flag(0, at_least(0, "an integer >= 0 (an agent's index)", "0"))
     """the agent recorded (0 is the keyboard's)"""
-    agents_per_instance: Annotated[int, aliases("--agents")] = flag(1, AGENTS_PER_INSTANCE)
-    """agents the game is asked to simulate (the game's --agents)"""
+    agents_per_instance: AGENTS_FLAG.type(kind=int) = AGENTS_FLAG.default(1)
     max_episode_steps: Optional[int] = flag(None, at_least(1, "an integer >= 1", "500"))
     """the game's time limit, in decision steps"""
-    seed: int = 0
-    """the game's seed (--env_seed)"""
+    seed: SEED_FLAG.type(" of the game (its --env_seed)") = SEED_FLAG.default(0)
 
 
 def _episodes_in(path: Path) -> list:

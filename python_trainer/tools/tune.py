@@ -34,7 +34,7 @@ from typing import Annotated, Optional
 
 from python_trainer.base.errors import UserError, say
 from python_trainer.base.files import check_output
-from python_trainer.base.flags import aliases, at_least, flag, parse_flags, positive
+from python_trainer.base.flags import ENV_ID_FLAG, SEED_FLAG, aliases, at_least, flag, parse_flags, positive
 from python_trainer.base.processes import end_process_tree, spawn
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import GameError, GodotGame, resolve_env
@@ -55,8 +55,8 @@ MIN_PRUNE_REPORTS = 2  # the pruner leaves a trial's first evaluation alone (a p
 class TuneArgs:
     out: str
     """the search's folder: study.db, trials/, best.toml (an existing one goes on with its study)"""
-    env_id: Optional[str] = None
-    """the game: a gymnasium id, or a game in --env-path's binary (train's --env-id)"""
+    env_id: ENV_ID_FLAG.type(", or a gymnasium id: the game every trial trains (train's --env-id)"
+                             ) = ENV_ID_FLAG.default(None)
     env_path: Annotated[Optional[str], aliases("--project")] = None
     """Godot games: the export (or project folder) every trial trains (train's --env-path)"""
     space: Optional[str] = None
@@ -72,8 +72,8 @@ class TuneArgs:
     evaluations: int = flag(4, at_least(0, "an integer >= 0 (0: the training episodes' mean return)", "4"))
     """evaluations per trial (train --eval-every trial_steps / N; Godot games with the rl_sync addon): what each trial
     reports to the pruner. 0, or a gymnasium id: the training episodes' mean return, from train's progress line"""
-    seed: int = 1
-    """the sampler's seed (the same seed, the same trials asked) and each trial's --seed"""
+    seed: SEED_FLAG.type(" of the sampler (the same seed, the same trials asked) and each trial's --seed"
+                         ) = SEED_FLAG.default(1)
     startup_trials: int = flag(5, at_least(0, "an integer >= 0", "5"))
     """trials sampled at random before TPE models the results, and before the pruner stops any"""
     storage: Optional[str] = None

@@ -7,12 +7,12 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Optional
 
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import OutputError, check_output
-from python_trainer.base.flags import (AGENTS_PER_INSTANCE, COPIES, NUM_INSTANCES, FlagError, GoesWith, Rule,
-                                       agents_for, aliases, at_least, explicit_fields, flag, parse_flags,
+from python_trainer.base.flags import (AGENTS_FLAG, COPIES, INSTANCES_FLAG, NUM_INSTANCES, SEED_FLAG, FlagError,
+                                       GoesWith, Rule, agents_for, at_least, explicit_fields, flag, parse_flags,
                                        positive)
 from python_trainer.envs.env_params import check_params
 from python_trainer.envs.game import GameError, GodotGame, godot_game
@@ -56,11 +56,10 @@ class ProfileArgs(GameArgs):
 
     modes: str = flag(",".join(MODES), MODE_LIST)
     """comma-separated, from headless,windowed"""
-    num_instances: Annotated[str, aliases("--instances")] = flag("1,2,4,8", INSTANCE_COUNTS)
-    """comma-separated instance counts, one configuration each"""
-    agents_per_instance: Annotated[Optional[int], aliases("--agents")] = flag(None, AGENTS_PER_INSTANCE)
-    """agents each instance (each copy of the scene, with --copies) is asked to simulate, passed to the game as
-    --agents (default: the game's own choice)"""
+    num_instances: INSTANCES_FLAG.type(": comma-separated counts, one configuration each",
+                                       listed=True) = INSTANCES_FLAG.default("1,2,4,8", INSTANCE_COUNTS)
+    agents_per_instance: AGENTS_FLAG.type(" (each copy of the scene, with --copies; default: the game's own "
+                                          "choice)") = AGENTS_FLAG.default(None)
     copies: int = flag(1, COPIES)
     """copies of the game's scene each instance runs, each in its own Viewport and World, as train's --copies: each
     instance then simulates copies x agents-per-instance agents"""
@@ -78,8 +77,7 @@ class ProfileArgs(GameArgs):
     """random, or a training run folder / model.pt whose deterministic actions are used"""
     out: Optional[str] = None
     """output folder (default: runs/profile_<time>/)"""
-    seed: int = 0
-    """the games' seed"""
+    seed: SEED_FLAG.type(" of the games") = SEED_FLAG.default(0)
     sample_interval: float = flag(0.25, SECONDS)
     """psutil sampling period in seconds"""
     engine_benchmark: bool = True

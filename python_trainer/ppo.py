@@ -18,7 +18,7 @@ to log. The equations (Schulman et al. 2017, 2016):
     loss     = -L^CLIP - c_ent * H[pi] + c_vf * L^VF
 
 What fills its slots lives next door: the agent (agent.py: an MLP with one actor head per action key, so a game may
-mix continuous and discrete keys, on torch.distributions; fast_acting.py: its fast twin, which the trainer runs;
+mix continuous and discrete keys, on torch.distributions; fast_acting.py: the fast twins it runs in training;
 recurrent.py: --lstm, CleanRL's ppo_atari_lstm.py), the bonus (rnd.py: --rnd, CleanRL's ppo_rnd_envpool.py, whose
 lines are the `if bonus` blocks below), an auxiliary loss (cloning.py: --demos' behavioural cloning, added to each
 minibatch's loss), the rollouts (rollout.py: CleanRL's rollout on this machine's games, pipelined; policies.py:

@@ -22,6 +22,7 @@ from python_trainer.envs.spaces import spaces_from_env_info
 from python_trainer.normalization import Normalizer
 
 BINARY = {"step_encoding": "binary", "obs_encoding": "f32_base64"}
+TWIN = "the game's sampler, the third twin of agent.py's Agent.pi, godot_project/addons/rl_sync/policy_sampling.gd: "
 
 
 @pytest.fixture
@@ -236,14 +237,17 @@ def test_the_sampler_draws_what_torchs_distributions_draw(games, tmp_path):
     expected = jump.probs[0].numpy() * len(actions)
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     p_value = float(torch.special.gammaincc(torch.tensor(0.5), torch.tensor(chi2 / 2)))  # 1 degree of freedom
-    assert p_value > 1e-3, (counts, expected, chi2)
+    assert p_value > 1e-3, f"{TWIN}_categorical draws otherwise than Agent.distributions: {counts} for {expected}"
     # the continuous key: the mean and standard deviation of Normal(mean, exp(log_std)), before clipping
     mean, std = move.base_dist.loc[0].numpy(), move.base_dist.scale[0].numpy()
-    np.testing.assert_array_less(np.abs(actions[:, :2].mean(axis=0) - mean), 5 * std / np.sqrt(len(actions)))
-    np.testing.assert_allclose(actions[:, :2].std(axis=0), std, rtol=5 / np.sqrt(2 * len(actions)))
+    np.testing.assert_array_less(np.abs(actions[:, :2].mean(axis=0) - mean), 5 * std / np.sqrt(len(actions)),
+                                 err_msg=f"{TWIN}sample's Gaussian mean")
+    np.testing.assert_allclose(actions[:, :2].std(axis=0), std, rtol=5 / np.sqrt(2 * len(actions)),
+                               err_msg=f"{TWIN}sample's Gaussian spread")
     # the game's log-probs are the learner's
     np.testing.assert_allclose(np.concatenate([b["logprobs"] for b in got]),
-                               learner_logprobs(agent, normalizer, obs, actions), rtol=0, atol=1e-5)
+                               learner_logprobs(agent, normalizer, obs, actions), rtol=0, atol=1e-5,
+                               err_msg=f"{TWIN}log_prob")
 
 
 def test_a_discrete_key_of_three_choices_draws_its_softmax(games, tmp_path):
@@ -262,7 +266,7 @@ def test_a_discrete_key_of_three_choices_draws_its_softmax(games, tmp_path):
         expected = agent.distributions(agent.actor(torch.zeros(1, d)))[0].probs[0].numpy() * counts.sum()
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     p_value = float(torch.special.gammaincc(torch.tensor(1.0), torch.tensor(chi2 / 2)))  # 2 degrees of freedom
-    assert p_value > 1e-3, (counts, expected, chi2)
+    assert p_value > 1e-3, f"{TWIN}_categorical draws otherwise than Agent.distributions: {counts} for {expected}"
 
 
 # ---------------------------------------------------------------------------------------------- refusals

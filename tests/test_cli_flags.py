@@ -1,6 +1,6 @@
-"""The flags several commands share (--env-id, --agents-per-instance, --num-instances, --seed, --connect-timeout):
-declared once (base/flags.py's SHARED_FLAGS), so every command that has one shows and accepts the same names.
-Parsing only: no game starts."""
+"""The flags several commands share (--env-path, --env-id, --agents-per-instance, --num-instances, --seed,
+--connect-timeout): declared once (base/flags.py's SHARED_FLAGS), so every command that has one shows and accepts the
+same names. Parsing only: no game starts."""
 
 import re
 
@@ -8,8 +8,7 @@ import pytest
 
 from helpers import REPO  # noqa: F401  (puts this checkout's python_trainer first on sys.path)
 from python_trainer import cli
-from python_trainer.base.flags import (AGENTS_FLAG, ENV_ID_FLAG, SHARED_FLAGS, FlagError, explicit_fields,
-                                       parse_flags)
+from python_trainer.base.flags import AGENTS_FLAG, SHARED_FLAGS, FlagError, explicit_fields, parse_flags
 
 # Each command's arguments, and the flags it needs to parse at all (a positional source, a required --out).
 COMMANDS = {
@@ -25,7 +24,7 @@ COMMANDS = {
     "tune": ("python_trainer.tools.tune", "TuneArgs", ["--out", "search"]),
 }
 # A value of each shared flag that every command having it accepts (profile's --num-instances takes a list of them).
-VALUES = {"env_id": "ball_chase", "agents_per_instance": "4", "num_instances": "2", "seed": "7", "connect_timeout": "45"}
+VALUES = {"env_path": "game.x86_64", "env_id": "ball_chase", "agents_per_instance": "4", "num_instances": "2", "seed": "7", "connect_timeout": "45"}
 
 
 def args_class(command):
@@ -84,7 +83,8 @@ def test_every_command_that_has_a_shared_flag_shows_the_same_names_and_metavar_i
     listed = {"N[,N...]"} if shared.name == "num_instances" else set()  # profile's list of counts
     assert all(metavars <= {shared.metavar} | listed for _, metavars in having.values()), having
     # the flags are shared: the games' commands and train all have them
-    least = {"env_id": {"train", "launch", "play", "record", "profile", "envs", "tune"},
+    least = {"env_path": {"train", "launch", "play", "record", "profile", "envs", "tune", "export-policy"},
+             "env_id": {"train", "launch", "play", "record", "profile", "envs", "tune"},
              "agents_per_instance": {"train", "launch", "play", "record", "profile"},
              "num_instances": {"train", "launch", "profile"},
              "seed": {"train", "launch", "play", "record", "profile", "package", "tune"},
@@ -141,9 +141,9 @@ def test_a_shared_flags_rule_says_the_same_line_in_every_command(command, tmp_pa
                                   f"{AGENTS_FLAG.rule.what}, e.g. --agents-per-instance {AGENTS_FLAG.rule.example}")
 
 
-def test_every_commands_help_of_a_shared_flag_starts_with_its_declared_words(helps):
+@pytest.mark.parametrize("shared", SHARED_FLAGS, ids=lambda s: s.name)
+def test_every_commands_help_of_a_shared_flag_starts_with_its_declared_words(helps, shared):
     flat = {command: re.sub(r"[│\s]+", " ", text) for command, text in helps.items()}
-    for command in ("train", "launch", "play", "tune", "export-policy", "import-policy", "envs"):
-        assert f"--env NAME, --env-id NAME {ENV_ID_FLAG.help}" in flat[command], command
-    for command in ("train", "launch", "play", "record", "profile"):
-        assert f"--agents N, --agents-per-instance N {AGENTS_FLAG.help}" in flat[command], command
+    words = re.compile(re.escape(long_name(shared)) + r" \S+ " + re.escape(shared.help))
+    having = [command for command, text in helps.items() if help_names(text, shared)]
+    assert len(having) >= 3 and [command for command in having if not words.search(flat[command])] == []

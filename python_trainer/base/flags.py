@@ -284,6 +284,9 @@ class SharedFlag:
         return flag(value, rule or self.rule)
 
 
+ENV_PATH_FLAG = SharedFlag("env_path", Optional[str], ("--project",), "PATH",
+                           "an exported game binary (headless or windowed) of any Godot 3 project with the rl_sync "
+                           "addon, or the project's folder (--project DIR), run with no export")
 ENV_ID_FLAG = SharedFlag("env_id", Optional[str], ("--env",), "NAME", "a game in --env-path's binary")
 AGENTS_FLAG = SharedFlag("agents_per_instance", Optional[int], ("--agents",), "N",
                          "agents each game instance is asked to simulate, the game's --agents", AGENTS_PER_INSTANCE)
@@ -293,7 +296,7 @@ SEED_FLAG = SharedFlag("seed", int, (), "INT", "the seed")
 CONNECT_TIMEOUT_FLAG = SharedFlag("connect_timeout", float, ("--timeout",), "SECONDS",
                                   "seconds a game may take to load, list its games and connect; raise it for a game "
                                   "that loads slowly", CONNECT_TIMEOUT)
-SHARED_FLAGS = (ENV_ID_FLAG, AGENTS_FLAG, INSTANCES_FLAG, SEED_FLAG, CONNECT_TIMEOUT_FLAG)
+SHARED_FLAGS = (ENV_PATH_FLAG, ENV_ID_FLAG, AGENTS_FLAG, INSTANCES_FLAG, SEED_FLAG, CONNECT_TIMEOUT_FLAG)
 
 
 def agents_for(num_envs, num_instances, agents_per_instance=None, as_flags=False, copies=1):

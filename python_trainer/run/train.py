@@ -19,13 +19,13 @@ import errno
 import signal
 import sys
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Optional
 
 from python_trainer import ppo
 from python_trainer.base.errors import UserError, say
 from python_trainer.base.flags import (parse_flags, 
-    ACTION_REPEAT, AGENTS_FLAG, CONNECT_TIMEOUT_FLAG, COPIES, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, INSTANCES_FLAG,
-    SEED_FLAG, SPEEDUP, GoesWith, aliases, at_least, explicit_fields, flag, in_range, positive, seconds_rule,
+    ACTION_REPEAT, AGENTS_FLAG, CONNECT_TIMEOUT_FLAG, COPIES, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, ENV_PATH_FLAG,
+    INSTANCES_FLAG, SEED_FLAG, SPEEDUP, GoesWith, at_least, explicit_fields, flag, in_range, positive, seconds_rule,
 )
 from python_trainer.base.signals import signal_policy, signum_of
 from python_trainer.engine.watcher import WATCH_FPS
@@ -90,10 +90,8 @@ class ExperimentArgs:
 class EnvArgs:
     env_id: ENV_ID_FLAG.type(", or a gymnasium id (default: CartPole-v1 without --env-path; the binary's default game "
                              "with it; ball_chase is a game of this repository's export)") = ENV_ID_FLAG.default(None)
-    env_path: Annotated[Optional[str], aliases("--project")] = None
-    """Godot games: an exported binary (headless or windowed) of any Godot 3 project that uses the rl_sync addon
-    (default: this repository's exports/headless/rl_games.x86_64), or the project's folder (--project DIR), run in
-    place with no export once Godot's editor has imported its assets"""
+    env_path: ENV_PATH_FLAG.type(" once Godot's editor has imported its assets (Godot games; default: this "
+                                 "repository's exports/headless/rl_games.x86_64)") = ENV_PATH_FLAG.default(None)
     num_envs: Optional[int] = flag(None, at_least(1, "an integer >= 1", "4"))
     """the number of parallel environments (default: 4 for gymnasium ids; for Godot games the agents the instances
     report, num-instances x the game's agents per instance)"""

@@ -1,29 +1,25 @@
 """The flags of every tool that starts a game (--env-path or --project, --env-id, --connect-timeout, --env-param), worded
 once as dataclasses that each command's arguments extend, and --env-param's values checked by train's rule.
 
---env-id and --connect-timeout are declared in base/flags.py (SHARED_FLAGS), which train's arguments share too."""
+--env-path, --env-id and --connect-timeout are declared in base/flags.py (SHARED_FLAGS), which train's arguments share
+too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Annotated
 
 import tyro
 
-from python_trainer.base.flags import CONNECT_TIMEOUT_FLAG, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG
+from python_trainer.base.flags import CONNECT_TIMEOUT_FLAG, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, ENV_PATH_FLAG
 from python_trainer.envs.env_params import CONSTANT, EnvParamError, binary_flags, check_params, wire_values
 from python_trainer.run.curriculum import from_flags, start_values
 
 
-# --env-path's type, for a command that words its help its own way (a field of the same name, in its subclass).
-EnvPath = Annotated[Optional[str], tyro.conf.arg(metavar="PATH", aliases=("--project",))]
-
-
 @dataclass
 class GameArgs:
-    env_path: EnvPath = None
-    """an exported game binary (headless or windowed) of any Godot 3 project with the rl_sync addon (default: this
-    repository's exports/headless/rl_games.x86_64), or the project's folder (--project DIR), run with no export"""
+    env_path: ENV_PATH_FLAG.type(" (default: this repository's exports/headless/rl_games.x86_64)"
+                                 ) = ENV_PATH_FLAG.default(None)
     env_id: ENV_ID_FLAG.type(" (default: the binary's default game)") = ENV_ID_FLAG.default(None)
     connect_timeout: CONNECT_TIMEOUT_FLAG.type() = CONNECT_TIMEOUT_FLAG.default(DEFAULT_CONNECT_TIMEOUT_S)
 

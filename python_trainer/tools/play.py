@@ -29,8 +29,8 @@ import tyro
 
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import write_error
-from python_trainer.base.flags import (AGENTS_FLAG, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, SEED_FLAG, FlagError, flag,
-                                       parse_flags, positive)
+from python_trainer.base.flags import (AGENTS_FLAG, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, ENV_PATH_FLAG, SEED_FLAG,
+                                       FlagError, flag, parse_flags, positive)
 from python_trainer.base.processes import end_process_tree, spawn
 from python_trainer.base.signals import signal_policy
 from python_trainer.engine.in_engine import (
@@ -43,7 +43,7 @@ from python_trainer.envs.game import FIXED_FPS, GameError, GameInstance, GodotGa
 from python_trainer.envs.logs import CappedLog
 from python_trainer.envs.protocol import GodotConnectionError
 from python_trainer.envs.xvfb import open_display, person_display, temp_xvfb
-from python_trainer.tools.game_flags import EnvParam, EnvPath, GameArgs, game_env_params
+from python_trainer.tools.game_flags import EnvParam, GameArgs, game_env_params
 from python_trainer.tools.policy_export import ensure_policy, resolve_checkpoint
 
 PROG = "godot-ppo play"
@@ -65,8 +65,7 @@ class PlayArgs(GameArgs):
     src: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR_OR_CHECKPOINT_OR_POLICY")]
     """a run folder, a model.pt/checkpoint.pt (exported first if needed) or a policy .json (several separated by
     commas: each agent plays the file of its policy_name)"""
-    env_path: EnvPath = None
-    """the game's export, headless or windowed (default: the one the policy was trained with)"""
+    env_path: ENV_PATH_FLAG.type(" (default: the one the policy was trained with)") = ENV_PATH_FLAG.default(None)
     env_id: ENV_ID_FLAG.type(" (default: the one the policy was trained on)") = ENV_ID_FLAG.default(None)
     agents_per_instance: AGENTS_FLAG.type(": the arenas shown (default 4; 1 with --opponent human: one match, e.g. one "
                                           "pong court); a game with a fixed set of agents shows its own"

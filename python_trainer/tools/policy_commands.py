@@ -17,11 +17,11 @@ import numpy as np
 import tyro
 
 from python_trainer.base.errors import UserError
-from python_trainer.base.flags import ENV_ID_FLAG, aliases, parse_flags
+from python_trainer.base.flags import ENV_ID_FLAG, ENV_PATH_FLAG, aliases, parse_flags
 from python_trainer.engine.policy_file import policy_entries, read_policy, write_policy
 from python_trainer.envs.failures import InstanceStartError
 from python_trainer.envs.game import godot_game
-from python_trainer.tools.game_flags import EnvPath, GameArgs
+from python_trainer.tools.game_flags import GameArgs
 from python_trainer.tools.policy_export import export_onnx, export_policy, game_env_info, resolve_checkpoint
 
 Output = Annotated[Optional[str], aliases("-o"), tyro.conf.arg(metavar="FILE")]
@@ -35,9 +35,9 @@ class ExportPolicyArgs(GameArgs):
     """a run folder (its model.pt, else checkpoint.pt) or a .pt file; a policy .json converts to ONNX"""
     out: Output = None
     """output file (default: RUN_DIR/policy.json, or <checkpoint stem>.policy.json)"""
-    env_path: EnvPath = None
-    """read the action keys from this export's game instead of the checkpoint (default: the checkpoint's own record,
-    else the export it was trained with)"""
+    env_path: ENV_PATH_FLAG.type(": its game's action keys are read instead of the checkpoint's (default: the "
+                                 "checkpoint's own record, else the export it was trained with)"
+                                 ) = ENV_PATH_FLAG.default(None)
     env_id: ENV_ID_FLAG.type(" (else in this repository's), the one that will play the policy (default: the one the "
                              "checkpoint trained on). A policy trained on a gymnasium id plays in a game with the same "
                              "observations and actions, e.g. CartPole-v1's in cart_pole") = ENV_ID_FLAG.default(None)
@@ -55,8 +55,8 @@ class ImportPolicyArgs(GameArgs):
     """the ONNX model (godot-rl's convention: obs -> output)"""
     out: Output = None
     """output policy file (default: MODEL with .json)"""
-    env_path: EnvPath = None
-    """the export whose game the policy plays (default: this repository's)"""
+    env_path: ENV_PATH_FLAG.type(": the one whose game the policy plays (default: this repository's)"
+                                 ) = ENV_PATH_FLAG.default(None)
     env_id: ENV_ID_FLAG.type(", the one the policy plays: its action keys name the outputs, in godot-rl's order "
                              "(needed for SB3's and CleanRL's models; godot-ppo's own carry them)"
                              ) = ENV_ID_FLAG.default(None)

@@ -30,11 +30,11 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Optional
 
 from python_trainer.base.errors import UserError, say
 from python_trainer.base.files import check_output
-from python_trainer.base.flags import ENV_ID_FLAG, SEED_FLAG, aliases, at_least, flag, parse_flags, positive
+from python_trainer.base.flags import ENV_ID_FLAG, ENV_PATH_FLAG, SEED_FLAG, at_least, flag, parse_flags, positive
 from python_trainer.base.processes import end_process_tree, spawn
 from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
 from python_trainer.envs.game import GameError, GodotGame, resolve_env
@@ -57,8 +57,7 @@ class TuneArgs:
     """the search's folder: study.db, trials/, best.toml (an existing one goes on with its study)"""
     env_id: ENV_ID_FLAG.type(", or a gymnasium id: the game every trial trains (train's --env-id)"
                              ) = ENV_ID_FLAG.default(None)
-    env_path: Annotated[Optional[str], aliases("--project")] = None
-    """Godot games: the export (or project folder) every trial trains (train's --env-path)"""
+    env_path: ENV_PATH_FLAG.type(": the game every trial trains (train's --env-path)") = ENV_PATH_FLAG.default(None)
     space: Optional[str] = None
     """a TOML file that narrows or widens the search space, and fixes flags every trial gets (docs/tune.md)"""
     n_trials: int = flag(20, at_least(1, "an integer >= 1", "20"))

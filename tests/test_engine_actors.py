@@ -35,7 +35,8 @@ WIRE_GD = REPO / "godot_project" / "addons" / "rl_sync" / "fragment_wire.gd"
 NAMES = ["ACTORS", "FRAGMENT", "ALIVE", "ERROR", "PATH_KEY", "NUM_STEPS_KEY", "SEED_KEY", "LOGPROB_KEY", "WEIGHTS_KEY",
          "OBS_SIZE_KEY", "ACTION_SIZE_KEY", "N_AGENTS_KEY", "VERSION_KEY", "STEP_KEY", "PARTS_KEY", "FLOATS_KEY",
          "EPISODES_KEY", "AGENT_KEY", "RETURN_KEY", "LENGTH_KEY", "INFO_KEY", "STATUS_RUNNING", "STATUS_TERMINATED",
-         "STATUS_TRUNCATED", "MESSAGE_KEY", "ALIVE_PERIOD_S", "PATHS_KEY", "POLICIES_KEY", "SIZES_KEY", "ACTORS_VERSION"]
+         "STATUS_TRUNCATED", "MESSAGE_KEY", "ALIVE_PERIOD_S", "PATHS_KEY", "POLICIES_KEY", "SIZES_KEY", "ACTORS_VERSION",
+         "AGENT_POLICIES_KEY"]
 
 
 def test_the_fragment_wire_is_declared_alike_in_python_and_in_gdscript():

@@ -23,6 +23,7 @@ import torch
 from helpers import REPO, event_accumulator, wait_gone
 from python_trainer import cli
 from python_trainer.normalization import Normalizer
+from python_trainer.rollout import RolloutBuffer
 from python_trainer.run import train
 from python_trainer.variants.self_play import (
     POOL_DIR, SelfPlayError, SelfPlayRollouts, elo_update, expected_score, teams_of,
@@ -285,3 +286,77 @@ def test_self_play_learns_on_every_instances_agents(headless_export, tmp_path, c
     (run_dir,) = root.iterdir()
     assert [e.step for e in event_accumulator(run_dir).Scalars("self_play/elo")] == [256]  # one update of 16 x 16
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["rollouts"]["steps"] == 256
+
+
+# ---------------------------------------------------------------------------------------------- in the engine
+def test_in_the_engine_each_team_samples_its_own_routes_network_across_a_change_of_sides(headless_export, tmp_path):
+    """pong, 1 instance x 4 paddles in the engine with the "logprob" test switch: the learner's team samples the
+    learner's weights and the other team the snapshot's (the learner drifts from it after each update), each buffer
+    holding the log-probs the game computed for its team to 1e-5, before and after the sides change; each buffer's
+    episodes are its team's ended ones."""
+    from python_trainer.envs.vec_env import make_vec_env
+    from python_trainer.run.learners import engine_rollouts
+    from python_trainer.variants.self_play import self_play_rollouts
+
+    envs = make_vec_env("pong", num_instances=1, agents_per_instance=4, run_dir=str(tmp_path), seed=3)
+    args = train.Args(env_id="pong", self_play=True, num_steps=64, seed=5, self_play_team_change=128)
+    rollouts = engine_rollouts(envs, args, tmp_path, "test", logprob=True)
+    try:
+        sp = self_play_rollouts(rollouts, args, tmp_path)
+        d = sp.single_observation_space.shape[0]
+        torch.manual_seed(0)
+        agent = make_agent(d, sp.single_action_space, asdict(args))
+        normalizer = Normalizer(d, sp.num_envs, 0.99, True, True)
+        buf = RolloutBuffer(64, sp.num_envs, d, agent)
+        sp.reset(normalizer, buf, seed=3)
+        teams, ended = [], 0
+        for _ in range(3):
+            sp.collect(agent, normalizer, buf)
+            opp_buf = sp._opp[2]
+            teams.append(sp.learning_team)
+            np.testing.assert_allclose(buf.logprobs, rollouts.game_logprobs["learner"], atol=1e-5, rtol=0)
+            np.testing.assert_allclose(opp_buf.logprobs, rollouts.game_logprobs["opponent"], atol=1e-5, rtol=0)
+            for b in (buf, opp_buf):
+                episodes = sum(int(infos["_episode"].sum()) for _, infos in b.episodes)
+                assert episodes == int((b.terminated | b.truncated).sum())
+                ended += episodes
+            with torch.no_grad():  # an update's worth of drift: the snapshot no longer equals the learner
+                for p in agent.parameters():
+                    p.add_(0.05 * torch.randn_like(p))
+        assert teams == [0, 1, 0] and ended > 0  # 2 paddles x 64 steps a rollout: the sides swap before each next one
+        assert not np.allclose(buf.logprobs, opp_buf.logprobs)
+    finally:
+        rollouts.close()
+
+
+def test_pong_self_play_runs_in_the_engine_with_its_pool_swaps_and_elo(headless_export, tmp_path, capsys):
+    root = tmp_path / "runs"
+    assert train.main(["--env-id", "pong", "--self-play", "--in-engine", "--num-steps", "32", "--agents-per-instance",
+                       "8", "--self-play-save-steps", "128", "--self-play-swap-steps", "256", "--self-play-window", "3",
+                       "--total-timesteps", "768", "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "actors: in the engine (--in-engine)" in out and "self-play: team 0 learns (4 agents)" in out, out
+    (run_dir,) = root.iterdir()
+    assert json.loads((run_dir / "args.json").read_text())["in_engine"] is True
+    state = torch.load(run_dir / "checkpoint.pt", weights_only=True)["rollouts"]
+    assert state["steps"] == 768 and [p["step"] for p in state["pool"]] == [512, 640, 768]  # every 128, newest 3
+    assert state["last_swap"] == 512  # swapped at 256 and 512 learner steps
+    events = event_accumulator(run_dir)
+    elo = [e.value for e in events.Scalars("self_play/elo")]
+    assert len(elo) == 6 and len(set(elo)) > 1  # the learner's matches against the pool moved it
+    assert [e.step for e in events.Scalars("losses/value_loss")] == [128 * k for k in range(1, 7)]  # it trained
+
+
+def test_pong_trains_in_the_engine_against_its_scripted_paddle_which_the_game_drives(headless_export, tmp_path, capsys):
+    root = tmp_path / "runs"
+    assert train.main(["--env-id", "pong", "--self-play", "--in-engine", "--opponents", "scripted:1",
+                       "--agents-per-instance", "8", "--num-steps", "16", "--total-timesteps", "128",
+                       "--eval-episodes", "0", "--run-dir-root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "actors: in the engine (--in-engine)" in out and "self-play: team 0 learns (4 agents)" in out, out
+    (run_dir,) = root.iterdir()
+    events = event_accumulator(run_dir)
+    # 2 fragments of 16 steps: the game chose every action of the other team's 4 paddles in actor mode
+    assert [e.value for e in events.Scalars("self_play/game_actions")] == [64.0, 128.0]
+    assert [e.value for e in events.Scalars("self_play/opponent_is_pool")] == [0.0, 0.0]
+    assert [e.value for e in events.Scalars("self_play/elo")] == [1200.0, 1200.0]

@@ -37,6 +37,8 @@ SEED_KEY = "seed"
 LOGPROB_KEY = "logprob"
 PATHS_KEY = "paths"  # several policies: {policy name: file} instead of "path"
 POLICIES_KEY = "policies"  # their names' order: of their values in a weights message and of their sizes
+AGENT_POLICIES_KEY = "agent_policies"  # with "paths": per agent of the instance, the index in "policies" of the file
+# it samples, whatever its policy_name (--self-play: two teams of one policy name, each its route's network)
 WEIGHTS_KEY = "weights"
 OBS_SIZE_KEY = "obs_size"
 ACTION_SIZE_KEY = "action_size"
@@ -54,9 +56,10 @@ INFO_KEY = "info"
 MESSAGE_KEY = "message"  # an "error" message's text
 ALIVE_PERIOD_S = 1.0  # the games' heartbeat while they collect (the trainer's wait runs from the last message)
 # env_info's "actors": the version of this exchange the game speaks, raised whenever a message or the fragment's layout
-# changes (3: every ended episode's final observation, several policies' sizes), so that an export older or newer than
+# changes (3: every ended episode's final observation, several policies' sizes; 4: "agent_policies", and a "drivers"
+# message that keeps actor mode, the game's drivers acting in it), so that an export older or newer than
 # the trainer is refused with "re-export" rather than misread. (Exports before versions said true.)
-ACTORS_VERSION = 3
+ACTORS_VERSION = 4
 # The statuses, the float32 array's type word and its header are the packed step exchange's (protocol.py).
 _HEADER = PACKED_HEADER
 
@@ -66,11 +69,14 @@ class FragmentError(GameBugError):
     (said in one line; nothing is restarted)."""
 
 
-def actors_message(path, num_steps: int, seed: int, logprob: bool = False) -> dict:
+def actors_message(path, num_steps: int, seed: int, logprob: bool = False, agent_policies=None) -> dict:
     """``path``: one policy file for every agent, or {policy name: file} of a game of several policies (their order is
-    the weights message's)."""
+    the weights message's); ``agent_policies``: with a dict, each agent's index into it (then its keys name routes,
+    not the agents' policy names)."""
     files = ({PATHS_KEY: {name: str(p) for name, p in path.items()}, POLICIES_KEY: list(path)}
              if isinstance(path, dict) else {PATH_KEY: str(path)})
+    if agent_policies is not None:
+        files[AGENT_POLICIES_KEY] = [int(k) for k in agent_policies]
     return {"type": ACTORS, **files, NUM_STEPS_KEY: int(num_steps), SEED_KEY: int(seed), LOGPROB_KEY: bool(logprob)}
 
 

@@ -86,8 +86,9 @@ def make_rollouts(args, game, global_step, run_dir, start_values: Optional[dict]
     if isinstance(game, GodotGame):  # the one rule: in the engine, or step by step
         try:
             in_engine, why = decide(args, envs)
-            if in_engine:
-                return engine_rollouts(envs, args, run_dir, why)
+            if in_engine:  # (--self-play: its two teams' routes collected in the games)
+                rollouts = engine_rollouts(envs, args, run_dir, why)
+                return self_play_rollouts(rollouts, args, run_dir) if args.self_play else rollouts
         except BaseException:
             envs.close()
             raise

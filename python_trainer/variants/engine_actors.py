@@ -54,7 +54,6 @@ class InEngineRefused(UserError):
 def refused_variant(args) -> Optional[str]:
     """The first flag asked for that does not run in the engine yet, from the flags alone (None: all do)."""
     for asked, name in ((getattr(args, "lstm", False), "--lstm (an LSTM's state would have to live in the engine)"),
-                        (getattr(args, "self_play", False), "--self-play"),
                         (getattr(args, "ray_address", None) is not None, "Ray (--ray-address)"),
                         (getattr(args, "async_rl", False) and getattr(args, "max_policy_lag", 1) > 1,
                          "--max-policy-lag above 1"),
@@ -128,6 +127,7 @@ class EngineActorRollouts(LocalRollouts):
         self.env_policy = np.asarray(envs.env_policy) if self.names else np.zeros(self.num_envs, np.int64)
         self.obs_sizes = np.array([p.observation_space.shape[0] for p in specs] if self.names else [envs.obs_dim])
         self.offsets = np.concatenate([[0], np.cumsum(envs.agent_counts)]).astype(np.int64)
+        self.routed = None  # collect_routes' routes by envs (--self-play's teams): each agent's route, sent to the games
 
     def startup_line(self) -> Optional[str]:
         ahead = "; --async: each next fragment is collected during the update, policy lag 1" if self.asynchronous else ""
@@ -172,10 +172,12 @@ class EngineActorRollouts(LocalRollouts):
                  else {None: self.policy_path})
         if self.written != self.version:  # the files of these weights, once per fragment that needs them
             for (name, path), (agent, normalizer) in zip(paths.items(), source):
-                self.write(path, self.export(agent, normalizer, name) if self.names else self.export(agent, normalizer))
+                by_name = self.names and self.routed is None  # (routes by envs: every file is the game's one policy)
+                self.write(path, self.export(agent, normalizer, name) if by_name else self.export(agent, normalizer))
             self.written = self.version
+        mine = None if self.routed is None else self.routed[self.offsets[i]:self.offsets[i + 1]]
         inst.conn.send(wire.actors_message(paths if self.names else self.policy_path, self.num_steps,
-                                           self.seed + self.version, self.logprob))
+                                           self.seed + self.version, self.logprob, agent_policies=mine))
         reply = inst.conn.recv(expect=wire.ACTORS)
         sizes = self.layout["sizes"]
         wire.check_actors_reply(reply, inst.label(), weights=weights.size, n_agents=self.envs.agent_counts[i],
@@ -278,7 +280,17 @@ class EngineActorRollouts(LocalRollouts):
         """Several policies (variants/policies.PolicySet, one Route per policy in ``names``' order): every instance
         runs each agent's own policy; each route's buffer gets its agents' share of the fragments, filled as one
         policy's (fill_buffer: its normaliser as sent, its agent's log-probs and values, its rewards' scaling,
-        episodes, bootstraps and bonus)."""
+        episodes, bootstraps and bonus). Routes that are not the game's policies (--self-play: two teams of one policy,
+        the learner's and the opponent's) are told to the games agent by agent (the "actors" message's
+        agent_policies), which enter actor mode again when that assignment changes (a change of sides)."""
+        names, owner = [r.name for r in routes], np.full(self.num_envs, -1, np.int64)
+        for k, r in enumerate(routes):
+            owner[slice(None) if r.envs is None else r.envs] = k
+        if self.names != names or not np.array_equal(owner, self.env_policy):
+            if self.routed is not None:
+                self.entered = [False] * len(self.entered)
+            self.names, self.env_policy, self.routed = names, owner, owner
+            self.obs_sizes = np.array([r.buf.obs.shape[-1] for r in routes])
         self.collects += 1
         self._ask(None, None, routes)
         fragments, restarted, source, _ = self._wait()

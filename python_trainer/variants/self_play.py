@@ -16,6 +16,9 @@ the other team's agents acting with a frozen snapshot into a buffer nobody train
   else one drawn uniformly from the pool; ``scripted``, ``random`` and ``file=PATH`` are played by the game itself
   (envs/drivers.py's message: the game overrides the frozen route's actions for those agents, none of which any
   buffer trains on);
+* in the engine (engine_actors.py, --in-engine): the same two routes, collected by the games, each agent sampling from
+  its route's network (the learner's or the snapshot's, sent per agent) and a game-driven opponent's agents acted for
+  by the game as when the trainer steps;
 * the sides: every --self-play-team-change learner steps the learning team and the frozen team swap (the games are
   reset then, so no episode is split between two policies);
 * Elo: after each match a learner agent finished against the pool (other opponents leave the ratings alone), with S = 1 (its return > 0), 0.5 (= 0) or 0 (< 0) and
@@ -145,6 +148,11 @@ class _FrozenNormalizer:
     def scale_reward(self, rewards, dones, envs=slice(None)):
         return np.asarray(rewards, dtype=np.float64)
 
+    def __getattr__(self, name):  # the rest (obs_statistics: the in-engine actors' policy file and weights) its own
+        if name == "normalizer":
+            raise AttributeError(name)
+        return getattr(self.normalizer, name)
+
 
 class SelfPlayRollouts(Rollouts):
     """The rollouts of --self-play (see the module's docstring) over this machine's rollouts ``base``
@@ -152,6 +160,11 @@ class SelfPlayRollouts(Rollouts):
 
     def __init__(self, base, args, run_dir):
         self.base, self.envs, self.args = base, base.envs, args
+        # in-engine actors (engine_actors.py): they collect both routes in the games, and leave actor mode before the
+        # env is stepped or reset here
+        self._engine_collect = getattr(base, "collect_routes", None)
+        self._leave = getattr(base, "leave", lambda: None)
+        self.in_engine = getattr(base, "in_engine", False)  # (args.json's in_engine: the path the run took)
         self.env_id = args.env_id
         info = agents_info(base)  # every instance's agents, not instance 0's alone
         self.teams = teams_of(info, args.env_id)
@@ -194,11 +207,13 @@ class SelfPlayRollouts(Rollouts):
         return f"{line}; self-play: team {self.learning_team} learns ({self.num_envs} agents)" if line else None
 
     def warm_up(self, bonus, steps: int, seed: int) -> None:
+        self._leave()
         self.envs.reset(seed=seed)
         for _ in range(steps):
             bonus.update_obs_stats(self.envs.step(self.envs.action_space.sample())[0][self._ids()[0]])
 
     def reset(self, normalizer, buf: RolloutBuffer, seed: int) -> None:
+        self._leave()
         raw_obs, _ = self.envs.reset(seed=seed)
         learner, opponent = self._ids()
         buf.next_obs[:] = normalizer.normalize_obs(raw_obs[learner])
@@ -321,9 +336,12 @@ class SelfPlayRollouts(Rollouts):
         self._drive()
         learner, opponent = self._ids()
         opp_agent, opp_normalizer, opp_buf = self._opp
-        collect_routes(self.envs, [Route(agent, normalizer, buf, bonus, learner, "learner"),
-                                   Route(opp_agent, opp_normalizer, opp_buf, None, opponent, "opponent")],
-                       self.base.pipeline)
+        routes = [Route(agent, normalizer, buf, bonus, learner, "learner"),
+                  Route(opp_agent, opp_normalizer, opp_buf, None, opponent, "opponent")]
+        if self._engine_collect is not None:  # each game samples each team from its route's policy
+            self._engine_collect(routes)
+        else:
+            collect_routes(self.envs, routes, self.base.pipeline)
         self.steps += buf.obs.shape[0] * self.num_envs
         self._count_matches(buf.episodes)
         if self.opponent[0] != POOL:  # the games' count of the actions they chose (an empty drivers message asks it)
@@ -358,7 +376,8 @@ class SelfPlayRollouts(Rollouts):
 
     def scalars(self) -> dict:
         decided = self.matches - self.draws
-        out = {"self_play/elo": self.elo, "self_play/opponent_elo": self.playing["elo"] if self.playing else self.elo,
+        base = getattr(self.base, "scalars", dict)()  # (in the engine: perf/fragment_wait_s, perf/weights_s)
+        out = {**base, "self_play/elo": self.elo, "self_play/opponent_elo": self.playing["elo"] if self.playing else self.elo,
                "self_play/pool_size": len(self.pool), "self_play/learning_team": self.learning_team}
         if decided:
             out["self_play/win_rate"] = self.wins / decided  # over the update's decided matches
@@ -381,6 +400,7 @@ class SelfPlayRollouts(Rollouts):
             return merge_actions([(learner, act(obs[learner], done=done[learner])), (opponent, theirs)],
                                  self.envs.num_envs)
 
+        self._leave()
         return evaluate(joint, self.envs, num_episodes, seed, env_ids=learner)
 
     # ------------------------------------------------------------------------------------------------ checkpoints

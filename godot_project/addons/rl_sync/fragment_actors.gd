@@ -31,36 +31,19 @@ var _rngs := []
 
 # Loads the policy file for every agent of the sync node (`names` empty), or the files of the policies
 # `names` (in that order; `paths` in the same order) each for its agents, and seeds agent i's generator
-# from hash([seed, --env_seed, i]); returns "" or the refusal (what is wrong and the fix).
-func load_policy(sync_node: Node, paths: Array, names: Array, seed_value: int) -> String:
+# from hash([seed, --env_seed, i]); `routes` (not empty): agent i plays the file paths[routes[i]], whatever its
+# policy_name (self-play's two teams). Returns "" or the refusal (what is wrong and the fix).
+func load_policy(sync_node: Node, paths: Array, names: Array, seed_value: int, routes := []) -> String:
 	var agents: Array = sync_node.agents
 	var specs := PolicySet.agent_specs(agents, sync_node.action_spaces, sync_node.get_parent())
 	for spec in specs:
 		if not spec["image"].empty():
 			return ("%s observes a camera (\"%s\"): in-engine actors run vector observations only (a CNN in GDScript "
 					+ "costs about 5 ms per decision); train with --no-in-engine") % [spec["label"], spec["image"]["key"]]
-	var policies := PolicySet.new(sync_node.env_name, specs)
-	policies.settable = true  # the networks get their weights setter (weights_setter.gd)
-	var error := policies.load_files(paths)
+	var error := _by_route(sync_node.env_name, specs, paths, routes) if not routes.empty() \
+			else _by_name(sync_node, specs, paths, names)
 	if error != "":
 		return error
-	runner_of = []
-	runners = [policies.runner_of(0)] if names.empty() else []
-	for name in names:
-		var index: int = policies.policy_names().find(name)
-		if index < 0:
-			return "in-engine actors: no agent plays the policy \"%s\" (its agents play %s)" % [name,
-					PoolStringArray(policies.policy_names()).join(", ")]
-		runners.append(null)
-	for i in range(agents.size()):
-		runner_of.append(policies.runner_of(i))
-		var k: int = 0 if names.empty() else names.find(policies.policy_of(i))
-		if k < 0:
-			return "%s plays the policy \"%s\", which the trainer did not send" % [specs[i]["label"], policies.policy_of(i)]
-		if runners[k] == null:
-			runners[k] = runner_of[i]
-		if runner_of[i] != runners[k]:
-			return "policy file %s: in-engine actors run one policy for every agent; train with --no-in-engine" % paths[0]
 	weight_count = 0
 	for k in range(runners.size()):
 		error = _check(runners[k])
@@ -85,6 +68,64 @@ func load_policy(sync_node: Node, paths: Array, names: Array, seed_value: int) -
 		var rng := RandomNumberGenerator.new()
 		rng.seed = hash([seed_value, env_seed, i])
 		_rngs.append(rng)
+	return ""
+
+
+# Each agent plays the network of its policy_name: the files of `names` (in that order), or one file for every agent.
+func _by_name(sync_node: Node, specs: Array, paths: Array, names: Array) -> String:
+	var agents: Array = sync_node.agents
+	var policies := PolicySet.new(sync_node.env_name, specs)
+	policies.settable = true  # the networks get their weights setter (weights_setter.gd)
+	var error := policies.load_files(paths)
+	if error != "":
+		return error
+	runner_of = []
+	runners = [policies.runner_of(0)] if names.empty() else []
+	for name in names:
+		var index: int = policies.policy_names().find(name)
+		if index < 0:
+			return "in-engine actors: no agent plays the policy \"%s\" (its agents play %s)" % [name,
+					PoolStringArray(policies.policy_names()).join(", ")]
+		runners.append(null)
+	for i in range(agents.size()):
+		runner_of.append(policies.runner_of(i))
+		var k: int = 0 if names.empty() else names.find(policies.policy_of(i))
+		if k < 0:
+			return "%s plays the policy \"%s\", which the trainer did not send" % [specs[i]["label"], policies.policy_of(i)]
+		if runners[k] == null:
+			runners[k] = runner_of[i]
+		if runner_of[i] != runners[k]:
+			return "policy file %s: in-engine actors run one policy for every agent; train with --no-in-engine" % paths[0]
+	return ""
+
+
+# Agent i plays the file paths[routes[i]] whatever its policy_name (self-play: the learner's and the opponent's
+# networks for the two teams of one policy); every file is loaded, played here or not (its weights arrive too).
+func _by_route(game: String, specs: Array, paths: Array, routes: Array) -> String:
+	if routes.size() != specs.size():
+		return "\"%s\" gives %d agents' files, but this game has %d agents" % [FragmentWire.AGENT_POLICIES_KEY,
+				routes.size(), specs.size()]
+	runners = []
+	for path in paths:
+		var read = PolicySet.read_file(path, true)  # settable: weights_setter.gd's setter
+		if typeof(read) == TYPE_STRING:
+			return read
+		if read.size() != 1:
+			return "policy file %s: a bundle of policies, where \"%s\" takes one policy per file" % [path,
+					FragmentWire.AGENT_POLICIES_KEY]
+		read[0].set_agent_count(specs.size())
+		runners.append(read[0])
+	runner_of = []
+	for i in range(specs.size()):
+		var k = routes[i]
+		if not typeof(k) in [TYPE_INT, TYPE_REAL] or k != floor(k) or k < 0 or k >= runners.size():
+			return "\"%s\"[%d] is %s, not an index of the %d files" % [FragmentWire.AGENT_POLICIES_KEY, i, str(k),
+					runners.size()]
+		var error: String = runners[int(k)].check_agent(game, specs[i]["obs_size"], specs[i]["action_space"],
+				specs[i].get("image", {}))
+		if error != "":
+			return "%s (%s)" % [error, specs[i]["label"]]
+		runner_of.append(runners[int(k)])
 	return ""
 
 

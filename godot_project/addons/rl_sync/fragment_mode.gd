@@ -54,6 +54,7 @@ static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> 
 	var path = message.get(FragmentWire.PATH_KEY)
 	var by_name = message.get(FragmentWire.PATHS_KEY)  # several policies: {name: file}, in the order of POLICIES_KEY
 	var names = message.get(FragmentWire.POLICIES_KEY, [])
+	var routes = message.get(FragmentWire.AGENT_POLICIES_KEY, [])  # each agent's index in names, whatever its policy
 	var num_steps = message.get(FragmentWire.NUM_STEPS_KEY)
 	var seed_value = message.get(FragmentWire.SEED_KEY, 0)
 	var error := ""
@@ -79,12 +80,15 @@ static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> 
 	elif not BlockCompiler.is_finite_number(num_steps) or num_steps != floor(num_steps) or num_steps < 1:
 		error = "\"%s\" needs \"%s\": a whole number of steps from 1, got %s" \
 				% [FragmentWire.ACTORS, FragmentWire.NUM_STEPS_KEY, Wire.preview(num_steps)]
+	elif typeof(routes) != TYPE_ARRAY or (not routes.empty() and names.empty()):
+		error = "\"%s\" needs \"%s\": a list of each agent's index in \"%s\", got %s" \
+				% [FragmentWire.ACTORS, FragmentWire.AGENT_POLICIES_KEY, FragmentWire.POLICIES_KEY, Wire.preview(routes)]
 	elif not BlockCompiler.is_finite_number(seed_value) or seed_value != floor(seed_value):
 		error = "\"%s\" needs \"%s\": a whole number, got %s" \
 				% [FragmentWire.ACTORS, FragmentWire.SEED_KEY, Wire.preview(seed_value)]
 	var actors := FragmentActors.new()
 	if error == "":
-		error = actors.load_policy(sync_node, paths, names, int(seed_value))
+		error = actors.load_policy(sync_node, paths, names, int(seed_value), routes)
 	if error != "":
 		_say(stream, error)
 		return error
@@ -118,14 +122,16 @@ static func step(sync_node: Node) -> String:
 
 
 # A message the session read, before it is answered: in actor mode a binary message is the weights (wrapped
-# in WEIGHTS_FIELD), and any other message than "actors" and "fragment" (reset, action, call, env_params...)
-# leaves actor mode and works as before (the trainer sends "actors" again to come back).
+# in WEIGHTS_FIELD), and any other message than "actors", "fragment" and "drivers" (reset, action, call,
+# env_params...) leaves actor mode and works as before (the trainer sends "actors" again to come back). "drivers"
+# (driver_message.gd) keeps it: the agents the game drives are driven in actor mode too (fragment_recorder.gd).
 static func route(sync_node: Node, message):
 	if not sync_node.has_meta(META):
 		return message
 	if typeof(message) == TYPE_RAW_ARRAY:
 		return {"type": FragmentWire.FRAGMENT, WEIGHTS_FIELD: message}
-	if typeof(message) == TYPE_DICTIONARY and not [FragmentWire.ACTORS, FragmentWire.FRAGMENT].has(message.get("type")):
+	var keeps := [FragmentWire.ACTORS, FragmentWire.FRAGMENT, preload("res://addons/rl_sync/driver_message.gd").MESSAGE]
+	if typeof(message) == TYPE_DICTIONARY and not keeps.has(message.get("type")):
 		sync_node.remove_meta(META)
 	return message
 

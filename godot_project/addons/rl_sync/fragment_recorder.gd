@@ -108,7 +108,7 @@ func step() -> String:
 
 
 # Every agent's raw observation onto the body, then every agent's sampled action, each given to its
-# controller as the trainer's would be.
+# controller as the trainer's would be; the agents a "drivers" message gave the game get its own action over it.
 func _act() -> String:
 	var rows := []
 	for i in range(_agents.size()):
@@ -120,7 +120,8 @@ func _act() -> String:
 	actors.actions = PoolRealArray()
 	for i in range(_agents.size()):
 		_agents[i].set_action(actors.act(i, rows[i], _logprob))
-	_body.append_array(actors.actions)
+	_body.append_array(actors.actions)  # as sampled, also for the agents the game drives (they train nobody)
+	preload("res://addons/rl_sync/driver_message.gd").act_for(_sync)  # then theirs, as after a trainer's actions
 	return ""
 
 

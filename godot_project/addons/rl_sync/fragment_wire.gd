@@ -34,6 +34,9 @@ const LOGPROB_KEY := "logprob"
 # order of their values in a weights message and of their sizes in the reply.
 const PATHS_KEY := "paths"
 const POLICIES_KEY := "policies"
+# With PATHS_KEY: per agent of the instance, the index in POLICIES_KEY of the file it samples, whatever its
+# policy_name (--self-play: two teams of one policy name, each its route's network; POLICIES_KEY then names routes).
+const AGENT_POLICIES_KEY := "agent_policies"
 # "actors", the game's reply.
 const WEIGHTS_KEY := "weights"
 const OBS_SIZE_KEY := "obs_size"
@@ -66,5 +69,6 @@ const STATUS_TRUNCATED := 2
 const ALIVE_PERIOD_S := 1.0
 
 # env_info's "actors": the version of this exchange, raised whenever a message or the layout changes (the trainer
-# refuses another with "re-export").
-const ACTORS_VERSION := 3
+# refuses another with "re-export"; 4: AGENT_POLICIES_KEY, and a "drivers" message that keeps actor mode, the
+# game's drivers acting in it).
+const ACTORS_VERSION := 4

@@ -103,7 +103,8 @@ func step() -> String:
 				if collected != "" or FragmentMode.collecting(_sync):
 					return collected
 			var error := session.step()
-			preload("res://addons/rl_sync/driver_message.gd").act_for(_sync)
+			if not FragmentMode.collecting(_sync):  # a fragment begun: its recorder drove them (fragment_recorder.gd)
+				preload("res://addons/rl_sync/driver_message.gd").act_for(_sync)
 			return error
 		Mode.BENCHMARK:
 			return DONE if benchmark.step() else ""

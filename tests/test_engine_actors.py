@@ -129,7 +129,8 @@ def test_the_default_runs_in_the_engine_up_to_k_agents_per_instance_and_never_pi
     assert engine_actors.decide(flags(in_engine=True), game(16)) == (True, "--in-engine")
     assert engine_actors.decide(flags(in_engine=False), game(1)) == (False, "--no-in-engine")
     assert engine_actors.decide(flags(), game(2, policies=("red", "blue")))[0] is True  # each agent its own policy
-    for kw, g in [({"lstm": True}, game()), ({"self_play": True}, game()), ({}, game(actors=None)),
+    assert engine_actors.decide(flags(self_play=True), game(2))[0] is True  # each team samples its route's policy
+    for kw, g in [({"lstm": True}, game()), ({}, game(actors=None)),
                   ({}, game(actors=True)), ({}, game(actors=wire.ACTORS_VERSION - 1)),
                   ({}, game(dialect="godot_rl")), ({}, game(image=object()))]:
         assert engine_actors.decide(flags(**kw), g)[0] is False

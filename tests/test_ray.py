@@ -463,3 +463,41 @@ def test_a_stopped_ray_worker_is_named_after_step_timeout_with_a_checkpoint(tmp_
     assert took < 3 + 20, took
     assert load_checkpoint(run_dir / "checkpoint.pt")["global_step"] >= 512
     assert wait_gone(below, timeout=15) == [], [p for p in below if alive(p)]
+
+
+# ---- in-engine actors on Ray workers (engine_actors.py through ray_worker.py) ------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [[], ["--no-in-engine"]], ids=["default", "no-in-engine"])
+def test_ray_workers_collect_in_the_engine_by_the_local_rule_and_step_with_no_in_engine(cluster, tmp_path,
+                                                                                         headless_export, mode):
+    """ball_chase at 2 agents per instance on the two nodes: the driver decides on what the workers report, by the
+    local rule (at most 4 agents: in the engine), says it in the start-up line and args.json, and each worker's games
+    act themselves from the policy file in its own folder (their fragments' wait is logged); --no-in-engine steps
+    them. Either way the run trains and records its episodes."""
+    flags = ["--env-id", "ball_chase", "--num-instances", "1", "--agents-per-instance", "2", "--num-steps", "128",
+             "--total-timesteps", "4096", "--eval-episodes", "0", "--ray-address", cluster.address, "--ray-workers",
+             "2", *mode]
+    out = train_child(tmp_path, *flags, timeout=180)
+    (run_dir,) = run_dirs(tmp_path)
+    in_engine = not mode
+    said = ("actors: in the engine (2 agents per instance (at most 4)): on each Ray worker" if in_engine else
+            "actors: the trainer steps every agent (--no-in-engine; on each Ray worker)")
+    assert said in out.stdout, out.stdout[-2000:]
+    assert json.loads((run_dir / "args.json").read_text())["in_engine"] is in_engine
+    assert len({w["node_id"] for w in _where(run_dir)}) == 2
+    for w in (0, 1):  # the policy file each worker's games loaded, on its own node
+        assert (run_dir / "workers" / f"worker_{w}" / "actors_policy.json").exists() is in_engine
+    assert ("perf/fragment_wait_s" in read_scalars(run_dir)) is in_engine
+    assert load_checkpoint(run_dir / "model.pt")["global_step"] == 4096
+    rows = np.loadtxt(run_dir / "episodes.csv", delimiter=",", skiprows=1, ndmin=2)
+    assert len(rows) >= 4 and np.isfinite(rows[:, 1]).all(), rows
+
+
+def test_in_engine_with_async_on_ray_is_refused_in_one_line_before_ray_starts(tmp_path, capsys, headless_export):
+    """--async on Ray steps its games (its workers' fragments are asked ahead): --in-engine with it is refused."""
+    argv = ["train", "--env-id", "ball_chase", "--agents-per-instance", "2", "--in-engine", "--async",
+            "--ray-address", "local", "--run-dir-root", str(tmp_path)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--in-engine: --async with Ray (--ray-address) does not run in the engine yet" in err, err
+    assert list(tmp_path.iterdir()) == []

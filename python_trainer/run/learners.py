@@ -78,7 +78,8 @@ def make_rollouts(args, game, global_step, run_dir, start_values: Optional[dict]
     if args.ray_address is not None:
         if isinstance(game, GodotGame):  # a game of several policies is refused before Ray starts (seconds, a GB)
             _refuse_ray_policies(args, _policy_names(game, args))
-        return RayRollouts(game, args, run_dir, kwargs, say)  # (--async: its workers' next fragments asked ahead)
+        # (--async: its workers' next fragments asked ahead; in the engine: each worker's own engine_rollouts)
+        return RayRollouts(game, args, run_dir, kwargs, say, engine=engine_rollouts)
     maybe = isinstance(game, GodotGame) and args.in_engine is not False and refused_variant(args) is None
     if args.async_rl and not maybe:  # the games and their collection in a child process, the next rollout asked ahead
         return LocalAsyncRollouts(game, kwargs, args, args.max_policy_lag)

@@ -54,7 +54,8 @@ class InEngineRefused(UserError):
 def refused_variant(args) -> Optional[str]:
     """The first flag asked for that does not run in the engine yet, from the flags alone (None: all do)."""
     for asked, name in ((getattr(args, "lstm", False), "--lstm (an LSTM's state would have to live in the engine)"),
-                        (getattr(args, "ray_address", None) is not None, "Ray (--ray-address)"),
+                        (getattr(args, "ray_address", None) is not None and getattr(args, "async_rl", False),
+                         "--async with Ray (--ray-address)"),
                         (getattr(args, "async_rl", False) and getattr(args, "max_policy_lag", 1) > 1,
                          "--max-policy-lag above 1"),
                         (getattr(args, "editor", False), "--editor"),
@@ -65,12 +66,14 @@ def refused_variant(args) -> Optional[str]:
 
 
 def refused_game(envs) -> Optional[str]:
-    """What of the game (its instances, as they connected) does not run in the engine, or None."""
+    """What of the game (its instances, as they connected) does not run in the engine, or None. ``envs``: a
+    GodotVecEnv, or what Ray workers reported of theirs (ray_rollouts.ReportedGames: ``instance_env_infos``)."""
     if getattr(envs, "dialect", None) == GODOT_RL:
         return "a game made with godot_rl_agents' plugin"
     if getattr(envs, "image_layout", None) is not None:
         return "a camera (an image observation; the CNN in GDScript costs about 5 ms per agent-decision)"
-    spoken = {inst.env_info.get(wire.ACTORS) for inst in envs.launcher.instances}
+    infos = getattr(envs, "instance_env_infos", None) or [inst.env_info for inst in envs.launcher.instances]
+    spoken = {info.get(wire.ACTORS) for info in infos}
     if spoken - {wire.ACTORS_VERSION}:
         said = next(iter(spoken - {wire.ACTORS_VERSION}))
         which = ("without in-engine actors (older than this trainer" if said is None else

@@ -14,6 +14,11 @@ next fragments are asked for before the update starts, so the workers never wait
 (random play priming its observation statistics) runs in the workers too; their moments are merged into the
 learner's RND the same way.
 
+In-engine actors (engine_actors.py): the driver decides once, by engine_actors.decide's one rule, on what the workers
+report of their games at start (`ReportedGames`); when they run in the engine every collect's broadcast says so, and
+each worker fills its fragment through an EngineActorRollouts over its own games (the policy file in its own folder on
+its node) instead of stepping them. --async with Ray steps its games.
+
 Where the work ran: RUN_DIR/ray_workers.json (one object per worker: worker, node_id, node_ip, pid, game_pids;
 rewritten when a worker restarts), and TensorBoard's ray/worker_<i>_steps_per_s, ray/fragment_bytes,
 ray/broadcast_s and ray/learner_s. Each worker's games log to RUN_DIR/workers/worker_<i>/logs/ on the worker's node
@@ -61,6 +66,7 @@ from python_trainer.envs.failures import WorkerLostError
 from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.rollout import NonFiniteEnvData, Rollouts
 from python_trainer.variants.async_rollouts import AskedAhead, refresh_values, rollout_params
+from python_trainer.variants.engine_actors import decide
 from python_trainer.variants.ray_cluster import (  # noqa: F401 (LOOPBACK, RaySetupError: the tests' names here)
     LOCAL, LOOPBACK, Beats, RayHealth, RayLostError, RaySetupError, connect, listen_on_loopback,
 )
@@ -91,17 +97,36 @@ class RayArgs:
     checkpoint)"""
 
 
+@dataclass
+class ReportedGames:
+    """What the workers reported of their games at start, as engine_actors.decide reads a GodotVecEnv: the dialect,
+    the camera, every instance's agent count and env_info (all workers' instances, in worker order)."""
+    dialect: Optional[str]
+    image_layout: object
+    agent_counts: list
+    instance_env_infos: list
+
+    @classmethod
+    def of(cls, infos: list) -> "ReportedGames":
+        return cls(infos[0]["dialect"], infos[0].get("image_layout"),
+                   [n for info in infos for n in info["agent_counts"]],
+                   [e for info in infos for e in info["instance_env_infos"]])
+
+
 # ======================================================================================================================
 # The driver's side (joining or starting Ray, and the guardian: ray_cluster.py)
 # ======================================================================================================================
 class RayRollouts(Rollouts):
     """K rollout workers on a Ray cluster filling the rollout slot (rollout.Rollouts): spaces, num_envs, env_info,
     `collect` (one update's rollout into the learner's buffer), `warm_up`, `evaluate`, `close`. ``args``: the run's
-    flags (the train command's Args); ``env_kwargs``: make_vec_env's options for each worker's games."""
+    flags (the train command's Args); ``env_kwargs``: make_vec_env's options for each worker's games; ``engine``: how
+    a worker makes in-engine actors' rollouts over its games (run/learners.engine_rollouts)."""
 
     game_settings = None  # each worker's games are its own; ray_workers.json says where they run
+    in_engine, actors, actors_why = False, None, None  # (args.json's in_engine; actors: why, sent with each collect)
+    worker_scalars: dict = {}  # the last collect's mean of the workers' rollouts' scalars
 
-    def __init__(self, game, args, run_dir, env_kwargs, say):
+    def __init__(self, game, args, run_dir, env_kwargs, say, engine=None):
         if args.ray_address == LOCAL:
             listen_on_loopback()  # before Ray is imported
         import ray
@@ -136,7 +161,7 @@ class RayRollouts(Rollouts):
             argd = asdict(args)
             self.step_timeout = float(args.step_timeout)
             self.beats = ray.remote(Beats).options(num_cpus=0).remote()
-            self.workers = [remote.remote(i, game, env_kwargs, argd, digest, beats=self.beats)
+            self.workers = [remote.remote(i, game, env_kwargs, argd, digest, beats=self.beats, engine=engine)
                             for i in range(self.num_workers)]
             refusals = self._get([w.check_binary.remote() for w in self.workers], "to be placed on the cluster's nodes",
                                  cpus)
@@ -168,6 +193,14 @@ class RayRollouts(Rollouts):
             niced = f"; the learner at nice {lower_priority(args.learner_nice)}"
         say(f"godot-ppo: ray: {self.num_workers} workers on {nodes} node(s), {self.num_envs} envs{niced}; where: "
             f"{self.run_dir / WORKERS_JSON}")
+        if is_godot:  # the one rule, on what the workers' games reported (a game it refuses: the workers end)
+            try:
+                self.in_engine, self.actors_why = decide(args, ReportedGames.of(infos))
+            except BaseException:
+                self.close()
+                raise
+            self.actors = self.actors_why if self.in_engine else None
+            self.num_steps = args.num_steps
 
     # ------------------------------------------------------------------------------------------------------ setup
     def _check_room(self, cpus):
@@ -214,7 +247,13 @@ class RayRollouts(Rollouts):
 
     # ------------------------------------------------------------------------------------------------------ rollouts
     def startup_line(self) -> Optional[str]:
-        return None  # said when the workers started (see __init__)
+        """Which path each worker's rollouts take (the workers themselves were said as they started)."""
+        if self.actors_why is None:  # not a Godot game
+            return None
+        if self.in_engine:
+            return (f"actors: in the engine ({self.actors_why}): on each Ray worker, each instance samples the policy "
+                    f"itself and sends fragments of {self.num_steps} steps x its agents")
+        return f"actors: the trainer steps every agent ({self.actors_why}; on each Ray worker)"
 
     def _gather(self, method: str, *args) -> list:
         """``method(*args)`` on every worker, their results in worker order (`_results`)."""
@@ -333,6 +372,8 @@ class RayRollouts(Rollouts):
         buf.group_steps = fragments[0]["timing"][2]
         self.steps_per_s = [buf.obs.shape[0] * (self.offsets[i + 1] - self.offsets[i]) / f["seconds"]
                             for i, f in enumerate(fragments)]
+        self.worker_scalars = {k: float(np.mean([f["scalars"][k] for f in fragments]))
+                               for k in fragments[0].get("scalars", {})}
         self.ahead.ask_ahead(ask)  # --async: the next fragments, asked before the update starts
         if self.ahead.depth:  # --async: collected beside the update, and valued by the learner's critic instead
             buf.beside_s = float(np.mean([f["seconds"] for f in fragments]))
@@ -346,7 +387,7 @@ class RayRollouts(Rollouts):
         import ray
 
         t0 = time.perf_counter()
-        ref = ray.put(rollout_params(agent, normalizer, bonus, self.env_params))
+        ref = ray.put({**rollout_params(agent, normalizer, bonus, self.env_params), "actors": self.actors})
         self.broadcast_s = time.perf_counter() - t0
         return ref, self._ask("collect", ref)
 
@@ -359,6 +400,7 @@ class RayRollouts(Rollouts):
         out = {f"ray/worker_{i}_steps_per_s": sps for i, sps in enumerate(self.steps_per_s)}
         out.update({"ray/fragment_bytes": self.fragment_bytes, "ray/broadcast_s": self.broadcast_s,
                     "ray/collect_s": self.collect_s})
+        out.update(self.worker_scalars)  # in the engine: the workers' mean perf/fragment_wait_s and perf/weights_s
         if self.learner_s is not None:
             out["ray/learner_s"] = self.learner_s
         return {**out, **(self.ahead.scalars() if self.ahead.depth else {})}

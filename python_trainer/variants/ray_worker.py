@@ -13,7 +13,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from types import SimpleNamespace
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -21,7 +22,7 @@ import torch
 from python_trainer.base.running_stats import RunningMeanStd
 from python_trainer.envs.vec_env import make_vec_env
 from python_trainer.normalization import Normalizer
-from python_trainer.rollout import RolloutBuffer, collect_rollout, evaluate
+from python_trainer.rollout import LocalRollouts, RolloutBuffer, evaluate
 from python_trainer.variants.rnd import RND
 from python_trainer.variants.trained_agent import make_agent
 
@@ -70,9 +71,12 @@ class RolloutWorker:
     """One rollout worker: its games (a VectorEnv made by make_vec_env on this node), the run's agent, a Normalizer
     and (--rnd) the bonus, which take the learner's weights and statistics at each `collect`. The games start at the
     first `collect` (or `start`), so an actor Ray restarts after a crash starts fresh ones. ``args``: the run's
-    flags as a dict."""
+    flags as a dict. ``engine``: how the run makes in-engine actors' rollouts (run/learners.engine_rollouts, called
+    as ``engine(envs, args, run_dir, why)``); a collect whose params carry ``"actors"`` (why the driver decided they
+    run in the engine) fills its buffer through them, in this worker's own folder on its node."""
 
-    def __init__(self, index, game, env_kwargs, args, digest, node=None, beats=None):
+    def __init__(self, index, game, env_kwargs, args, digest, node=None, beats=None,
+                 engine: Optional[Callable] = None):
         self.index, self.game, self.env_kwargs, self.args, self.digest = index, game, dict(env_kwargs), args, digest
         self.env_seed = self.env_kwargs["seed"] + WORKER_SEED_STRIDE * index  # its games' seed, and their resets'
         self.on_ray = node is None  # else async_rollouts.py's worker process on this machine, which names its own
@@ -84,6 +88,7 @@ class RolloutWorker:
                 threading.Thread(target=_beat, args=(beats, index), daemon=True).start()
         self.node_id, self.node_ip = node
         self.envs = self.agent = self.normalizer = self.bonus = self.buf = None
+        self.engine, self.rollouts = engine, None  # LocalRollouts, or EngineActorRollouts (the games act themselves)
         self.env_params = {}  # the environment parameters its games were given (a restarted actor gives them again)
 
     def where(self) -> dict:
@@ -115,9 +120,12 @@ class RolloutWorker:
             if self.on_ray:  # a Ray worker's games log apart (the local worker's, in the run's logs/)
                 kwargs["run_dir"] = str(_worker_dir(self.env_kwargs["run_dir"], self.index))
             self.envs = make_vec_env(self.game, **dict(kwargs, seed=self.env_seed))
-            self._reset = True
+            self.rollouts, self._reset = None, True
         envs = self.envs
+        launcher = getattr(envs, "launcher", None)  # what the driver's engine_actors.decide reads (ReportedGames)
         return {**self.where(), "num_envs": envs.num_envs, "observation_space": envs.single_observation_space,
+                "dialect": getattr(envs, "dialect", None), "agent_counts": getattr(envs, "agent_counts", None),
+                "instance_env_infos": [inst.env_info for inst in launcher.instances] if launcher else None,
                 "action_space": envs.single_action_space, "env_info": getattr(envs, "env_info", None),
                 "agents_per_instance": getattr(envs, "agents_per_instance", None),
                 "image_layout": getattr(envs, "image_layout", None),
@@ -128,6 +136,7 @@ class RolloutWorker:
         """RND's warm-up on this worker's games: ``steps`` steps of random actions; returns the (mean, var, count)
         of their observations for the learner's RND statistics (the next collect starts from fresh episodes)."""
         self.start()
+        self._leave()
         rms = RunningMeanStd(shape=(rnd_obs_dim,))
         self.envs.reset(seed=self.env_seed)
         for _ in range(steps):
@@ -156,35 +165,52 @@ class RolloutWorker:
         self.start()
         self._load(params)
         envs, norm, buf = self.envs, self.normalizer, self.buf
+        rollouts = self._rollouts(params.get("actors"))
         if params.get("env_params", {}) != self.env_params:  # the learner's curriculum moved on (or it is our first)
-            envs.set_env_params(params["env_params"])
+            rollouts.set_env_params(params["env_params"])
             self.env_params = dict(params["env_params"])
         before = [r.moments() for r in (norm.obs_rms, norm.return_rms)]
         if self._reset:
-            raw_obs, _ = envs.reset(seed=self.env_seed)
-            buf.next_obs[:] = norm.normalize_obs(raw_obs)
+            rollouts.reset(norm, buf, self.env_seed)
             buf.next_done[:] = 0.0
             buf.state = self.agent.initial_state(envs.num_envs)
             self._reset = False
-        collect_rollout(envs, self.agent, norm, buf, self.args["pipeline"], self.bonus)
+        rollouts.collect(self.agent, norm, buf, self.bonus)
         fragment = {f: getattr(buf, f) for f in buf.fields}
         fragment["initial_state"], fragment["state"] = buf.initial_state, buf.state  # the agents' memories
         fragment["timing"] = (buf.policy_s, buf.env_wait_s, buf.group_steps)
         fragment["episodes"] = [(t, _slim_infos(infos)) for t, infos in buf.episodes]
         fragment["moments"] = [r.moments_since(*b) for b, r in zip(before, (norm.obs_rms, norm.return_rms))]
         fragment["where"] = self.where()
+        fragment["scalars"] = rollouts.scalars()  # in the engine: perf/fragment_wait_s, perf/weights_s
         fragment["seconds"] = time.perf_counter() - t0
         return fragment
 
+    def _rollouts(self, actors: Optional[str]):
+        """This worker's rollouts: in-engine actors when the driver decided so (``actors``: why), made once per
+        games' life; else the trainer steps every agent (collect_rollout, as the local path)."""
+        if self.rollouts is None:
+            if actors is not None:
+                where = _worker_dir(self.env_kwargs["run_dir"], self.index)  # its policy file, on its own node
+                self.rollouts = self.engine(self.envs, SimpleNamespace(**self.args), where, actors)
+            else:
+                self.rollouts = LocalRollouts(self.envs, self.args["pipeline"])
+        return self.rollouts
+
+    def _leave(self) -> None:
+        """Before any other message to the games: in-engine actors leave actor mode (EngineActorRollouts.leave)."""
+        getattr(self.rollouts, "leave", lambda: None)()
+
     def evaluate(self, act, num_episodes, seed):
         self.start()
+        self._leave()
         self._reset = True  # evaluation resets the games; a later collect starts from fresh episodes
         return evaluate(act, self.envs, num_episodes, seed)
 
     def close(self):
         if self.envs is not None:
             self.envs.close()
-            self.envs = None
+            self.envs = self.rollouts = None
 
 
 def _beat(beats, index) -> None:

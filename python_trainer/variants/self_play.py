@@ -204,7 +204,8 @@ class SelfPlayRollouts(Rollouts):
 
     def startup_line(self) -> Optional[str]:
         line = self.base.startup_line()
-        return f"{line}; self-play: team {self.learning_team} learns ({self.num_envs} agents)" if line else None
+        theirs = "; the games sample the other team from the opponent's network" if self.in_engine else ""
+        return f"{line}; self-play: team {self.learning_team} learns ({self.num_envs} agents){theirs}" if line else None
 
     def warm_up(self, bonus, steps: int, seed: int) -> None:
         self._leave()

@@ -501,3 +501,27 @@ def test_in_engine_with_async_on_ray_is_refused_in_one_line_before_ray_starts(tm
     err = capsys.readouterr().err
     assert "--in-engine: --async with Ray (--ray-address) does not run in the engine yet" in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_driver_decides_on_what_the_workers_report_by_the_local_rule():
+    """ReportedGames (every worker's instances) goes through engine_actors.decide as a GodotVecEnv does: the most
+    agents of any worker's instance, a stale export on one node, --async with Ray."""
+    from types import SimpleNamespace
+
+    from python_trainer.envs import fragment_wire as wire
+    from python_trainer.variants.engine_actors import decide
+    from python_trainer.variants.ray_rollouts import ReportedGames
+
+    def worker(agents, actors=wire.ACTORS_VERSION):
+        return {"dialect": "rl_sync", "image_layout": None, "agent_counts": [agents],
+                "instance_env_infos": [{wire.ACTORS: actors}]}
+
+    args = SimpleNamespace(in_engine=None, ray_address="local", async_rl=False)
+    assert decide(args, ReportedGames.of([worker(2), worker(2)])) == (True, "2 agents per instance (at most 4)")
+    assert decide(args, ReportedGames.of([worker(2), worker(5)])) == (
+        False, "5 agents per instance (in-engine from 4 or fewer)")
+    in_engine, why = decide(args, ReportedGames.of([worker(2), worker(2, actors=None)]))
+    assert not in_engine and "re-export it with godot-ppo export" in why
+    with_async = SimpleNamespace(**{**vars(args), "async_rl": True})
+    assert decide(with_async, ReportedGames.of([worker(2)])) == (
+        False, "--async with Ray (--ray-address) runs step by step")

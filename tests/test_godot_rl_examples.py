@@ -215,3 +215,4 @@ def test_gdrl_console_script_trains_the_export(headless_export, tmp_path):
     steps = [int(line.split("|")[2]) for line in text.splitlines() if line.startswith("|    total_timesteps")]
     assert steps and steps[-1] >= GDRL_STEPS, text[-3000:]
     assert list((tmp_path / "logs" / "sb3").glob("test_*")), "gdrl wrote no tensorboard run"
+    assert "rl_sync: warning: unknown flag" not in text  # godot-rl's flags are in the contract as godot-rl's

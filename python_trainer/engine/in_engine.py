@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from python_trainer.base.contract import arg, flag
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
 from python_trainer.base.inputs import read_text
 from python_trainer.base.paths import ARGS_JSON
@@ -39,10 +40,10 @@ RANDOM_POLICY = "random"  # --policy=random: the game plays random actions (poli
 MATCH_KEYWORDS = ("random", "scripted")  # what --policy and --opponent take besides files (agent_driver.gd)
 HUMAN_OPPONENT = "human"  # --opponent=human: the keyboard, in a window only
 # The binary's flags of the runs the engine plays by itself, which name the run in an error (the first one given).
-RUN_MODES = ("--eval_episodes", "--benchmark_steps", "--policy_forward", "--match_episodes", "--policy")
+RUN_MODES = tuple(flag(name) for name in ("eval_episodes", "benchmark_steps", "policy_forward", "policy"))
 # Given with a run that reports numbers, it tells the game that its output is read here for script errors, so it does
 # not run itself again as a child to read them (addons/rl_sync/error_watch.gd's WATCHED_FLAG).
-WATCHED_FLAG = "--rl_sync_watched"
+WATCHED_FLAG = flag("rl_sync_watched")
 
 
 # ---------------------------------------------------------------------------------------------- the game's flags
@@ -116,7 +117,7 @@ def run_game(cmd: Sequence[str], timeout: float, env=None) -> subprocess.Complet
 
 def sample_flags(sample: bool, noop_max: int) -> list:
     """The game's flags of a sampled evaluation and of randomised starts (docs/binary.md)."""
-    return (["--policy_sample"] if sample else []) + ([f"--policy_noop_max={int(noop_max)}"] if noop_max else [])
+    return ([flag("policy_sample")] if sample else []) + ([arg("policy_noop_max", int(noop_max))] if noop_max else [])
 
 
 def json_line(stdout: str, key: str):
@@ -170,7 +171,7 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
     params = binary_flags(env_params or {})
     params += [] if display is None else [NO_RENDER_LOOP]
     params += sample_flags(sample, noop_max)
-    result = run_game(instance.command(f"--policy={policy_arg}", f"--eval_episodes={int(episodes)}", *params), timeout,
+    result = run_game(instance.command(arg("policy", policy_arg), arg("eval_episodes", int(episodes)), *params), timeout,
                       env=instance.environ())
     report = json_line(result.stdout, "eval")
     if result.returncode != 0 or report is None:
@@ -200,8 +201,8 @@ def play_matches(policy_path, opponent, episodes: int = 100, env_id: Optional[st
     else:
         game = policy_game(policy_path, env_id, env_path)
     instance = GameInstance(game, agents=agents, seed=seed, max_episode_steps=max_episode_steps)
-    result = run_game(instance.command(f"--policy={policy_arg}", f"--opponent={opponent_arg}",
-                                       f"--eval_episodes={int(episodes)}", *sample_flags(sample, noop_max)),
+    result = run_game(instance.command(arg("policy", policy_arg), arg("opponent", opponent_arg),
+                                       arg("eval_episodes", int(episodes)), *sample_flags(sample, noop_max)),
                                timeout)
     report = json_line(result.stdout, "eval")
     if result.returncode != 0 or report is None:
@@ -227,7 +228,7 @@ def policy_forward(policy_path, observations, env_path=None, timeout: float = 60
             given["dones"] = [bool(d) for d in dones]
         inp.write_text(json.dumps(given))
         instance = GameInstance(godot_game(None, env_path), agents=1)
-        result = run_game(instance.command(f"--policy={Path(policy_path).resolve()}", f"--policy_forward={inp}",
+        result = run_game(instance.command(arg("policy", Path(policy_path).resolve()), arg("policy_forward", inp),
                                            *sample_flags(sample, 0)), timeout)
     rows = json_line(result.stdout, "forward")
     if result.returncode != 0 or rows is None:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from python_trainer.base.contract import arg, flag
 from python_trainer.base.errors import one_line
 from python_trainer.base.files import OutputError, atomic_output, check_output, scratch_dir, write_error
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
@@ -119,9 +120,9 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
         extra_args = tuple(extra_args) or tuple(binary_flags(trained_env_params(policy_path)))
         instance = GameInstance(game, agents=agents, seed=seed, headless=False,
                                 display=open_display(xvfb, say, "for the recording"), extra_args=extra_args)
-        cmd = instance.command(f"--policy={engine_policy_arg(policy_path)}", f"--record_dir={tmp}",
-                               f"--record_every={RECORD_EVERY}", f"--quit_after_frames={frames_total}", "--no_vsync",
-                               *([f"--opponent={opponent}"] if opponent is not None else []))
+        cmd = instance.command(arg("policy", engine_policy_arg(policy_path)), arg("record_dir", tmp),
+                               arg("record_every", RECORD_EVERY), arg("quit_after_frames", frames_total),
+                               flag("no_vsync"), *([arg("opponent", opponent)] if opponent is not None else []))
         say(f"recording {seconds:g} s of game time ({n_frames} frames at {CLIP_FPS:g} fps) -> {out}")
         result = run_recording(cmd, instance.environ(), tmp, connect_timeout, timeout)
         if result.returncode != 0:

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
+from python_trainer.base.contract import arg, flag
 from python_trainer.base.errors import one_line
 from python_trainer.base.processes import describe_exit, end_process_tree, spawn
 from python_trainer.envs.failures import InstanceStartError
@@ -111,7 +112,7 @@ def start_policy_watcher(policy_path, game: GodotGame, *, log_dir, agents: int =
         small = ("--resolution", XVFB_WATCH_RESOLUTION) if xvfb.proc is not None else ()
         instance = GameInstance(game, agents=agents, seed=seed, action_repeat=action_repeat, headless=False,
                                 display=display, fixed_fps=None, extra_args=small)
-        cmd = instance.command(f"--policy={policy_path}", "--policy_reload", f"--max_fps={int(fps)}")
+        cmd = instance.command(arg("policy", policy_path), flag("policy_reload"), arg("max_fps", int(fps)))
         nice = shutil.which("nice")
         if niceness and nice:
             cmd = [nice, "-n", str(int(niceness))] + cmd  # nice execs the game: same pid, dies with us all the same

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from python_trainer.base.contract import arg
 from python_trainer.base.errors import UserError
 from python_trainer.envs.editor import EditorPlay
 from python_trainer.envs.game import ADDON_GUIDE, GameExport, GameProject, GodotGame, list_games
@@ -64,7 +65,7 @@ def binary_flags(values: dict) -> list[str]:
             if value.kind != CONSTANT:
                 continue
             value = value.args[0]
-        flags.append(f"--env_param={name}={float(value)!r}")
+        flags.append(arg("env_param", f"{name}={float(value)!r}"))
     return flags
 
 

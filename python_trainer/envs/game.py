@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from python_trainer.base.contract import arg, flag
 from python_trainer.base import paths
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
 from python_trainer.base.processes import describe_exit, run_to_end
@@ -213,7 +214,7 @@ def _list_envs(export: Union[GameExport, GameProject], mtime: float, timeout: fl
     # where some other trainer may listen.
     with tempfile.TemporaryDirectory(prefix="godot-ppo-list-") as cwd, socket.socket() as closed_port:
         closed_port.bind(("127.0.0.1", 0))
-        argv = ["--list_envs", "--quit", f"--port={closed_port.getsockname()[1]}"]
+        argv = [flag("list_envs"), "--quit", arg("port", closed_port.getsockname()[1])]  # (--quit: the engine's)
         result = run_to_end(export.command(headless=True) + argv, timeout=timeout, env=game_environ(), cwd=cwd)
     code, out, err = result.returncode, result.stdout, result.stderr
     fix = ("does its main scene hold an RLSync node (addons/rl_sync/sync.gd)?" if isinstance(export, GameProject) else
@@ -351,15 +352,15 @@ class GameInstance:
         # The seed, speedup and action repeat always go explicitly: a game made with godot_rl_agents' plugin has
         # defaults of its own for them (action_repeat 8 when the flag is absent).
         cmd = self.game.export.command(self.headless) + [
-            f"--env={self.game.env}", f"--env_seed={self.seed}", f"--speedup={self.speedup:g}",
-            f"--action_repeat={int(self.action_repeat)}",
+            arg("env", self.game.env), arg("env_seed", self.seed), arg("speedup", f"{self.speedup:g}"),
+            arg("action_repeat", int(self.action_repeat)),
         ]
         if self.agents is not None:
-            cmd.append(f"--agents={int(self.agents)}")
+            cmd.append(arg("agents", int(self.agents)))
         if self.max_episode_steps is not None:
-            cmd.append(f"--max_episode_steps={int(self.max_episode_steps)}")
+            cmd.append(arg("max_episode_steps", int(self.max_episode_steps)))
         if self.copies != 1:
-            cmd.append(f"--copies={int(self.copies)}")
+            cmd.append(arg("copies", int(self.copies)))
         cmd += [str(a) for a in mode_args] + [str(a) for a in self.extra_args]
         if self.fixed_fps is not None:
             cmd += ["--fixed-fps", str(int(self.fixed_fps))]

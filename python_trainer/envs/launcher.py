@@ -45,6 +45,7 @@ from typing import Callable, Optional, Sequence
 
 import psutil
 
+from python_trainer.base.contract import arg
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, check_instance_options
 from python_trainer.base.processes import (LOG_TAIL_LINES, TERM_GRACE_S, describe_exit, descendants, end_process_tree,
                                            spawn)
@@ -370,7 +371,7 @@ class InstanceLauncher:
     def _command(self, port: int, seed: int) -> list[str]:
         timeout = max(1, math.ceil(self.connect_timeout))
         return self.instance.replace(seed=seed, display=self.display).command(
-            f"--port={port}", f"--connect_timeout={timeout}"
+            arg("port", port), arg("connect_timeout", timeout)
         )
 
     def _log(self, index: int) -> CappedLog:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from python_trainer.base.contract import arg
 from python_trainer.base.errors import one_line
 from python_trainer.base.files import write_atomic
 from python_trainer.base.flags import at_least, flag
@@ -259,7 +260,7 @@ class Evaluations:
         """A run stopped early: the evaluation's game is ended, its thread joined."""
         self._stop = True
         if self._thread is not None:
-            games = [p.pid for p in descendants() if _mentions(p, "--eval_episodes=")]  # only evaluations pass it
+            games = [p.pid for p in descendants() if _mentions(p, arg("eval_episodes", ""))]  # only evaluations pass it
             end_process_tree(games)
             self._thread.join(timeout=10)
 

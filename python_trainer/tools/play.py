@@ -27,6 +27,7 @@ from typing import Annotated, Optional
 import numpy as np
 import tyro
 
+from python_trainer.base.contract import arg
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import write_error
 from python_trainer.base.flags import (AGENTS_FLAG, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, ENV_PATH_FLAG, SEED_FLAG,
@@ -171,11 +172,11 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
         instance = GameInstance(game, agents=agents, seed=seed, headless=False,
                                 display=open_display(xvfb, say, UNSEEN_WINDOW), fixed_fps=None,
                                 extra_args=tuple(extra_args))
-        mode_args = [f"--policy={engine_policy_arg(policy)}"]
+        mode_args = [arg("policy", engine_policy_arg(policy))]
         if opponent is not None:  # matches: the policy on one team, the opponent (human: the keyboard) on the other
-            mode_args.append(f"--opponent={opponent}")
+            mode_args.append(arg("opponent", opponent))
         if seconds is not None:
-            mode_args.append(f"--quit_after_seconds={seconds:g}")
+            mode_args.append(arg("quit_after_seconds", f"{seconds:g}"))
         against = f" against {opponent}" if opponent is not None else ""
 
         def playing(shown: int) -> None:  # said when the window reports its agents: the game's own count, which a

@@ -22,6 +22,7 @@ from typing import Annotated, Optional
 
 import tyro
 
+from python_trainer.base.contract import arg
 from python_trainer.base.errors import UserError
 from python_trainer.base.files import check_output
 from python_trainer.base.inputs import check_regular
@@ -83,9 +84,9 @@ def record(args: RecordArgs) -> int:
     instance = GameInstance(game, agents=args.agents_per_instance, seed=args.seed, speedup=args.speedup,
                             headless=False, display=display, fixed_fps=None,
                             max_episode_steps=args.max_episode_steps)
-    mode = [f"--record_demos={out}", f"--record_agent={args.agent}"]
+    mode = [arg("record_demos", out), arg("record_agent", args.agent)]
     if args.episodes:
-        mode.append(f"--record_episodes={args.episodes}")
+        mode.append(arg("record_episodes", args.episodes))
     print(f"recording {game.env} into {out}: play with the arrow keys or WASD, Backspace drops the last episode, "
           "close the window (or Ctrl-C) when done", flush=True)
     proc = spawn(instance.command(*mode), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

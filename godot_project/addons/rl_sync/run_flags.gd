@@ -35,6 +35,7 @@ var max_fps = 0
 
 # Reads the numbers (in this order: the first bad one is the one reported); false when one is bad.
 func read(tree: SceneTree) -> bool:
+	RlArgs.warn_unknown_flags()  # a misspelt flag of ours, said once at start
 	env_seed = RlArgs.get_int(tree, "env_seed", 0, 0)
 	action_repeat = RlArgs.get_int(tree, "action_repeat", 1, 1)
 	max_episode_steps = RlArgs.get_int(tree, "max_episode_steps", 0, 1)

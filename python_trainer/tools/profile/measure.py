@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from python_trainer.base.contract import arg
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.processes import read_log_tail, run_to_end
 from python_trainer.engine.in_engine import WATCHED_FLAG
@@ -81,7 +82,7 @@ def engine_benchmark(game: GodotGame, agents: Optional[int], steps: int = 3000, 
     try:
         cmd = GameInstance(game, agents=agents, headless=display is None, display=display, copies=copies,
                            extra_args=tuple(extra_args)).command(
-            f"--benchmark_steps={steps}", WATCHED_FLAG, *([] if display is None else [NO_RENDER_LOOP]))
+            arg("benchmark_steps", steps), WATCHED_FLAG, *([] if display is None else [NO_RENDER_LOOP]))
     except GameError:
         return None
     with ThreadPoolExecutor(max_workers=instances) as pool:

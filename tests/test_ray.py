@@ -96,9 +96,10 @@ def test_lstm_and_rnd_train_on_two_nodes_and_resume(cluster, tmp_path, headless_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", [[], ["--async"]], ids=["sync", "async"])
+@pytest.mark.parametrize("mode", [[], ["--async"], ["--in-engine"]], ids=["sync", "async", "in-engine"])
 def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, headless_export, mode):
-    """With --async the worker dies with its next fragment already asked for: it is asked of the new actor once."""
+    """With --async the worker dies with its next fragment already asked for: it is asked of the new actor once.
+    In the engine the new actor's games enter actor mode from the next broadcast, which says the path."""
     proc = subprocess.Popen(_train(tmp_path, cluster.address, "--ray-workers", "2", "--checkpoint-every", "1", *mode,
                                    total=16384), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -107,11 +108,12 @@ def test_a_killed_worker_is_restarted_and_the_run_completes(cluster, tmp_path, h
         before = _where(run_dir)[1]
         os.kill(before["pid"], signal.SIGKILL)
         assert wait_gone(before["game_pids"], timeout=10) == [], "the killed worker's game outlived it"
-        _, err = proc.communicate(timeout=180)
+        out, err = proc.communicate(timeout=180)
     finally:
         end(proc)
     assert proc.returncode == 0, err[-3000:]
     assert "worker 1" in err and "restart 1/3" in err and "restart 2/3" not in err, err[-3000:]
+    assert ("actors: in the engine (--in-engine)" in out) is (mode == ["--in-engine"]), out[-2000:]
     after = _where(run_dir)
     assert after[1]["pid"] != before["pid"] and after[1]["game_pids"] != before["game_pids"]
     assert trained_agent.load_agent(run_dir).global_step == 16384

@@ -16,6 +16,7 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 
 from python_trainer.base import bounds
+from python_trainer.base.combinations import refusal
 from python_trainer.base.flags import flag, in_range
 from python_trainer.envs.game import GameError
 from python_trainer.envs.grouped_env import GroupedVecEnv
@@ -36,11 +37,9 @@ class FrameStack(gym.vector.VectorEnv, GroupedVecEnv):
     def __init__(self, env, k: int):
         layout = getattr(env, "image_layout", None)
         if layout is None:
-            raise GameError(f"--frame-stack {k}: {getattr(env, 'env_id', 'this env')} observes no camera image (no "
-                            "observation key containing \"2d\"), so there are no frames to stack: drop --frame-stack")
+            raise GameError(refusal("no_camera/frame_stack", k=k, env_id=getattr(env, "env_id", "this env")))
         if len(getattr(env, "policies", ())) > 1:
-            raise GameError(f"--frame-stack {k}: {env.env_id} has several policies; frame stacks are for a game of one "
-                            "policy: drop --frame-stack")
+            raise GameError(refusal("policies/frame_stack", k=k, env_id=env.env_id))
         self.env, self.k, self.frame_layout = env, int(k), layout
         self.image_layout = layout.stacked(k)
         self.num_envs, self.groups, self.metadata = env.num_envs, env.groups, env.metadata

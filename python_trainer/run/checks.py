@@ -9,6 +9,7 @@ from dataclasses import replace
 import gymnasium as gym
 
 from python_trainer.agent import action_heads
+from python_trainer.base.combinations import refusal
 from python_trainer.base.errors import say
 from python_trainer.base.flags import agents_for, check_flags
 from python_trainer.checkpoint import space_to_dict
@@ -73,8 +74,7 @@ def check_args(args, explicit, ckpt):
                          "a budget >= 1, e.g. --total-timesteps 500000")
     _check_editor(args)
     if args.self_play and args.ray_address is not None:
-        raise TrainError("--self-play runs on this machine's games: Ray workers do not play against a pool yet; drop "
-                         "--ray-address")
+        raise TrainError(refusal("self_play/ray"))
     refused = async_refusal(args)
     if refused is not None:
         raise TrainError(refused)
@@ -92,8 +92,7 @@ def _check_editor(args):
     for name in EDITOR_DECIDES:
         if getattr(args, name) != defaults[name]:
             flag = "--" + name.replace("_", "-") + (" (--project)" if name == "env_path" else "")
-            raise TrainError(f"--editor trains the one game that Play starts in the Godot editor, with the editor's "
-                             f"settings: drop {flag} (or drop --editor, and godot-ppo starts the games)")
+            raise TrainError(refusal("editor/game_flags", flag=flag))
 
 
 def _check_resumed_model(args, ckpt):
@@ -155,7 +154,7 @@ def _check_against(game, args, params, params_where):
     else:
         args = replace(args, env_id=_env_id(args))  # CartPole-v1 by default: the run folder and the checkpoint name it
         if args.watch:
-            raise TrainError(f"--watch shows a Godot game's window; {args.env_id} is a gymnasium env: drop --watch")
+            raise TrainError(refusal("gym/watch", env_id=args.env_id))
     if args.num_envs is not None or not isinstance(game, GodotGame):
         check_sizes(args, args.num_envs or DEFAULT_NUM_ENVS)  # what can be checked before any game starts
     return args, game
@@ -207,20 +206,16 @@ def check_images(views, args, explicit, ckpt) -> None:
     images = [view.image_layout for view in views if view.image_layout is not None]
     if not images:
         if "cnn" in explicit:
-            raise TrainError(f"--cnn chooses the encoder of a camera image, and {args.env_id}'s observations hold none "
-                             "(no observation key containing \"2d\"): drop --cnn")
+            raise TrainError(refusal("no_camera/cnn", env_id=args.env_id))
         return
     image = images[0]
     problem = encoder_problem(args.cnn, image.height, image.width)
     if problem:
         raise TrainError(f"{args.env_id}'s camera image {image.key!r}: {problem}")
-    sees = f"{args.env_id}'s observations hold a camera image ({image.key!r})"
     if args.rnd:
-        raise TrainError(f"--rnd's networks are MLPs over the observation row and {sees}: curiosity from images is "
-                         "not supported yet; drop --rnd")
+        raise TrainError(refusal("camera/rnd", env_id=args.env_id, key=image.key))
     if args.demos:
-        raise TrainError(f"--demos: demonstrations with camera images are not supported yet, and {sees}: drop "
-                         "--demos")
+        raise TrainError(refusal("camera/demos", env_id=args.env_id, key=image.key))
     saved = (ckpt or {}).get("args") or {}
     if ckpt and saved.get("cnn", args.cnn) != args.cnn:
         raise TrainError(f"--resume {args.resume}: the checkpoint's encoder is --cnn {saved.get('cnn')}, not "

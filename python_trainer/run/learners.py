@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
+from python_trainer.base.combinations import refusal
 from python_trainer.base.errors import say
 from python_trainer.engine.policy_file import game_policy, write_policy
 from python_trainer.engine.policy_weights import agent_weights
@@ -73,7 +74,7 @@ def make_rollouts(args, game, global_step, run_dir, start_values: Optional[dict]
     learner updates), or --ray-workers Ray workers with their own games (RayRollouts). ``start_values``: env_kwargs'."""
     kwargs = env_kwargs(args, game, global_step, run_dir, start_values)
     if args.in_engine and not isinstance(game, GodotGame):
-        raise InEngineRefused(f"--in-engine: {args.env_id} is not a Godot game; drop --in-engine")
+        raise InEngineRefused(refusal("gym/in_engine", env_id=args.env_id))
     decide(args)  # --in-engine with a variant that does not run in the engine: refused before any game starts
     if args.ray_address is not None:
         if isinstance(game, GodotGame):  # a game of several policies is refused before Ray starts (seconds, a GB)
@@ -133,8 +134,7 @@ def policy_set_of(rollouts, args) -> Optional[PolicySet]:
         return None
     _refuse_ray_policies(args, names)
     if args.async_rl:
-        raise TrainError(f"{args.env_id} has several policies ({', '.join(names)}): --async collects for one policy "
-                         "yet; drop --async")
+        raise TrainError(refusal("policies/async", env_id=args.env_id, names=", ".join(names)))
     policy_set = PolicySet(rollouts)
     for view in policy_set.views:
         try:
@@ -155,8 +155,7 @@ def _policy_names(game, args) -> list:
 def _refuse_ray_policies(args, names) -> None:
     names = list(dict.fromkeys(names))
     if args.ray_address is not None and len(names) > 1:
-        raise TrainError(f"{args.env_id} has several policies ({', '.join(names)}): training several policies on Ray "
-                         "workers is not supported yet; drop --ray-address to train them on this machine")
+        raise TrainError(refusal("policies/ray", env_id=args.env_id, names=", ".join(names)))
 
 
 def saved_policy(ckpt, view, policy_set) -> Optional[dict]:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from python_trainer import ppo
+from python_trainer.base.combinations import refusal
 from python_trainer.base.errors import UserError, one_line, say
 from python_trainer.base.files import OutputError, is_disk_full, write_error
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
@@ -230,8 +231,8 @@ class TrainingRun:
         Returns (the auxiliary loss or None, the clone's fit to the demonstrations)."""
         args, first, aux, fit = self.args, self.first, None, {}
         if self.policy_set is not None:
-            raise TrainError(f"--demos clones one policy; {args.env_id}'s agents play {len(self.learners)} "
-                             f"({', '.join(self.policy_set.names)}): drop --demos")
+            raise TrainError(refusal("policies/demos", env_id=args.env_id, count=len(self.learners),
+                                     names=", ".join(self.policy_set.names)))
         demos = load_demos(args.demos, first.agent.obs_dim, self.act_space, declared_actions(self.rollouts.env_info),
                            args.env_id, parsed=self.demo_files)
         print(f"demonstrations: {demos.summary()}", flush=True)

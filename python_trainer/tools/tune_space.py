@@ -36,6 +36,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from python_trainer.base.combinations import refusal
 from python_trainer.base.flags import FlagError
 from python_trainer.base.inputs import read_text
 from python_trainer.run.config_file import check_value, tomllib
@@ -155,8 +156,7 @@ def _name(label: str, key: str, fields: set) -> str:
     if name not in fields:
         raise FlagError(f"{label}: unknown key {key!r}: not a flag of godot-ppo train (see godot-ppo train --help)")
     if name in TUNE_SETS:
-        raise FlagError(f"{label}: {key!r} is set by tune itself (the budget, seed, evaluation, game and run folder: "
-                        "--trial-steps, --seed, --env-id / --env-path, --out): drop it from the file")
+        raise FlagError(refusal("tune/tune_sets", label=label, key=key))
     return name
 
 

@@ -56,6 +56,7 @@ import numpy as np
 import torch
 
 from python_trainer.base import bounds
+from python_trainer.base import combinations
 from python_trainer.base.flags import GoesWith, aliases, flag, in_range
 from python_trainer.base.processes import describe_exit, die_with_parent, lower_priority
 from python_trainer.envs.failures import WorkerLostError
@@ -93,9 +94,9 @@ def refusal(args) -> Optional[str]:
     if not args.async_rl:
         return None
     if args.self_play:
-        return "--async does not swap --self-play's opponents between rollouts yet: drop --self-play or --async"
+        return combinations.refusal("async/self_play")
     if args.editor:
-        return "--editor trains the game the editor runs, which connects to this process: drop --async"
+        return combinations.refusal("async/editor")
     return None
 
 

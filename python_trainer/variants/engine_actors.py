@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import tyro
 
+from python_trainer.base.combinations import in_engine_name, in_engine_refusal
 from python_trainer.base.errors import UserError
 from python_trainer.envs import fragment_wire as wire
 from python_trainer.envs.protocol import GODOT_RL, GodotConnectionError
@@ -52,16 +53,17 @@ class InEngineRefused(UserError):
 
 
 def refused_variant(args) -> Optional[str]:
-    """The first flag asked for that does not run in the engine yet, from the flags alone (None: all do)."""
-    for asked, name in ((getattr(args, "lstm", False), "--lstm (an LSTM's state would have to live in the engine)"),
-                        (getattr(args, "ray_address", None) is not None and getattr(args, "async_rl", False),
-                         "--async with Ray (--ray-address)"),
-                        (getattr(args, "async_rl", False) and getattr(args, "max_policy_lag", 1) > 1,
-                         "--max-policy-lag above 1"),
-                        (getattr(args, "editor", False), "--editor"),
-                        (getattr(args, "frame_stack", 1) != 1, "--frame-stack (a camera)")):
+    """The first flag asked for that does not run in the engine yet, from the flags alone (None: all do): its name in
+    the rules between variants (base/combinations.py)."""
+    for asked, key in ((getattr(args, "lstm", False), "in_engine/lstm"),
+                       (getattr(args, "ray_address", None) is not None and getattr(args, "async_rl", False),
+                        "in_engine/async_ray"),
+                       (getattr(args, "async_rl", False) and getattr(args, "max_policy_lag", 1) > 1,
+                        "in_engine/max_policy_lag"),
+                       (getattr(args, "editor", False), "in_engine/editor"),
+                       (getattr(args, "frame_stack", 1) != 1, "in_engine/frame_stack")):
         if asked:
-            return name
+            return in_engine_name(key)
     return None
 
 
@@ -69,16 +71,16 @@ def refused_game(envs) -> Optional[str]:
     """What of the game (its instances, as they connected) does not run in the engine, or None. ``envs``: a
     GodotVecEnv, or what Ray workers reported of theirs (ray_rollouts.ReportedGames: ``instance_env_infos``)."""
     if getattr(envs, "dialect", None) == GODOT_RL:
-        return "a game made with godot_rl_agents' plugin"
+        return in_engine_name("in_engine/godot_rl")
     if getattr(envs, "image_layout", None) is not None:
-        return "a camera (an image observation; the CNN in GDScript costs about 5 ms per agent-decision)"
+        return in_engine_name("in_engine/camera")
     infos = getattr(envs, "instance_env_infos", None) or [inst.env_info for inst in envs.launcher.instances]
     spoken = {info.get(wire.ACTORS) for info in infos}
     if spoken - {wire.ACTORS_VERSION}:
         said = next(iter(spoken - {wire.ACTORS_VERSION}))
         which = ("without in-engine actors (older than this trainer" if said is None else
                  f"whose in-engine actors are version {said!r}, this trainer's {wire.ACTORS_VERSION} (another release")
-        return f"an export {which}: re-export it with godot-ppo export)"
+        return in_engine_name("in_engine/old_export", which=which)
     return None
 
 
@@ -89,7 +91,7 @@ def decide(args, envs=None) -> tuple[bool, str]:
     a variant or game that does not run there raises InEngineRefused, never falls back."""
     refused = refused_variant(args) or (refused_game(envs) if envs is not None else None)
     if args.in_engine and refused:
-        raise InEngineRefused(f"--in-engine: {refused} does not run in the engine yet; drop --in-engine (or that flag)")
+        raise InEngineRefused(in_engine_refusal(refused))
     if args.in_engine is False:
         return False, "--no-in-engine"
     if refused:

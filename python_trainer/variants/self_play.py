@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from python_trainer.checkpoint import space_to_dict
+from python_trainer.base.combinations import refusal
 from python_trainer.base.errors import UserError, say
 from python_trainer.base.files import atomic_output
 from python_trainer.base.flags import GoesWith, at_least, flag, in_range
@@ -104,8 +105,7 @@ def teams_of(env_info: dict, env_id: str) -> tuple[np.ndarray, np.ndarray]:
     fix = ("give both sides' controllers the same policy_name and set each one's team to 0 or 1 (pong does: "
            "docs/games.md), or drop --self-play")
     if len(set(names)) != 1:
-        raise SelfPlayError(f"--self-play needs a game whose agents play one policy in two teams; {env_id}'s agents play "
-                            f"the policies {sorted(set(names))}: {fix}")
+        raise SelfPlayError(refusal("policies/self_play", env_id=env_id, names=sorted(set(names)), fix=fix))
     if not isinstance(teams, list) or len(teams) != n or sorted(set(teams)) != [0, 1]:
         got = "no agent_teams" if not isinstance(teams, list) else f"the teams {sorted(set(map(str, teams)))}"
         raise SelfPlayError(f"--self-play needs a game whose agents are split into teams 0 and 1; {env_id} reports "
@@ -461,7 +461,6 @@ class SelfPlayRollouts(Rollouts):
 def self_play_rollouts(base, args, run_dir) -> SelfPlayRollouts:
     """--self-play's rollouts over ``base`` (rollout.LocalRollouts), or a SelfPlayError naming what does not fit."""
     if base.env_info is None:
-        raise SelfPlayError(f"--self-play plays a Godot game's two teams; {args.env_id} is a gymnasium env: drop "
-                            "--self-play")
+        raise SelfPlayError(refusal("gym/self_play", env_id=args.env_id))
     return SelfPlayRollouts(base, args, run_dir)
 

@@ -8,7 +8,7 @@ import importlib
 import signal
 import sys
 
-from python_trainer.base.errors import UserError, say
+from python_trainer.base.errors import UserError, exit_status, say
 from python_trainer.base.signals import interrupted_status, signal_policy, signum_of
 
 # subcommand -> (module, function, one-line help); modules are imported only when used so
@@ -52,7 +52,7 @@ def main(argv=None):
             return interrupted_status(getattr(importlib.import_module(module), func)(rest) or 0)
         except UserError as e:  # the one place a command's error is printed: one line, named for the command
             say(error_line(name, e))
-            return e.status
+            return exit_status(e)  # its kind's status (errors.EXIT_STATUS): 2 what the user gave, 1 a fault
         except SystemExit as e:  # the parser's --help (0), or a flag it could not parse (it printed why)
             return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
         except KeyboardInterrupt as e:  # outside the command's own clean-up (e.g. while importing it)

@@ -2,6 +2,8 @@
 
 `UserError`: the base of the errors a command prints as one line after the command's name (a bad flag, a run folder that
 cannot be resumed, a cluster that does not answer): the message names the problem and the fix.
+`Fault`: its kind for what happened while running (a game that crashed, a disk that filled up).
+`EXIT_STATUS`: each kind's exit status, the one table cli.py reads (`exit_status(e)`); no command picks a status.
 `one_line(e)`: an exception as one line, for messages that must stay one line (a stop, a warning).
 """
 
@@ -10,17 +12,31 @@ from __future__ import annotations
 import sys
 
 
+USER, FAULT = "user", "fault"
+EXIT_STATUS = {USER: 2, FAULT: 1}  # an error's kind -> the command's exit status (a signal N: 128 + N, signals.py)
+
+
 class UserError(Exception):
     """A problem the user can fix, said in one line that names the fix; the command line (cli.py) prints it after the
-    command's name and exits with ``status``: 2 for what the user gave (a flag, a file), 1 for what happened while
-    running (a game that crashed, a disk that filled up)."""
+    command's name and exits with its kind's status (EXIT_STATUS): 2 for what the user gave (a flag, a file)."""
 
-    status = 2
+    kind = USER
 
-    def __init__(self, *args, status: int | None = None):
-        super().__init__(*args)
-        if status is not None:
-            self.status = status
+    @property
+    def status(self) -> int:
+        return exit_status(self)
+
+
+class Fault(UserError):
+    """What happened while running (a game that would not start or crashed, a disk that filled up, a worker lost),
+    said in one line as a UserError is: exit status 1. Raise it, or a class of it; never pick a status."""
+
+    kind = FAULT
+
+
+def exit_status(e: UserError) -> int:
+    """The exit status of a command that ended with ``e``: its kind's, from EXIT_STATUS."""
+    return EXIT_STATUS[e.kind]
 
 
 def one_line(e: BaseException) -> str:

@@ -1,9 +1,12 @@
 """The ways a game instance fails the trainer: it did not start, it had no display, it crashed past its restarts, the
 editor's game was closed, or the worker that held it (a Ray actor) was lost. One place, so that the launcher, the Xvfb
-display and the Ray workers raise the same errors and every command catches them by one name."""
+display and the Ray workers raise the same errors and every command catches them by one name. Each is a `Fault`
+(base/errors.py): a command that does not handle one ends with its message as its error line, exit status 1."""
+
+from python_trainer.base.errors import Fault
 
 
-class InstanceStartError(RuntimeError):
+class InstanceStartError(Fault, RuntimeError):
     """An instance could not be started or never connected (exit code / timeout, with its log tail)."""
 
 
@@ -13,7 +16,7 @@ class DisplayError(InstanceStartError):
     the message names the display and the fix in one line."""
 
 
-class InstanceCrashedError(RuntimeError):
+class InstanceCrashedError(Fault, RuntimeError):
     """An instance died or stopped answering and its restart budget is spent."""
 
 
@@ -22,7 +25,7 @@ class GameClosedError(InstanceCrashedError):
     stops there, with a checkpoint, as on Ctrl-C."""
 
 
-class WorkerLostError(RuntimeError):
+class WorkerLostError(Fault, RuntimeError):
     """A rollout worker that runs its own instances elsewhere (a Ray actor, ray_rollouts.py, or --async's collector
     process, async_rollouts.py) failed for good: out of restarts, or its instances out of theirs. The message names
     the worker and its node."""

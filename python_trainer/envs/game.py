@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from python_trainer.base.contract import arg, flag
+from python_trainer.base.errors import UserError
 from python_trainer.base import paths
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
 from python_trainer.base.processes import describe_exit, run_to_end
@@ -48,7 +49,7 @@ FIXED_FPS = 60
 NO_RENDER_LOOP = "--disable-render-loop"
 
 
-class GameError(ValueError):
+class GameError(UserError, ValueError):
     """A game that cannot be used as named: the message says what is wrong and how to fix it."""
 
 

@@ -28,21 +28,22 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
+from python_trainer.base.errors import UserError
 from python_trainer.envs.grouped_env import GroupedVecEnv
 
 
 DEFAULT_NUM_ENVS = 4  # sub-envs of a gymnasium id when num_envs is not given
 
 
-class UnknownEnvError(ValueError):
+class UnknownEnvError(UserError, ValueError):
     """An env id that is neither a registered gymnasium id nor a Godot game."""
 
 
-class UnsupportedSpaceError(ValueError):
+class UnsupportedSpaceError(UserError, ValueError):
     """An observation or action space the trainer cannot handle."""
 
 
-class MissingDependencyError(ValueError):
+class MissingDependencyError(UserError, ValueError):
     """A gymnasium env (or its rendering) needs a Python package that is not installed."""
 
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from python_trainer.base import bounds
+from python_trainer.base.errors import Fault
 from python_trainer.envs.game import GameBugError
 
 MAJOR_VERSION = "0"
@@ -72,7 +73,7 @@ DEFAULT_TIMEOUT_S = 30.0
 _LEN = struct.Struct("<I")
 
 
-class GodotConnectionError(ConnectionError):
+class GodotConnectionError(Fault, ConnectionError):
     """The connection to a Godot instance failed: EOF, timeout, oversize or malformed message.
 
     Attributes: ``instance`` (a label such as "instance 0 (port 41234, pid 5678, game ball_chase)"),

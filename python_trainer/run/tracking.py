@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from python_trainer.base.errors import one_line, say
+from python_trainer.base.errors import Fault, one_line, say
 from python_trainer.base.flags import GoesWith, flag
 from python_trainer.base.signals import signum_of
 from python_trainer.run.learners import VIDEO_DIR
@@ -37,6 +37,10 @@ class TrackArgs:
     """the wandb's project name"""
     wandb_entity: Optional[str] = flag(None, goes_with=_TRACKED)
     """the entity (team) of wandb's project"""
+
+
+class TrackingFailed(Fault, TrainError):
+    """Weights & Biases did not start (no API key, no network): a fault (status 1), before training."""
 
 
 @dataclass
@@ -75,8 +79,8 @@ def start_tracking(args, run_dir: Path, resumed: bool) -> Optional[TrackedRun]:
     except Exception as e:  # no API key without a terminal, no network, a bad entity...
         _unpatch()
         _teardown(wandb)  # its service process ends now, not at exit
-        raise TrainError(f"--track: Weights & Biases did not start ({type(e).__name__}: {one_line(e)[:300]}); "
-                         "run `wandb login`, set WANDB_MODE=offline, or drop --track", status=1) from None
+        raise TrackingFailed(f"--track: Weights & Biases did not start ({type(e).__name__}: {one_line(e)[:300]}); "
+                             "run `wandb login`, set WANDB_MODE=offline, or drop --track") from None
     return TrackedRun(run, run_id)
 
 

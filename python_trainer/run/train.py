@@ -9,8 +9,9 @@ finish, on a crash), is training.py's `TrainingRun`.
 Every flag is checked before any game starts (each flag's rule is stated next to it: flags.py); one process trains
 in a run folder at a time (a lock). SIGINT, SIGTERM and SIGHUP (signals.py), a crashed instance, a closed stdout or
 any other error once the agent exists all write the checkpoint of the last completed update and print the --resume
-command; exit status 0, 1 (an error), 2 (bad input), 128 + N (signal N). A problem is raised as a UserError, which
-the command line (cli.py) prints as the command's one error line.
+command; exit status 0, 1 (an error), 2 (bad input), 128 + N (signal N). A problem is raised as a UserError (a Fault
+if it happened while running), which the command line (cli.py) prints as the command's one error line, its exit
+status the error's kind's.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from python_trainer import ppo
-from python_trainer.base.errors import UserError, say
+from python_trainer.base.errors import Fault, say
 from python_trainer.base.flags import (parse_flags, 
     ACTION_REPEAT, AGENTS_FLAG, CONNECT_TIMEOUT_FLAG, COPIES, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, ENV_PATH_FLAG,
     INSTANCES_FLAG, SEED_FLAG, SPEEDUP, GoesWith, at_least, explicit_fields, flag, in_range, positive, seconds_rule,
@@ -30,12 +31,9 @@ from python_trainer.base.flags import (parse_flags,
 from python_trainer.base.signals import signal_policy, signum_of
 from python_trainer.engine.watcher import WATCH_FPS
 from python_trainer.envs.editor import DEFAULT_EDITOR_PORT
-from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError, WorkerLostError
 from python_trainer.envs.frame_stack import FrameStackArgs
-from python_trainer.envs.game import GameError
-from python_trainer.envs.gym_env import MissingDependencyError, UnknownEnvError, UnsupportedSpaceError
 from python_trainer.envs.launcher import DEFAULT_MAX_RESTARTS
-from python_trainer.envs.protocol import DEFAULT_TIMEOUT_S, GodotConnectionError
+from python_trainer.envs.protocol import DEFAULT_TIMEOUT_S
 from python_trainer.normalization import NormArgs, bool_flag_aliases
 from python_trainer.rollout import RolloutArgs
 from python_trainer.run.clock import MAX_SECONDS
@@ -153,14 +151,13 @@ def main(argv=None) -> int:
             return e.code if isinstance(e.code, int) else 0
         try:
             return TrainingRun(args, explicit_fields(argv, Args), Args).run()
-        except (UnknownEnvError, UnsupportedSpaceError, MissingDependencyError, GameError) as e:
-            raise UserError(str(e)) from None
-        except (InstanceStartError, InstanceCrashedError, WorkerLostError, GodotConnectionError,
-                OSError) as e:  # before training (WorkerLostError: --async's collector, a Ray worker)
+        except (Fault, OSError) as e:  # a game that did not start, a lost worker, an OSError: before training
             quiet_closed_stdout()
-            if getattr(e, "errno", None) == errno.EADDRINUSE:  # the launcher binds port 0: no free local port left
+            if isinstance(e, Fault):
+                raise
+            if e.errno == errno.EADDRINUSE:  # the launcher binds port 0: no free local port left
                 e = f"{e} (while opening a local port for a game instance: are the ephemeral ports used up?)"
-            raise UserError(str(e), status=1) from None
+            raise Fault(str(e)) from None
         except KeyboardInterrupt as e:  # before training started (e.g. while the Godot instances were launching)
             say(f"\ngodot-ppo train: interrupted by {signal.Signals(signum_of(e)).name}")
             return 128 + signum_of(e)

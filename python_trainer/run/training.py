@@ -17,7 +17,7 @@ import torch
 
 from python_trainer import ppo
 from python_trainer.base.combinations import refusal
-from python_trainer.base.errors import UserError, one_line, say
+from python_trainer.base.errors import Fault, one_line, say
 from python_trainer.base.files import OutputError, is_disk_full, write_error
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
 from python_trainer.base.signals import hold_signals, signals_deferred
@@ -70,7 +70,7 @@ class TrainingRun:
         self.fresh, self.stopped_by = False, None  # a new run folder (not --resume's); what ended the run early
 
     def run(self) -> int:
-        """0 once trained; 128 + N after signal N (said here); a UserError for a crash once the agent existed,
+        """0 once trained; 128 + N after signal N (said here); a Fault for a crash once the agent existed,
         raised after clean-up with its status 1 and the checkpoint it left."""
         self.prepare()
         try:
@@ -85,12 +85,11 @@ class TrainingRun:
             self.stopped_by = e
             if isinstance(e, GameClosedError) and self.done_update in (None, self.start_update):
                 self.ready = False  # nothing trained: no checkpoint, and a new run leaves no folder
-                raise UserError(f"the editor's game closed before the first update ({one_line(e)}): nothing was "
-                                "trained; start the trainer again, then press Play and leave the game running",
-                                status=1) from None
+                raise Fault(f"the editor's game closed before the first update ({one_line(e)}): nothing was "
+                            "trained; start the trainer again, then press Play and leave the game running") from None
             if isinstance(e, GameError) and self.done_update in (None, self.start_update):
                 self.ready = False  # the game's fault before anything was trained: a resume would only repeat it
-                raise UserError(one_line(e), status=1) from None
+                raise Fault(one_line(e)) from None
             # Ctrl-C, SIGTERM, SIGHUP (signals.Interrupted), the editor's game closed, an instance out of restarts, a
             # closed stdout (`| head`), a bug: the model in memory is intact, so the last completed update is saved
             # first, with a second signal held.
@@ -99,7 +98,7 @@ class TrainingRun:
                 if isinstance(e, (KeyboardInterrupt, GameClosedError)):
                     say(message)
                     return status
-            raise UserError(message, status=status) from None
+            raise Fault(message) from None  # a crash: the last update's checkpoint is saved (status 1)
         finally:
             self.close()
             if self.fresh and not self.ready and self.stopped_by is not None:

@@ -23,7 +23,7 @@ from typing import Annotated, Literal, Optional
 
 import tyro
 
-from python_trainer.base.errors import UserError, one_line
+from python_trainer.base.errors import Fault, one_line
 from python_trainer.base.flags import parse_flags
 from python_trainer.envs.game import GameError, GameExport, game_environ, list_games
 from python_trainer.envs.logs import shown_lines
@@ -37,10 +37,8 @@ PRESETS_FILE = "export_presets.cfg"
 EXPORT_TIMEOUT_S = 180
 
 
-class ExportError(UserError, RuntimeError):
-    """The project cannot be exported; the message names the problem and the fix (exit status 1)."""
-
-    status = 1
+class ExportError(Fault, RuntimeError):
+    """The project cannot be exported; the message names the problem and the fix (a fault: exit status 1)."""
 
 
 @dataclass

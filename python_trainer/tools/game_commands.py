@@ -19,12 +19,12 @@ import numpy as np
 import tyro
 
 from python_trainer.base import paths
-from python_trainer.base.errors import UserError, one_line
+from python_trainer.base.errors import Fault, UserError, one_line
 from python_trainer.base.files import OutputError, atomic_output, check_output
 from python_trainer.base.flags import (ACTION_REPEAT, AGENTS_FLAG, INSTANCES_FLAG, SEED_FLAG, SPEEDUP, at_least, flag,
                                        parse_flags, positive)
 from python_trainer.envs.env_params import describe
-from python_trainer.envs.game import GameError, godot_game, list_games, open_game_path
+from python_trainer.envs.game import godot_game, list_games, open_game_path
 from python_trainer.envs.launcher import LaunchOptions
 from python_trainer.envs.protocol import DIALECT_NAMES, GODOT_RL
 from python_trainer.envs.spaces import ARENAS_KEY, DECISION_FRAMES_KEY, PHYSICS_FPS_KEY, dict_observation_space
@@ -69,17 +69,14 @@ class LaunchArgs(GameArgs, EnvParamArgs):
 def envs_main(argv=None) -> int:
     """`godot-ppo envs`: the games in a binary and their spaces, read from a running headless instance of each."""
     args = parse_flags(EnvsArgs, list(sys.argv[1:] if argv is None else argv), "godot-ppo envs")
-    try:
-        export = open_game_path(args.env_path or paths.default_export(headless=True))
-        listing = list_games(export, args.connect_timeout)
-        one = args.env_id or (listing.default if args.show_camera or args.env_param else None)
-        if args.env_param and len(listing.envs) > 1 and not args.env_id:
-            raise UserError(f"--env-param sets one game's parameters: add --env-id NAME (one of "
-                            f"{', '.join(listing.envs)})")
-        games = [godot_game(name, export.path) for name in ([one] if one else listing.envs)]
-        extra = game_env_params(games[0], args.env_param)[0] if args.env_param else []
-    except GameError as e:
-        raise UserError(str(e)) from None
+    export = open_game_path(args.env_path or paths.default_export(headless=True))  # a GameError names the fix
+    listing = list_games(export, args.connect_timeout)
+    one = args.env_id or (listing.default if args.show_camera or args.env_param else None)
+    if args.env_param and len(listing.envs) > 1 and not args.env_id:
+        raise UserError(f"--env-param sets one game's parameters: add --env-id NAME (one of "
+                        f"{', '.join(listing.envs)})")
+    games = [godot_game(name, export.path) for name in ([one] if one else listing.envs)]
+    extra = game_env_params(games[0], args.env_param)[0] if args.env_param else []
     if args.show_camera:
         check_output(args.show_camera)
     print(f"{export.path}: {len(listing.envs)} game(s), default {listing.default}")
@@ -101,7 +98,7 @@ def envs_main(argv=None) -> int:
         finally:
             env.close()
     if failed:  # the games that did start are listed above; the others are said once, at the end
-        raise UserError("cannot start " + "; ".join(failed), status=1)
+        raise Fault("cannot start " + "; ".join(failed))
     return 0
 
 
@@ -216,12 +213,10 @@ def launch_main(argv=None) -> int:
         _step_randomly(env, args)
     except KeyboardInterrupt:
         print("interrupted: closing the instances", file=sys.stderr, flush=True)
-    except GameError as e:
-        raise UserError(str(e)) from None
-    except UserError:
+    except UserError:  # a game that cannot be used as named (2), or one that did not start or crashed (1)
         raise
-    except Exception as e:  # an instance that did not start, crashed or stopped answering
-        raise UserError(str(e), status=1) from e
+    except Exception as e:  # anything else that stopped the instances: a fault, said in one line
+        raise Fault(str(e)) from e
     finally:
         if env is not None:
             env.close()

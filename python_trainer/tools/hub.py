@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from python_trainer.base.errors import UserError, one_line
+from python_trainer.base.errors import Fault, UserError, one_line
 
 CARD_NAME = "README.md"
 LIBRARY_TAG = "godot-ppo"  # the card's tag that marks a folder this command wrote (so it may replace it)
@@ -22,7 +22,11 @@ COMMIT_MESSAGE = "Push agent to the Hub"  # the course's
 
 
 class HubError(UserError):
-    """A repository id the Hub would refuse, or an upload that failed (status 1; the folder is complete)."""
+    """A repository id the Hub would refuse (status 2)."""
+
+
+class UploadFailed(Fault, HubError):
+    """An upload to the Hub that failed (no network, no token): a fault (status 1); the folder is complete."""
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -123,7 +127,7 @@ def push(folder: Path, repo_id: str, commit_message: str = COMMIT_MESSAGE) -> st
         info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), path_in_repo="",
                                  commit_message=commit_message)
     except Exception as e:  # a connection refused or offline mode, a 401 without a token, a 403...
-        raise HubError(f"--push: the upload to the Hub failed ({type(e).__name__}: {one_line(e)[:300]}); {folder} is "
-                       f"complete: log in (`huggingface-cli login` or HF_TOKEN) and check the network, then push it "
-                       f"with `huggingface-cli upload {repo_id} {folder}`", status=1) from None
+        raise UploadFailed(f"--push: the upload to the Hub failed ({type(e).__name__}: {one_line(e)[:300]}); "
+                           f"{folder} is complete: log in (`huggingface-cli login` or HF_TOKEN) and check the network, "
+                           f"then push it with `huggingface-cli upload {repo_id} {folder}`") from None
     return str(getattr(info, "commit_url", None) or f"https://huggingface.co/{repo_id}")

@@ -34,8 +34,7 @@ from python_trainer.engine.in_engine import PlaybackError, evaluate_in_engine, p
 from python_trainer.engine.policy_file import POLICIES_DIR, POLICY_NAME, policy_entries, read_policy
 from python_trainer.engine.recording import record
 from python_trainer.envs.env_params import binary_flags
-from python_trainer.envs.failures import InstanceStartError
-from python_trainer.envs.game import GameError, is_gym_id
+from python_trainer.envs.game import is_gym_id
 from python_trainer.envs.xvfb import open_display, temp_xvfb
 from python_trainer.run.learners import VIDEO_DIR
 from python_trainer.run.run_folder import ARGS_JSON, EPISODES_CSV
@@ -85,7 +84,9 @@ def main(argv=None) -> int:
             folder.mkdir()
             files = _fill(folder, run_dir, checkpoint, trained, args)
             _replace(folder, out)
-    except (InstanceStartError, GameError, ValueError) as e:  # a game that cannot start or play the policy
+    except UserError:  # a game that cannot be used (2), did not start or crashed (1): its kind's status
+        raise
+    except ValueError as e:  # a policy the game cannot play
         raise UserError(str(e)) from None
     except OSError as e:
         raise write_error(getattr(e, "filename", None) or out, e) from None

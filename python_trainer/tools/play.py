@@ -28,7 +28,7 @@ import numpy as np
 import tyro
 
 from python_trainer.base.contract import arg
-from python_trainer.base.errors import UserError
+from python_trainer.base.errors import Fault, UserError
 from python_trainer.base.files import write_error
 from python_trainer.base.flags import (AGENTS_FLAG, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, ENV_PATH_FLAG, SEED_FLAG,
                                        FlagError, flag, parse_flags, positive)
@@ -39,8 +39,8 @@ from python_trainer.engine.in_engine import (
 )
 from python_trainer.engine.recording import record
 from python_trainer.envs.env_params import parse_flag
-from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
-from python_trainer.envs.game import FIXED_FPS, GameError, GameInstance, GodotGame, godot_game
+from python_trainer.envs.failures import InstanceCrashedError
+from python_trainer.envs.game import FIXED_FPS, GameInstance, GodotGame, godot_game
 from python_trainer.envs.logs import CappedLog
 from python_trainer.envs.protocol import GodotConnectionError
 from python_trainer.envs.xvfb import open_display, person_display, temp_xvfb
@@ -134,12 +134,12 @@ def _play(args: PlayArgs, say) -> int:
             say(f"wrote {result['out']}: {result['frames']} frames, {size / 1024:.0f} KiB")
             return 0
         return _watch_in_engine(policy, game, agents, args.seed, args.seconds, say, opponent, extra)
-    except UserError:
+    except UserError:  # a game that cannot be used (2), did not start or crashed (1): its kind's status
         raise
-    except (InstanceStartError, GameError, ValueError) as e:  # a game that cannot start, or cannot play the policy
+    except ValueError as e:  # a policy the game cannot play
         raise UserError(str(e)) from None
     except OSError as e:  # an output that failed past its checks (e.g. the disk filled up meanwhile)
-        raise UserError(str(write_error(getattr(e, "filename", None) or args.record or "?", e)), status=1) from None
+        raise Fault(str(write_error(getattr(e, "filename", None) or args.record or "?", e))) from None
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 0
@@ -199,10 +199,10 @@ def _watch_in_engine(policy: Path, game: GodotGame, agents: int, seed: int, seco
                 end_process_tree([proc.pid])
                 proc.wait()
     if code != 0 and not ended_by_us:
-        raise UserError(f"the game exited with code {code}; its output is in {log_path}", status=1)
+        raise Fault(f"the game exited with code {code}; its output is in {log_path}")
     if script_errors:  # Godot went on after it (the function stopped there): what was played was a broken game
-        raise UserError(f"the game raised a script error while the policy played: {script_errors[0]} (fix the game's "
-                        f"script; its output is in {log_path})", status=1)
+        raise Fault(f"the game raised a script error while the policy played: {script_errors[0]} (fix the game's "
+                    f"script; its output is in {log_path})")
     log_path.unlink(missing_ok=True)
     return 0
 
@@ -284,10 +284,10 @@ def _watch_python(src, env_id: Optional[str], env_path, agents: int, seed: int, 
             _drive(envs, loaded, seed, seconds, say)
         except KeyboardInterrupt:
             say("\ninterrupted: closing the game")
-        except (InstanceCrashedError, GodotConnectionError) as e:
+        except (InstanceCrashedError, GodotConnectionError):
             inst = envs.launcher.instances[0] if envs is not None else None
             if inst is None or inst.proc.poll() != 0:
-                raise UserError(str(e), status=1) from None
+                raise  # a Fault (failures.py, protocol.py): exit status 1
             say("the window was closed")
         finally:
             if envs is not None:

@@ -19,7 +19,6 @@ import tyro
 from python_trainer.base.errors import UserError
 from python_trainer.base.flags import ENV_ID_FLAG, ENV_PATH_FLAG, aliases, parse_flags
 from python_trainer.engine.policy_file import policy_entries, read_policy, write_policy
-from python_trainer.envs.failures import InstanceStartError
 from python_trainer.envs.game import godot_game
 from python_trainer.tools.game_flags import GameArgs
 from python_trainer.tools.policy_export import export_onnx, export_policy, game_env_info, resolve_checkpoint
@@ -104,7 +103,7 @@ def export_policy_main(argv=None) -> int:
         out = (export_onnx if fmt == "onnx" else export_policy)(args.src, args.out, env_info)
     except UserError:
         raise
-    except (InstanceStartError, ValueError) as e:  # the game asked for its action keys, or a checkpoint unread
+    except ValueError as e:  # a checkpoint unread (a game that did not start is a Fault, said above: status 1)
         raise UserError(str(e)) from None
     if fmt == "onnx":
         print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB): ONNX opset 17 in godot-rl's convention, inputs obs and "
@@ -129,7 +128,7 @@ def import_policy_main(argv=None) -> int:
         out = write_policy(Path(args.out) if args.out else Path(args.model).with_suffix(".json"), policy)
     except UserError:
         raise
-    except (InstanceStartError, ValueError) as e:  # the game asked for its action keys
+    except ValueError as e:  # a model that is not a policy (a game that did not start is a Fault, said above)
         raise UserError(str(e)) from None
     actions = ", ".join(f"{k['key']} ({k['action_type']}, {k['size']})" for k in policy["action_keys"])
     print(f"wrote {out}: {policy['env']}, {policy['observation_size']} observations -> {actions}, "

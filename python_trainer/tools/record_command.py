@@ -23,7 +23,7 @@ from typing import Annotated, Optional
 import tyro
 
 from python_trainer.base.contract import arg
-from python_trainer.base.errors import UserError
+from python_trainer.base.errors import Fault, UserError
 from python_trainer.base.files import check_output
 from python_trainer.base.inputs import check_regular
 from python_trainer.base.flags import AGENTS_FLAG, SEED_FLAG, SPEEDUP, at_least, flag, parse_flags
@@ -31,7 +31,7 @@ from python_trainer.base.processes import end_process_tree, spawn
 from python_trainer.base.signals import signal_policy
 from python_trainer.demos import DemoError, read_episodes
 from python_trainer.engine.in_engine import addon_error
-from python_trainer.envs.game import GameError, GameInstance, godot_game
+from python_trainer.envs.game import GameInstance, godot_game
 from python_trainer.envs.xvfb import person_display
 from python_trainer.tools.game_flags import GameArgs
 
@@ -76,10 +76,7 @@ def record(args: RecordArgs) -> int:
         check_regular(out, f"--out {args.out}", UserError, "a demonstration file")
     # a person must see the window: no private Xvfb here
     display = person_display("play it", "record a policy with the binary's --policy=FILE --record_demos=FILE")
-    try:
-        game = godot_game(args.env_id, args.env_path, timeout=args.connect_timeout)
-    except GameError as e:
-        raise UserError(str(e)) from None
+    game = godot_game(args.env_id, args.env_path, timeout=args.connect_timeout)  # a GameError names the fix
     before = _episodes_in(out)
     instance = GameInstance(game, agents=args.agents_per_instance, seed=args.seed, speedup=args.speedup,
                             headless=False, display=display, fixed_fps=None,
@@ -112,10 +109,9 @@ def record(args: RecordArgs) -> int:
             proc.wait()
     after = _episodes_in(out)
     if failed or code not in (0, None):
-        raise UserError(f"the game ended with code {code}"
-                        + (f" ({failed[0]})" if failed else "")
-                        + (f"; {out} holds {_summary(after)}" if after else "") + f"; its output is in {log_path}",
-                        status=1)
+        raise Fault(f"the game ended with code {code}"
+                    + (f" ({failed[0]})" if failed else "")
+                    + (f"; {out} holds {_summary(after)}" if after else "") + f"; its output is in {log_path}")
     log_path.unlink(missing_ok=True)
     added = after[len(before):] if len(after) >= len(before) else []
     print(f"recorded {_summary(added)} in this session; {out} holds {_summary(after)}", flush=True)

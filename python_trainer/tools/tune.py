@@ -32,14 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from python_trainer.base.errors import UserError, say
+from python_trainer.base.errors import Fault, UserError, say
 from python_trainer.base.files import check_output
 from python_trainer.base.flags import ENV_ID_FLAG, ENV_PATH_FLAG, SEED_FLAG, at_least, flag, parse_flags, positive
 from python_trainer.base.processes import end_process_tree, spawn
-from python_trainer.envs.failures import InstanceCrashedError, InstanceStartError
-from python_trainer.envs.game import GameError, GodotGame, resolve_env
+from python_trainer.envs.game import GodotGame, resolve_env
 from python_trainer.envs.gym_env import DEFAULT_NUM_ENVS
-from python_trainer.envs.protocol import GodotConnectionError
 from python_trainer.run.config_file import config_to_argv, write_config
 from python_trainer.run.train import Args as TrainArgs
 from python_trainer.tools.tune_space import Rejected, Space, batch_of, load_space, trial_flags
@@ -99,10 +97,8 @@ def main(argv=None) -> int:
         gym_id = isinstance(game, str)
         space = load_space(args.space, gym_id, TrainArgs)
         per = DEFAULT_NUM_ENVS if gym_id else _agents_per_instance(game, space)
-    except GameError as e:
-        raise UserError(str(e)) from None
-    except (InstanceStartError, InstanceCrashedError, GodotConnectionError) as e:
-        raise UserError(f"the game's first instance (counting its agents): {e}", status=1) from None
+    except Fault as e:  # a game that would not start or crashed, said with what it was started for
+        raise Fault(f"the game's first instance (counting its agents): {e}") from None
     game_flags = ({"env_id": game} if gym_id else
                   {"env_id": game.env, "env_path": game.env_path if args.env_path else None})
     evaluations = 0 if gym_id or not game.rl_sync else args.evaluations
@@ -306,8 +302,8 @@ class TrialRunner:
             trial.set_user_attr("failed", why)
             self.failures += 1
             if self.failures >= MAX_FAILURES_IN_A_ROW:  # what every trial meets (a flag of [fixed], the game): stop
-                raise UserError(f"{self.failures} trials in a row failed, the last: {why} (its output: "
-                                f"{root / 'train.log'}); fix that and run the same command again", status=1)
+                raise Fault(f"{self.failures} trials in a row failed, the last: {why} (its output: "
+                            f"{root / 'train.log'}); fix that and run the same command again")
             raise TrialFailed(why)
         self.failures = 0
         return last

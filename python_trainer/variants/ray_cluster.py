@@ -199,6 +199,7 @@ class RayHealth:
 
 
 def _exit_now() -> None:
+    from python_trainer.base.errors import EXIT_STATUS, FAULT
     from python_trainer.base.signals import _Policy
 
     for stream in (sys.stdout, sys.stderr):
@@ -206,7 +207,7 @@ def _exit_now() -> None:
             stream.flush()
         except Exception:
             pass
-    os._exit(128 + int(_Policy.received) if _Policy.received else 1)
+    os._exit(128 + int(_Policy.received) if _Policy.received else EXIT_STATUS[FAULT])  # the lost Ray's RayLostError
 
 
 class Beats:

@@ -9,13 +9,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
-from python_trainer.base.errors import UserError
+from python_trainer.base.errors import Fault, UserError
 from python_trainer.base.files import OutputError, check_output
 from python_trainer.base.flags import (AGENTS_FLAG, COPIES, INSTANCES_FLAG, NUM_INSTANCES, SEED_FLAG, FlagError,
                                        GoesWith, Rule, agents_for, at_least, explicit_fields, flag, parse_flags,
                                        positive)
 from python_trainer.envs.env_params import check_params
-from python_trainer.envs.game import GameError, GodotGame, godot_game
+from python_trainer.envs.game import GodotGame, godot_game
 from python_trainer.envs.xvfb import display_available, no_display_message, user_display
 from python_trainer.run.curriculum import from_flags
 from python_trainer.tools.game_flags import EnvParam, GameArgs
@@ -114,12 +114,9 @@ def display_note(modes) -> Optional[str]:
 def _game_and_policy(opts: ProfileArgs, modes) -> tuple[GodotGame, object, list[str]]:
     """The game (its export checked for every mode asked), the policy that acts (None: random actions) and the
     --env-param flags in force: a run's (--policy RUN) with this command's over them."""
-    try:
-        game = godot_game(opts.env_id, opts.env_path, timeout=opts.connect_timeout)
-        for mode in modes:
-            game.export.command(headless=(mode == "headless"))  # a GameError names the fix
-    except GameError as e:
-        raise UserError(str(e)) from None
+    game = godot_game(opts.env_id, opts.env_path, timeout=opts.connect_timeout)
+    for mode in modes:
+        game.export.command(headless=(mode == "headless"))  # a GameError names the fix
     policy, trained = load_policy(opts.policy, game.env)
     return game, policy, env_param_flags(trained.get("env_param") or (), opts.env_param)
 
@@ -144,7 +141,7 @@ def _camera(game: GodotGame, opts: ProfileArgs, cfg: Config) -> Optional[dict]:
     try:
         camera = cameras.seen_camera(game, opts.connect_timeout, cfg.game_args)
     except Exception as e:  # the game did not start: said as the profile's error
-        raise UserError(f"{game.env}: cannot read its env_info from a headless instance: {e}", status=1) from None
+        raise Fault(f"{game.env}: cannot read its env_info from a headless instance: {e}") from None
     if camera and opts.engine_benchmark:
         camera["headless_engine_ms_per_decision"] = cameras.headless_engine_ms(game, cfg)
     return camera
@@ -195,11 +192,11 @@ def main(argv=None) -> int:
         status = 130
         print("\ninterrupted: writing what was measured so far (every instance is closed)", file=sys.stderr)
     except OutputError as e:  # the disk filled up (or the folder went away) while profiling
-        raise UserError(f"{e}; every instance is closed", status=1) from None
+        raise Fault(f"{e}; every instance is closed") from None
     try:
         files.write_outputs(out_dir, report, png=True)
-    except OutputError as e:
-        raise UserError(str(e), status=1) from None
+    except OutputError as e:  # the disk filled up since the check: a fault, not what the user gave
+        raise Fault(str(e)) from None
     print(files.markdown(report))
     print(f"written: {out_dir / 'profile.json'}, profile.csv, profile.md, profile.png", file=sys.stderr)
     return status

@@ -19,8 +19,8 @@ VARIANTS = {
     "self_play": "`--self-play`", "async": "`--async`", "max_policy_lag": "`--max-policy-lag` > 1",
     "ray": "Ray (`--ray-address`)", "in_engine": "`--in-engine`", "editor": "`--editor`",
     "game_flags": "flags that start games", "watch": "`--watch`", "gym": "a gymnasium env",
-    "godot_rl": "a godot_rl_agents plugin game", "old_export": "an older export", "tune": "`tune`'s trials",
-    "tune_sets": "flags tune sets",
+    "godot_rl": "a godot_rl_agents plugin game", "old_export": "an older export",
+    "resume": "`--resume` of a run trained otherwise", "tune": "`tune`'s trials", "tune_sets": "flags tune sets",
 }
 
 
@@ -28,7 +28,7 @@ VARIANTS = {
 class Refusal:
     """``first`` and ``second`` (VARIANTS' keys) do not combine (``also``: a third the rule needs too, or ""); ``text``
     is the line the user sees, its {fields} filled in by the check that says it; ``when``: what it is checked on
-    (the flags, the game once it has said what it is, or a tune space file)."""
+    (the flags, the game once it has said what it is, a resumed checkpoint, or a tune space file)."""
 
     first: str
     second: str
@@ -94,6 +94,26 @@ RULES = {
     "in_engine/godot_rl": Refusal("in_engine", "godot_rl", _IN_ENGINE, "game"),
     "in_engine/camera": Refusal("in_engine", "camera", _IN_ENGINE, "game"),
     "in_engine/old_export": Refusal("in_engine", "old_export", _IN_ENGINE, "game"),
+    # --resume: the variants the flags ask for are the ones the checkpoint's run trained with (each variant's module
+    # checks its own: recurrent.py, rnd.py, frame_stack.py, self_play.py, cnn_agent.py; the policies: run/checks.py).
+    "resume/lstm": Refusal("resume", "lstm", "{where}: the checkpoint's agent has {had}, and this run asks for one {has}: "
+                           "resume with the run's own setting (drop the flag) or start a new run", "checkpoint"),
+    "resume/lstm_size": Refusal("resume", "lstm", "{where}: the checkpoint's LSTM has --lstm-size {saved}, not {asked}: "
+                                "drop --lstm-size or start a new run", "checkpoint"),
+    "resume/rnd": Refusal("resume", "rnd", "{where}: the checkpoint {had}, and this run asks for {asked}: resume with the "
+                          "run's own setting (drop the flag) or start a new run", "checkpoint"),
+    "resume/frame_stack": Refusal("resume", "frame_stack", "{where}: the run was trained with frame stack {saved}, and "
+                                  "this run asks for frame stack {asked}: drop --frame-stack or start a new run",
+                                  "checkpoint"),
+    "resume/cnn": Refusal("resume", "cnn", "{where}: the checkpoint's encoder is --cnn {saved}, not {asked}: drop --cnn "
+                          "or start a new run", "checkpoint"),
+    "resume/self_play": Refusal("resume", "self_play", "{where}: the run was trained {had} --self-play: resume with the "
+                                "run's own setting (drop the flag) or start a new run", "checkpoint"),
+    "resume/policies": Refusal("resume", "policies", "{where}: the checkpoint holds {had}, and {env_id} now has {has}: "
+                               "start a new run", "checkpoint"),
+    "resume/policy_names": Refusal("resume", "policies", "{where}: the checkpoint holds the policies {saved}, and "
+                                   "{env_id} now has {now}: start a new run (or give the agents their old policy "
+                                   "names)", "checkpoint"),
     "tune/tune_sets": Refusal("tune", "tune_sets", "{label}: {key!r} is set by tune itself (the budget, seed, "
                               "evaluation, game and run folder: --trial-steps, --seed, --env-id / --env-path, --out): "
                               "drop it from the file", "space file"),

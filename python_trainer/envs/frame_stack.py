@@ -10,6 +10,7 @@ with its own history. The vector part of a row is the game's, unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
@@ -28,6 +29,14 @@ class FrameStackArgs:
                                         "policy file takes at most that many frames)", "4"))
     """games with a camera image: the K newest frames on the image's channels (H, W, C*K), oldest first, cleared at
     each episode's start (1: the current frame only)"""
+
+
+def resume_refusal(args, saved: dict) -> Optional[str]:
+    """Why a checkpoint whose run had the flags ``saved`` does not resume with this run's --frame-stack, or None."""
+    if int(saved.get("frame_stack", 1)) != args.frame_stack:
+        return refusal("resume/frame_stack", where=f"--resume {args.resume}", saved=saved.get("frame_stack", 1),
+                       asked=args.frame_stack)
+    return None
 
 
 class FrameStack(gym.vector.VectorEnv, GroupedVecEnv):

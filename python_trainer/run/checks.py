@@ -14,11 +14,13 @@ from python_trainer.base.errors import say
 from python_trainer.base.flags import agents_for, check_flags
 from python_trainer.checkpoint import space_to_dict
 from python_trainer.envs.editor import EditorPlay, wait_for_play
+from python_trainer.envs import frame_stack
 from python_trainer.envs.env_params import check_params
 from python_trainer.envs.game import GodotGame, resolve_env
 from python_trainer.envs.gym_env import DEFAULT_NUM_ENVS
 from python_trainer.run.run_folder import TrainError
 from python_trainer.variants.async_rollouts import refusal as async_refusal
+from python_trainer.variants import cnn_agent, recurrent, rnd, self_play
 from python_trainer.variants.cnn import encoder_problem
 
 DEFAULT_ENV_ID = "CartPole-v1"  # CleanRL's default, when neither --env-id nor --env-path is given
@@ -78,10 +80,9 @@ def check_args(args, explicit, ckpt):
     refused = async_refusal(args)
     if refused is not None:
         raise TrainError(refused)
-    saved = (ckpt or {}).get("args") or {}
-    if ckpt and bool(saved.get("self_play")) != args.self_play:
-        raise TrainError(f"--resume {args.resume}: the run was trained {'with' if saved.get('self_play') else 'without'} "
-                         f"--self-play: resume with the run's own setting (drop the flag) or start a new run")
+    refused = self_play.resume_refusal(args, ckpt)
+    if refused is not None:
+        raise TrainError(refused)
 
 
 def _check_editor(args):
@@ -96,25 +97,15 @@ def _check_editor(args):
 
 
 def _check_resumed_model(args, ckpt):
-    """--lstm / --lstm-size / --rnd must describe the model a resumed checkpoint holds."""
+    """--lstm / --lstm-size / --frame-stack / --rnd must describe the model a resumed checkpoint holds (each
+    variant's module checks its own)."""
     if not ckpt:
         return
     saved = ckpt.get("args") or {}
-    where = f"--resume {args.resume}"
-    if bool(saved.get("lstm")) != args.lstm:
-        had, has = ("an LSTM (--lstm)", "without --lstm") if saved.get("lstm") else ("no LSTM", "with --lstm")
-        raise TrainError(f"{where}: the checkpoint's agent has {had}, and this run asks for one {has}: resume with the "
-                         "run's own setting (drop the flag) or start a new run")
-    if args.lstm and int(saved.get("lstm_size", args.lstm_size)) != args.lstm_size:
-        raise TrainError(f"{where}: the checkpoint's LSTM has --lstm-size {saved.get('lstm_size')}, not "
-                         f"{args.lstm_size}: drop --lstm-size or start a new run")
-    if int(saved.get("frame_stack", 1)) != args.frame_stack:
-        raise TrainError(f"{where}: the run was trained with frame stack {saved.get('frame_stack', 1)}, and this run "
-                         f"asks for frame stack {args.frame_stack}: drop --frame-stack or start a new run")
-    if bool(saved.get("rnd")) != args.rnd or (args.rnd and not ckpt.get("rnd")):
-        had = "was trained with --rnd" if saved.get("rnd") else "was trained without --rnd (no RND networks or statistics)"
-        raise TrainError(f"{where}: the checkpoint {had}, and this run asks for {'--rnd' if args.rnd else '--no-rnd'}: "
-                         "resume with the run's own setting (drop the flag) or start a new run")
+    refused = (recurrent.resume_refusal(args, saved) or frame_stack.resume_refusal(args, saved)
+               or rnd.resume_refusal(args, ckpt))
+    if refused is not None:
+        raise TrainError(refused)
 
 
 def resolve_game(args):
@@ -187,10 +178,10 @@ def check_policies(views, policy_set, ckpt, args, run_dir) -> None:
     if ckpt and (saved is None) != (policy_set is None):
         had = f"the policies {sorted(saved)}" if saved else "one policy"
         has = f"the policies {policy_set.names}" if policy_set else "one policy"
-        raise TrainError(f"{where}: the checkpoint holds {had}, and {args.env_id} now has {has}: start a new run")
+        raise TrainError(refusal("resume/policies", where=where, had=had, env_id=args.env_id, has=has))
     if saved is not None and sorted(saved) != sorted(policy_set.names):
-        raise TrainError(f"{where}: the checkpoint holds the policies {sorted(saved)}, and {args.env_id} now has "
-                         f"{sorted(policy_set.names)}: start a new run (or give the agents their old policy names)")
+        raise TrainError(refusal("resume/policy_names", where=where, saved=sorted(saved), env_id=args.env_id,
+                                 now=sorted(policy_set.names)))
     for view in views:
         entry = saved[view.name] if saved is not None else ckpt
         try:
@@ -216,7 +207,6 @@ def check_images(views, args, explicit, ckpt) -> None:
         raise TrainError(refusal("camera/rnd", env_id=args.env_id, key=image.key))
     if args.demos:
         raise TrainError(refusal("camera/demos", env_id=args.env_id, key=image.key))
-    saved = (ckpt or {}).get("args") or {}
-    if ckpt and saved.get("cnn", args.cnn) != args.cnn:
-        raise TrainError(f"--resume {args.resume}: the checkpoint's encoder is --cnn {saved.get('cnn')}, not "
-                         f"{args.cnn}: drop --cnn or start a new run")
+    refused = cnn_agent.resume_refusal(args, ckpt)
+    if refused is not None:
+        raise TrainError(refused)

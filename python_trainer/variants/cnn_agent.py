@@ -18,13 +18,14 @@ interface and its same-generator, same-actions rule.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from python_trainer.agent import Agent, layer_init
+from python_trainer.base.combinations import refusal
 from python_trainer.base.flags import Rule, flag
 from python_trainer.envs.images import ImageLayout
 from python_trainer.fast_acting import RolloutPolicy
@@ -39,6 +40,14 @@ class CnnArgs:
     cnn: str = flag(DEFAULT_ENCODER, Rule(lambda v: v in ENCODERS, f"an encoder: {' or '.join(ENCODERS)}", "nature"))
     """games with a camera image: the image's encoder, ML-Agents' `simple` (images >= 20 x 20: conv 8x8/4 16, conv
     4x4/2 32, dense 256) or `nature` (>= 36 x 36, Mnih et al.: conv 8x8/4 32, 4x4/2 64, 3x3/1 64, dense 512)"""
+
+
+def resume_refusal(args, ckpt: Optional[dict]) -> Optional[str]:
+    """Why the checkpoint ``ckpt`` (None: a new run) does not resume with this run's --cnn encoder, or None."""
+    saved = (ckpt or {}).get("args") or {}
+    if ckpt and saved.get("cnn", args.cnn) != args.cnn:
+        return refusal("resume/cnn", where=f"--resume {args.resume}", saved=saved.get("cnn"), asked=args.cnn)
+    return None
 
 
 def image_features(encoder: CnnEncoder, layout: ImageLayout, x: torch.Tensor) -> torch.Tensor:

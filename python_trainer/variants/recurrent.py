@@ -24,7 +24,7 @@ episode). The core therefore zeroes the state *before* consuming obs[t]: no memo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -33,6 +33,7 @@ import torch.nn as nn
 
 from python_trainer.agent import Agent, layer_init
 from python_trainer.fast_acting import RolloutPolicy, Tanh, _numpy_layers, _transposed, forward
+from python_trainer.base.combinations import refusal
 from python_trainer.base.flags import at_least, flag
 
 DEFAULT_HIDDEN_SIZE = 64
@@ -49,6 +50,18 @@ class LSTMArgs:
     lstm_size: int = flag(DEFAULT_HIDDEN_SIZE, at_least(1, "an integer >= 1 (the LSTM's hidden state size)", "64"))
     """with --lstm: the LSTM's hidden state size (the in-engine player's cost per agent grows with its square; 64
     after a 32-wide encoder keeps 16 agents under 5 ms per frame, see scripts/bench_playback.py)"""
+
+
+def resume_refusal(args, saved: dict) -> Optional[str]:
+    """Why a checkpoint whose run had the flags ``saved`` does not resume with this run's --lstm / --lstm-size (its
+    LSTM is another, or none), in one line, or None."""
+    where = f"--resume {args.resume}"
+    if bool(saved.get("lstm")) != args.lstm:
+        had, has = ("an LSTM (--lstm)", "without --lstm") if saved.get("lstm") else ("no LSTM", "with --lstm")
+        return refusal("resume/lstm", where=where, had=had, has=has)
+    if args.lstm and int(saved.get("lstm_size", args.lstm_size)) != args.lstm_size:
+        return refusal("resume/lstm_size", where=where, saved=saved.get("lstm_size"), asked=args.lstm_size)
+    return None
 
 
 class LSTMCore(nn.Module):

@@ -32,11 +32,13 @@ Two normalisations, as in the paper:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
 import torch.nn as nn
 
+from python_trainer.base.combinations import refusal
 from python_trainer.base.flags import at_least, flag, non_negative
 from python_trainer.base.running_stats import RunningMeanStd
 
@@ -62,6 +64,16 @@ class RNDArgs:
     """with --rnd: the extrinsic advantages' weight"""
     rnd_warmup_steps: int = flag(50, at_least(0, "an integer >= 0", "50"))
     """with --rnd: steps of random actions that prime RND's observation statistics before training"""
+
+
+def resume_refusal(args, ckpt: dict) -> Optional[str]:
+    """Why the checkpoint ``ckpt`` does not resume with this run's --rnd / --no-rnd (its RND networks and statistics
+    are there, or not), in one line, or None."""
+    saved = ckpt.get("args") or {}
+    if bool(saved.get("rnd")) != args.rnd or (args.rnd and not ckpt.get("rnd")):
+        had = "was trained with --rnd" if saved.get("rnd") else "was trained without --rnd (no RND networks or statistics)"
+        return refusal("resume/rnd", where=f"--resume {args.resume}", had=had, asked="--rnd" if args.rnd else "--no-rnd")
+    return None
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:

@@ -82,6 +82,16 @@ class SelfPlayArgs:
     file=PATH (a policy file the game runs; repeat for several); all but pool are played by the game itself"""
 
 
+def resume_refusal(args, ckpt: Optional[dict]) -> Optional[str]:
+    """Why the checkpoint ``ckpt`` (None: a new run) does not resume with this run's --self-play / --no-self-play, or
+    None."""
+    saved = (ckpt or {}).get("args") or {}
+    if ckpt and bool(saved.get("self_play")) != args.self_play:
+        return refusal("resume/self_play", where=f"--resume {args.resume}",
+                       had="with" if saved.get("self_play") else "without")
+    return None
+
+
 class SelfPlayError(UserError):
     """A game or a pool that self-play cannot use, in one line."""
 

@@ -1,5 +1,5 @@
 """The `godot-ppo` command: one subcommand per job, each implemented in the module named for it; the one place that
-prints a command's error (`UserError`) and chooses its exit status.
+prints a command's error (`UserError`) and turns its kind into the exit status (base/errors.py's EXIT_STATUS).
 
 Every command runs under one signal policy (signals.py): SIGINT, SIGTERM and SIGHUP end it the way Ctrl-C does.
 """

@@ -18,13 +18,14 @@ from python_trainer.base.errors import UserError
 from python_trainer.base.flags import parse_flags
 from python_trainer.envs.frame_stack import FrameStack
 from python_trainer.envs.game import GameError
+from python_trainer.envs.drivers import SCRIPTED_KEY
 from python_trainer.envs.protocol import GODOT_RL
 from python_trainer.normalization import bool_flag_aliases
 from python_trainer.run import checks, learners
 from python_trainer.run.train import Args
 from python_trainer.run.training import TrainingRun
 from python_trainer.tools import tune_space
-from python_trainer.variants import engine_actors, self_play
+from python_trainer.variants import engine_actors, opponents, self_play
 
 TAG = {"n_agents": 2, "agent_policy_names": ["chaser", "runner"]}
 CAMERA = SimpleNamespace(key="camera_2d", height=36, width=36)
@@ -121,6 +122,12 @@ CHECKS = {
                                                           args_of("--env-id", "tag"), "runs/r"),
                             {"where": "--resume runs/r", "saved": ["hunter", "prey"], "env_id": "tag",
                              "now": ["chaser", "runner"]}),
+    "opponents/godot_rl": (lambda: opponents.check_opponents(opponents.parse_opponents("pool:1,scripted:1"), {},
+                                                             "plugin_game"),
+                           {"kinds": "scripted", "env_id": "plugin_game"}),
+    "opponents/no_scripted": (lambda: opponents.check_opponents(opponents.parse_opponents("scripted:1"),
+                                                                {SCRIPTED_KEY: [True, False]}, "pong"),
+                              {"env_id": "pong"}),
     "tune/tune_sets": (lambda: tune_space._name("--space s.toml", "seed", {"seed"}),
                        {"label": "--space s.toml", "key": "seed"}),
 }
@@ -154,4 +161,5 @@ def test_the_check_of_a_rule_refuses_it_in_the_tables_one_line(key):
     call, fields = CHECKS[key]
     line = said(call)
     assert line == refusal(key, **fields)
-    assert "\n" not in line and any(fix in line for fix in ("drop", "re-export", "start a new run"))  # names the fix
+    assert "\n" not in line
+    assert any(fix in line for fix in ("drop", "re-export", "start a new run", "give", "implement")), line  # the fix

@@ -16,7 +16,8 @@ from pathlib import Path
 VARIANTS = {
     "lstm": "`--lstm`", "rnd": "`--rnd`", "demos": "`--demos`", "cnn": "`--cnn`", "camera": "a camera image",
     "no_camera": "no camera image", "frame_stack": "`--frame-stack`", "policies": "several policies",
-    "self_play": "`--self-play`", "async": "`--async`", "max_policy_lag": "`--max-policy-lag` > 1",
+    "self_play": "`--self-play`", "opponents": "`--opponents` other than the pool",
+    "no_scripted": "controllers without get_scripted_action()", "async": "`--async`", "max_policy_lag": "`--max-policy-lag` > 1",
     "ray": "Ray (`--ray-address`)", "in_engine": "`--in-engine`", "editor": "`--editor`",
     "game_flags": "flags that start games", "watch": "`--watch`", "gym": "a gymnasium env",
     "godot_rl": "a godot_rl_agents plugin game", "old_export": "an older export",
@@ -81,6 +82,13 @@ RULES = {
                           ": curiosity from images is not supported yet; drop --rnd", "game"),
     "camera/demos": Refusal("camera", "demos", "--demos: demonstrations with camera images are not supported yet, and "
                             + _SEES + ": drop --demos", "game"),
+    "opponents/godot_rl": Refusal("opponents", "godot_rl", "--opponents {kinds}: {env_id} does not say which of its "
+                                  "agents the game can drive (no env_info \"agent_scripted\": a game made with "
+                                  "godot_rl_agents' plugin or an older rl_sync addon): update the addon, or give "
+                                  "--opponents pool:1", "game"),
+    "opponents/no_scripted": Refusal("opponents", "no_scripted", "--opponents scripted: {env_id}'s controllers define "
+                                     "no get_scripted_action() (agent_controller.gd's optional hook): implement it, or "
+                                     "drop scripted from --opponents", "game"),
     "gym/self_play": Refusal("gym", "self_play", "--self-play plays a Godot game's two teams; {env_id} is a gymnasium "
                              "env: drop --self-play", "game"),
     "gym/watch": Refusal("gym", "watch", "--watch shows a Godot game's window; {env_id} is a gymnasium env: drop "

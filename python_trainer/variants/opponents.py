@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from python_trainer.base.combinations import refusal
 from python_trainer.base.errors import UserError
 from python_trainer.base.flags import Rule
 from python_trainer.envs.drivers import POLICY, RANDOM, SCRIPTED, SCRIPTED_KEY
@@ -86,12 +87,9 @@ def check_opponents(opponents: list, info: dict, env_id: str) -> None:
         return
     scripted = info.get(SCRIPTED_KEY)
     if not isinstance(scripted, list):
-        raise UserError(f"--opponents {'/'.join(sorted(kinds - {POOL}))}: {env_id} does not say which of its agents the "
-                        "game can drive (no env_info \"agent_scripted\": a game made with godot_rl_agents' plugin or an "
-                        "older rl_sync addon): update the addon, or give --opponents pool:1")
+        raise UserError(refusal("opponents/godot_rl", kinds="/".join(sorted(kinds - {POOL})), env_id=env_id))
     if SCRIPTED in kinds and not all(scripted):
-        raise UserError(f"--opponents scripted: {env_id}'s controllers define no get_scripted_action() "
-                        "(agent_controller.gd's optional hook): implement it, or drop scripted from --opponents")
+        raise UserError(refusal("opponents/no_scripted", env_id=env_id))
     for kind, path, _ in opponents:
         if kind == POLICY and not Path(path).is_file():
             raise UserError(f"--opponents file={path}: no such policy file: give the policy.json of a run of {env_id} "

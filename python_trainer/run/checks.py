@@ -75,13 +75,8 @@ def check_args(args, explicit, ckpt):
         raise TrainError("--total-timesteps 0 trains nothing: give --demos FILE [FILE...] (the cloned policy alone) or "
                          "a budget >= 1, e.g. --total-timesteps 500000")
     _check_editor(args)
-    if args.self_play and args.ray_address is not None:
-        raise TrainError(refusal("self_play/ray"))
-    refused = async_refusal(args)
-    if refused is not None:
-        raise TrainError(refused)
-    refused = self_play.resume_refusal(args, ckpt)
-    if refused is not None:
+    refused = self_play.flags_refusal(args) or async_refusal(args) or self_play.resume_refusal(args, ckpt)
+    if refused is not None:  # each variant's rules, asked in its module (the texts: base/combinations.py)
         raise TrainError(refused)
 
 

@@ -82,6 +82,13 @@ class SelfPlayArgs:
     file=PATH (a policy file the game runs; repeat for several); all but pool are played by the game itself"""
 
 
+def flags_refusal(args) -> Optional[str]:
+    """Why --self-play cannot run with these flags, in one line, or None (--async's rule is async_rollouts.py's)."""
+    if args.self_play and args.ray_address is not None:
+        return refusal("self_play/ray")
+    return None
+
+
 def resume_refusal(args, ckpt: Optional[dict]) -> Optional[str]:
     """Why the checkpoint ``ckpt`` (None: a new run) does not resume with this run's --self-play / --no-self-play, or
     None."""

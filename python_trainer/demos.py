@@ -33,11 +33,12 @@ import gymnasium as gym
 import numpy as np
 
 from python_trainer.agent import CONTINUOUS, action_heads
+from python_trainer.base import contract
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.files import write_atomic
 from python_trainer.base.inputs import decode_text, read_bytes
 
-FORMAT = "rl_sync_demo/1"
+FORMAT = contract.DEMO_FORMAT
 
 
 class DemoError(UserError):

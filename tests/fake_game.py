@@ -58,6 +58,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the trainer's declarations of the wire
+from python_trainer.base import contract as C  # noqa: E402
 from python_trainer.envs.fragment_wire import ACTORS, ACTORS_VERSION  # noqa: E402
 
 
@@ -99,21 +100,24 @@ def recv(sock):
 
 
 def unpack_arrays(body):
-    """{21: [ints], 22: [floats]} from a packed body (each array: uint32 type, uint32 count, the values)."""
-    arrays, at = {21: [], 22: []}, 0
-    while at + 8 <= len(body):
+    """{POOL_INT_ARRAY: [ints], POOL_REAL_ARRAY: [floats]} from a packed body (each array: uint32 type, uint32 count,
+    the values)."""
+    arrays, at = {C.POOL_INT_ARRAY: [], C.POOL_REAL_ARRAY: []}, 0
+    header = C.PACKED_HEADER_BYTES
+    while at + header <= len(body):
         kind, count = struct.unpack_from("<II", body, at)
-        if kind not in arrays or at + 8 + 4 * count > len(body):
+        if kind not in arrays or at + header + 4 * count > len(body):
             break
-        arrays[kind] = list(struct.unpack_from(f"<{count}{'i' if kind == 21 else 'f'}", body, at + 8))
-        at += 8 + 4 * count
+        kind_char = "i" if kind == C.POOL_INT_ARRAY else "f"
+        arrays[kind] = list(struct.unpack_from(f"<{count}{kind_char}", body, at + header))
+        at += header + 4 * count
     return arrays, at == len(body)
 
 
 def send_packed_step(sock, values, infos, frames=None):
-    body = struct.pack(f"<II{len(values)}f", 22, len(values), *values)
-    if frames is not None:  # Godot's var2bytes of a PoolByteArray: type 20, count, the bytes, zeros to 4 bytes
-        body += struct.pack("<II", 20, len(frames)) + frames + b"\0" * (-len(frames) % 4)
+    body = struct.pack(f"<II{len(values)}f", C.POOL_REAL_ARRAY, len(values), *values)
+    if frames is not None:  # Godot's var2bytes of a PoolByteArray: its type, count, the bytes, zeros to 4 bytes
+        body += struct.pack("<II", C.POOL_BYTE_ARRAY, len(frames)) + frames + b"\0" * (-len(frames) % 4)
     if infos:
         body += json.dumps({"info": {str(j): v for j, v in infos.items()}}).encode("utf-8")
     sock.sendall(struct.pack("<I", len(body)) + body)
@@ -148,7 +152,7 @@ def main():
         print(f"ERROR: _get_modified_time: Failed to get modified time for: res://art/sprite_{i}.png.\n"
               "   At: drivers/unix/file_access_unix.cpp:321.", file=sys.stderr, flush=True)
     if mode == "never_connect":
-        time.sleep(float(args.get("connect_timeout", 30)))
+        time.sleep(float(args.get("connect_timeout", C.CONNECT_TIMEOUT_S)))
         print("fake_game: never connected, quitting", flush=True)
         sys.exit(1)
     n = int(args.get("fake_fixed_agents", args.get("agents", 16)))
@@ -183,7 +187,8 @@ def main():
     if mode == "wrong_token":
         token = "not-the-token"
     if token is not None:
-        send(sock, {"type": "hello", "token": token, "env": env, "n_agents": n, "pid": os.getpid(), "protocol": 1})
+        send(sock, {"type": "hello", "token": token, "env": env, "n_agents": n, "pid": os.getpid(),
+                    "protocol": C.EXTENSION_VERSION})
 
     if "--fake_flood" in sys.argv:
         threading.Thread(target=flood, daemon=True).start()
@@ -243,7 +248,7 @@ def main():
                 rew.append(0.1 + 0.01 * j)
                 term = rngs[j].random() < 0.05
                 trunc = (not term) and t[j] >= max_steps
-                statuses.append(2.0 if trunc else 1.0 if term else 0.0)
+                statuses.append(C.STATUS_TRUNCATED if trunc else C.STATUS_TERMINATED if term else C.STATUS_RUNNING)
                 if term or trunc:
                     final += flat_obs(j)  # every ended episode's last observation
                     episodes.append({"agent": j, "return": round(t[j] * (0.1 + 0.01 * j), 6), "length": t[j],
@@ -256,7 +261,7 @@ def main():
         send(sock, {"type": "fragment", "version": msg["version"], "parts": len(chunks), "floats": len(body),
                      "episodes": episodes})
         for chunk in chunks:
-            part = struct.pack(f"<II{len(chunk)}f", 22, len(chunk), *chunk)
+            part = struct.pack(f"<II{len(chunk)}f", C.POOL_REAL_ARRAY, len(chunk), *chunk)
             sock.sendall(struct.pack("<I", len(part)) + part)
         return steps
 
@@ -285,13 +290,13 @@ def main():
             sys.exit(0)
         typ = msg.get("type")
         if typ == "handshake":
-            if msg.get("major_version") != "0":
+            if msg.get("major_version") != C.MAJOR_VERSION:
                 sys.exit(1)
-            if msg.get("step_encoding", "json") not in ("json", "binary"):
+            if msg.get("step_encoding", C.JSON_ENCODING) not in C.STEP_ENCODINGS:
                 print(f"rl_sync: error: the trainer asked for the step encoding {msg['step_encoding']!r}",
                       file=sys.stderr, flush=True)
                 sys.exit(1)
-            binary = msg.get("step_encoding") == "binary" and args.get("fake_step_encoding") != "json"
+            binary = msg.get("step_encoding") == C.BINARY_STEP_ENCODING and args.get("fake_step_encoding") != "json"
         elif typ == "env_info":
             obs_space = {k: {"size": [s], "space": "box"} for k, s in obs_spec}
             if image:
@@ -301,7 +306,7 @@ def main():
                 "observation_space": [obs_space] * n,
                 "action_space": [act_spec] * n, "agent_policy_names": ["shared_policy"] * n,
                 "env": env, "max_episode_steps": max_steps, "agents_from_flag": "fake_fixed_agents" not in args,
-                **({"step_encoding": "binary"} if binary else {}),
+                **({"step_encoding": C.BINARY_STEP_ENCODING} if binary else {}),
                 **({ACTORS: ACTORS_VERSION} if "--fake_actors" in sys.argv else {}),
             })
         elif typ == "reset":
@@ -317,7 +322,7 @@ def main():
         elif typ == "actors" or (typ == "_packed" and actors is not None):
             if typ == "actors":
                 actors = actor_mode(sock, msg, n, sum(s for _, s in obs_spec), floats_per_agent, len(int_keys))
-            elif len(unpack_arrays(msg["body"])[0][22]) != actors["weights"]:
+            elif len(unpack_arrays(msg["body"])[0][C.POOL_REAL_ARRAY]) != actors["weights"]:
                 print("rl_sync: error: a weights message of the wrong count", file=sys.stderr, flush=True)
                 sys.exit(1)
         elif typ == "fragment":
@@ -326,19 +331,19 @@ def main():
             packed = typ == "_packed"
             if packed:
                 arrays, whole = unpack_arrays(msg["body"])
-                if not binary or not whole or len(arrays[22]) != n * floats_per_agent \
-                        or len(arrays[21]) != n * len(int_keys):
+                if not binary or not whole or len(arrays[C.POOL_REAL_ARRAY]) != n * floats_per_agent \
+                        or len(arrays[C.POOL_INT_ARRAY]) != n * len(int_keys):
                     print(f"rl_sync: error: a packed action message of {len(msg['body'])} bytes does not fit",
                           file=sys.stderr, flush=True)
                     sys.exit(1)
-                acts = [{"f": arrays[22][j * floats_per_agent:(j + 1) * floats_per_agent],
-                         "i": arrays[21][j * len(int_keys):(j + 1) * len(int_keys)]} for j in range(n)]
+                acts = [{"f": arrays[C.POOL_REAL_ARRAY][j * floats_per_agent:(j + 1) * floats_per_agent],
+                         "i": arrays[C.POOL_INT_ARRAY][j * len(int_keys):(j + 1) * len(int_keys)]} for j in range(n)]
             else:
                 acts = msg["action"]
             steps += 1
             fail_on_purpose(steps)
             if oversize_after is not None and steps > oversize_after:  # the length of a reply too large to send
-                sock.sendall(struct.pack("<I", 64 * 1024 * 1024 + 1))
+                sock.sendall(struct.pack("<I", C.bounds.MESSAGE_BYTES.value + 1))
                 continue
             time.sleep(float(args.get("fake_step_delay", 0)))
             if len(acts) != n:
@@ -367,11 +372,11 @@ def main():
                     t[j] = 0
                     last[j] = 0.0
                     done.append(True)
-                    statuses.append(2.0 if trunc else 1.0)
+                    statuses.append(C.STATUS_TRUNCATED if trunc else C.STATUS_TERMINATED)
                     info.append({**extra, "terminal_observation": term_obs, "TimeLimit.truncated": trunc})
                 else:
                     done.append(False)
-                    statuses.append(0.0)
+                    statuses.append(C.STATUS_RUNNING)
                     info.append({})
                 obs.append(with_image(obs_of(j), j))
                 frames += frame_of(j) if image else b""
@@ -421,7 +426,7 @@ def plain_game(args):
     sock = None
     if args.get("fake_mode") != "human_fallback":  # like the plugin, it ignores --list_envs and tries to connect
         try:
-            sock = socket.create_connection(("127.0.0.1", int(args.get("port", 11008))), timeout=2)
+            sock = socket.create_connection(("127.0.0.1", int(args.get("port", C.EDITOR_PORT))), timeout=2)
         except OSError:
             pass
     if sock is None:

@@ -2,11 +2,15 @@
 current, the binary's flags the trainer passes are all declared in it, and a game started with a misspelt flag of ours
 says so in one line and runs on."""
 
+import json
 import re
 import subprocess
 import sys
 
-from python_trainer.base import contract
+import pytest
+
+from python_trainer.base import bounds, contract
+from python_trainer.base.paths import GODOT_PROJECT, godot_server
 from python_trainer.base.processes import run_to_end
 from python_trainer.envs.game import game_environ
 
@@ -76,3 +80,163 @@ def test_the_contract_module_runs_as_a_command():
     result = subprocess.run([sys.executable, "-m", "python_trainer.base.contract", "--check"], capture_output=True,
                             text=True, cwd=contract.CONTRACT_GD.parents[3], timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+# --- The rest of the contract: each group's values, read by GDScript through the addon's own files, are Python's ---
+
+_PROBE = """extends SceneTree
+const Contract = preload("res://addons/rl_sync/contract.gd")
+const Wire = preload("res://addons/rl_sync/wire.gd")
+const TrainerHandshake = preload("res://addons/rl_sync/trainer_handshake.gd")
+const RunFlags = preload("res://addons/rl_sync/run_flags.gd")
+const FragmentWire = preload("res://addons/rl_sync/fragment_wire.gd")
+const Observations = preload("res://addons/rl_sync/observations.gd")
+const CameraFrames = preload("res://addons/rl_sync/camera_frames.gd")
+const ConvNetwork = preload("res://addons/rl_sync/conv_network.gd")
+const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
+const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
+const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
+const PolicyNetwork = preload("res://addons/rl_sync/policy_network.gd")
+const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
+func _init():
+	print("contract-probe " + to_json({%s}))
+	quit()
+"""
+
+
+def _wire_pairs():
+    """(GDScript expression, the Python value it must be) of the wire's facts, as each side reads them."""
+    from python_trainer.base import flags
+    from python_trainer.envs import editor, fragment_wire, protocol
+
+    pairs = [(f"Contract.{name}", getattr(protocol, name)) for name in (
+        "MAJOR_VERSION", "MINOR_VERSION", "EXTENSION_KEY", "ENV_INFO_KEYS", "PACKED_OBS_ENCODING",
+        "BINARY_STEP_ENCODING", "POOL_BYTE_ARRAY", "POOL_INT_ARRAY", "POOL_REAL_ARRAY", "PACKED_HEADER_BYTES",
+        "STATUS_RUNNING", "STATUS_TERMINATED", "STATUS_TRUNCATED", "MAX_MESSAGE_BYTES")]
+    return pairs + [
+        ("Wire.MAX_MESSAGE_BYTES", protocol.MAX_MESSAGE_BYTES),
+        ("Wire.PACKED_HEADER_BYTES", protocol.PACKED_HEADER.size),
+        ("[Wire.STATUS_RUNNING, Wire.STATUS_TERMINATED, Wire.STATUS_TRUNCATED]",
+         [protocol.STATUS_RUNNING, protocol.STATUS_TERMINATED, protocol.STATUS_TRUNCATED]),
+        ("[FragmentWire.STATUS_RUNNING, FragmentWire.STATUS_TERMINATED, FragmentWire.STATUS_TRUNCATED]",
+         [fragment_wire.STATUS_RUNNING, fragment_wire.STATUS_TERMINATED, fragment_wire.STATUS_TRUNCATED]),
+        ("[TYPE_RAW_ARRAY, TYPE_INT_ARRAY, TYPE_REAL_ARRAY]",  # Godot's own Variant types: what var2bytes() writes
+         [protocol.POOL_BYTE_ARRAY, protocol.POOL_INT_ARRAY, protocol.POOL_REAL_ARRAY]),
+        ("TrainerHandshake.MAJOR_VERSION", protocol.MAJOR_VERSION),
+        ("TrainerHandshake.EXTENSION_VERSION", contract.EXTENSION_VERSION),
+        ("TrainerHandshake.OBS_ENCODINGS", [contract.JSON_ENCODING, protocol.PACKED_OBS_ENCODING]),
+        ("TrainerHandshake.STEP_ENCODINGS", [contract.JSON_ENCODING, protocol.BINARY_STEP_ENCODING]),
+        ("RunFlags.DEFAULT_EDITOR_PORT", editor.DEFAULT_EDITOR_PORT),
+        ("RunFlags.DEFAULT_CONNECT_TIMEOUT_S", flags.DEFAULT_CONNECT_TIMEOUT_S),
+        ("RunFlags.DEFAULT_CONNECT_TIMEOUT_S", protocol.DEFAULT_TIMEOUT_S),
+    ]
+
+
+IMAGE_KEYS = ["camera_2d", "2d", "obs", "pixels", "camera_3d", "2D"]
+
+
+def _image_pairs():
+    """The image-key rule (as each side applies it to the same keys), the camera side and the frame stack."""
+    from python_trainer.envs import images
+    from python_trainer.engine import policy_cnn
+
+    return [
+        (f"[{', '.join(f'Observations.is_image_key({k!r})' for k in IMAGE_KEYS)}]".replace("'", '"'),
+         [images.is_image_key(k) for k in IMAGE_KEYS]),
+        ("Contract.IMAGE_KEY_MARK", contract.IMAGE_KEY_MARK),
+        ("[CameraFrames.MAX_SIDE, ConvNetwork.MAX_SIDE]", [images.MAX_SIDE, policy_cnn.bounds.CAMERA_SIDE.value]),
+        ("ConvNetwork.MAX_FRAME_STACK", bounds.FRAME_STACK.value),
+        ("ArenaGrid.MAX_AGENTS", bounds.AGENTS_PER_INSTANCE.value),
+    ]
+
+
+def _policy_file_pairs():
+    """A policy file's format tag, limits and activations, and the demo files' format tag."""
+    from python_trainer import demos
+    from python_trainer.engine import onnx_policy, policy_format
+
+    return [
+        ("PolicyRunner.FORMAT", policy_format.FORMAT),
+        ("[BlockCompiler.MAX_SIZE, BlockCompiler.MAX_WEIGHTS, BlockCompiler.MAX_FILE_BYTES, BlockCompiler.MAX_LAYERS]",
+         [policy_format.MAX_SIZE, bounds.POLICY_WEIGHTS.value, policy_format.MAX_FILE_BYTES, policy_format.MAX_LAYERS]),
+        ("PolicyNetwork.ACTIVATIONS.keys()", list(onnx_policy.ACTIVATIONS)),  # each side's runner, the contract's order
+        ("Contract.ACTIVATIONS", list(onnx_policy.ACTIVATIONS)),
+        ("DemoRecorder.FORMAT", demos.FORMAT),
+    ]
+
+
+GROUPS = {"wire": _wire_pairs, "images": _image_pairs, "policy files": _policy_file_pairs}
+
+
+@pytest.fixture(scope="module")
+def gdscript_reads(tmp_path_factory):
+    """{expression: value} of every group's GDScript expressions, from one Godot run (JSON: numbers as floats)."""
+    exprs = sorted({expr for pairs in GROUPS.values() for expr, _ in pairs()})
+    probe = tmp_path_factory.mktemp("contract") / "probe.gd"
+    probe.write_text(_PROBE % ", ".join(f"{contract._gd_string(e)}: {e}" for e in exprs))
+    out = run_to_end([godot_server(), "--path", str(GODOT_PROJECT), "-s", str(probe)], timeout=60)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("contract-probe ")]
+    assert out.returncode == 0 and lines, out.stdout[-2000:] + out.stderr[-2000:]
+    return json.loads(lines[0].split(" ", 1)[1])
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_gdscript_reads_each_groups_facts_through_the_generated_file_as_python_does(gdscript_reads, group):
+    wrong = [(expr, gdscript_reads[expr], value) for expr, value in GROUPS[group]()
+             if json.loads(json.dumps(value), parse_int=float) != gdscript_reads[expr]]
+    assert wrong == [], wrong
+
+
+def test_the_generated_file_declares_every_shared_fact_once_with_pythons_value():
+    text = contract.CONTRACT_GD.read_text()
+    for name, value in contract.shared_constants().items():
+        assert text.count(f"\nconst {name} := ") == 1 and f"\nconst {name} := {contract._gd_value(value)}\n" in text
+
+
+def test_docs_protocol_md_quotes_the_contracts_wire_facts():
+    """The page's handshake, hello, encodings, type words, statuses and image-key rule are written from the contract's
+    values: a changed fact there fails here until the page says it too."""
+    c = contract
+    page = (contract.CONTRACT_GD.parents[3] / "docs" / "protocol.md").read_text()
+    words = {kind: f"{kind:02x} 00 00 00" for kind in (c.POOL_BYTE_ARRAY, c.POOL_INT_ARRAY, c.POOL_REAL_ARRAY)}
+    quoted = [
+        f'"major_version":"{c.MAJOR_VERSION}","minor_version":"{c.MINOR_VERSION}"',
+        f'"protocol":{c.EXTENSION_VERSION}}}',
+        f"`{c.EXTENSION_KEY}`",
+        f'`"obs_encoding":"{c.PACKED_OBS_ENCODING}"`',
+        f'`"step_encoding":"{c.BINARY_STEP_ENCODING}"`',
+        f"`{c.POOL_REAL_ARRAY:#04x}` = PoolRealArray", f"`{c.POOL_INT_ARRAY:#04x}` = PoolIntArray",
+        *(f"`{word}`, count" for word in words.values()),
+        f"N statuses ({c.STATUS_RUNNING} running, {c.STATUS_TERMINATED} terminated, {c.STATUS_TRUNCATED} truncated",
+        f"an observation key containing `{c.IMAGE_KEY_MARK}`",
+        f"4 + {c.PACKED_HEADER_BYTES} + ",  # a packed message: its length, the header, the values
+    ]
+    assert [text for text in quoted if text not in page] == []
+
+
+# The shared facts' spellings in code: found only in contract.py (and bounds.py, its table of bounds).
+SPELT = {
+    "the editor port": r"\b11008\b",
+    "the connect timeout": r"CONNECT_TIMEOUT_S *:?= *30\b",
+    "the handshake version": r"\b(?:MAJOR|MINOR)_VERSION *:?= *\"",
+    "a step status": r"\bSTATUS_\w+ *:?= *\d",
+    "the packed observations' encoding": r"\"f32_base64\"",
+    "the message limit": r"64 \* 1024 \* 1024",
+    "the image-key rule": r"\"2d\" (?:not )?in\b",
+    "the camera side or frame stack": r"\bMAX_(?:SIDE|KERNEL|FRAME_STACK) *:?= *\d",
+    "a file's format tag": r"\bFORMAT *:?= *\"",
+    "a policy file's limit": r"\bMAX_(?:SIZE|WEIGHTS|LAYERS|AGENTS) *:?= *\d",
+    "the bytes a policy file holds per weight": r"\bBYTES_PER_WEIGHT *:?= *\d",
+}
+
+
+@pytest.mark.parametrize("fact", list(SPELT))
+def test_each_shared_fact_is_spelt_in_the_contract_alone(fact):
+    repo = contract.CONTRACT_GD.parents[3]
+    files = [p for p in (repo / "python_trainer").rglob("*.py") if p.name not in ("contract.py", "bounds.py")]
+    files += [p for p in contract.CONTRACT_GD.parent.glob("*.gd") if p.name != "contract.gd"]
+    files += [repo / "tests" / "fake_game.py"]
+    spelt = re.compile(SPELT[fact])
+    found = [f"{p.relative_to(repo)}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+             if spelt.search(line.split("#", 1)[0])]
+    assert found == [], found

@@ -34,8 +34,7 @@ from python_trainer.variants.trained_agent import make_agent
 WIRE_GD = REPO / "godot_project" / "addons" / "rl_sync" / "fragment_wire.gd"
 NAMES = ["ACTORS", "FRAGMENT", "ALIVE", "ERROR", "PATH_KEY", "NUM_STEPS_KEY", "SEED_KEY", "LOGPROB_KEY", "WEIGHTS_KEY",
          "OBS_SIZE_KEY", "ACTION_SIZE_KEY", "N_AGENTS_KEY", "VERSION_KEY", "STEP_KEY", "PARTS_KEY", "FLOATS_KEY",
-         "EPISODES_KEY", "AGENT_KEY", "RETURN_KEY", "LENGTH_KEY", "INFO_KEY", "STATUS_RUNNING", "STATUS_TERMINATED",
-         "STATUS_TRUNCATED", "MESSAGE_KEY", "ALIVE_PERIOD_S", "PATHS_KEY", "POLICIES_KEY", "SIZES_KEY", "ACTORS_VERSION",
+         "EPISODES_KEY", "AGENT_KEY", "RETURN_KEY", "LENGTH_KEY", "INFO_KEY", "MESSAGE_KEY", "ALIVE_PERIOD_S", "PATHS_KEY", "POLICIES_KEY", "SIZES_KEY", "ACTORS_VERSION",
          "AGENT_POLICIES_KEY"]
 
 
@@ -43,6 +42,7 @@ def test_the_fragment_wire_is_declared_alike_in_python_and_in_gdscript():
     text = WIRE_GD.read_text()
     consts = dict(re.findall(r'^const (\w+) := ("[^"]*"|-?[\d.]+)$', text, re.M))
     assert {n: json.loads(consts[n]) if n in consts else None for n in NAMES} == {n: getattr(wire, n) for n in NAMES}
+    # (its statuses are the packed step reply's, the contract's: tests/test_contract.py holds them)
     extras = [line for line in (REPO / "godot_project/addons/rl_sync/env_info_extras.gd").read_text().splitlines()
               if "FragmentWire.ACTORS] = FragmentWire.ACTORS_VERSION" in line]
     assert len(extras) == 1  # env_info says which version of actors the game speaks: what tells an older export

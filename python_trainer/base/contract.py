@@ -1,6 +1,9 @@
 """The contract between the game and the trainer, declared once: what both sides must agree on.
 
-It starts with the game binary's command-line flags (`--name=value`): each flag's name and who reads it. The addon gets
+It holds the game binary's command-line flags (`--name=value`: each flag's name and who reads it), then the wire's
+facts (godot-rl's port and handshake version, our encodings, a packed step reply's type words and statuses, the
+connect timeout, env_info's keys), the image-key rule, the files' format tags, a policy file's activations and limits,
+and (from bounds.py's table) every bound the game checks too. Python modules import them from here; the addon gets
 the contract as one generated GDScript file, godot_project/addons/rl_sync/contract.gd, which tests/test_contract.py
 holds current:
 
@@ -19,6 +22,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from python_trainer.base import bounds
 
 GODOT_RL = "godot-rl"  # godot-rl's clients pass it (its GodotEnv, and the plugin's games read it too)
 RL_SYNC = "rl_sync"  # the addon reads it (our trainer passes it, or a person running the game)
@@ -77,6 +82,63 @@ SIMILAR_FLAG = 0.75  # String.similarity from which an unknown flag is taken for
 OWN_FLAGS_SETTING = "rl_sync/own_flags"  # a game's own flags, never warned about
 WARNING = "rl_sync: warning: unknown flag {given}; did you mean --{known}?"  # {given}: the argument as typed
 
+# --- The wire: godot-rl's protocol (its port, its handshake version) and our extensions to it --------------------
+EDITOR_PORT = 11008  # godot-rl's default port (GodotEnv.DEFAULT_PORT): the editor's game tries it
+CONNECT_TIMEOUT_S = 30.0  # seconds a game tries to connect, and the trainer waits for a game's message
+MAJOR_VERSION = "0"  # godot-rl's handshake version 0.7 (godot-rl 0.8's client); the game accepts any 0.x
+MINOR_VERSION = "7"
+EXTENSION_VERSION = 1  # our extensions (hello, terminal observations, TimeLimit.truncated, packed observations)
+EXTENSION_KEY = "extension_version"  # env_info's key of EXTENSION_VERSION (our addon's env_info only)
+ENV_INFO_KEYS = ["n_agents", "observation_space", "action_space"]  # godot-rl's: every env_info has them
+JSON_ENCODING = "json"  # godot-rl's JSON lists, what a handshake that asks for nothing gets
+PACKED_OBS_ENCODING = "f32_base64"  # "obs_encoding": observations as base64 little-endian float32 ("obs_f32")
+BINARY_STEP_ENCODING = "binary"  # "step_encoding": packed actions in, one packed step reply out
+OBS_ENCODINGS = [JSON_ENCODING, PACKED_OBS_ENCODING]
+STEP_ENCODINGS = [JSON_ENCODING, BINARY_STEP_ENCODING]
+# A packed body as Godot's var2bytes() writes a pool array: a little-endian uint32 type word (Godot's Variant type),
+# a uint32 count, the values; its first byte is never the "{" of a JSON body.
+POOL_BYTE_ARRAY = 20  # bytes, zero-padded to a multiple of 4 (a packed step reply's camera images)
+POOL_INT_ARRAY = 21  # int32 values (discrete actions)
+POOL_REAL_ARRAY = 22  # float32 values (continuous actions; a step reply's observations, rewards, statuses)
+PACKED_HEADER_BYTES = 8  # the type word and the count
+STATUS_RUNNING = 0  # an agent's status in a packed step reply
+STATUS_TERMINATED = 1
+STATUS_TRUNCATED = 2  # by the time limit
+# --- Observations: images -------------------------------------------------------------------------------------------
+IMAGE_KEY_MARK = "2d"  # godot-rl's rule (core/godot_env.py): an observation key containing it is a camera image
+# --- Files the game writes or reads ---------------------------------------------------------------------------------
+POLICY_FORMAT = "godot-ppo-policy"  # a policy file's "format"
+DEMO_FORMAT = "rl_sync_demo/1"  # a demonstration file's meta "format"
+ACTIVATIONS = ["linear", "relu", "tanh", "sigmoid"]  # what a policy file's layer may end with
+# A policy file's limits besides bounds.py's LAYER_SIZE and POLICY_WEIGHTS: the most layers (dense layers and a camera
+# policy's convolutions together; ours have 3 to 6, and the engine loads 32 of width 64 in about two seconds), and the
+# bytes a file may hold per weight it may hold (the trainer writes 12 to 15), checked before it is read.
+MAX_POLICY_LAYERS = 32
+POLICY_BYTES_PER_WEIGHT = 16
+
+# What contract.gd declares besides FLAGS: these names, in this order, then every bound the game checks.
+SHARED = ["EDITOR_PORT", "CONNECT_TIMEOUT_S", "MAJOR_VERSION", "MINOR_VERSION", "EXTENSION_VERSION", "EXTENSION_KEY",
+          "ENV_INFO_KEYS", "JSON_ENCODING", "PACKED_OBS_ENCODING", "BINARY_STEP_ENCODING", "OBS_ENCODINGS",
+          "STEP_ENCODINGS", "POOL_BYTE_ARRAY", "POOL_INT_ARRAY", "POOL_REAL_ARRAY", "PACKED_HEADER_BYTES",
+          "STATUS_RUNNING", "STATUS_TERMINATED", "STATUS_TRUNCATED", "IMAGE_KEY_MARK", "POLICY_FORMAT", "DEMO_FORMAT",
+          "ACTIVATIONS", "MAX_POLICY_LAYERS", "POLICY_BYTES_PER_WEIGHT"]
+
+
+def is_image_key(key: str) -> bool:
+    """godot-rl's test for an image observation (core/godot_env.py: ``"2d" in k``)."""
+    return IMAGE_KEY_MARK in key
+
+
+def bound_constants() -> dict:
+    """{GDScript name: value} of every bound the game checks too (bounds.py's table names its constant here)."""
+    return {bound.gdscript.split(":")[1]: bound.value for bound in bounds.ALL.values() if bound.gdscript}
+
+
+def shared_constants() -> dict:
+    """{name: value} of everything contract.gd declares but FLAGS, in its order."""
+    return {**{name: globals()[name] for name in SHARED}, **bound_constants()}
+
+
 CONTRACT_GD = Path(__file__).resolve().parents[2] / "godot_project" / "addons" / "rl_sync" / "contract.gd"
 
 
@@ -93,6 +155,14 @@ def arg(name: str, value) -> str:
 
 def _gd_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _gd_value(value) -> str:
+    if isinstance(value, str):
+        return _gd_string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_gd_value(v) for v in value) + "]"
+    return repr(value)
 
 
 def gdscript() -> str:
@@ -112,7 +182,11 @@ def gdscript() -> str:
               f"const OWN_FLAGS_SETTING := {_gd_string(OWN_FLAGS_SETTING)}",
               "# The line said at start for such a flag ({given}: the argument as typed).",
               f"const WARNING := {_gd_string(WARNING)}",
-              ""]
+              "",
+              "# What else both sides share: the wire, images, files, and the bounds of sizes (python_trainer/base/",
+              "# contract.py says what each one is; bounds.py the bounds)."]
+    lines += [f"const {name} := {_gd_value(value)}" for name, value in shared_constants().items()]
+    lines += [""]
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Optional
 
-from python_trainer.base import bounds
+from python_trainer.base import bounds, contract
 from python_trainer.base.errors import UserError
 
 RULE, GOES_WITH = "rule", "goes_with"  # the metadata keys
@@ -245,7 +245,7 @@ def seconds_rule(example: str, what: str) -> Rule:
 # How long a game may take to start: to list its games (--list_envs) and to connect to the trainer. A game whose
 # scenes load for long (big assets, a slow disk, a busy machine) needs more: --connect-timeout, on every command that
 # starts games (train, launch, envs, profile, play), says so once here.
-DEFAULT_CONNECT_TIMEOUT_S = 30.0
+DEFAULT_CONNECT_TIMEOUT_S = contract.CONNECT_TIMEOUT_S
 CONNECT_TIMEOUT = seconds_rule("120", "how long a game may take to load and connect")
 SLOW_GAME_HINT = "a game that takes longer to load can be given more time with --connect-timeout SECONDS"
 

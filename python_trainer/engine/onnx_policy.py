@@ -48,8 +48,8 @@ PRODUCER = "godot-ppo"
 # The policy file's fields the model's metadata carries (a JSON value each), besides the state's layout.
 METADATA_FIELDS = ("format", "version", "env", "policy_name", "observation_size", "action_keys", "action_rule", "source",
                    "image", "vector_keys")  # the last two: a camera policy's
-# What the engine's runner knows (policy_network.gd's ACTIVATIONS).
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "linear": nn.Identity}
+# What the engine's runner knows (contract.ACTIVATIONS, in its order; policy_network.gd's ACTIVATIONS).
+ACTIVATIONS = {"linear": nn.Identity, "relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}
 
 
 class PolicyNetwork(nn.Module):

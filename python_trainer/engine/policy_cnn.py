@@ -21,6 +21,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from python_trainer.base import bounds
+from python_trainer.base.contract import IMAGE_KEY_MARK, is_image_key
 
 MAX_SIDE = bounds.CAMERA_SIDE.value  # a camera's side, as the game declares it (conv_network.gd's is the same)
 MAX_FRAME_STACK = bounds.FRAME_STACK.value
@@ -99,8 +100,9 @@ def _shape(values, shape: tuple, name: str) -> None:
 
 def image_shape(image) -> tuple:
     """(H, W, C, K) of a file's "image" entry, or ValueError naming what is wrong."""
-    if not isinstance(image, dict) or not isinstance(image.get("key"), str) or "2d" not in image["key"]:
-        raise ValueError('"image" must be {"key": a key containing "2d", "size": [H, W, C], "frame_stack": K}')
+    if not isinstance(image, dict) or not isinstance(image.get("key"), str) or not is_image_key(image["key"]):
+        raise ValueError(f'"image" must be {{"key": a key containing "{IMAGE_KEY_MARK}", "size": [H, W, C], '
+                         '"frame_stack": K}')
     size = image.get("size")
     if not isinstance(size, list) or len(size) != 3:
         raise ValueError(f'the image\'s "size" must be [H, W, C], got {str(size)[:40]}')

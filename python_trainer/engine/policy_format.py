@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from python_trainer.base import bounds
+from python_trainer.base import bounds, contract
 from python_trainer.engine.policy_cnn import cnn_features
 
-FORMAT = "godot-ppo-policy"
+FORMAT = contract.POLICY_FORMAT
 # 2: layers may end in relu or sigmoid too (ONNX imports); 3: "policy_name", and bundles of several policies;
 # 4: a camera's "image" and "cnn"; 5: each continuous key's "log_std" (LOG_STD), what the engine's --policy_sample draws
 # with (addons/rl_sync/policy_sampling.gd). A file says the version it needs: one without a camera or a continuous key
@@ -27,13 +27,11 @@ MAX_SIZE = bounds.LAYER_SIZE.value
 # The largest file: BYTES_PER_WEIGHT bytes for each of the most weights a policy holds (bounds.POLICY_WEIGHTS; our
 # writer takes 12 to 15 a weight: a float32's shortest decimal and a comma). The game refuses a larger file before it
 # reads a byte (block_compiler.gd's MAX_FILE_BYTES, the same product), so a file of gigabytes costs no parse.
-BYTES_PER_WEIGHT = 16
+BYTES_PER_WEIGHT = contract.POLICY_BYTES_PER_WEIGHT
 MAX_FILE_BYTES = BYTES_PER_WEIGHT * bounds.POLICY_WEIGHTS.value
 SMALLER = "train a smaller network (a smaller camera image, a larger stride or narrower layers)"  # the fix of a size
-# The most layers a policy file holds (its dense layers and a camera policy's convolutions together): far above any
-# real policy (ours have 3 to 6), and few enough that the engine loads one 64 wide in about two seconds
-# (docs/watching.md gives the figures; block_compiler.gd's MAX_LAYERS is the same bound).
-MAX_LAYERS = 32
+# The most layers a policy file holds (contract.MAX_POLICY_LAYERS; docs/watching.md gives the load times).
+MAX_LAYERS = contract.MAX_POLICY_LAYERS
 
 
 def version_needed(camera: bool, keys: list) -> int:

@@ -2,7 +2,7 @@
 
 The editor starts the game, not us, so the launcher's way (a port of our choosing on the game's command line, a
 token in its environment, the connecting process checked against the one started) cannot apply. Instead the trainer
-listens on 127.0.0.1:PORT (godot-rl's default 11008, or --port), says to press Play, and greets every connection
+listens on 127.0.0.1:PORT (godot-rl's default, contract.EDITOR_PORT, or --port), says to press Play, and greets every connection
 side by side; the first to answer our handshake and env_info request in godot-rl's protocol is the game. A game of
 ours run from its project folder with no mode flag tries that port once, for at most 0.5 s, with no token
 (addons/rl_sync/run_mode.gd); it reads the port from ``$RL_SYNC_EDITOR_PORT``, else the project setting
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from python_trainer.base.bounds import EDITOR_CONNECTIONS
+from python_trainer.base.contract import EDITOR_PORT
 from python_trainer.base.errors import one_line
 from python_trainer.envs.connect import Greeting
 from python_trainer.envs.failures import GameClosedError, InstanceStartError
@@ -38,7 +39,7 @@ from python_trainer.envs.protocol import (
     handshake_message,
 )
 
-DEFAULT_EDITOR_PORT = 11008  # godot-rl's (GodotEnv.DEFAULT_PORT); the game's side: addons/rl_sync/run_flags.gd
+DEFAULT_EDITOR_PORT = EDITOR_PORT  # godot-rl's (GodotEnv.DEFAULT_PORT); the game's side: addons/rl_sync/run_flags.gd
 GREETING_TIMEOUT_S = 5.0  # a connection that answers nothing meanwhile is not a game
 PORT_SETTINGS = "the game's project setting rl_sync/editor_port (or $RL_SYNC_EDITOR_PORT where Godot runs)"
 BUSY = {"type": "busy"}  # what a game that presses Play while another trains is told (addons/rl_sync/trainer_handshake.gd)

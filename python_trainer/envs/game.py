@@ -211,8 +211,8 @@ def _list_envs(export: Union[GameExport, GameProject], mtime: float, timeout: fl
     # damaged would otherwise fall back to the (headless) project manager and never exit. It runs in an empty
     # folder: a binary that cannot read its project settings writes Godot's user logs into its working folder.
     # --port names a port bound but not listening: a game made with godot_rl_agents' plugin (which ignores
-    # --list_envs) tries its one connection there and is refused at once, instead of trying its default port 11008,
-    # where some other trainer may listen.
+    # --list_envs) tries its one connection there and is refused at once, instead of trying its default port
+    # (contract.EDITOR_PORT), where some other trainer may listen.
     with tempfile.TemporaryDirectory(prefix="godot-ppo-list-") as cwd, socket.socket() as closed_port:
         closed_port.bind(("127.0.0.1", 0))
         argv = [flag("list_envs"), "--quit", arg("port", closed_port.getsockname()[1])]  # (--quit: the engine's)

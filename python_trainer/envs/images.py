@@ -16,13 +16,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from python_trainer.base import bounds
+from python_trainer.base.contract import is_image_key  # noqa: F401  (godot-rl's rule; read from here too)
 
 MAX_SIDE = bounds.CAMERA_SIDE.value  # the largest camera side a game may declare
-
-
-def is_image_key(key: str) -> bool:
-    """godot-rl's test for an image observation (core/godot_env.py: ``"2d" in k``)."""
-    return "2d" in key
 
 
 @dataclass(frozen=True)

@@ -21,25 +21,18 @@ import numpy as np
 
 from python_trainer.base import bounds
 from python_trainer.base.errors import Fault
+# The wire's facts the game shares (contract.py): the handshake version, our extensions' encodings (the handshake may
+# ask for observations packed as base64 little-endian float32, "obs_f32" in step replies, and for the binary step
+# exchange: packed actions in, one packed step reply out, see `pack_actions` and `unpack_step`; env_info's
+# "step_encoding" says which is in force; godot-rl never asks, so it gets JSON), a packed body's layout (Godot's
+# var2bytes() of a pool array: a uint32 type word, a uint32 count, the values) and the statuses in a step reply.
+from python_trainer.base.contract import (  # noqa: F401  (read from here too)
+    BINARY_STEP_ENCODING, CONNECT_TIMEOUT_S, ENV_INFO_KEYS, EXTENSION_KEY, MAJOR_VERSION, MINOR_VERSION,
+    PACKED_HEADER_BYTES, PACKED_OBS_ENCODING, POOL_BYTE_ARRAY, POOL_INT_ARRAY, POOL_REAL_ARRAY, STATUS_RUNNING,
+    STATUS_TERMINATED, STATUS_TRUNCATED)
 from python_trainer.envs.game import GameBugError
 
-MAJOR_VERSION = "0"
-MINOR_VERSION = "7"
-# Our extension: the handshake may ask for observations packed as base64 little-endian float32
-# ("obs_f32" in step replies) instead of JSON lists; godot-rl never asks, so it gets JSON.
-PACKED_OBS_ENCODING = "f32_base64"
-# Our extension: the handshake may ask for the binary step exchange ("step_encoding": "binary"): actions go to the
-# game as packed numbers and each step reply comes back as one packed block (see `pack_actions` and
-# `unpack_step`); env_info's "step_encoding" says which is in force. Other messages stay JSON.
-BINARY_STEP_ENCODING = "binary"
-# A packed body is laid out as Godot's var2bytes() writes a pool array: a little-endian uint32 type word, a
-# uint32 count, the values. Its first byte is never the "{" of a JSON body.
-POOL_BYTE_ARRAY = 20  # PoolByteArray: bytes, zero-padded to a multiple of 4 (the images of a packed step reply)
-POOL_INT_ARRAY = 21   # Godot's Variant type of PoolIntArray: int32 values
-POOL_REAL_ARRAY = 22  # PoolRealArray: float32 values
 PACKED_HEADER = struct.Struct("<II")
-# Statuses in a packed step reply.
-STATUS_RUNNING, STATUS_TERMINATED, STATUS_TRUNCATED = 0, 1, 2
 # The two dialects a game may speak (`dialect` tells them apart from the game's first messages):
 #   RL_SYNC:  our addon. It says hello (with the launcher's token) as soon as it connects, its env_info carries
 #             "extension_version" (and the encodings in force), step replies carry "info" with
@@ -64,11 +57,9 @@ RL_SYNC = "rl_sync"
 GODOT_RL = "godot_rl"
 DIALECT_NAMES = {RL_SYNC: "the rl_sync addon's protocol (with our extensions)",
                  GODOT_RL: "godot_rl_agents' plugin protocol (plain JSON, done = terminated, no terminal observation)"}
-EXTENSION_KEY = "extension_version"  # in our addon's env_info only
-ENV_INFO_KEYS = ("n_agents", "observation_space", "action_space")
-# The game rejects messages above 64 MiB; we refuse to allocate for anything bigger either.
+# The game rejects messages above bounds.MESSAGE_BYTES; we refuse to allocate for anything bigger either.
 MAX_MESSAGE_BYTES = bounds.MESSAGE_BYTES.value
-DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_TIMEOUT_S = CONNECT_TIMEOUT_S
 
 _LEN = struct.Struct("<I")
 

@@ -129,7 +129,7 @@ class EnvArgs:
     port: int = flag(DEFAULT_EDITOR_PORT, in_range(1, 65535, "a TCP port from 1 to 65535", str(DEFAULT_EDITOR_PORT)),
                      goes_with=GoesWith("editor", "training from the Godot editor", "--editor"))
     """with --editor: the port the trainer listens on (godot-rl's default); the game connects to its project setting
-    rl_sync/editor_port, or $RL_SYNC_EDITOR_PORT, or 11008"""
+    rl_sync/editor_port, or $RL_SYNC_EDITOR_PORT, or that default"""
 
 
 @dataclass

@@ -15,7 +15,7 @@ const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const TRAINING_AGENTS := 16
 const HUMAN_AGENTS := 1
 # More arenas than one process can start; a typo such as --agents=100000 fails at once instead.
-const MAX_AGENTS := 2048
+const MAX_AGENTS := RlArgs.Contract.MAX_AGENTS_PER_INSTANCE
 # The top strip of the window is left to the overlay's text.
 const VIEW_TOP := 80.0
 # Engine metadata set once a game has read --agents (agents_from_flag()).

@@ -23,20 +23,20 @@ extends Reference
 
 # The largest size a policy file may declare (a layer's inputs or outputs, a camera's CNN features included; bounds.py's
 # LAYER_SIZE is the same bound): far above any network the engine runs at speed, far below what would exhaust memory.
-const MAX_SIZE := 65536
+const Contract = preload("res://addons/rl_sync/contract.gd")
+const MAX_SIZE := Contract.MAX_LAYER_SIZE
 # The most weights a policy file holds (its layers, LSTM and CNN together), counted from its declared sizes before
 # any is read: loading takes about 3 us a weight (bounds.py's POLICY_WEIGHTS).
-const MAX_WEIGHTS := 16777216
+const MAX_WEIGHTS := Contract.MAX_POLICY_WEIGHTS
 # The largest policy file read: 16 bytes for each of MAX_WEIGHTS weights (the trainer writes 12 to 15), checked
 # before the file is read (python_trainer/engine/policy_format.py's MAX_FILE_BYTES).
-const MAX_FILE_BYTES := 16 * MAX_WEIGHTS
+const MAX_FILE_BYTES := Contract.POLICY_BYTES_PER_WEIGHT * MAX_WEIGHTS
 # The most layers a policy file holds (dense layers and a camera policy's convolutions together; policy_format.py's
 # MAX_LAYERS is the same bound): the compiled network's load time grows with its weights (docs/watching.md's figures).
-const MAX_LAYERS := 32
+const MAX_LAYERS := Contract.MAX_POLICY_LAYERS
 # The most blocks one generated script holds (see "Load time" above): 2048 compile in about 0.02 s.
 const BLOCKS_PER_SCRIPT := 2048
-# The longest sum written on one line: longer ones go on in `+=` lines.
-const TERMS_PER_LINE := 96
+const TERMS_PER_LINE := 96  # the longest sum written on one line: longer ones go on in `+=` lines
 const WeightsSetter = preload("res://addons/rl_sync/weights_setter.gd")
 
 var _members := PoolStringArray()

@@ -18,7 +18,7 @@ const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 
 # Every sensor is in this group while it is in the tree.
 const GROUP := "RL_CAMERA_SENSOR"
-const MAX_SIDE := 512
+const MAX_SIDE := RlArgs.Contract.MAX_CAMERA_SIDE
 # Engine metadata: the physics frame whose frames are drawn, and the first problem met (a String).
 const DRAWN_META := "rl_sync_camera_drawn"
 const PROBLEM_META := "rl_sync_camera_problem"

@@ -54,3 +54,37 @@ const SIMILAR_FLAG := 0.75
 const OWN_FLAGS_SETTING := "rl_sync/own_flags"
 # The line said at start for such a flag ({given}: the argument as typed).
 const WARNING := "rl_sync: warning: unknown flag {given}; did you mean --{known}?"
+
+# What else both sides share: the wire, images, files, and the bounds of sizes (python_trainer/base/
+# contract.py says what each one is; bounds.py the bounds).
+const EDITOR_PORT := 11008
+const CONNECT_TIMEOUT_S := 30.0
+const MAJOR_VERSION := "0"
+const MINOR_VERSION := "7"
+const EXTENSION_VERSION := 1
+const EXTENSION_KEY := "extension_version"
+const ENV_INFO_KEYS := ["n_agents", "observation_space", "action_space"]
+const JSON_ENCODING := "json"
+const PACKED_OBS_ENCODING := "f32_base64"
+const BINARY_STEP_ENCODING := "binary"
+const OBS_ENCODINGS := ["json", "f32_base64"]
+const STEP_ENCODINGS := ["json", "binary"]
+const POOL_BYTE_ARRAY := 20
+const POOL_INT_ARRAY := 21
+const POOL_REAL_ARRAY := 22
+const PACKED_HEADER_BYTES := 8
+const STATUS_RUNNING := 0
+const STATUS_TERMINATED := 1
+const STATUS_TRUNCATED := 2
+const IMAGE_KEY_MARK := "2d"
+const POLICY_FORMAT := "godot-ppo-policy"
+const DEMO_FORMAT := "rl_sync_demo/1"
+const ACTIVATIONS := ["linear", "relu", "tanh", "sigmoid"]
+const MAX_POLICY_LAYERS := 32
+const POLICY_BYTES_PER_WEIGHT := 16
+const MAX_MESSAGE_BYTES := 67108864
+const MAX_CAMERA_SIDE := 512
+const MAX_FRAME_STACK := 64
+const MAX_LAYER_SIZE := 65536
+const MAX_POLICY_WEIGHTS := 16777216
+const MAX_AGENTS_PER_INSTANCE := 2048

@@ -17,8 +17,9 @@ extends Reference
 
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const ConvCompiler = preload("res://addons/rl_sync/conv_compiler.gd")
-const MAX_SIDE := 512
-const MAX_FRAME_STACK := 64
+const Contract = preload("res://addons/rl_sync/contract.gd")
+const MAX_SIDE := Contract.MAX_CAMERA_SIDE
+const MAX_FRAME_STACK := Contract.MAX_FRAME_STACK
 const MAX_FILTERS := 4096
 
 var image_key := ""
@@ -91,9 +92,10 @@ func build(image, cnn) -> String:
 
 func _read_image(image) -> String:
 	var size = image.get("size") if typeof(image) == TYPE_DICTIONARY else null
-	if typeof(image) != TYPE_DICTIONARY or typeof(image.get("key")) != TYPE_STRING or not "2d" in image["key"] \
+	if typeof(image) != TYPE_DICTIONARY or typeof(image.get("key")) != TYPE_STRING or not Contract.IMAGE_KEY_MARK in image["key"] \
 			or typeof(size) != TYPE_ARRAY or size.size() != 3:
-		return "\"image\" must be {\"key\": a key containing \"2d\", \"size\": [H, W, C], \"frame_stack\": K}"
+		return "\"image\" must be {\"key\": a key containing \"%s\", \"size\": [H, W, C], \"frame_stack\": K}" \
+				% Contract.IMAGE_KEY_MARK
 	for s in [size[0], size[1]]:
 		if not BlockCompiler.is_size(s) or s > MAX_SIDE:
 			return "the image's height and width must be whole numbers from 1 to %d, got %s" % [MAX_SIDE, str(size)]
@@ -193,7 +195,7 @@ static func vector_values(obs) -> Array:
 	keys.sort()
 	var values := []
 	for key in keys:
-		if not "2d" in str(key):
+		if not Contract.IMAGE_KEY_MARK in str(key):
 			values += Array(obs[key])
 	return values
 

@@ -19,7 +19,7 @@ extends Reference
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const DemoFile = preload("res://addons/rl_sync/demo_file.gd")
 
-const FORMAT := "rl_sync_demo/1"
+const FORMAT := RlArgs.Contract.DEMO_FORMAT
 const DROP_KEY := KEY_BACKSPACE
 
 var path := ""

@@ -60,10 +60,11 @@ const STEP_KEY := "step"
 # An "error" message's text.
 const MESSAGE_KEY := "message"
 
-# An agent's status in a step block.
-const STATUS_RUNNING := 0
-const STATUS_TERMINATED := 1
-const STATUS_TRUNCATED := 2
+# An agent's status in a step block: the packed step reply's.
+const Contract = preload("res://addons/rl_sync/contract.gd")
+const STATUS_RUNNING := Contract.STATUS_RUNNING
+const STATUS_TERMINATED := Contract.STATUS_TERMINATED
+const STATUS_TRUNCATED := Contract.STATUS_TRUNCATED
 
 # Seconds of wall time between two "alive" messages while a fragment is collected.
 const ALIVE_PERIOD_S := 1.0

@@ -6,9 +6,11 @@ extends Reference
 # hex of its bytes (what godot-rl's GodotEnv decodes); in the binary step exchange the vector keys'
 # values go in the float block, in sorted key order, and the frames as one byte array after it.
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
+
 
 static func is_image_key(key: String) -> bool:
-	return "2d" in key
+	return Contract.IMAGE_KEY_MARK in key
 
 
 # godot-rl's per-agent observation: {"obs": [...]} for an Array; a Dictionary with its images in hex.

@@ -7,8 +7,8 @@ extends Reference
 # checks the same bounds on the trainer's side.
 
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
-# A convolution's kernel is counted at most this wide here (conv_network.gd checks it fits the image).
-const MAX_KERNEL := 512
+# A convolution's kernel is counted at most this wide here, an image's side (conv_network.gd checks it fits the image).
+const MAX_KERNEL := BlockCompiler.Contract.MAX_CAMERA_SIDE
 const FIX := "train a smaller network (a smaller camera image, a larger stride or narrower layers)"
 
 

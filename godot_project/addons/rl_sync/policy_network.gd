@@ -13,8 +13,8 @@ const WeightsSetter = preload("res://addons/rl_sync/weights_setter.gd")
 # sigmoid came with version 2 of the policy file (ONNX models imported from SB3 and other tools).
 const ACTIVATIONS := {
 	"linear": "",
-	"tanh": "tanh(%s)",
 	"relu": "max(%s, 0.0)",
+	"tanh": "tanh(%s)",
 	"sigmoid": "1.0 / (1.0 + exp(-%s))",
 }
 

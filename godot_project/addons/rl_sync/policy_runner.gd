@@ -12,7 +12,7 @@ extends Reference
 # into actions. This file reads the file, checks it fits an agent, and runs the three in turn.
 # A bundle of several policies ({"policies": [...]}) is policy_set.gd's to split: each entry is one of these.
 
-const FORMAT := "godot-ppo-policy"
+const FORMAT := preload("res://addons/rl_sync/contract.gd").POLICY_FORMAT
 const VERSION := 5
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const ConvNetwork = preload("res://addons/rl_sync/conv_network.gd")

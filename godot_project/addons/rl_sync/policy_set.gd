@@ -55,7 +55,7 @@ static func _image_of(agent, obs) -> Dictionary:
 		return {}
 	var space = agent.get_obs_space()
 	for key in obs:
-		if "2d" in str(key):
+		if ConvNetwork.Contract.IMAGE_KEY_MARK in str(key):
 			var spec = space.get(key) if typeof(space) == TYPE_DICTIONARY else null
 			var size = spec.get("size") if typeof(spec) == TYPE_DICTIONARY else null
 			return {"key": str(key), "size": size if typeof(size) == TYPE_ARRAY else ["?"]}

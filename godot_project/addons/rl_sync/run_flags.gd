@@ -3,18 +3,19 @@ extends Reference
 # README.md), read and checked once, when it starts, and the engine's speed they set. A bad number
 # fails the run through RlArgs.fail (one line on stderr, exit code 1): read() then returns false.
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 
 # Where our launcher puts the hello token (see token()).
 const TOKEN_VARIABLE := "RL_SYNC_TOKEN"
 # A game run from its project folder with no mode flag (the editor's Play) looks for a trainer on
 # this port once (`godot-ppo train --editor`): godot-rl's default, or the variable, or the setting.
-const DEFAULT_EDITOR_PORT := 11008
+const DEFAULT_EDITOR_PORT := Contract.EDITOR_PORT
 const EDITOR_PORT_VARIABLE := "RL_SYNC_EDITOR_PORT"
 const EDITOR_PORT_SETTING := "rl_sync/editor_port"
 # How long that look may hold up the game's start when a trainer is there but slow to answer.
 const EDITOR_CONNECT_S := 0.5
-const DEFAULT_CONNECT_TIMEOUT_S := 30.0
+const DEFAULT_CONNECT_TIMEOUT_S := Contract.CONNECT_TIMEOUT_S
 # Physics steps per second of game time, at any --speedup.
 const BASE_PHYSICS_FPS := 60
 

@@ -3,26 +3,27 @@ extends Reference
 # which settles the protocol version and the encodings. A handshake may come again later in the
 # session: check() answers both. Nothing here quits or prints: errors come back as a String.
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
 const Wire = preload("res://addons/rl_sync/wire.gd")
 
 # godot-rl 0.8's client sends handshake version 0.7; any 0.x is accepted.
-const MAJOR_VERSION := "0"
+const MAJOR_VERSION := Contract.MAJOR_VERSION
 # Version of our extensions (hello message, terminal observations, TimeLimit.truncated, stats,
 # packed observations).
-const EXTENSION_VERSION := 1
+const EXTENSION_VERSION := Contract.EXTENSION_VERSION
 # Observation encodings a trainer may ask for in its handshake ("obs_encoding"); godot-rl asks for
 # none and gets godot-rl's JSON lists.
-const OBS_ENCODINGS := ["json", "f32_base64"]
+const OBS_ENCODINGS := Contract.OBS_ENCODINGS
 # Step encodings ("step_encoding" in the handshake): godot-rl's JSON, or our binary step exchange
 # (packed actions in, one packed block of observations, rewards and statuses out; see wire.gd).
-const STEP_ENCODINGS := ["json", "binary"]
+const STEP_ENCODINGS := Contract.STEP_ENCODINGS
 # What _greet() returns when the trainer answers {"type": "busy"}: it trains another game
 # (python_trainer/envs/editor.py, BusyPort).
 const BUSY := "busy"
 
 var stream: StreamPeerTCP = null
-var obs_encoding := "json"
-var step_encoding := "json"
+var obs_encoding: String = Contract.JSON_ENCODING
+var step_encoding: String = Contract.JSON_ENCODING
 
 # What our hello tells the trainer about the game.
 var _env_name := ""
@@ -111,11 +112,11 @@ func check(message: Dictionary) -> String:
 	if major != MAJOR_VERSION:
 		return "the trainer speaks protocol version %s.%s; this game speaks %s.x (godot-rl 0.8): update one side" \
 				% [major, str(message.get("minor_version", "?")), MAJOR_VERSION]
-	var encoding := str(message.get("obs_encoding", "json"))
+	var encoding := str(message.get("obs_encoding", Contract.JSON_ENCODING))
 	if not encoding in OBS_ENCODINGS:
 		return "the trainer asked for the observation encoding '%s'; this game knows %s" \
 				% [encoding, str(OBS_ENCODINGS)]
-	var steps := str(message.get("step_encoding", "json"))
+	var steps := str(message.get("step_encoding", Contract.JSON_ENCODING))
 	if not steps in STEP_ENCODINGS:
 		return "the trainer asked for the step encoding '%s'; this game knows %s" % [steps, str(STEP_ENCODINGS)]
 	obs_encoding = encoding

@@ -232,7 +232,7 @@ func _env_info() -> Dictionary:
 		"agent_teams": teams,  # our extension: each agent's side (-1: none), for self-play
 		"env": _sync.env_name,
 		"max_episode_steps": _agents[0].max_episode_steps,
-		"extension_version": TrainerHandshake.EXTENSION_VERSION,
+		TrainerHandshake.Contract.EXTENSION_KEY: TrainerHandshake.EXTENSION_VERSION,
 		"obs_encoding": handshake.obs_encoding,
 		"step_encoding": handshake.step_encoding,
 		"env_params": _sync.env_params.declared,  # our extension: name -> {"default", "min", "max"}
@@ -242,8 +242,8 @@ func _env_info() -> Dictionary:
 
 
 func _read_encodings() -> void:
-	_packed_obs = handshake.obs_encoding == "f32_base64"
-	_binary = handshake.step_encoding == "binary"
+	_packed_obs = handshake.obs_encoding == TrainerHandshake.Contract.PACKED_OBS_ENCODING
+	_binary = handshake.step_encoding == TrainerHandshake.Contract.BINARY_STEP_ENCODING
 
 
 func _send(message: Dictionary) -> int:

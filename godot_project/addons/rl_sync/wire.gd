@@ -8,11 +8,12 @@ extends Reference
 # test can drive it through a StreamPeerBuffer. Nothing here quits or prints: errors come back as a
 # String, for the caller to report (see trainer_session.gd).
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
 const Observations = preload("res://addons/rl_sync/observations.gd")
 
 # A length prefix above this is not godot-rl's protocol (an HTTP request, a stray client): refusing
 # it keeps a bad peer from making the game allocate gigabytes. A reply this large is not sent (TOO_LARGE).
-const MAX_MESSAGE_BYTES := 64 * 1024 * 1024
+const MAX_MESSAGE_BYTES := Contract.MAX_MESSAGE_BYTES
 const TOO_LARGE := "a step's reply of %d bytes is over the %d-byte limit of one message: fewer agents per instance (--agents, --copies) or smaller camera images"
 # What read_message() returns when the peer is gone or the stream ends inside a message.
 const DISCONNECTED := "the trainer disconnected; quitting"
@@ -165,15 +166,15 @@ static func unpack_obs(text: String) -> PoolRealArray:
 #       image agent's frame in agent order, then the terminal frame of each ended image agent, in the
 #       order of the terminal observations; and, only when an ended agent's get_info() has keys, UTF-8
 #       JSON after the arrays: {"info": {"<agent index>": {...}}}.
-const PACKED_HEADER_BYTES := 8
-const STATUS_RUNNING := 0.0
-const STATUS_TERMINATED := 1.0
-const STATUS_TRUNCATED := 2.0
+const PACKED_HEADER_BYTES := Contract.PACKED_HEADER_BYTES
+const STATUS_RUNNING := Contract.STATUS_RUNNING
+const STATUS_TERMINATED := Contract.STATUS_TERMINATED
+const STATUS_TRUNCATED := Contract.STATUS_TRUNCATED
 
 
 # A packed body starts with the type word of a PoolIntArray or PoolRealArray; a JSON body with "{".
 static func is_packed(body: PoolByteArray) -> bool:
-	return body.size() >= PACKED_HEADER_BYTES and (body[0] == TYPE_REAL_ARRAY or body[0] == TYPE_INT_ARRAY) \
+	return body.size() >= PACKED_HEADER_BYTES and (body[0] == Contract.POOL_REAL_ARRAY or body[0] == Contract.POOL_INT_ARRAY) \
 			and body[1] == 0 and body[2] == 0 and body[3] == 0
 
 
@@ -193,13 +194,13 @@ static func unpack_actions(body: PoolByteArray, n_floats: int, n_ints: int):
 	var ints := PoolIntArray()
 	var at := 0
 	if n_floats > 0:
-		var error := _check_header(body, 0, TYPE_REAL_ARRAY, n_floats, "float32")
+		var error := _check_header(body, 0, Contract.POOL_REAL_ARRAY, n_floats, "float32")
 		if error != "":
 			return error
 		floats = bytes2var(body)  # the first array; bytes2var ignores what follows it
 		at = PACKED_HEADER_BYTES + 4 * n_floats
 	if n_ints > 0:
-		var error := _check_header(body, at, TYPE_INT_ARRAY, n_ints, "int32")
+		var error := _check_header(body, at, Contract.POOL_INT_ARRAY, n_ints, "int32")
 		if error != "":
 			return error
 		ints = bytes2var(body if at == 0 else body.subarray(at, body.size() - 1))

@@ -157,6 +157,9 @@ def _policy_file_pairs():
 
     return [
         ("PolicyRunner.FORMAT", policy_format.FORMAT),
+        ("[PolicyRunner.VERSION, Contract.POLICY_VERSIONS, Contract.POLICY_BUNDLE_VERSION, Contract.POLICY_CAMERA_VERSION]",
+         [policy_format.VERSION, list(policy_format.READABLE_VERSIONS), policy_format.MLP_VERSION,
+          policy_format.CAMERA_VERSION]),
         ("[BlockCompiler.MAX_SIZE, BlockCompiler.MAX_WEIGHTS, BlockCompiler.MAX_FILE_BYTES, BlockCompiler.MAX_LAYERS]",
          [policy_format.MAX_SIZE, bounds.POLICY_WEIGHTS.value, policy_format.MAX_FILE_BYTES, policy_format.MAX_LAYERS]),
         ("PolicyNetwork.ACTIVATIONS.keys()", list(onnx_policy.ACTIVATIONS)),  # each side's runner, the contract's order
@@ -225,6 +228,7 @@ SPELT = {
     "the image-key rule": r"\"2d\" (?:not )?in\b",
     "the camera side or frame stack": r"\bMAX_(?:SIDE|KERNEL|FRAME_STACK) *:?= *\d",
     "a file's format tag": r"\bFORMAT *:?= *\"",
+    "a policy file's version": r"\b(?:(?:MLP|CAMERA|SAMPLING)_)?VERSION *:?= *\d|READABLE_VERSIONS = \(|\[1\.0, 2\.0",
     "a policy file's limit": r"\bMAX_(?:SIZE|WEIGHTS|LAYERS|AGENTS) *:?= *\d",
     "the bytes a policy file holds per weight": r"\bBYTES_PER_WEIGHT *:?= *\d",
 }

@@ -108,6 +108,12 @@ STATUS_TRUNCATED = 2  # by the time limit
 IMAGE_KEY_MARK = "2d"  # godot-rl's rule (core/godot_env.py): an observation key containing it is a camera image
 # --- Files the game writes or reads ---------------------------------------------------------------------------------
 POLICY_FORMAT = "godot-ppo-policy"  # a policy file's "format"
+# Its "version": 2, layers may end in relu or sigmoid too; 3, "policy_name" and bundles of several policies; 4, a
+# camera's "image" and "cnn"; 5, each continuous key's "log_std" (--policy_sample). Every one of them is readable.
+POLICY_VERSION = 5
+POLICY_VERSIONS = [1, 2, 3, 4, 5]
+POLICY_BUNDLE_VERSION = 3
+POLICY_CAMERA_VERSION = 4
 DEMO_FORMAT = "rl_sync_demo/1"  # a demonstration file's meta "format"
 ACTIVATIONS = ["linear", "relu", "tanh", "sigmoid"]  # what a policy file's layer may end with
 # A policy file's limits besides bounds.py's LAYER_SIZE and POLICY_WEIGHTS: the most layers (dense layers and a camera
@@ -120,7 +126,8 @@ POLICY_BYTES_PER_WEIGHT = 16
 SHARED = ["EDITOR_PORT", "CONNECT_TIMEOUT_S", "MAJOR_VERSION", "MINOR_VERSION", "EXTENSION_VERSION", "EXTENSION_KEY",
           "ENV_INFO_KEYS", "JSON_ENCODING", "PACKED_OBS_ENCODING", "BINARY_STEP_ENCODING", "OBS_ENCODINGS",
           "STEP_ENCODINGS", "POOL_BYTE_ARRAY", "POOL_INT_ARRAY", "POOL_REAL_ARRAY", "PACKED_HEADER_BYTES",
-          "STATUS_RUNNING", "STATUS_TERMINATED", "STATUS_TRUNCATED", "IMAGE_KEY_MARK", "POLICY_FORMAT", "DEMO_FORMAT",
+          "STATUS_RUNNING", "STATUS_TERMINATED", "STATUS_TRUNCATED", "IMAGE_KEY_MARK", "POLICY_FORMAT", "POLICY_VERSION",
+          "POLICY_VERSIONS", "POLICY_BUNDLE_VERSION", "POLICY_CAMERA_VERSION", "DEMO_FORMAT",
           "ACTIVATIONS", "MAX_POLICY_LAYERS", "POLICY_BYTES_PER_WEIGHT"]
 
 

@@ -14,12 +14,12 @@ FORMAT = contract.POLICY_FORMAT
 # 4: a camera's "image" and "cnn"; 5: each continuous key's "log_std" (LOG_STD), what the engine's --policy_sample draws
 # with (addons/rl_sync/policy_sampling.gd). A file says the version it needs: one without a camera or a continuous key
 # stays version 3 (MLP_VERSION), so games with an older addon still play it. Files of every readable version play the
-# same way. The game's side declares the same (policy_runner.gd's VERSION and its list, policy_sampling.gd's key).
-VERSION = 5
-MLP_VERSION = 3
-CAMERA_VERSION = 4
-SAMPLING_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+# same way. The versions are the contract's (the game reads them from contract.gd); policy_sampling.gd reads LOG_STD.
+VERSION = contract.POLICY_VERSION
+MLP_VERSION = contract.POLICY_BUNDLE_VERSION
+CAMERA_VERSION = contract.POLICY_CAMERA_VERSION
+SAMPLING_VERSION = contract.POLICY_VERSION
+READABLE_VERSIONS = tuple(contract.POLICY_VERSIONS)
 LOG_STD = "log_std"  # a continuous action key's log-std of its Gaussian, one per value (version 5)
 # The largest size a policy file may declare (observations, a layer's inputs or outputs, the LSTM, an action key):
 # bounds.LAYER_SIZE (the game's is block_compiler.gd's MAX_SIZE); MAX_SIZE is the name other modules import.

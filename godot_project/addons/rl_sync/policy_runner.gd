@@ -12,8 +12,9 @@ extends Reference
 # into actions. This file reads the file, checks it fits an agent, and runs the three in turn.
 # A bundle of several policies ({"policies": [...]}) is policy_set.gd's to split: each entry is one of these.
 
-const FORMAT := preload("res://addons/rl_sync/contract.gd").POLICY_FORMAT
-const VERSION := 5
+const Contract = preload("res://addons/rl_sync/contract.gd")
+const FORMAT := Contract.POLICY_FORMAT
+const VERSION := Contract.POLICY_VERSION
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const ConvNetwork = preload("res://addons/rl_sync/conv_network.gd")
 const ObsNormalization = preload("res://addons/rl_sync/obs_normalization.gd")
@@ -75,7 +76,7 @@ func check_format(data) -> String:
 	if typeof(data) != TYPE_DICTIONARY or data.get("format") != FORMAT:
 		return error_text("not a godot-ppo policy file (expected \"format\": \"%s\")" % FORMAT)
 	var version = data.get("version")
-	if not BlockCompiler.is_finite_number(version) or not float(version) in [1.0, 2.0, 3.0, 4.0, 5.0]:
+	if not BlockCompiler.is_finite_number(version) or not float(version) in Contract.POLICY_VERSIONS:
 		# A newer file than this export reads usually means the game was exported before godot-ppo was updated.
 		return error_text(("unknown policy file version %s; this export of the game reads versions 1 to %d (re-export "
 				+ "the game with this godot-ppo: godot-ppo export)") % [str(version), VERSION])
@@ -100,8 +101,8 @@ func load_dict(data) -> String:
 			return error_text("the key \"%s\" is missing" % key)
 	env = str(data["env"])
 	var camera: bool = data.has("cnn") or data.has("image")
-	if camera and float(data["version"]) < 4.0:
-		return error_text("a camera policy (\"image\", \"cnn\") needs version 4")
+	if camera and float(data["version"]) < Contract.POLICY_CAMERA_VERSION:
+		return error_text("a camera policy (\"image\", \"cnn\") needs version %d" % Contract.POLICY_CAMERA_VERSION)
 	if not BlockCompiler.is_size(data["observation_size"]) and not (camera and data["observation_size"] == 0):
 		return error_text("observation_size must be a whole number from 1 to %d, got %s"
 				% [BlockCompiler.MAX_SIZE, str(data["observation_size"]).substr(0, 40)])

@@ -106,8 +106,8 @@ static func read_runners(path: String, text: String, settable := false):
 		var single_error := probe.load_dict(data)
 		return [probe] if single_error == "" else single_error
 	var error := probe.check_format(data)
-	if error == "" and float(data["version"]) < 3.0:
-		error = probe.error_text("a bundle of policies (\"policies\") needs version 3")
+	if error == "" and float(data["version"]) < PolicyRunner.Contract.POLICY_BUNDLE_VERSION:
+		error = probe.error_text("a bundle of policies (\"policies\") needs version %d" % PolicyRunner.Contract.POLICY_BUNDLE_VERSION)
 	var entries = data["policies"]
 	if error == "" and (typeof(entries) != TYPE_ARRAY or entries.empty()):
 		error = probe.error_text("\"policies\" must be a non-empty list of policies")

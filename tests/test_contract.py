@@ -4,6 +4,7 @@ says so in one line and runs on."""
 
 import json
 import re
+import socket
 import subprocess
 import sys
 
@@ -13,6 +14,9 @@ from python_trainer.base import bounds, contract
 from python_trainer.base.paths import GODOT_PROJECT, godot_server
 from python_trainer.base.processes import run_to_end
 from python_trainer.envs.game import game_environ
+from python_trainer.envs.protocol import GodotConnection
+
+from helpers import end
 
 
 def test_the_addons_contract_gd_is_the_one_generated_from_contract_py():
@@ -98,6 +102,8 @@ const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
 const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
 const PolicyNetwork = preload("res://addons/rl_sync/policy_network.gd")
 const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
+const EnvInfoExtras = preload("res://addons/rl_sync/env_info_extras.gd")
+const DriverMessage = preload("res://addons/rl_sync/driver_message.gd")
 func _init():
 	print("contract-probe " + to_json({%s}))
 	quit()
@@ -168,7 +174,52 @@ def _policy_file_pairs():
     ]
 
 
-GROUPS = {"wire": _wire_pairs, "images": _image_pairs, "policy files": _policy_file_pairs}
+def _env_info_pairs():
+    """env_info's keys: godot-rl's, and ours as the addon's modules and the trainer's name them."""
+    from python_trainer.envs import drivers, spaces
+
+    return [
+        ("Contract.ENV_INFO_KEYS", contract.ENV_INFO_KEYS),
+        ("Contract.ENV_INFO_EXTENSIONS", contract.ENV_INFO_EXTENSIONS),
+        ("[EnvInfoExtras.ARENAS_KEY, EnvInfoExtras.DECISION_FRAMES_KEY, EnvInfoExtras.PHYSICS_FPS_KEY]",
+         [spaces.ARENAS_KEY, spaces.DECISION_FRAMES_KEY, spaces.PHYSICS_FPS_KEY]),
+        ("DriverMessage.SCRIPTED_KEY", drivers.SCRIPTED_KEY),
+    ]
+
+
+GROUPS = {"wire": _wire_pairs, "images": _image_pairs, "policy files": _policy_file_pairs, "env_info": _env_info_pairs}
+
+
+def _declared_env_info_keys() -> set:
+    from python_trainer.envs.fragment_wire import ACTORS  # the in-engine actors' version (fragment_wire's own fact)
+
+    return {"type", *contract.ENV_INFO_KEYS, contract.POLICY_NAMES_KEY, *contract.ENV_INFO_EXTENSIONS, ACTORS}
+
+
+def test_a_games_env_info_holds_godot_rls_keys_and_no_key_the_contract_does_not_declare(headless_export):
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(30)
+    proc = subprocess.Popen([str(headless_export), "--env=pong", f"--port={server.getsockname()[1]}",
+                             "--fixed-fps", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=game_environ())
+    try:
+        with server:
+            conn = GodotConnection(server.accept()[0], timeout=30)
+        conn.handshake()
+        keys = set(conn.env_info())
+        conn.close()
+    finally:
+        end(proc)
+    assert set(contract.ENV_INFO_KEYS) <= keys and keys <= _declared_env_info_keys(), keys - _declared_env_info_keys()
+    assert {contract.TEAMS_KEY, contract.ARENAS_KEY, contract.SCRIPTED_KEY} <= keys  # pong's: two sides per court
+
+
+def test_the_trainer_reads_only_env_info_keys_the_contract_declares():
+    root = contract.CONTRACT_GD.parents[3] / "python_trainer"
+    read = {key for path in root.rglob("*.py")
+            for key in re.findall(r'env_info(?:\.get\(|\[)"(\w+)"', path.read_text())}
+    declared = _declared_env_info_keys() | {"message"}  # (an error reply's text, which comes in an env_info's stead)
+    assert read and read <= declared, read - declared
 
 
 @pytest.fixture(scope="module")

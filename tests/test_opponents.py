@@ -25,7 +25,7 @@ DRIVER_GD = REPO / "godot_project" / "addons" / "rl_sync" / "driver_message.gd"
 def test_the_drivers_message_is_declared_alike_in_python_and_in_gdscript():
     consts = dict(re.findall(r'^const (\w+) := "([^"]*)"', DRIVER_GD.read_text(), re.M))
     names = ["MESSAGE", "AGENTS_KEY", "DRIVER_KEY", "PATH_KEY", "SEED_KEY", "ACTED_KEY", "TRAINER", "SCRIPTED",
-             "RANDOM", "POLICY", "SCRIPTED_KEY"]
+             "RANDOM", "POLICY"]  # (and SCRIPTED_KEY, env_info's: the contract's, held by tests/test_contract.py)
     assert {n: consts.get(n) for n in names} == {n: getattr(drivers, n) for n in names}
     listed = re.search(r"^const DRIVERS := \[(.*)\]", DRIVER_GD.read_text(), re.M).group(1)
     assert tuple(consts[n.strip()] for n in listed.split(",")) == drivers.DRIVERS

@@ -90,6 +90,17 @@ MINOR_VERSION = "7"
 EXTENSION_VERSION = 1  # our extensions (hello, terminal observations, TimeLimit.truncated, packed observations)
 EXTENSION_KEY = "extension_version"  # env_info's key of EXTENSION_VERSION (our addon's env_info only)
 ENV_INFO_KEYS = ["n_agents", "observation_space", "action_space"]  # godot-rl's: every env_info has them
+POLICY_NAMES_KEY = "agent_policy_names"  # godot-rl's too (its Godot 4 plugin's): each agent's policy
+# Our extensions of env_info (a game made with godot_rl_agents' plugin sends none): each agent's side (-1: none), arena
+# and whether it has a scripted opponent; physics frames per decision and per second of game time; and the rest.
+TEAMS_KEY = "agent_teams"
+ARENAS_KEY = "agent_arenas"
+SCRIPTED_KEY = "agent_scripted"
+DECISION_FRAMES_KEY = "decision_frames"
+PHYSICS_FPS_KEY = "physics_fps"
+ENV_INFO_EXTENSIONS = ["env", "max_episode_steps", EXTENSION_KEY, "obs_encoding", "step_encoding", "env_params",
+                       "agents_from_flag", "copies", TEAMS_KEY, ARENAS_KEY, SCRIPTED_KEY, DECISION_FRAMES_KEY,
+                       PHYSICS_FPS_KEY]
 JSON_ENCODING = "json"  # godot-rl's JSON lists, what a handshake that asks for nothing gets
 PACKED_OBS_ENCODING = "f32_base64"  # "obs_encoding": observations as base64 little-endian float32 ("obs_f32")
 BINARY_STEP_ENCODING = "binary"  # "step_encoding": packed actions in, one packed step reply out
@@ -124,11 +135,12 @@ POLICY_BYTES_PER_WEIGHT = 16
 
 # What contract.gd declares besides FLAGS: these names, in this order, then every bound the game checks.
 SHARED = ["EDITOR_PORT", "CONNECT_TIMEOUT_S", "MAJOR_VERSION", "MINOR_VERSION", "EXTENSION_VERSION", "EXTENSION_KEY",
-          "ENV_INFO_KEYS", "JSON_ENCODING", "PACKED_OBS_ENCODING", "BINARY_STEP_ENCODING", "OBS_ENCODINGS",
-          "STEP_ENCODINGS", "POOL_BYTE_ARRAY", "POOL_INT_ARRAY", "POOL_REAL_ARRAY", "PACKED_HEADER_BYTES",
-          "STATUS_RUNNING", "STATUS_TERMINATED", "STATUS_TRUNCATED", "IMAGE_KEY_MARK", "POLICY_FORMAT", "POLICY_VERSION",
-          "POLICY_VERSIONS", "POLICY_BUNDLE_VERSION", "POLICY_CAMERA_VERSION", "DEMO_FORMAT",
-          "ACTIVATIONS", "MAX_POLICY_LAYERS", "POLICY_BYTES_PER_WEIGHT"]
+          "ENV_INFO_KEYS", "POLICY_NAMES_KEY", "TEAMS_KEY", "ARENAS_KEY", "SCRIPTED_KEY", "DECISION_FRAMES_KEY",
+          "PHYSICS_FPS_KEY", "ENV_INFO_EXTENSIONS", "JSON_ENCODING", "PACKED_OBS_ENCODING", "BINARY_STEP_ENCODING",
+          "OBS_ENCODINGS", "STEP_ENCODINGS", "POOL_BYTE_ARRAY", "POOL_INT_ARRAY", "POOL_REAL_ARRAY",
+          "PACKED_HEADER_BYTES", "STATUS_RUNNING", "STATUS_TERMINATED", "STATUS_TRUNCATED", "IMAGE_KEY_MARK",
+          "POLICY_FORMAT", "POLICY_VERSION", "POLICY_VERSIONS", "POLICY_BUNDLE_VERSION", "POLICY_CAMERA_VERSION",
+          "DEMO_FORMAT", "ACTIVATIONS", "MAX_POLICY_LAYERS", "POLICY_BYTES_PER_WEIGHT"]
 
 
 def is_image_key(key: str) -> bool:

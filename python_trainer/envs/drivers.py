@@ -15,6 +15,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from python_trainer.base import contract
+
 MESSAGE = "drivers"
 AGENTS_KEY = "agents"
 DRIVER_KEY = "driver"
@@ -23,7 +25,7 @@ SEED_KEY = "seed"
 ACTED_KEY = "acted"
 TRAINER, SCRIPTED, RANDOM, POLICY = "trainer", "scripted", "random", "policy"
 DRIVERS = (TRAINER, SCRIPTED, RANDOM, POLICY)
-SCRIPTED_KEY = "agent_scripted"  # env_info: per agent, whether its controller has get_scripted_action()
+SCRIPTED_KEY = contract.SCRIPTED_KEY  # env_info: per agent, whether its controller has get_scripted_action()
 
 
 def set_drivers(envs, agents: Sequence[int], driver: str, path: Optional[str] = None, seed: int = 0) -> int:

@@ -15,6 +15,7 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 
+from python_trainer.base import contract
 from python_trainer.envs.game import GameBugError, GameError
 from python_trainer.envs.images import MAX_SIDE, ImageLayout, is_image_key
 from python_trainer.envs.protocol import pack_actions
@@ -129,10 +130,10 @@ def _action_layout(action_space: dict):
 
 
 DEFAULT_POLICY = "shared_policy"  # the addon's and godot_rl_agents' policy name when a game names none
-# Our extension of env_info (addons/rl_sync/env_info_extras.gd declares the same keys; test_play_remembers.py holds the
-# two equal): each agent's arena, the physics frames per decision (the game's frames_per_decision times
-# --action_repeat: the decision rate, said this one way), and the physics frames per second.
-ARENAS_KEY, DECISION_FRAMES_KEY, PHYSICS_FPS_KEY = "agent_arenas", "decision_frames", "physics_fps"
+# Our extension of env_info (the contract's keys): each agent's arena, the physics frames per decision (the game's
+# frames_per_decision times --action_repeat: the decision rate, said this one way), and the physics frames per second.
+ARENAS_KEY, DECISION_FRAMES_KEY, PHYSICS_FPS_KEY = (contract.ARENAS_KEY, contract.DECISION_FRAMES_KEY,
+                                                   contract.PHYSICS_FPS_KEY)
 
 
 @dataclass(frozen=True)

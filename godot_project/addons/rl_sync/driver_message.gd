@@ -10,6 +10,7 @@ extends Reference
 # tests/test_opponents.py holds the two equal. A driver is kept on the sync node (META).
 
 const AgentDriver = preload("res://addons/rl_sync/agent_driver.gd")
+const Contract = preload("res://addons/rl_sync/contract.gd")
 const PolicySet = preload("res://addons/rl_sync/policy_set.gd")
 const Observations = preload("res://addons/rl_sync/observations.gd")
 
@@ -25,7 +26,7 @@ const RANDOM := "random"
 const POLICY := "policy"
 const DRIVERS := [TRAINER, SCRIPTED, RANDOM, POLICY]
 # env_info's key (env_info_extras.gd adds it): per agent, whether its controller has get_scripted_action().
-const SCRIPTED_KEY := "agent_scripted"
+const SCRIPTED_KEY := Contract.SCRIPTED_KEY
 const META := "rl_sync_drivers"
 
 # Agent index -> its AgentDriver (the agents the game drives).

@@ -1,18 +1,18 @@
 extends Reference
 # Our extension of env_info, beside trainer_session.gd's keys: where each agent plays and how often
-# it decides, for `godot-ppo envs` (python_trainer/tools/game_commands.py declares the same keys;
-# tests/test_matches.py holds the two equal). A game made with godot_rl_agents' plugin sends none.
+# it decides, for `godot-ppo envs` (the keys are the contract's: python_trainer/base/contract.py). A game made with godot_rl_agents' plugin sends none.
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
 const DriverMessage = preload("res://addons/rl_sync/driver_message.gd")
 const FragmentWire = preload("res://addons/rl_sync/fragment_wire.gd")
 
 # Each agent's arena: agents with one parent node (a pong court) share one, numbered in the order
 # the agents first appear (match_mode.gd plays a match in each).
-const ARENAS_KEY := "agent_arenas"
+const ARENAS_KEY := Contract.ARENAS_KEY
 # Physics frames per decision: the sync node's frames_per_decision times --action_repeat.
-const DECISION_FRAMES_KEY := "decision_frames"
+const DECISION_FRAMES_KEY := Contract.DECISION_FRAMES_KEY
 # Physics frames per second of game time (Engine.iterations_per_second).
-const PHYSICS_FPS_KEY := "physics_fps"
+const PHYSICS_FPS_KEY := Contract.PHYSICS_FPS_KEY
 
 
 # `info` with the keys added, from the sync node `sync_node` (its agents and action_repeat).

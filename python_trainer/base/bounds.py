@@ -33,7 +33,7 @@ CAMERA_SIDE = Bound(
     512, "pixels on a camera sensor's side", "the engine's camera sensor and CNN refuse larger images",
     "contract.gd:MAX_CAMERA_SIDE")
 FRAME_STACK = Bound(
-    64, "frames stacked by --frame-stack", "the engine's policy file takes at most 64 (conv_network.gd)",
+    64, "frames stacked by --frame-stack", "the engine's policy file takes no more (conv_network.gd)",
     "contract.gd:MAX_FRAME_STACK")
 # A policy file's sizes: a layer's width and the inputs of its first dense layer (a camera's CNN features).
 LAYER_SIZE = Bound(

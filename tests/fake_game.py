@@ -296,7 +296,8 @@ def main():
                 print(f"rl_sync: error: the trainer asked for the step encoding {msg['step_encoding']!r}",
                       file=sys.stderr, flush=True)
                 sys.exit(1)
-            binary = msg.get("step_encoding") == C.BINARY_STEP_ENCODING and args.get("fake_step_encoding") != "json"
+            binary = (msg.get("step_encoding") == C.BINARY_STEP_ENCODING
+                      and args.get("fake_step_encoding") != C.JSON_ENCODING)
         elif typ == "env_info":
             obs_space = {k: {"size": [s], "space": "box"} for k, s in obs_spec}
             if image:

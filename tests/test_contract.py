@@ -295,3 +295,49 @@ def test_each_shared_fact_is_spelt_in_the_contract_alone(fact):
     found = [f"{p.relative_to(repo)}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
              if spelt.search(line.split("#", 1)[0])]
     assert found == [], found
+
+
+# The lines the trainer reads from a game's output (contract.py's "Lines the trainer reads" section): their fixed parts,
+# in the code of either side, spelt in the contract alone. (tests/fake_game.py speaks as a game does: left out.)
+_REPORT = r"(?:benchmark|eval|envs|run)"
+OUTPUT_LINES = {
+    "an addon line's prefix": r"\"rl_sync: (?:error|warning|policy reloaded|agents in the window|you play)\b",
+    "a one-line JSON report's key": rf"startswith\(b?'\{{\"{_REPORT}\"|json_line\([^)]*\"{_REPORT}\"\)"
+                                    rf"|(?:\)|listing)\[\"{_REPORT}\"\]|'\"{_REPORT}\"' in line|to_json\(\{{\"{_REPORT}\""
+                                    r'|\{\\"envs\\"|return \{"run"',
+    "Godot's script-error mark": r"\"SCRIPT ERROR",
+    "godot_rl_agents' plugin's lines": r"\"(?:trying to connect to server|physics ticks)\"",
+}
+
+
+def _output_line_spellings(fact, read):
+    repo = contract.CONTRACT_GD.parents[3]
+    files = [p for p in (repo / "python_trainer").rglob("*.py") if p.name != "contract.py"]
+    files += [p for p in contract.CONTRACT_GD.parent.glob("*.gd") if p.name != "contract.gd"]
+    spelt = re.compile(OUTPUT_LINES[fact])
+    return [f"{p.relative_to(repo)}:{i}" for p in files for i, line in enumerate(read(p).splitlines(), 1)
+            if spelt.search(line.split("#", 1)[0])]
+
+
+@pytest.mark.parametrize("fact", list(OUTPUT_LINES))
+def test_each_fixed_part_of_a_line_the_trainer_parses_is_spelt_in_the_contract_alone(fact):
+    assert _output_line_spellings(fact, lambda p: p.read_text()) == []
+
+
+
+# Lines as the code spelt them before the contract held them: each pattern must find its own.
+OLD_SPELLINGS = {
+    "an addon line's prefix": ['GAME_ERROR = "rl_sync: error"', 'printerr("rl_sync: warning: policy not reloaded")',
+                               'RELOAD_LINE = b"rl_sync: policy reloaded (global step "'],
+    "a one-line JSON report's key": ["if line.startswith('{\"envs\"'):", 'report = json_line(result.stdout, "eval")',
+                                     'return json.loads(line)["benchmark"]', 'print(to_json({"eval": report}))',
+                                     'var line := "{\\"envs\\": [%s]"', 'return {"run": {',
+                                     'if line.startswith("{") and \'"benchmark"\' in line:'],
+    "Godot's script-error mark": ['SCRIPT_ERROR_MARK = b"SCRIPT ERROR:"', 'const MARK := "SCRIPT ERROR:"'],
+    "godot_rl_agents' plugin's lines": ['PLUGIN_PHYSICS_LINE = "physics ticks"'],
+}
+
+
+@pytest.mark.parametrize("fact", list(OUTPUT_LINES))
+def test_the_output_line_check_finds_each_fact_as_the_code_spelt_it_before(fact):
+    assert [line for line in OLD_SPELLINGS[fact] if not re.search(OUTPUT_LINES[fact], line)] == []

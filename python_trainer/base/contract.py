@@ -133,6 +133,27 @@ ACTIVATIONS = ["linear", "relu", "tanh", "sigmoid"]  # what a policy file's laye
 MAX_POLICY_LAYERS = 32
 POLICY_BYTES_PER_WEIGHT = 16
 
+# --- Lines the trainer reads from a game's output --------------------------------------------------------------------
+# Our addon's lines begin with ADDON_LINE; a line that ends the game (rl_args.gd's fail()) and one it goes on after
+# with these prefixes, then the words.
+ADDON_LINE = "rl_sync: "
+ERROR_PREFIX = ADDON_LINE + "error: "
+WARNING_PREFIX = ADDON_LINE + "warning: "
+# The one-line JSON reports, each {KEY: {...}} on stdout: a benchmark's rate, an evaluation's (policy or match), the
+# games a binary holds (--list_envs: {"envs": [...], "default": name}) and the run's clock at its end.
+BENCHMARK_REPORT = "benchmark"
+EVAL_REPORT = "eval"
+ENVS_REPORT = "envs"
+RUN_REPORT = "run"
+RELOAD_LINE = ADDON_LINE + "policy reloaded (global step "  # then "<step>, <fps> fps)" (policy_reloader.gd)
+WINDOW_LINE = ADDON_LINE + "agents in the window: "  # then the count (window_helpers.gd)
+PERSON_LINE = ADDON_LINE + "you play: "  # then the person's side and keys (match_mode.gd)
+ENGINE_SCRIPT_ERROR = "SCRIPT ERROR:"  # Godot's (the engine's) mark of an error in a script; "   At: file:line" follows
+# Not ours, never printed by the addon (so not in contract.gd): Godot's own marks, and godot_rl_agents' plugin's lines.
+ENGINE_ERROR = "ERROR"  # Godot's error lines begin with it ("ERROR: ...")
+PLUGIN_CONNECT_LINE = "trying to connect to server"  # godot_rl_agents' Godot 3 sync.gd, before its one try
+PLUGIN_PHYSICS_LINE = "physics ticks"  # ...and "<ticks/s> <time scale> <speedup> <node's speed_up>" it applied
+
 # What contract.gd declares besides FLAGS: these names, in this order, then every bound the game checks.
 SHARED = ["EDITOR_PORT", "CONNECT_TIMEOUT_S", "MAJOR_VERSION", "MINOR_VERSION", "EXTENSION_VERSION", "EXTENSION_KEY",
           "ENV_INFO_KEYS", "POLICY_NAMES_KEY", "TEAMS_KEY", "ARENAS_KEY", "SCRIPTED_KEY", "DECISION_FRAMES_KEY",
@@ -140,7 +161,9 @@ SHARED = ["EDITOR_PORT", "CONNECT_TIMEOUT_S", "MAJOR_VERSION", "MINOR_VERSION", 
           "OBS_ENCODINGS", "STEP_ENCODINGS", "POOL_BYTE_ARRAY", "POOL_INT_ARRAY", "POOL_REAL_ARRAY",
           "PACKED_HEADER_BYTES", "STATUS_RUNNING", "STATUS_TERMINATED", "STATUS_TRUNCATED", "IMAGE_KEY_MARK",
           "POLICY_FORMAT", "POLICY_VERSION", "POLICY_VERSIONS", "POLICY_BUNDLE_VERSION", "POLICY_CAMERA_VERSION",
-          "DEMO_FORMAT", "ACTIVATIONS", "MAX_POLICY_LAYERS", "POLICY_BYTES_PER_WEIGHT"]
+          "DEMO_FORMAT", "ACTIVATIONS", "MAX_POLICY_LAYERS", "POLICY_BYTES_PER_WEIGHT", "ADDON_LINE", "ERROR_PREFIX",
+          "WARNING_PREFIX", "BENCHMARK_REPORT", "EVAL_REPORT", "ENVS_REPORT", "RUN_REPORT", "RELOAD_LINE",
+          "WINDOW_LINE", "PERSON_LINE", "ENGINE_SCRIPT_ERROR"]
 
 
 def is_image_key(key: str) -> bool:

@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from python_trainer.base.contract import arg, flag
+from python_trainer.base.contract import EVAL_REPORT, arg, flag
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
 from python_trainer.base.inputs import read_text
 from python_trainer.base.paths import ARGS_JSON
@@ -173,7 +173,7 @@ def evaluate_in_engine(policy_path, env_id: Optional[str] = None, env_path=None,
     params += sample_flags(sample, noop_max)
     result = run_game(instance.command(arg("policy", policy_arg), arg("eval_episodes", int(episodes)), *params), timeout,
                       env=instance.environ())
-    report = json_line(result.stdout, "eval")
+    report = json_line(result.stdout, EVAL_REPORT)
     if result.returncode != 0 or report is None:
         raise game_error(result, f"in-engine evaluation of {policy_path}")
     return report
@@ -204,7 +204,7 @@ def play_matches(policy_path, opponent, episodes: int = 100, env_id: Optional[st
     result = run_game(instance.command(arg("policy", policy_arg), arg("opponent", opponent_arg),
                                        arg("eval_episodes", int(episodes)), *sample_flags(sample, noop_max)),
                                timeout)
-    report = json_line(result.stdout, "eval")
+    report = json_line(result.stdout, EVAL_REPORT)
     if result.returncode != 0 or report is None:
         errors = [message for message in map(addon_error, result.stderr.splitlines()) if message is not None]
         if result.returncode == 1 and errors:  # the game's one line: the problem and its fix

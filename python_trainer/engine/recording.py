@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from python_trainer.base.contract import arg, flag
+from python_trainer.base.contract import RUN_REPORT, arg, flag
 from python_trainer.base.errors import one_line
 from python_trainer.base.files import OutputError, atomic_output, check_output, scratch_dir, write_error
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S
@@ -136,7 +136,7 @@ def record(policy_path, out, game: GodotGame, agents: int = 4, seed: int = 0, se
                     assemble_mp4(tmp, part)
         except OSError as e:
             raise write_error(out, e) from None
-    return {"out": out, "frames": len(frames), "run": json_line(result.stdout, "run")}
+    return {"out": out, "frames": len(frames), "run": json_line(result.stdout, RUN_REPORT)}
 
 
 def run_recording(cmd, env: dict, frame_dir: Path, connect_timeout: float, timeout: Optional[float] = None,

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from python_trainer.base.contract import arg, flag
+from python_trainer.base.contract import RELOAD_LINE as _RELOAD_LINE, arg, flag
 from python_trainer.base.errors import one_line
 from python_trainer.base.processes import describe_exit, end_process_tree, spawn
 from python_trainer.envs.failures import InstanceStartError
@@ -29,7 +29,7 @@ WATCH_NICE = 5  # its CPU priority (nice, of the process and of its session): tr
 WATCH_AGENTS = 4
 WATCH_LOG_NAME = "watch.log"
 XVFB_WATCH_RESOLUTION = "640x360"
-RELOAD_LINE = b"rl_sync: policy reloaded (global step "
+RELOAD_LINE = _RELOAD_LINE.encode()
 
 
 class PolicyWatcher:

@@ -23,6 +23,7 @@ from typing import Callable, Optional, Sequence
 import psutil
 
 from python_trainer.base.bounds import HANDSHAKE_BYTES
+from python_trainer.base.contract import ERROR_PREFIX
 from python_trainer.base.flags import SLOW_GAME_HINT
 from python_trainer.base.processes import describe_exit, descendants
 from python_trainer.envs.failures import InstanceStartError
@@ -87,10 +88,6 @@ class Greeting:
                                          "before it was asked anything")
             return msg
         return None
-
-
-# Our addon's one line of an error that ends a game begins with this, then ": " (rl_args.gd's fail()).
-GAME_ERROR = "rl_sync: error"
 
 
 class ConnectionWait:
@@ -186,7 +183,7 @@ class ConnectionWait:
             code = inst.proc.poll()
             if code is not None:
                 tail = inst.log_tail()
-                said = [ln[len(GAME_ERROR) + 2:] for ln in tail.splitlines() if ln.startswith(GAME_ERROR + ": ")]
+                said = [ln[len(ERROR_PREFIX):] for ln in tail.splitlines() if ln.startswith(ERROR_PREFIX)]
                 why = f" ({describe_exit(code)}): {said[-1]}" if said else f": {describe_exit(code)}"  # the addon's line
                 raise InstanceStartError(f"{inst.label()} exited before connecting{why}\n"
                                          f"--- last lines of {inst.log_path} ---\n" + (tail or "(nothing printed)"))

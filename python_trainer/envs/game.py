@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from python_trainer.base.contract import arg, flag
+from python_trainer.base.contract import (ENGINE_ERROR, ENVS_REPORT, PLUGIN_CONNECT_LINE, PLUGIN_PHYSICS_LINE, arg,
+                                          flag)
 from python_trainer.base.errors import UserError
 from python_trainer.base import paths
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
@@ -185,12 +186,10 @@ class Program:
         return list(self.argv)
 
 
-# What a game made with godot_rl_agents' plugin (its Godot 3 sync.gd) prints just before its one try to connect. Such
-# a game does not answer --list_envs: it holds one game, named here after its binary.
-PLUGIN_CONNECT_LINE = "trying to connect to server"
-# ...and the line where it says what it applied: "physics ticks <ticks/s> <time scale> <speedup> <node's speed_up>".
-# (That version reads --speedup before it parses the command line, so its Sync node's speed_up wins.)
-PLUGIN_PHYSICS_LINE = "physics ticks"
+# A game made with godot_rl_agents' plugin (its Godot 3 sync.gd) prints PLUGIN_CONNECT_LINE just before its one try to
+# connect, and PLUGIN_PHYSICS_LINE with what it applied (contract.py). Such a game does not answer --list_envs: it
+# holds one game, named here after its binary. (That version reads --speedup before it parses the command line, so its
+# Sync node's speed_up wins.)
 ADDON_GUIDE = "docs/godot_rl_plugin.md"
 ADDON_SYNC = Path("addons") / "rl_sync" / "sync.gd"  # the sync node's script, where a project keeps it
 
@@ -223,10 +222,10 @@ def _list_envs(export: Union[GameExport, GameProject], mtime: float, timeout: fl
     if code is None:
         raise GameError(f"{path} did not answer --list_envs within {timeout:g} s: {SLOW_GAME_HINT} (or {fix})")
     for line in out.splitlines():
-        if line.startswith('{"envs"'):
+        if line.startswith('{"%s"' % ENVS_REPORT):
             try:
                 listing = json.loads(line)
-                return GameList(tuple(listing["envs"]), str(listing["default"]), env_params=listing.get("env_params", {}))
+                return GameList(tuple(listing[ENVS_REPORT]), str(listing["default"]), env_params=listing.get("env_params", {}))
             except (ValueError, KeyError, TypeError):
                 break
     if PLUGIN_CONNECT_LINE in out:
@@ -235,7 +234,7 @@ def _list_envs(export: Union[GameExport, GameProject], mtime: float, timeout: fl
     # lines (logs.shown_lines) and its noise about TLS certificates say nothing.
     noise = ("certificate", "At: ")
     printed = [line.strip() for line in shown_lines(err + out) if line.strip() and not any(n in line for n in noise)]
-    errors = [line for line in printed if line.startswith("ERROR")]
+    errors = [line for line in printed if line.startswith(ENGINE_ERROR)]
     said = (errors or printed[-1:] or ["nothing"])[0][:200]
     raise GameError(f"{path} does not list its games ({describe_exit(code)}; it said {said!r}): {fix}")
 

@@ -18,12 +18,13 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from python_trainer.base.contract import ENGINE_SCRIPT_ERROR
 from python_trainer.base.processes import LOG_TAIL_LINES, read_log_tail
 
 DEFAULT_MAX_LOG_BYTES = 20 * 2**20  # per instance slot; a game stuck in a per-frame script error writes ~20 MB/s
 # Godot's mark of an error in a game's script (the function stops there: a per-frame error freezes the agents). The
 # lines that follow it ("   At: res://file.gd:12", "ERROR: ...") say where.
-SCRIPT_ERROR_MARK = b"SCRIPT ERROR:"
+SCRIPT_ERROR_MARK = ENGINE_SCRIPT_ERROR.encode()
 # Godot's error lines that say nothing about the game, each followed by its "   At: file.cpp:N." line. Godot 3.2
 # cannot tell the modified time of an imported asset (a png, a wav) that an export loads from its .pck, and says so
 # once for each at every start (godotengine/godot#25318; quiet from 3.4.1 on): 7 assets, 14 lines. The locale

@@ -27,7 +27,7 @@ from typing import Annotated, Optional
 import numpy as np
 import tyro
 
-from python_trainer.base.contract import arg
+from python_trainer.base.contract import ADDON_LINE, ENGINE_SCRIPT_ERROR, PERSON_LINE, RUN_REPORT, WINDOW_LINE, arg
 from python_trainer.base.errors import Fault, UserError
 from python_trainer.base.files import write_error
 from python_trainer.base.flags import (AGENTS_FLAG, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, ENV_PATH_FLAG, SEED_FLAG,
@@ -51,9 +51,11 @@ PROG = "godot-ppo play"
 DEFAULT_RECORD_SECONDS = 10.0
 SECONDS = positive("10", "a number of seconds > 0")
 # The game's line (on stderr) saying how many agents its window shows (addons/rl_sync/window_helpers.gd).
-WINDOW_LINE = b"rl_sync: agents in the window: "
+WINDOW_LINE_BYTES = WINDOW_LINE.encode()
 # The game's line (on stderr) saying a person's side and keys, from its Input Map (addons/rl_sync/match_mode.gd).
-PERSON_LINE = b"rl_sync: you play: "
+PERSON_LINE_BYTES = PERSON_LINE.encode()
+ADDON_MARK = ADDON_LINE.encode()  # any other line of the addon's, and Godot's mark of a script error, are shown
+SCRIPT_ERROR_MARK = ENGINE_SCRIPT_ERROR.encode()
 # What is said of a window started under our own Xvfb, which nobody sees.
 UNSEEN_WINDOW = "for the window, which nobody sees (--record FILE.gif records it)"
 
@@ -233,20 +235,20 @@ def _follow(proc: subprocess.Popen, log: CappedLog, deadline: Optional[float], s
                 err_buf += chunk
                 while b"\n" in err_buf:
                     line, err_buf = err_buf.split(b"\n", 1)
-                    if line.startswith(WINDOW_LINE) and on_window is not None:
-                        on_window(int(line[len(WINDOW_LINE):]))
-                    elif line.startswith(PERSON_LINE):  # the game's Input Map says the person's side and keys
-                        say("you play " + line[len(PERSON_LINE):].decode(errors="replace"))
-                    elif line.startswith(b"rl_sync") or b"SCRIPT ERROR" in line:
+                    if line.startswith(WINDOW_LINE_BYTES) and on_window is not None:
+                        on_window(int(line[len(WINDOW_LINE_BYTES):]))
+                    elif line.startswith(PERSON_LINE_BYTES):  # the game's Input Map says the person's side and keys
+                        say("you play " + line[len(PERSON_LINE_BYTES):].decode(errors="replace"))
+                    elif line.startswith(ADDON_MARK) or SCRIPT_ERROR_MARK in line:
                         print(line.decode(errors="replace"), file=sys.stderr, flush=True)
-                        if b"SCRIPT ERROR" in line and script_errors is not None:
+                        if SCRIPT_ERROR_MARK in line and script_errors is not None:
                             script_errors.append(line.decode(errors="replace").strip())
             else:
                 out_buf += chunk
                 while b"\n" in out_buf:
                     line, out_buf = out_buf.split(b"\n", 1)
-                    if line.startswith(b'{"run"'):
-                        run = json.loads(line)["run"]
+                    if line.startswith(b'{"%s"' % RUN_REPORT.encode()):
+                        run = json.loads(line)[RUN_REPORT]
                         say(f"played {run['seconds']:.1f} s: {run['frames_drawn']} frames drawn, {run['fps']:.1f} fps")
     return False
 

@@ -22,7 +22,7 @@ from typing import Annotated, Optional
 
 import tyro
 
-from python_trainer.base.contract import arg
+from python_trainer.base.contract import ADDON_LINE, ENGINE_SCRIPT_ERROR, arg
 from python_trainer.base.errors import Fault, UserError
 from python_trainer.base.files import check_output
 from python_trainer.base.inputs import check_regular
@@ -95,7 +95,7 @@ def record(args: RecordArgs) -> int:
             for raw in proc.stdout:  # the game's own lines: the recorder's and errors are shown
                 log.write(raw)
                 line = raw.decode(errors="replace").rstrip()
-                if not (line.startswith("rl_sync") or "SCRIPT ERROR" in line):
+                if not (line.startswith(ADDON_LINE) or ENGINE_SCRIPT_ERROR in line):
                     continue
                 print(line, flush=True)
                 if addon_error(line) is not None:

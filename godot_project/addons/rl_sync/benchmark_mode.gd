@@ -5,6 +5,7 @@ extends Reference
 #
 # RLSync (sync.gd) holds one in benchmark mode; step() says when the run is over, for RLSync to stop.
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
 # The RLSync node: its env_name and decision_step(). A Node, so holding it makes no reference cycle.
 var _sync: Node
 var _agents: Array
@@ -37,7 +38,7 @@ func step() -> bool:
 	if _done_steps < _steps:
 		return false
 	var seconds := (OS.get_ticks_usec() - _start_usec) / 1e6
-	print(to_json({"benchmark": {
+	print(to_json({Contract.BENCHMARK_REPORT: {
 		"env": _sync.env_name,
 		"agents": _agents.size(),
 		"decision_steps": _done_steps,

@@ -175,7 +175,7 @@ func pixels(frame) -> PoolVector3Array:
 	if typeof(frame) != TYPE_RAW_ARRAY or frame.size() != height * width * channels:
 		if not _said_size:
 			_said_size = true
-			printerr("rl_sync: error: the policy sees \"%s\" as %d x %d x %d bytes, the agent gives %s" % [image_key,
+			printerr(Contract.ERROR_PREFIX + "the policy sees \"%s\" as %d x %d x %d bytes, the agent gives %s" % [image_key,
 					height, width, channels, str(frame.size()) + " bytes" if typeof(frame) == TYPE_RAW_ARRAY else "no frame"])
 		return _zero
 	var image := Image.new()

@@ -8,10 +8,11 @@ extends Reference
 # (python_trainer/engine/in_engine.py declares the same flag). The child is in the watcher's process
 # group: Ctrl-C at the terminal ends both; whoever kills the watcher alone ends its process tree.
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 
 const WATCHED_FLAG := "rl_sync_watched"
-const MARK := "SCRIPT ERROR:"
+const MARK := Contract.ENGINE_SCRIPT_ERROR
 
 
 # True when this process became the watcher of a child that runs the game (it quits when the child
@@ -48,9 +49,9 @@ static func show(text: String) -> void:
 		if stripped.begins_with("At:") or stripped.begins_with("At "):
 			pass  # where the error line before it happened: on its stream
 		else:
-			on_stderr = line.begins_with("ERROR:") or line.begins_with("SCRIPT ERROR:") \
-					or line.begins_with("WARNING:") or line.begins_with("rl_sync: error") \
-					or line.begins_with("rl_sync: warning")
+			on_stderr = line.begins_with("ERROR:") or line.begins_with(MARK) \
+					or line.begins_with("WARNING:") or line.begins_with(Contract.ERROR_PREFIX) \
+					or line.begins_with(Contract.WARNING_PREFIX)
 		if on_stderr:
 			printerr(line)
 		else:

@@ -12,6 +12,7 @@ extends Reference
 # The first scene of a run (the game selector, or a game scene whose RLSync node runs first) calls
 # claim_run(), which answers --list_envs and --env and starts the chosen game.
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
 const ErrorWatch = preload("res://addons/rl_sync/error_watch.gd")
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const EnvParams = preload("res://addons/rl_sync/env_params.gd")
@@ -101,7 +102,7 @@ static func list_line(all_games: Dictionary, default_name: String, params: Dicti
 	var quoted := PoolStringArray()
 	for name in sorted_names(all_games):
 		quoted.append(to_json(name))
-	var line := "{\"envs\": [%s], \"default\": %s" % [quoted.join(", "), to_json(default_name)]
+	var line := "{\"%s\": [%s], \"default\": %s" % [Contract.ENVS_REPORT, quoted.join(", "), to_json(default_name)]
 	return line + (", \"env_params\": %s}" % to_json(params) if not params.empty() else "}")
 
 

@@ -15,12 +15,13 @@ extends Reference
 # In a window the overlay shows every match's score (score_text()); a person's side and the keys it
 # reads from the game's Input Map (person_text(), also said on stderr at start as PERSON_LINE).
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
 const PolicySet = preload("res://addons/rl_sync/policy_set.gd")
 const AgentDriver = preload("res://addons/rl_sync/agent_driver.gd")
 const InputActions = preload("res://addons/rl_sync/input_actions.gd")
 
 # The stderr line that says a person's side and keys (python_trainer/tools/play.py reads it).
-const PERSON_LINE := "rl_sync: you play: "
+const PERSON_LINE := Contract.PERSON_LINE
 # Script variables (PROPERTY_USAGE_SCRIPT_VARIABLE): where a controller keeps its InputActions.
 const SCRIPT_VARIABLE := 8192
 
@@ -114,7 +115,7 @@ func step() -> bool:
 		_sync.act(i, side.act(_agents[i], i, results["obs"][i]["obs"], _sync.action_spaces[i]))
 	if _quota.empty() or _quota.max() != 0:
 		return false
-	print(to_json({"eval": report()}))
+	print(to_json({Contract.EVAL_REPORT: report()}))
 	return true
 
 

@@ -181,7 +181,7 @@ func step() -> bool:
 	# Several policies: the sides' returns apart as well (a chaser's +1 is a runner's -1).
 	if _random == null and policies.policy_names().size() > 1:
 		report["by_policy"] = _by_policy()
-	print(to_json({"eval": report}))
+	print(to_json({RlArgs.Contract.EVAL_REPORT: report}))
 	return true
 
 

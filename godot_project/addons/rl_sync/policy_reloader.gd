@@ -10,6 +10,7 @@ extends Reference
 # its networks. A half-written, damaged or mismatched file keeps the previous policy (one warning line)
 # and is tried again when it changes next: never an error, never a quit.
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
 const PolicyLimits = preload("res://addons/rl_sync/policy_limits.gd")
 const CHECK_EVERY_MSEC := 250
 # While the file's time is within this many seconds of now, its text is compared too (see above).
@@ -56,13 +57,13 @@ func poll(now_msec: int) -> bool:
 	var error: String = read["error"] if read.has("error") else _policies.reload_text(path, text)
 	if error != "":
 		refused += 1
-		printerr("rl_sync: warning: policy not reloaded, the previous one keeps playing: " + error)
+		printerr(Contract.WARNING_PREFIX + "policy not reloaded, the previous one keeps playing: " + error)
 		return false
 	reloads += 1
 	var step = _policies.source_of(path).get("global_step")
 	# With the window's frame rate, so a log shows how the watched game kept up. On stderr: stdout is
 	# block-buffered when it is a pipe or a file (Godot 3.2 cannot flush it), so the line would come late.
-	printerr("rl_sync: policy reloaded (global step %s, %d fps)" % [
+	printerr(Contract.RELOAD_LINE + "%s, %d fps)" % [
 			str(int(step)) if typeof(step) in [TYPE_INT, TYPE_REAL] else "?", int(Engine.get_frames_per_second())])
 	return true
 

@@ -4,6 +4,7 @@ extends Node
 # Run with the engine's --fixed-fps 60 so each frame is exactly one physics step: the frames then
 # sample game time evenly however long a capture takes, and the clip plays at true speed.
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
 var directory := ""
 var every := 4
 var _frame := 0
@@ -13,7 +14,7 @@ var _saved := 0
 func _ready() -> void:
 	var dir := Directory.new()
 	if dir.make_dir_recursive(directory) != OK:
-		printerr("rl_sync: error: --record_dir: cannot create %s" % directory)
+		printerr(Contract.ERROR_PREFIX + "--record_dir: cannot create %s" % directory)
 		get_tree().quit(1)
 
 

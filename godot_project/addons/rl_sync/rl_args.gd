@@ -84,7 +84,7 @@ static func fail(tree: SceneTree, message: String) -> void:
 	if has_failed():
 		return
 	Engine.set_meta("rl_sync_failed", true)
-	printerr("rl_sync: error: " + message)
+	printerr(Contract.ERROR_PREFIX + message)
 	tree.quit(1)
 
 

@@ -3,6 +3,7 @@ extends Reference
 # is one physics step with --fixed-fps) or --quit_after_seconds (wall clock, for watching), and the
 # rates it held, which RLSync (sync.gd) prints as {"run": {...}} when it ends the run.
 
+const Contract = preload("res://addons/rl_sync/contract.gd")
 var _quit_after_frames := 0
 var _quit_after_usec := 0
 var _start_usec := 0
@@ -36,7 +37,7 @@ func is_over() -> bool:
 func report(mode_text: String, n_agents: int, physics_frames: int) -> Dictionary:
 	var seconds := (OS.get_ticks_usec() - _start_usec) / 1e6
 	var drawn := Engine.get_frames_drawn() - _start_drawn
-	return {"run": {
+	return {Contract.RUN_REPORT: {
 		"mode": mode_text,
 		"agents": n_agents,
 		"seconds": seconds,

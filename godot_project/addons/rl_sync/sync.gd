@@ -228,7 +228,7 @@ func _end(ended: String) -> void:
 		_stop(0)
 	elif ended == Wire.DISCONNECTED:
 		if not stopping:
-			printerr("rl_sync: error: " + Wire.DISCONNECTED)
+			printerr(Wire.Contract.ERROR_PREFIX + Wire.DISCONNECTED)
 			_stop(1)
 	else:
 		_fail(ended)

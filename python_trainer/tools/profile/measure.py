@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from python_trainer.base.contract import arg
+from python_trainer.base.contract import BENCHMARK_REPORT, arg
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.processes import read_log_tail, run_to_end
 from python_trainer.engine.in_engine import WATCHED_FLAG
@@ -61,9 +61,9 @@ def _one_engine_run(cmd, timeout: float, display: Optional[str] = None) -> Optio
     except OSError:
         return None
     for line in out.stdout.splitlines():
-        if line.startswith("{") and '"benchmark"' in line:
+        if line.startswith("{") and f'"{BENCHMARK_REPORT}"' in line:
             try:
-                return json.loads(line)["benchmark"]
+                return json.loads(line)[BENCHMARK_REPORT]
             except (ValueError, KeyError):
                 return None
     return None

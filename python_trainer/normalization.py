@@ -113,10 +113,10 @@ class Normalizer:
         rewards = np.asarray(rewards, dtype=np.float64)
         if not self.norm_reward:
             return rewards
-        returns = self.returns[envs]  # a view: updating it updates self.returns
-        returns[:] = returns * self.gamma + rewards
+        returns = self.returns[envs] * self.gamma + rewards  # envs: a slice or (one policy's) index array
         self.return_rms.update(returns)
         returns[dones] = 0.0
+        self.returns[envs] = returns
         return _clip(rewards / np.sqrt(self.return_rms.var + self.epsilon), self.clip_reward)
 
     def state_dict(self):

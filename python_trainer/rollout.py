@@ -5,7 +5,8 @@ the env groups pipelined. `Rollouts` is the slot ppo.py takes its data from: `co
 fills one `RolloutBuffer`, `evaluate(act, episodes, seed)` plays the deterministic policy, `close()` ends the games.
 Two kinds fill it: `LocalRollouts` here (the vector env in this process) and ray_rollouts.RayRollouts (workers on
 a Ray cluster, each running `collect_rollout` on its own games), so GAE and the update never know which one ran.
-The variants fill it too: policies.py (several policies in one game, routed through one env) and self_play.py.
+The variants fill it too: policies.py (several policies in one game, routed through one env) and self_play.py,
+through the same loop (`serve_groups`, the steps and the pipelining, written once).
 """
 
 from __future__ import annotations
@@ -131,18 +132,43 @@ class Stopwatch:
 def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, pipeline=True, bonus=None) -> None:
     """Fill ``buf`` with the agent's next num_steps x num_envs transitions, from buf.next_obs on (CleanRL's rollout).
 
-    The one extra is the pipelining. The envs come in groups of whole instances (envs.groups: slices of the batch;
-    one group for a gymnasium env or a single instance), served in turn at every step: collect the group's results
-    of the previous step, then choose and send its next actions, so the group simulates while the trainer serves the
-    next one. pipeline=False holds every group's actions until all are chosen (strict turns); the data, the
-    normaliser's updates and the random draws are the same either way. ``bonus``: RND, rating each observation
-    reached. Several policies in one env: variants/policies.py's collect_routes.
+    At every step each group of envs is served in turn (serve_groups, the pipelining): ``observe`` records the
+    group's r_{t-1} and s_t, ``choose`` samples its a_t. ``bonus``: RND, rating each observation reached. Several
+    policies in one env: variants/policies.py's collect_routes, the same loop with one route per policy.
     """
     buf.episodes, buf.initial_state = [], buf.state.clone()  # the update replays the rollout from initial_state
     policy = agent.rollout_policy()  # pi_theta_old and V for the whole rollout (the fast agent's: on numpy)
-    num_steps, groups = buf.obs.shape[0], envs.groups
+    acting = Stopwatch()
+
+    def observe(t, g, obs, reward, terminated, truncated, infos):  # r_t and s_{t+1} of the group's envs g
+        with acting:
+            record(buf, t, g, obs, reward, terminated, truncated, infos, normalizer, policy)
+        if bonus is not None:  # RND rates the observation reached (the final one where an episode ended)
+            bonus.rate(buf, t, g, obs, np.logical_or(terminated, truncated), infos)
+
+    def choose(t, g):  # a_t of the group's envs g
+        with acting:
+            return env_action(envs.single_action_space, act(buf, t, g, policy))
+
+    num_steps = buf.obs.shape[0]
+    buf.env_wait_s = serve_groups(envs, num_steps, pipeline, observe, choose)
+    buf.policy_s, buf.group_steps = acting.seconds, num_steps * len(envs.groups)
+
+
+def serve_groups(envs: GroupedVecEnv, num_steps: int, pipeline: bool, observe: Callable, choose: Callable) -> float:
+    """The rollout's loop: num_steps steps of every group of envs, then the last step's results; returns the seconds
+    spent sending actions and waiting for results.
+
+    The envs come in groups of whole instances (envs.groups: slices of the batch; one group for a gymnasium env or a
+    single instance), served in turn at every step: collect the group's results of the previous step
+    (``observe(t, g, obs, reward, terminated, truncated, infos)``), then choose and send its next actions
+    (``choose(t, g)``), so the group simulates while the trainer serves the next one. pipeline=False holds every
+    group's actions until all are chosen (strict turns); the data, the normaliser's updates and the random draws are
+    the same either way.
+    """
+    groups = envs.groups
     pipeline = pipeline and len(groups) > 1
-    acting, env_wait = Stopwatch(), Stopwatch()
+    env_wait = Stopwatch()
     for step in range(num_steps + 1):  # the extra pass only collects the last step's results
         held = []  # strict turns: the groups' actions, sent once all are chosen
         for group, g in enumerate(groups):  # g: the group's envs
@@ -150,14 +176,10 @@ def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, 
                 with env_wait:
                     obs, reward, terminated, truncated, infos = envs.step_wait(group)
                 check_finite(step - 1, obs, reward, infos)
-                with acting:
-                    record(buf, step - 1, g, obs, reward, terminated, truncated, infos, normalizer, policy)
-                if bonus is not None:  # RND rates the observation reached (the final one where an episode ended)
-                    bonus.rate(buf, step - 1, g, obs, np.logical_or(terminated, truncated), infos)
+                observe(step - 1, g, obs, reward, terminated, truncated, infos)
             if step == num_steps:
                 continue
-            with acting:
-                actions = env_action(envs.single_action_space, act(buf, step, g, policy))
+            actions = choose(step, g)
             if pipeline:  # the group simulates while the next one is served
                 with env_wait:
                     envs.step_async(actions, group)
@@ -166,7 +188,7 @@ def collect_rollout(envs: GroupedVecEnv, agent, normalizer, buf: RolloutBuffer, 
         with env_wait:
             for actions, group in held:
                 envs.step_async(actions, group)
-    buf.policy_s, buf.env_wait_s, buf.group_steps = acting.seconds, env_wait.seconds, num_steps * len(groups)
+    return env_wait.seconds
 
 
 def act(buf: RolloutBuffer, step: int, envs, policy) -> np.ndarray:

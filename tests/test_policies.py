@@ -164,3 +164,33 @@ def test_godot_rls_pettingzoo_wrapper_steps_tag_and_sees_the_names(headless_expo
         assert sorted(rewards) == [0, 1, 2, 3] and abs(rewards[0] + rewards[1]) < 1e-6
     finally:
         env.close()
+
+
+def test_one_route_over_every_env_fills_the_buffer_as_collect_rollout_does_bit_for_bit():
+    """The rollout loop exists once (rollout.serve_groups): collect_routes with one Route covering every env and
+    collect_rollout give the same buffer, to the bit, over a truncating CartPole (time limits, episodes, V(final))."""
+    from python_trainer.agent import Agent
+    from python_trainer.envs.gym_env import GymVecEnv
+    from python_trainer.normalization import Normalizer
+    from python_trainer.rollout import RolloutBuffer, collect_rollout
+    from python_trainer.variants.policies import Route, collect_routes
+    import gymnasium as gym
+
+    bufs = []
+    for routed in (False, True):
+        torch.manual_seed(0)
+        agent = Agent(4, gym.spaces.Discrete(2))
+        envs = GymVecEnv("CartPole-v1", num_envs=3, seed=0, max_episode_steps=5)
+        normalizer, buf = Normalizer(4, 3, 0.99, norm_obs=True, norm_reward=True), RolloutBuffer(12, 3, 4, agent)
+        buf.next_obs[:] = normalizer.normalize_obs(envs.reset(seed=0)[0])
+        if routed:
+            collect_routes(envs, [Route(agent, normalizer, buf)])
+        else:
+            collect_rollout(envs, agent, normalizer, buf)
+        envs.close()
+        bufs.append(buf)
+    plain, routed = bufs
+    assert plain.truncated.any() and plain.episodes and plain.group_steps == routed.group_steps == 12
+    for name in plain.fields:
+        assert np.array_equal(getattr(plain, name), getattr(routed, name)), name
+    assert len(plain.episodes) == len(routed.episodes)

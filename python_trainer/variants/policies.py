@@ -7,8 +7,9 @@ ppo.iterations per learner, in lockstep (`lockstep`), so the algorithm never kno
 
 Their rollouts come from one vector env: `PolicySet` holds it and gives each learner a `PolicyRollouts`, the
 rollouts' interface seen from one policy. The first learner to ask for an update's rollout collects it for all of
-them at once (`collect_routes`: each policy acts in its own envs with its own weights, one `Route` per policy; with
-in-engine actors the rollouts' own collect_routes, where each game samples every agent from its own policy); the
+them at once (`collect_routes`: each policy acts in its own envs with its own weights, one `Route` per policy, in
+rollout.py's one loop, serve_groups; with in-engine actors the rollouts' own collect_routes, where each game samples
+every agent from its own policy); the
 others take theirs. self_play.py collects its two teams the same way. A game with one policy is one learner over the
 plain rollouts (rollout.collect_rollout): nothing here runs.
 """
@@ -23,7 +24,7 @@ import numpy as np
 from python_trainer.agent import env_action
 from python_trainer.envs.grouped_env import GroupedVecEnv
 from python_trainer.envs.spaces import policy_env_info
-from python_trainer.rollout import RolloutBuffer, Rollouts, Stopwatch, act, check_finite, evaluate, record
+from python_trainer.rollout import RolloutBuffer, Rollouts, Stopwatch, act, evaluate, record, serve_groups
 
 
 @dataclass
@@ -43,50 +44,38 @@ def collect_routes(envs: GroupedVecEnv, routes: list, pipeline=True) -> None:
     """rollout.collect_rollout for several policies in one env: fill each route's buffer with its policy's next
     num_steps transitions in its envs, from its buf.next_obs on.
 
-    The groups are served as there (pipelined or in strict turns). Each policy sees only its envs' observations (at
-    its own width: a mixed env pads them), rewards and infos, and acts with its own weights; the policies' actions
-    go back to the env together (a mixed env's as {policy name: actions}).
+    The groups are served by the same loop (rollout.serve_groups: pipelined or in strict turns). Each policy sees
+    only its envs' observations (at its own width: a mixed env pads them), rewards and infos, and acts with its own
+    weights; the policies' actions go back to the env together (a mixed env's as {policy name: actions}).
     """
     groups, num_steps = envs.groups, routes[0].buf.obs.shape[0]
-    pipeline = pipeline and len(groups) > 1
-    places = _group_routes(envs, routes, groups)
+    places = {g.start: where for g, where in zip(groups, _group_routes(envs, routes, groups))}
     policies = []
     for r in routes:
         r.buf.episodes, r.buf.initial_state = [], r.buf.state.clone()  # the update replays the rollout from here
         policies.append(r.agent.rollout_policy())  # pi_theta_old and V for every step of this rollout
-    acting, env_wait = Stopwatch(), Stopwatch()
-    for step in range(num_steps + 1):  # the extra pass only collects the rollout's last step
-        held = []
-        for group, g in enumerate(groups):
-            if step > 0:  # r_{t-1} and s_t of the group's envs, each policy's share
-                with env_wait:
-                    obs, reward, terminated, truncated, infos = envs.step_wait(group)
-                check_finite(step - 1, obs, reward, infos)
-                for r, policy, (rows, cols) in zip(routes, policies, places[group]):
-                    width = r.buf.obs.shape[-1]
-                    r_obs, r_infos = obs[rows, :width], _take_infos(infos, rows, reward.shape[0], width)
-                    with acting:
-                        record(r.buf, step - 1, cols, r_obs, reward[rows], terminated[rows], truncated[rows], r_infos,
-                               r.normalizer, policy)
-                    if r.bonus is not None:  # RND rates the observation reached
-                        r_done = np.logical_or(terminated[rows], truncated[rows])
-                        r.bonus.rate(r.buf, step - 1, cols, r_obs, r_done, r_infos)
-            if step == num_steps:
-                continue
+    acting = Stopwatch()
+
+    def observe(t, g, obs, reward, terminated, truncated, infos):  # each policy's share of the group's results
+        for r, policy, (rows, cols) in zip(routes, policies, places[g.start]):
+            width = r.buf.obs.shape[-1]
+            r_obs, r_infos = obs[rows, :width], _take_infos(infos, rows, reward.shape[0], width)
             with acting:
-                parts = [(r, rows, act(r.buf, step, cols, policy))
-                         for r, policy, (rows, cols) in zip(routes, policies, places[group])]
-                actions = _env_actions(envs.single_action_space, parts, g.stop - g.start, getattr(envs, "mixed", False))
-            if pipeline:  # the group simulates while the next one is served
-                with env_wait:
-                    envs.step_async(actions, group)
-            else:
-                held.append((actions, group))
-        with env_wait:
-            for actions, group in held:  # strict turns: every group's actions, once all are chosen
-                envs.step_async(actions, group)
+                record(r.buf, t, cols, r_obs, reward[rows], terminated[rows], truncated[rows], r_infos,
+                       r.normalizer, policy)
+            if r.bonus is not None:  # RND rates the observation reached
+                r_done = np.logical_or(terminated[rows], truncated[rows])
+                r.bonus.rate(r.buf, t, cols, r_obs, r_done, r_infos)
+
+    def choose(t, g):  # every policy's actions for the group, as one
+        with acting:
+            parts = [(r, rows, act(r.buf, t, cols, policy))
+                     for r, policy, (rows, cols) in zip(routes, policies, places[g.start])]
+            return _env_actions(envs.single_action_space, parts, g.stop - g.start, getattr(envs, "mixed", False))
+
+    env_wait_s = serve_groups(envs, num_steps, pipeline, observe, choose)
     for r in routes:
-        r.buf.policy_s, r.buf.env_wait_s, r.buf.group_steps = acting.seconds, env_wait.seconds, num_steps * len(groups)
+        r.buf.policy_s, r.buf.env_wait_s, r.buf.group_steps = acting.seconds, env_wait_s, num_steps * len(groups)
 
 
 def _group_routes(envs, routes, groups) -> list:
@@ -113,7 +102,7 @@ def _take_infos(infos: dict, rows, n: int, obs_dim: int) -> dict:
         return value[rows] if isinstance(value, np.ndarray) and value.shape[:1] == (n,) else value
 
     out = take(infos)
-    if "final_obs" in out:
+    if "final_obs" in out and out["final_obs"].ndim == 2:  # a gymnasium env's: one array per env, unpadded
         out["final_obs"] = out["final_obs"][:, :obs_dim]
     return out
 

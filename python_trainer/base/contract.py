@@ -3,7 +3,8 @@
 It holds the game binary's command-line flags (`--name=value`: each flag's name and who reads it), then the wire's
 facts (godot-rl's port and handshake version, our encodings, a packed step reply's type words and statuses, the
 connect timeout, env_info's keys), the image-key rule, the files' format tags, a policy file's activations and limits,
-and (from bounds.py's table) every bound the game checks too. Python modules import them from here; the addon gets
+the fixed parts of the lines the trainer reads from a game's output (ours, Godot's and godot_rl_agents' plugin's), and
+(from bounds.py's table) every bound the game checks too. Python modules import them from here; the addon gets
 the contract as one generated GDScript file, godot_project/addons/rl_sync/contract.gd, which tests/test_contract.py
 holds current:
 

@@ -305,7 +305,7 @@ OUTPUT_LINES = {
     "a one-line JSON report's key": rf"startswith\(b?'\{{\"{_REPORT}\"|json_line\([^)]*\"{_REPORT}\"\)"
                                     rf"|(?:\)|listing)\[\"{_REPORT}\"\]|'\"{_REPORT}\"' in line|to_json\(\{{\"{_REPORT}\""
                                     r'|\{\\"envs\\"|return \{"run"',
-    "Godot's script-error mark": r"\"SCRIPT ERROR",
+    "Godot's error marks": r"\"SCRIPT ERROR|startswith\(b?\"ERROR",
     "godot_rl_agents' plugin's lines": r"\"(?:trying to connect to server|physics ticks)\"",
 }
 
@@ -333,7 +333,8 @@ OLD_SPELLINGS = {
                                      'return json.loads(line)["benchmark"]', 'print(to_json({"eval": report}))',
                                      'var line := "{\\"envs\\": [%s]"', 'return {"run": {',
                                      'if line.startswith("{") and \'"benchmark"\' in line:'],
-    "Godot's script-error mark": ['SCRIPT_ERROR_MARK = b"SCRIPT ERROR:"', 'const MARK := "SCRIPT ERROR:"'],
+    "Godot's error marks": ['SCRIPT_ERROR_MARK = b"SCRIPT ERROR:"', 'const MARK := "SCRIPT ERROR:"',
+                            'errors = [line for line in printed if line.startswith("ERROR")]'],
     "godot_rl_agents' plugin's lines": ['PLUGIN_PHYSICS_LINE = "physics ticks"'],
 }
 

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Optional
 
+from python_trainer.base.contract import ENGINE_ERROR
 from python_trainer.base.errors import say
 from python_trainer.base.files import write_atomic
 from python_trainer.base.paths import godot_server
@@ -107,7 +108,7 @@ def ensure_imported(project, timeout: Optional[float] = None, env=None,
         raise ImportFailed(f"Godot could not import {', '.join(dict.fromkeys(failed))} of {project}: fix or remove "
                            f"the file, or {fix}")
     if NO_PRESET not in said:  # the editor stopped before its scan ended (a damaged project.godot, a crash)
-        errors = [line.strip() for line in said.splitlines() if line.startswith("ERROR") and "locale" not in line]
+        errors = [line.strip() for line in said.splitlines() if line.startswith(ENGINE_ERROR) and "locale" not in line]
         raise ImportFailed(f"Godot's editor did not import {project} (exit code {result.returncode}; it said "
                            f"{(errors or ['nothing'])[0][:200]!r}): {fix}")
     (project / STAMP).parent.mkdir(exist_ok=True)

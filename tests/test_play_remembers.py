@@ -4,11 +4,9 @@ gives the game the run's --env-param again; `play --opponent scripted --record` 
 the game's frames, not a fixed total; a person's side and keys come from the game's Input Map; and the wire facts
 these add are the same on both sides."""
 
-import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +19,6 @@ from python_trainer.engine import recording
 from python_trainer.engine.in_engine import PlaybackError
 from python_trainer.engine.policy_file import policy_dict, policy_json
 from python_trainer.envs.xvfb import Xvfb
-from python_trainer.tools import play
 from test_matches import pong_policy
 
 ADDON = REPO / "godot_project" / "addons" / "rl_sync"
@@ -30,13 +27,6 @@ ADDON = REPO / "godot_project" / "addons" / "rl_sync"
 def godot_ppo(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "python_trainer", *args], capture_output=True, text=True, cwd=REPO,
                           timeout=timeout)
-
-
-def gd_const(file: str, name: str) -> str:
-    """The value of ``const NAME := "..."`` in an addon script."""
-    found = re.search(rf'^const {name} := "([^"]*)"', (ADDON / file).read_text(), re.M)
-    assert found, f"{file} declares no const {name}"
-    return found.group(1)
 
 
 def test_the_wire_facts_of_arenas_decision_rate_and_a_persons_keys_agree_with_the_addon():

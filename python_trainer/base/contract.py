@@ -81,7 +81,6 @@ FLAGS = {
 }
 SIMILAR_FLAG = 0.75  # String.similarity from which an unknown flag is taken for a misspelling of ours
 OWN_FLAGS_SETTING = "rl_sync/own_flags"  # a game's own flags, never warned about
-WARNING = "rl_sync: warning: unknown flag {given}; did you mean --{known}?"  # {given}: the argument as typed
 
 # --- The wire: godot-rl's protocol (its port, its handshake version) and our extensions to it --------------------
 EDITOR_PORT = 11008  # godot-rl's default port (GodotEnv.DEFAULT_PORT): the editor's game tries it
@@ -140,6 +139,8 @@ POLICY_BYTES_PER_WEIGHT = 16
 ADDON_LINE = "rl_sync: "
 ERROR_PREFIX = ADDON_LINE + "error: "
 WARNING_PREFIX = ADDON_LINE + "warning: "
+# rl_args.gd's line for an unknown flag close to one of FLAGS ({given}: the argument as typed).
+WARNING = WARNING_PREFIX + "unknown flag {given}; did you mean --{known}?"
 # The one-line JSON reports, each {KEY: {...}} on stdout: a benchmark's rate, an evaluation's (policy or match), the
 # games a binary holds (--list_envs: {"envs": [...], "default": name}) and the run's clock at its end.
 BENCHMARK_REPORT = "benchmark"

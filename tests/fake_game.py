@@ -229,7 +229,7 @@ def main():
         """Act alone for num_steps steps (uniform random actions), as the in-engine actors do, then send the
         fragment: its header and its body in parts of at most --fake_part_floats values (default: one part)."""
         body, episodes, alive_at = [], [], time.monotonic()
-        rng, d = actors["rngs"], sum(s for _, s in obs_spec)
+        rng = actors["rngs"]
         for _ in range(actors["num_steps"]):
             steps += 1
             fail_on_purpose(steps)

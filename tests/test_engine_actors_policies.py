@@ -19,6 +19,7 @@ from python_trainer.run import train
 from python_trainer.run.learners import engine_rollouts
 from python_trainer.variants.policies import PolicySet
 from python_trainer.variants.trained_agent import make_agent
+from test_fragment_mode import assert_refused_in_one_line
 
 OBS, ACT = [3, 2, 3], [2, 1, 2]  # three agents: policies a, b, a (a: 3 obs values and 2 actions; b: 2 and 1)
 
@@ -167,6 +168,4 @@ def test_the_game_refuses_policies_that_do_not_match_its_agents_in_one_line(head
         code, stderr = game.ended()
     finally:
         game.close()
-    assert reply["type"] == "error" and refusal in reply["message"], reply
-    said = [line for line in stderr.splitlines() if "error" in line]
-    assert (code, said) == (1, ["rl_sync: error: " + reply["message"]])
+    assert_refused_in_one_line(reply, code, stderr, refusal)

@@ -8,11 +8,9 @@ import json
 import struct
 import time
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from torch.distributions import Categorical, Normal
 
 from test_binary_exchange import RawGame
 from python_trainer.agent import Agent
@@ -270,6 +268,13 @@ def test_a_discrete_key_of_three_choices_draws_its_softmax(games, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- refusals
+def assert_refused_in_one_line(reply: dict, code: int, stderr: str, refusal: str) -> None:
+    """The game answered "actors" with an error naming ``refusal``, said it as its one error line and exited 1."""
+    assert reply["type"] == "error" and refusal in reply["message"], reply
+    said = [line for line in stderr.splitlines() if "error" in line]
+    assert (code, said) == (1, ["rl_sync: error: " + reply["message"]])
+
+
 def without_log_std(path):
     policy = json.loads(path.read_text())
     for key in policy["action_keys"]:
@@ -316,9 +321,7 @@ def test_actors_refuse_what_they_cannot_run_in_one_line(headless_export, tmp_pat
         code, stderr = game.ended()
     finally:
         game.close()
-    assert reply["type"] == "error" and refusal in reply["message"], reply
-    said = [line for line in stderr.splitlines() if "error" in line]
-    assert (code, said) == (1, ["rl_sync: error: " + reply["message"]])
+    assert_refused_in_one_line(reply, code, stderr, refusal)
 
 
 # ---------------------------------------------------------------------------------------------- weights

@@ -38,9 +38,8 @@ import torch
 import torch.nn as nn
 
 from python_trainer import __version__
-from python_trainer.base.errors import one_line
 from python_trainer.base.files import write_atomic
-from python_trainer.engine.policy_file import FORMAT, VERSION, PolicyFileError, action_rule, f32, obs_normalization
+from python_trainer.engine.policy_file import PolicyFileError
 
 OPSET = 17
 INPUTS, OUTPUTS = ["obs", "state_ins"], ["output", "state_outs"]

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from python_trainer.base.contract import (ENGINE_ERROR, ENVS_REPORT, PLUGIN_CONNECT_LINE, PLUGIN_PHYSICS_LINE, arg,
-                                          flag)
+from python_trainer.base.contract import ENGINE_ERROR, ENVS_REPORT, PLUGIN_CONNECT_LINE, arg, flag
 from python_trainer.base.errors import UserError
 from python_trainer.base import paths
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT

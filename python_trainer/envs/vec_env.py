@@ -44,9 +44,8 @@ from python_trainer.base.errors import say
 from python_trainer.base.flags import (
     DEFAULT_CONNECT_TIMEOUT_S, SLOW_STEP_S, agents_for, check_instance_options, slow_step_warning,
 )
-from python_trainer.envs.game import (
-    PLUGIN_PHYSICS_LINE, GameBugError, GameError, GodotGame, godot_game, resolve_env,
-)
+from python_trainer.base.contract import PLUGIN_PHYSICS_LINE
+from python_trainer.envs.game import GameBugError, GameError, GodotGame, godot_game, resolve_env
 from python_trainer.envs.editor import EditorLauncher, EditorPlay
 from python_trainer.envs.frame_stack import FrameStack
 from python_trainer.envs.grouped_env import GroupedVecEnv

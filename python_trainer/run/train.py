@@ -24,9 +24,9 @@ from typing import Optional
 
 from python_trainer import ppo
 from python_trainer.base.errors import Fault, say
-from python_trainer.base.flags import (parse_flags, 
+from python_trainer.base.flags import (
     ACTION_REPEAT, AGENTS_FLAG, CONNECT_TIMEOUT_FLAG, COPIES, DEFAULT_CONNECT_TIMEOUT_S, ENV_ID_FLAG, ENV_PATH_FLAG,
-    INSTANCES_FLAG, SEED_FLAG, SPEEDUP, GoesWith, at_least, explicit_fields, flag, in_range, positive, seconds_rule,
+    INSTANCES_FLAG, SEED_FLAG, SPEEDUP, GoesWith, at_least, explicit_fields, flag, in_range, parse_flags, seconds_rule,
 )
 from python_trainer.base.signals import signal_policy, signum_of
 from python_trainer.engine.watcher import WATCH_FPS

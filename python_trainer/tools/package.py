@@ -20,7 +20,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import numpy as np
 import tyro
@@ -29,7 +29,7 @@ from python_trainer.base.errors import UserError
 from python_trainer.base.files import OutputError, check_output, scratch_dir, write_atomic, write_error
 from python_trainer.base.flags import SEED_FLAG, at_least, flag, parse_flags, positive
 from python_trainer.base.inputs import read_text
-from python_trainer.base.paths import MODEL_NAME, checkpoint_in
+from python_trainer.base.paths import MODEL_NAME
 from python_trainer.engine.in_engine import PlaybackError, evaluate_in_engine, policy_game, trained_env_params
 from python_trainer.engine.policy_file import POLICIES_DIR, POLICY_NAME, policy_entries, read_policy
 from python_trainer.engine.recording import record

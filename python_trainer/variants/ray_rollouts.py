@@ -61,7 +61,7 @@ import numpy as np
 from python_trainer.base.errors import one_line
 from python_trainer.base.files import write_atomic
 from python_trainer.base.flags import GoesWith, at_least, flag, positive
-from python_trainer.base.processes import descendants, lower_priority
+from python_trainer.base.processes import lower_priority
 from python_trainer.envs.failures import WorkerLostError
 from python_trainer.envs.game import GameExport, GodotGame
 from python_trainer.rollout import NonFiniteEnvData, Rollouts

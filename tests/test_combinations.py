@@ -1,5 +1,6 @@
 """The rules between variants (python_trainer/base/combinations.py): docs/training.md's matrix is the table's, and
-the command says every refusal in the table, in one line, with the table's text.
+the command says every refusal in the table, in one line, with the table's text; and each flag of train's that goes
+only with another (base/flags.py's GoesWith, as the code declares them) is listed there and refused alone, in one line.
 
 A rule checked on the flags runs the real command (`godot-ppo train ...`, in this process: refused before any game
 starts, no run folder left); a rule checked on the game calls the check that says it with the game's facts (what the
@@ -15,7 +16,7 @@ from python_trainer import cli
 from python_trainer.base import combinations
 from python_trainer.base.combinations import RULES, refusal
 from python_trainer.base.errors import UserError
-from python_trainer.base.flags import parse_flags
+from python_trainer.base.flags import RULE, goes_with_fields, parse_flags
 from python_trainer.envs.frame_stack import FrameStack
 from python_trainer.envs.game import GameError
 from python_trainer.envs.drivers import SCRIPTED_KEY
@@ -139,11 +140,14 @@ def test_every_rule_in_the_table_has_a_case_here_and_every_case_a_rule():
 
 def test_the_variant_matrix_in_the_training_page_is_the_one_the_table_prints():
     page = combinations.DOCS.read_text(encoding="utf-8")
-    assert page == combinations.with_matrix(page), (
-        "docs/training.md's variant matrix is not the table's: run .venv/bin/python -m python_trainer.base.combinations "
-        "--write-docs")
+    assert page == combinations.with_matrix(page, Args), (
+        "docs/training.md's variant matrix is not the table's: run .venv/bin/python -m "
+        "python_trainer.tools.variant_matrix --write-docs")
+    section = page.split(combinations.BEGIN)[1].split(combinations.END)[0]
     for number, key in enumerate(RULES, 1):  # every rule's line is in it, numbered as in the matrix
-        assert f"\n{number}. " in page.split(combinations.BEGIN)[1].split(combinations.END)[0], key
+        assert f"\n{number}. " in section, key
+    for name, goes_with in GOES_WITH:  # and every flag that goes only with another, with its refusal
+        assert f"\n- `--{name.replace('_', '-')}`: {goes_with.refusal(name)}\n" in section, name
 
 
 @pytest.mark.parametrize("key", sorted(COMMANDS))
@@ -163,3 +167,40 @@ def test_the_check_of_a_rule_refuses_it_in_the_tables_one_line(key):
     assert line == refusal(key, **fields)
     assert "\n" not in line
     assert any(fix in line for fix in ("drop", "re-export", "start a new run", "give", "implement")), line  # the fix
+
+
+GOES_WITH = goes_with_fields(Args)  # every flag of train's that goes only with another, as the code declares them
+
+
+def a_value_of(name: str) -> str:
+    """A value the flag of field ``name`` accepts on its own: its rule's example, else its default (else any word)."""
+    field = Args.__dataclass_fields__[name]
+    rule = field.metadata.get(RULE)
+    return rule.example if rule is not None else str(field.default) if field.default is not None else "x"
+
+
+def test_train_declares_flags_that_go_only_with_another():
+    assert {"port", "max_policy_lag", "ray_workers", "opponents", "bc_epochs"} <= {name for name, _ in GOES_WITH}
+
+
+@pytest.mark.parametrize("name, goes_with", GOES_WITH, ids=[name for name, _ in GOES_WITH])
+def test_the_train_command_refuses_a_flag_given_without_the_one_it_goes_with_in_one_line_naming_the_fix(
+        name, goes_with, tmp_path, capsys):
+    flag = "--" + name.replace("_", "-")
+    status = cli.main(["train", flag, a_value_of(name), "--run-dir-root", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2, err
+    assert len(err) == 1 and err[0].endswith(goes_with.refusal(name)), err
+    assert f"add {goes_with.add}, or drop {flag}" in err[0]  # the fix: the flag it goes with, or none
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_lstm_batch_that_does_not_split_into_whole_envs_is_refused_in_one_line_before_any_run_folder(tmp_path,
+                                                                                                        capsys):
+    status = cli.main(["train", "--lstm", "--num-envs", "6", "--num-steps", "8", "--num-minibatches", "4",
+                       "--run-dir-root", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1, err
+    assert err[0].endswith("--lstm minibatches hold whole envs: 6 envs do not split into --num-minibatches 4; use a "
+                           "--num-minibatches that divides 6"), err
+    assert not (tmp_path / "runs").exists()

@@ -1,16 +1,20 @@
 """The rules between variants: each pair that does not combine, with its one-line refusal, in one table (the matrix in
-docs/training.md is printed from it: `.venv/bin/python -m python_trainer.base.combinations --write-docs`).
+docs/training.md is printed from it, with the flags that go only with another: `.venv/bin/python -m
+python_trainer.tools.variant_matrix --write-docs`).
 
 A check that refuses a combination says ``refusal(KEY, **fields)``, the table's text with the run's names filled in,
-so each refusal is written here once; tests/test_combinations.py shows the command saying every one of them.
+so each refusal is written here once; tests/test_combinations.py shows the command saying every one of them. A flag
+that means something only beside another says so beside itself (base/flags.py's GoesWith); `goes_with_list` lists a
+command's from its arguments dataclass, which a module above this layer hands in (tools/variant_matrix.py).
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from python_trainer.base.flags import goes_with_fields
 
 # The variants (and the kinds of game they meet), in the matrix's order: key -> how the matrix names it.
 VARIANTS = {
@@ -103,7 +107,7 @@ RULES = {
     "in_engine/camera": Refusal("in_engine", "camera", _IN_ENGINE, "game"),
     "in_engine/old_export": Refusal("in_engine", "old_export", _IN_ENGINE, "game"),
     # --resume: the variants the flags ask for are the ones the checkpoint's run trained with (each variant's module
-    # checks its own: recurrent.py, rnd.py, frame_stack.py, self_play.py, cnn_agent.py; the policies: run/checks.py).
+    # checks its own: recurrent.py, rnd.py, frame_stack.py, self_play.py, cnn_agent.py, policies.py).
     "resume/lstm": Refusal("resume", "lstm", "{where}: the checkpoint's agent has {had}, and this run asks for one {has}: "
                            "resume with the run's own setting (drop the flag) or start a new run", "checkpoint"),
     "resume/lstm_size": Refusal("resume", "lstm", "{where}: the checkpoint's LSTM has --lstm-size {saved}, not {asked}: "
@@ -179,19 +183,31 @@ def matrix() -> str:
     return "\n".join(lines) + "\n"
 
 
+def goes_with_list(args_class) -> str:
+    """The flags of a command's arguments dataclass ``args_class`` that go only with another, as a markdown list: each
+    flag and the one line that refuses it given alone (GoesWith's, which names what it is for and the fix)."""
+    return "".join(f"- `--{name.replace('_', '-')}`: {_shown(goes_with.refusal(name))}\n"
+                   for name, goes_with in goes_with_fields(args_class))
+
+
 BEGIN, END = "<!-- variant matrix:begin -->", "<!-- variant matrix:end -->"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "training.md"
 
 
-def with_matrix(page: str) -> str:
-    """``page`` with its text between the markers replaced by the generated matrix."""
+def section(args_class) -> str:
+    """docs/training.md's generated section: the matrix of the rules between variants, then the flags of the command
+    whose arguments are ``args_class`` (train's) that go only with another."""
+    return (f"{matrix()}\nFlags that mean something only beside another are refused alone, before any game starts\n"
+            f"(each says so beside itself, base/flags.py's `GoesWith`):\n\n{goes_with_list(args_class)}")
+
+
+def with_matrix(page: str, args_class) -> str:
+    """``page`` with its text between the markers replaced by the generated section (``section(args_class)``)."""
     head, rest = page.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{matrix()}{END}{tail}"
+    return f"{head}{BEGIN}\n{section(args_class)}{END}{tail}"
 
 
-if __name__ == "__main__":  # --write-docs: docs/training.md's matrix written again from the table
-    if sys.argv[1:] == ["--write-docs"]:
-        DOCS.write_text(with_matrix(DOCS.read_text(encoding="utf-8")), encoding="utf-8")
-    else:
-        sys.stdout.write(matrix())
+if __name__ == "__main__":  # the writer needs train's flags, from a layer above this one
+    raise SystemExit("docs/training.md's matrix is written by: .venv/bin/python -m python_trainer.tools.variant_matrix "
+                     "--write-docs")

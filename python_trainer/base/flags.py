@@ -60,9 +60,13 @@ class GoesWith:
     what: str
     add: str
 
+    def refusal(self, name: str) -> str:
+        """The one line that refuses the flag of field ``name`` given without the flag it goes with."""
+        return f"{_flag_name(name)} is for {self.what}: add {self.add}, or drop {_flag_name(name)}"
+
     def check(self, name: str, args) -> None:
         if not getattr(args, self.field):
-            raise FlagError(f"{_flag_name(name)} is for {self.what}: add {self.add}, or drop {_flag_name(name)}")
+            raise FlagError(self.refusal(name))
 
 
 def flag(default, rule: Optional[Rule] = None, *, goes_with: Optional[GoesWith] = None, **field_kwargs):
@@ -73,6 +77,12 @@ def flag(default, rule: Optional[Rule] = None, *, goes_with: Optional[GoesWith] 
     return dataclasses.field(default=default, metadata=metadata, **field_kwargs)
 
 
+def goes_with_fields(args_class) -> list:
+    """(field name, its GoesWith) of each flag of the arguments dataclass ``args_class`` that goes only with another,
+    in the dataclass's order."""
+    return [(f.name, f.metadata[GOES_WITH]) for f in dataclasses.fields(args_class) if GOES_WITH in f.metadata]
+
+
 def check_flags(args, given: Optional[set] = None) -> None:
     """Check every field of the dataclass ``args`` that carries a rule (None, a default decided later, passes), and,
     of the fields ``given`` on the command line, that each flag that goes only with another has it."""
@@ -80,10 +90,9 @@ def check_flags(args, given: Optional[set] = None) -> None:
         rule = f.metadata.get(RULE)
         if rule is not None:
             rule.check_flag(f.name, getattr(args, f.name))
-    for f in dataclasses.fields(args):
-        goes_with = f.metadata.get(GOES_WITH)
-        if goes_with is not None and f.name in (given or ()):
-            goes_with.check(f.name, args)
+    for name, goes_with in goes_with_fields(args):
+        if name in (given or ()):
+            goes_with.check(name, args)
 
 
 def aliases(*names: str):

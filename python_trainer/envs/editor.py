@@ -20,6 +20,7 @@ Nothing can restart a game the editor runs: when it stops (its window closed, St
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import selectors
 import socket
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from python_trainer.base.bounds import EDITOR_CONNECTIONS
+from python_trainer.base.combinations import refusal
 from python_trainer.base.contract import EDITOR_PORT
 from python_trainer.base.errors import one_line
 from python_trainer.envs.connect import Greeting
@@ -276,3 +278,21 @@ class EditorLauncher:
 
     def pids(self) -> list:
         return []
+
+
+# What the editor's Play decides for the game it runs (its own settings, one window): no flag of train's can change it.
+EDITOR_DECIDES = ("env_path", "num_instances", "agents_per_instance", "copies", "speedup", "action_repeat", "window",
+                  "watch", "capture_video", "ray_address")
+
+
+def flags_refusal(args) -> Optional[str]:
+    """Why `train`'s flags ``args`` do not go with --editor, in one line, or None: --editor trains the one game the
+    editor runs, as it runs it, so the flags that would start or set up games go."""
+    if not args.editor:
+        return None
+    defaults = {f.name: f.default for f in dataclasses.fields(args)}
+    for name in EDITOR_DECIDES:
+        if getattr(args, name) != defaults[name]:
+            flag = "--" + name.replace("_", "-") + (" (--project)" if name == "env_path" else "")
+            return refusal("editor/game_flags", flag=flag)
+    return None

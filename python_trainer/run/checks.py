@@ -3,7 +3,6 @@ where they can be (each flag's own rule is stated next to it: flags.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import replace
 
 import gymnasium as gym
@@ -14,19 +13,15 @@ from python_trainer.base.errors import say
 from python_trainer.base.flags import agents_for, check_flags
 from python_trainer.checkpoint import space_to_dict
 from python_trainer.envs.editor import EditorPlay, wait_for_play
-from python_trainer.envs import frame_stack
+from python_trainer.envs import editor, frame_stack
 from python_trainer.envs.env_params import check_params
 from python_trainer.envs.game import GodotGame, resolve_env
 from python_trainer.envs.gym_env import DEFAULT_NUM_ENVS
 from python_trainer.run.run_folder import TrainError
 from python_trainer.variants.async_rollouts import refusal as async_refusal
-from python_trainer.variants import cnn_agent, recurrent, rnd, self_play
-from python_trainer.variants.cnn import encoder_problem
+from python_trainer.variants import cloning, cnn_agent, policies, recurrent, rnd, self_play
 
 DEFAULT_ENV_ID = "CartPole-v1"  # CleanRL's default, when neither --env-id nor --env-path is given
-# What the editor's Play decides for the game it runs (its own settings, one window): no flag of train's can change it.
-EDITOR_DECIDES = ("env_path", "num_instances", "agents_per_instance", "copies", "speedup", "action_repeat", "window",
-                  "watch", "capture_video", "ray_address")
 
 
 def check_sizes(args, num_envs):
@@ -41,12 +36,10 @@ def check_sizes(args, num_envs):
             f"--num-minibatches {args.num_minibatches}: use a --num-minibatches that divides {batch_size} "
             f"(the nearest: {', '.join(map(str, sorted(divisors[:3])))}) or change --num-steps"
         )
-    if args.lstm and num_envs % args.num_minibatches:
-        raise TrainError(
-            f"--lstm minibatches hold whole envs: {num_envs} envs do not split into --num-minibatches "
-            f"{args.num_minibatches}; use a --num-minibatches that divides {num_envs}"
-        )
-    if args.total_timesteps < batch_size and not (args.total_timesteps == 0 and args.demos):
+    refused = recurrent.size_refusal(args, num_envs)  # a variant's own size rule, in its module
+    if refused is not None:
+        raise TrainError(refused)
+    if args.total_timesteps < batch_size and not cloning.clones_only(args):
         raise TrainError(
             f"--total-timesteps {args.total_timesteps} is less than one batch ({num_envs} envs x {args.num_steps} "
             f"steps = {batch_size}): raise --total-timesteps or lower --num-steps"
@@ -71,24 +64,10 @@ def check_args(args, explicit, ckpt):
     has filled in the run's own flags), then the rules between flags."""
     check_flags(args, set(explicit))
     _check_resumed_model(args, ckpt)
-    if args.total_timesteps == 0 and not args.demos:
-        raise TrainError("--total-timesteps 0 trains nothing: give --demos FILE [FILE...] (the cloned policy alone) or "
-                         "a budget >= 1, e.g. --total-timesteps 500000")
-    _check_editor(args)
-    refused = self_play.flags_refusal(args) or async_refusal(args) or self_play.resume_refusal(args, ckpt)
+    refused = (cloning.budget_refusal(args) or editor.flags_refusal(args) or self_play.flags_refusal(args)
+               or async_refusal(args) or self_play.resume_refusal(args, ckpt))
     if refused is not None:  # each variant's rules, asked in its module (the texts: base/combinations.py)
         raise TrainError(refused)
-
-
-def _check_editor(args):
-    """--editor trains the one game the editor runs, as it runs it: the flags that would start or set up games go."""
-    if not args.editor:
-        return
-    defaults = {f.name: f.default for f in dataclasses.fields(args)}
-    for name in EDITOR_DECIDES:
-        if getattr(args, name) != defaults[name]:
-            flag = "--" + name.replace("_", "-") + (" (--project)" if name == "env_path" else "")
-            raise TrainError(refusal("editor/game_flags", flag=flag))
 
 
 def _check_resumed_model(args, ckpt):
@@ -169,14 +148,10 @@ def check_spaces(obs_space, act_space, ckpt, args, run_dir):
 def check_policies(views, policy_set, ckpt, args, run_dir) -> None:
     """Each policy's spaces are ones the agent handles, and a resumed checkpoint holds the same policies."""
     saved = (ckpt or {}).get("policies")
-    where = f"--resume {run_dir}"
-    if ckpt and (saved is None) != (policy_set is None):
-        had = f"the policies {sorted(saved)}" if saved else "one policy"
-        has = f"the policies {policy_set.names}" if policy_set else "one policy"
-        raise TrainError(refusal("resume/policies", where=where, had=had, env_id=args.env_id, has=has))
-    if saved is not None and sorted(saved) != sorted(policy_set.names):
-        raise TrainError(refusal("resume/policy_names", where=where, saved=sorted(saved), env_id=args.env_id,
-                                 now=sorted(policy_set.names)))
+    names = None if policy_set is None else policy_set.names
+    refused = policies.resume_refusal(ckpt, names, args.env_id, f"--resume {run_dir}")
+    if refused is not None:  # the several policies' variant's own resume check
+        raise TrainError(refused)
     for view in views:
         entry = saved[view.name] if saved is not None else ckpt
         try:
@@ -186,22 +161,7 @@ def check_policies(views, policy_set, ckpt, args, run_dir) -> None:
 
 
 def check_images(views, args, explicit, ckpt) -> None:
-    """A game whose observations hold a camera image: its encoder (--cnn) reads the image's size, the flags that do
-    not go with images are refused, and a resumed checkpoint's encoder is the one asked for; --cnn on a game
-    without images is refused."""
-    images = [view.image_layout for view in views if view.image_layout is not None]
-    if not images:
-        if "cnn" in explicit:
-            raise TrainError(refusal("no_camera/cnn", env_id=args.env_id))
-        return
-    image = images[0]
-    problem = encoder_problem(args.cnn, image.height, image.width)
-    if problem:
-        raise TrainError(f"{args.env_id}'s camera image {image.key!r}: {problem}")
-    if args.rnd:
-        raise TrainError(refusal("camera/rnd", env_id=args.env_id, key=image.key))
-    if args.demos:
-        raise TrainError(refusal("camera/demos", env_id=args.env_id, key=image.key))
-    refused = cnn_agent.resume_refusal(args, ckpt)
+    """A game whose observations hold a camera image, and --cnn: the camera variant's rules (cnn_agent.py)."""
+    refused = cnn_agent.images_refusal([view.image_layout for view in views], args, explicit, ckpt)
     if refused is not None:
         raise TrainError(refused)

@@ -54,6 +54,19 @@ class CloningArgs:
     """with --demos: the cloning loss's weight falls linearly to 0 over this many agent-steps (0: it stays)"""
 
 
+def clones_only(args) -> bool:
+    """--total-timesteps 0 with --demos: the cloned policy alone, no batch of PPO (so no batch need fit the budget)."""
+    return args.total_timesteps == 0 and bool(args.demos)
+
+
+def budget_refusal(args) -> Optional[str]:
+    """Why --total-timesteps 0 trains nothing without --demos, in one line, or None."""
+    if args.total_timesteps == 0 and not args.demos:
+        return ("--total-timesteps 0 trains nothing: give --demos FILE [FILE...] (the cloned policy alone) or a budget "
+                ">= 1, e.g. --total-timesteps 500000")
+    return None
+
+
 class CloningDiverged(ArithmeticError):
     """Pre-training's loss, or the actor's weights after a step of it, became NaN/inf (the message says which)."""
 

@@ -29,7 +29,7 @@ from python_trainer.base.combinations import refusal
 from python_trainer.base.flags import Rule, flag
 from python_trainer.envs.images import ImageLayout
 from python_trainer.fast_acting import RolloutPolicy
-from python_trainer.variants.cnn import DEFAULT_ENCODER, ENCODERS, CnnEncoder
+from python_trainer.variants.cnn import DEFAULT_ENCODER, ENCODERS, CnnEncoder, encoder_problem
 from python_trainer.variants.recurrent import (
     DEFAULT_HIDDEN_SIZE, LSTMCore, LSTMState, RecurrentAgent, RecurrentRolloutPolicy,
 )
@@ -48,6 +48,25 @@ def resume_refusal(args, ckpt: Optional[dict]) -> Optional[str]:
     if ckpt and saved.get("cnn", args.cnn) != args.cnn:
         return refusal("resume/cnn", where=f"--resume {args.resume}", saved=saved.get("cnn"), asked=args.cnn)
     return None
+
+
+def images_refusal(layouts: list, args, explicit, ckpt: Optional[dict]) -> Optional[str]:
+    """Why a game whose policies' image layouts are ``layouts`` (None: no image) does not train with these flags, in
+    one line, or None: a camera image's encoder (--cnn) reads the image's size, the flags that do not go with images
+    are refused, and a resumed checkpoint's encoder is the one asked for; --cnn on a game without images is refused
+    (``explicit``: the flags given)."""
+    images = [layout for layout in layouts if layout is not None]
+    if not images:
+        return refusal("no_camera/cnn", env_id=args.env_id) if "cnn" in explicit else None
+    image = images[0]
+    problem = encoder_problem(args.cnn, image.height, image.width)
+    if problem:
+        return f"{args.env_id}'s camera image {image.key!r}: {problem}"
+    if args.rnd:
+        return refusal("camera/rnd", env_id=args.env_id, key=image.key)
+    if args.demos:
+        return refusal("camera/demos", env_id=args.env_id, key=image.key)
+    return resume_refusal(args, ckpt)
 
 
 def image_features(encoder: CnnEncoder, layout: ImageLayout, x: torch.Tensor) -> torch.Tensor:

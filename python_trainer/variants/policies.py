@@ -22,6 +22,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from python_trainer.agent import env_action
+from python_trainer.base.combinations import refusal
 from python_trainer.envs.grouped_env import GroupedVecEnv
 from python_trainer.envs.spaces import policy_env_info
 from python_trainer.rollout import RolloutBuffer, Rollouts, Stopwatch, act, evaluate, record, serve_groups
@@ -266,3 +267,16 @@ class PolicyRollouts(Rollouts):
     def close(self) -> None:
         pass
 
+
+def resume_refusal(ckpt: Optional[dict], names: Optional[list], env_id: str, where: str) -> Optional[str]:
+    """Why the checkpoint ``ckpt`` (None: a new run) does not resume a game whose policies are now ``names`` (None:
+    one policy), in one line, or None: it holds one policy where the game has several, or the reverse, or other
+    names."""
+    saved = (ckpt or {}).get("policies")
+    if ckpt and (saved is None) != (names is None):
+        had = f"the policies {sorted(saved)}" if saved else "one policy"
+        has = f"the policies {names}" if names else "one policy"
+        return refusal("resume/policies", where=where, had=had, env_id=env_id, has=has)
+    if saved is not None and sorted(saved) != sorted(names):
+        return refusal("resume/policy_names", where=where, saved=sorted(saved), env_id=env_id, now=sorted(names))
+    return None

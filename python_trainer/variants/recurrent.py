@@ -64,6 +64,15 @@ def resume_refusal(args, saved: dict) -> Optional[str]:
     return None
 
 
+def size_refusal(args, num_envs: int) -> Optional[str]:
+    """Why --lstm's minibatches, made of whole envs, cannot be cut from ``num_envs`` envs by --num-minibatches, in one
+    line, or None."""
+    if args.lstm and num_envs % args.num_minibatches:
+        return (f"--lstm minibatches hold whole envs: {num_envs} envs do not split into --num-minibatches "
+                f"{args.num_minibatches}; use a --num-minibatches that divides {num_envs}")
+    return None
+
+
 class LSTMCore(nn.Module):
     """One-layer LSTM whose state is reset per environment where an episode begins.
 

@@ -140,7 +140,7 @@ def main():
         deadline = time.monotonic() + 120  # a game still loading does not answer yet (--fake_wait_for)
         while "fake_wait_for" in args and not os.path.exists(args["fake_wait_for"]) and time.monotonic() < deadline:
             time.sleep(0.01)
-        print(json.dumps({"envs": ["ball_chase"], "default": "ball_chase"}), flush=True)
+        print(json.dumps({C.ENVS_REPORT: ["ball_chase"], C.ENVS_DEFAULT_KEY: "ball_chase"}), flush=True)
         return
     mode = args.get("fake_mode", "ok")
     env = args.get("env", "")

@@ -101,6 +101,8 @@ const PolicyNetwork = preload("res://addons/rl_sync/policy_network.gd")
 const DemoRecorder = preload("res://addons/rl_sync/demo_recorder.gd")
 const EnvInfoExtras = preload("res://addons/rl_sync/env_info_extras.gd")
 const DriverMessage = preload("res://addons/rl_sync/driver_message.gd")
+const GameRegistry = preload("res://addons/rl_sync/game_registry.gd")
+const ErrorWatch = preload("res://addons/rl_sync/error_watch.gd")
 func _init():
 	print("contract-probe " + to_json({%s}))
 	quit()
@@ -184,7 +186,27 @@ def _env_info_pairs():
     ]
 
 
-GROUPS = {"wire": _wire_pairs, "images": _image_pairs, "policy files": _policy_file_pairs, "env_info": _env_info_pairs}
+# A game's output with a script error, the line that says where, then a line of its own.
+SCRIPT_ERROR_OUTPUT = "ready\nSCRIPT ERROR: get_obs: Invalid get index 'x'.\n   At: res://agent.gd:12.\nplaying\n"
+
+
+def _output_line_pairs():
+    """Lines of a game's output: --list_envs's line as the game writes it, and the first script error of an output
+    (with the Godot marks' line that says where) as the addon's error watch and the trainer's logs read it."""
+    from python_trainer.envs import logs
+
+    return [
+        ('parse_json(GameRegistry.list_line({"b": "", "a": ""}, "a", {"a": {"gap": 1}}))',
+         {contract.ENVS_REPORT: ["a", "b"], contract.ENVS_DEFAULT_KEY: "a",
+          contract.ENVS_PARAMS_KEY: {"a": {"gap": 1}}}),
+        ('GameRegistry.list_line({"a": ""}, "a").find(Contract.ENVS_PARAMS_KEY)', -1),  # only when a game declares some
+        (f"ErrorWatch.first_script_error({contract._gd_string(SCRIPT_ERROR_OUTPUT)})".replace("\n", "\\n"),
+         logs.first_script_error(SCRIPT_ERROR_OUTPUT)),
+    ]
+
+
+GROUPS = {"wire": _wire_pairs, "images": _image_pairs, "policy files": _policy_file_pairs, "env_info": _env_info_pairs,
+          "output lines": _output_line_pairs}
 
 
 def _declared_env_info_keys() -> set:
@@ -302,7 +324,9 @@ OUTPUT_LINES = {
     "a one-line JSON report's key": rf"startswith\(b?'\{{\"{_REPORT}\"|json_line\([^)]*\"{_REPORT}\"\)"
                                     rf"|(?:\)|listing)\[\"{_REPORT}\"\]|'\"{_REPORT}\"' in line|to_json\(\{{\"{_REPORT}\""
                                     r'|\{\\"envs\\"|return \{"run"',
-    "Godot's error marks": r"\"SCRIPT ERROR|startswith\(b?\"ERROR",
+    "Godot's error marks": r"\"SCRIPT ERROR|startswith\(b?\"ERROR|\"\s*(?:ERROR|WARNING|At):",
+    "the --list_envs line's keys": r'listing\[\"default\"\]|listing\.get\(\"env_params\"'
+                                   r'|\\\"(?:default|env_params)\\\": %s',
     "godot_rl_agents' plugin's lines": r"\"(?:trying to connect to server|physics ticks)\"",
 }
 
@@ -331,7 +355,18 @@ OLD_SPELLINGS = {
                                      'var line := "{\\"envs\\": [%s]"', 'return {"run": {',
                                      'if line.startswith("{") and \'"benchmark"\' in line:'],
     "Godot's error marks": ['SCRIPT_ERROR_MARK = b"SCRIPT ERROR:"', 'const MARK := "SCRIPT ERROR:"',
-                            'errors = [line for line in printed if line.startswith("ERROR")]'],
+                            'errors = [line for line in printed if line.startswith("ERROR")]',
+                            '"ERROR: _get_modified_time: Failed to get modified time for: ",',
+                            'if after_harmless and line.lstrip().startswith("At: "):',
+                            'if SCRIPT_ERROR_MARK in more or not more.strip().startswith((b"At:", b"ERROR:")):',
+                            'if stripped.begins_with("At:") or stripped.begins_with("At "):',
+                            'on_stderr = line.begins_with("ERROR:") or line.begins_with(MARK) \\',
+                            'or line.begins_with("WARNING:") or line.begins_with(Contract.ERROR_PREFIX) \\',
+                            'noise = ("certificate", "At: ")'],
+    "the --list_envs line's keys": [
+        'return GameList(tuple(listing[ENVS_REPORT]), str(listing["default"]), env_params=listing.get("env_params", {}))',
+        'var line := "{\\"%s\\": [%s], \\"default\\": %s" % [Contract.ENVS_REPORT, quoted.join(", "), to_json(default_name)]',
+        'return line + (", \\"env_params\\": %s}" % to_json(params) if not params.empty() else "}")'],
     "godot_rl_agents' plugin's lines": ['PLUGIN_PHYSICS_LINE = "physics ticks"'],
 }
 

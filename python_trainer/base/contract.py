@@ -142,17 +142,24 @@ WARNING_PREFIX = ADDON_LINE + "warning: "
 # rl_args.gd's line for an unknown flag close to one of FLAGS ({given}: the argument as typed).
 WARNING = WARNING_PREFIX + "unknown flag {given}; did you mean --{known}?"
 # The one-line JSON reports, each {KEY: {...}} on stdout: a benchmark's rate, an evaluation's (policy or match), the
-# games a binary holds (--list_envs: {"envs": [...], "default": name}) and the run's clock at its end.
+# games a binary holds (--list_envs: {"envs": [...], "default": name, "env_params": {game: {name: spec}}}, the last
+# only when a game declares some) and the run's clock at its end.
 BENCHMARK_REPORT = "benchmark"
 EVAL_REPORT = "eval"
 ENVS_REPORT = "envs"
+ENVS_DEFAULT_KEY = "default"
+ENVS_PARAMS_KEY = "env_params"
 RUN_REPORT = "run"
 RELOAD_LINE = ADDON_LINE + "policy reloaded (global step "  # then "<step>, <fps> fps)" (policy_reloader.gd)
 WINDOW_LINE = ADDON_LINE + "agents in the window: "  # then the count (window_helpers.gd)
 PERSON_LINE = ADDON_LINE + "you play: "  # then the person's side and keys (match_mode.gd)
-ENGINE_SCRIPT_ERROR = "SCRIPT ERROR:"  # Godot's (the engine's) mark of an error in a script; "   At: file:line" follows
-# Not ours, never printed by the addon (so not in contract.gd): Godot's own marks, and godot_rl_agents' plugin's lines.
-ENGINE_ERROR = "ERROR"  # Godot's error lines begin with it ("ERROR: ...")
+# Godot's (the engine's) own marks, which the addon's error watch (error_watch.gd) reads too: a line of an error in a
+# script, of the engine's errors and warnings, and the line that follows each, "   At: file:line", which says where.
+ENGINE_SCRIPT_ERROR = "SCRIPT ERROR:"
+ENGINE_ERROR = "ERROR:"
+ENGINE_WARNING = "WARNING:"
+ENGINE_AT = "At:"
+# Not ours, never printed by the addon (so not in contract.gd): godot_rl_agents' plugin's lines.
 PLUGIN_CONNECT_LINE = "trying to connect to server"  # godot_rl_agents' Godot 3 sync.gd, before its one try
 PLUGIN_PHYSICS_LINE = "physics ticks"  # ...and "<ticks/s> <time scale> <speedup> <node's speed_up>" it applied
 
@@ -164,8 +171,9 @@ SHARED = ["EDITOR_PORT", "CONNECT_TIMEOUT_S", "MAJOR_VERSION", "MINOR_VERSION", 
           "PACKED_HEADER_BYTES", "STATUS_RUNNING", "STATUS_TERMINATED", "STATUS_TRUNCATED", "IMAGE_KEY_MARK",
           "POLICY_FORMAT", "POLICY_VERSION", "POLICY_VERSIONS", "POLICY_BUNDLE_VERSION", "POLICY_CAMERA_VERSION",
           "DEMO_FORMAT", "ACTIVATIONS", "MAX_POLICY_LAYERS", "POLICY_BYTES_PER_WEIGHT", "ADDON_LINE", "ERROR_PREFIX",
-          "WARNING_PREFIX", "BENCHMARK_REPORT", "EVAL_REPORT", "ENVS_REPORT", "RUN_REPORT", "RELOAD_LINE",
-          "WINDOW_LINE", "PERSON_LINE", "ENGINE_SCRIPT_ERROR"]
+          "WARNING_PREFIX", "BENCHMARK_REPORT", "EVAL_REPORT", "ENVS_REPORT", "ENVS_DEFAULT_KEY", "ENVS_PARAMS_KEY",
+          "RUN_REPORT", "RELOAD_LINE", "WINDOW_LINE", "PERSON_LINE", "ENGINE_SCRIPT_ERROR", "ENGINE_ERROR",
+          "ENGINE_WARNING", "ENGINE_AT"]
 
 
 def is_image_key(key: str) -> bool:

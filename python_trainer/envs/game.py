@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from python_trainer.base.contract import ENGINE_ERROR, ENVS_REPORT, PLUGIN_CONNECT_LINE, arg, flag
+from python_trainer.base.contract import (
+    ENGINE_AT, ENGINE_ERROR, ENVS_DEFAULT_KEY, ENVS_PARAMS_KEY, ENVS_REPORT, PLUGIN_CONNECT_LINE, arg, flag,
+)
 from python_trainer.base.errors import UserError
 from python_trainer.base import paths
 from python_trainer.base.flags import DEFAULT_CONNECT_TIMEOUT_S, SLOW_GAME_HINT
@@ -224,14 +226,15 @@ def _list_envs(export: Union[GameExport, GameProject], mtime: float, timeout: fl
         if line.startswith('{"%s"' % ENVS_REPORT):
             try:
                 listing = json.loads(line)
-                return GameList(tuple(listing[ENVS_REPORT]), str(listing["default"]), env_params=listing.get("env_params", {}))
+                return GameList(tuple(listing[ENVS_REPORT]), str(listing[ENVS_DEFAULT_KEY]),
+                                env_params=listing.get(ENVS_PARAMS_KEY, {}))
             except (ValueError, KeyError, TypeError):
                 break
     if PLUGIN_CONNECT_LINE in out:
         return GameList((path.stem,), path.stem, rl_sync=False)
     # Godot's own first error says most (a damaged .pck: "Corrupted header in binary project.binary"); its harmless
     # lines (logs.shown_lines) and its noise about TLS certificates say nothing.
-    noise = ("certificate", "At: ")
+    noise = ("certificate", ENGINE_AT + " ")
     printed = [line.strip() for line in shown_lines(err + out) if line.strip() and not any(n in line for n in noise)]
     errors = [line for line in printed if line.startswith(ENGINE_ERROR)]
     said = (errors or printed[-1:] or ["nothing"])[0][:200]

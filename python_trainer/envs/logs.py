@@ -18,22 +18,24 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from python_trainer.base.contract import ENGINE_SCRIPT_ERROR
+from python_trainer.base.contract import ENGINE_AT, ENGINE_ERROR, ENGINE_SCRIPT_ERROR
 from python_trainer.base.processes import LOG_TAIL_LINES, read_log_tail
 
 DEFAULT_MAX_LOG_BYTES = 20 * 2**20  # per instance slot; a game stuck in a per-frame script error writes ~20 MB/s
 # Godot's mark of an error in a game's script (the function stops there: a per-frame error freezes the agents). The
 # lines that follow it ("   At: res://file.gd:12", "ERROR: ...") say where.
 SCRIPT_ERROR_MARK = ENGINE_SCRIPT_ERROR.encode()
+AT_MARK, AT_MARK_BYTES = ENGINE_AT + " ", ENGINE_AT.encode() + b" "  # the line after an error, "   At: file:line"
+WHERE_MARKS_BYTES = (ENGINE_AT.encode(), ENGINE_ERROR.encode())  # the lines after a script error that say where
 # Godot's error lines that say nothing about the game, each followed by its "   At: file.cpp:N." line. Godot 3.2
 # cannot tell the modified time of an imported asset (a png, a wav) that an export loads from its .pck, and says so
 # once for each at every start (godotengine/godot#25318; quiet from 3.4.1 on): 7 assets, 14 lines. The locale
 # lines come with LANG=C or unset (game_environ sets LANG for our games).
-HARMLESS_ERRORS = (
-    "ERROR: _get_modified_time: Failed to get modified time for: ",
-    "ERROR: get_language_code: Invalid locale ",
-    "ERROR: set_locale: Unsupported locale ",
-)
+HARMLESS_ERRORS = tuple(f"{ENGINE_ERROR} {what}" for what in (
+    "_get_modified_time: Failed to get modified time for: ",
+    "get_language_code: Invalid locale ",
+    "set_locale: Unsupported locale ",
+))
 HARMLESS_ERRORS_BYTES = tuple(line.encode() for line in HARMLESS_ERRORS)
 
 
@@ -42,7 +44,7 @@ def shown_lines(text: str) -> list[str]:
     with the ``At:`` line after it."""
     shown, after_harmless = [], False
     for line in text.splitlines():
-        if after_harmless and line.lstrip().startswith("At: "):
+        if after_harmless and line.lstrip().startswith(AT_MARK):
             after_harmless = False
             continue
         after_harmless = line.startswith(HARMLESS_ERRORS)
@@ -72,7 +74,7 @@ class HarmlessFilter:
         self.partial = lines.pop()
         kept = []
         for line in lines:
-            if self.after_harmless and line.lstrip().startswith(b"At: "):
+            if self.after_harmless and line.lstrip().startswith(AT_MARK_BYTES):
                 self.after_harmless = False
                 continue
             self.after_harmless = line.startswith(HARMLESS_ERRORS_BYTES)
@@ -307,7 +309,7 @@ def _first_script_error(lines: list) -> Optional[tuple[int, str]]:
             continue
         said = [line[at:]]
         for more in lines[i + 1:i + 4]:  # the At: / ERROR: lines that go with it, up to the next script error
-            if SCRIPT_ERROR_MARK in more or not more.strip().startswith((b"At:", b"ERROR:")):
+            if SCRIPT_ERROR_MARK in more or not more.strip().startswith(WHERE_MARKS_BYTES):
                 break
             said.append(more.strip())
         return i, "; ".join(part.decode(errors="replace").strip() for part in said)[:600]

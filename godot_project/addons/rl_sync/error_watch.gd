@@ -46,11 +46,11 @@ static func show(text: String) -> void:
 	var on_stderr := false
 	for line in lines:
 		var stripped: String = line.strip_edges()
-		if stripped.begins_with("At:") or stripped.begins_with("At "):
+		if stripped.begins_with(Contract.ENGINE_AT):
 			pass  # where the error line before it happened: on its stream
 		else:
-			on_stderr = line.begins_with("ERROR:") or line.begins_with(MARK) \
-					or line.begins_with("WARNING:") or line.begins_with(Contract.ERROR_PREFIX) \
+			on_stderr = line.begins_with(Contract.ENGINE_ERROR) or line.begins_with(MARK) \
+					or line.begins_with(Contract.ENGINE_WARNING) or line.begins_with(Contract.ERROR_PREFIX) \
 					or line.begins_with(Contract.WARNING_PREFIX)
 		if on_stderr:
 			printerr(line)
@@ -96,6 +96,6 @@ static func first_script_error(text: String) -> String:
 		return ""
 	var lines := text.substr(at).split("\n", false, 2)
 	var said: String = lines[0].strip_edges()
-	if lines.size() > 1 and lines[1].strip_edges().begins_with("At:"):
+	if lines.size() > 1 and lines[1].strip_edges().begins_with(Contract.ENGINE_AT):
 		said += "; " + lines[1].strip_edges()
 	return said

@@ -102,8 +102,8 @@ static func list_line(all_games: Dictionary, default_name: String, params: Dicti
 	var quoted := PoolStringArray()
 	for name in sorted_names(all_games):
 		quoted.append(to_json(name))
-	var line := "{\"%s\": [%s], \"default\": %s" % [Contract.ENVS_REPORT, quoted.join(", "), to_json(default_name)]
-	return line + (", \"env_params\": %s}" % to_json(params) if not params.empty() else "}")
+	var line := "{\"%s\": [%s], \"%s\": %s" % [Contract.ENVS_REPORT, quoted.join(", "), Contract.ENVS_DEFAULT_KEY, to_json(default_name)]
+	return line + (", \"%s\": %s}" % [Contract.ENVS_PARAMS_KEY, to_json(params)] if not params.empty() else "}")
 
 
 # Each game's environment parameters (env_params.gd), read from its scene instanced but never run:

@@ -172,11 +172,14 @@ def test_the_check_of_a_rule_refuses_it_in_the_tables_one_line(key):
 GOES_WITH = goes_with_fields(Args)  # every flag of train's that goes only with another, as the code declares them
 
 
-def a_value_of(name: str) -> str:
-    """A value the flag of field ``name`` accepts on its own: its rule's example, else its default (else any word)."""
+def a_value_of(name: str) -> list:
+    """The words after the flag of field ``name``: its rule's example, else its default (else any word); none for a
+    switch."""
     field = Args.__dataclass_fields__[name]
     rule = field.metadata.get(RULE)
-    return rule.example if rule is not None else str(field.default) if field.default is not None else "x"
+    if field.default is False:
+        return []
+    return [rule.example if rule is not None else str(field.default) if field.default is not None else "x"]
 
 
 def test_train_declares_flags_that_go_only_with_another():
@@ -187,7 +190,7 @@ def test_train_declares_flags_that_go_only_with_another():
 def test_the_train_command_refuses_a_flag_given_without_the_one_it_goes_with_in_one_line_naming_the_fix(
         name, goes_with, tmp_path, capsys):
     flag = "--" + name.replace("_", "-")
-    status = cli.main(["train", flag, a_value_of(name), "--run-dir-root", str(tmp_path / "runs")])
+    status = cli.main(["train", flag, *a_value_of(name), "--run-dir-root", str(tmp_path / "runs")])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2, err
     assert len(err) == 1 and err[0].endswith(goes_with.refusal(name)), err

@@ -26,7 +26,7 @@ from typing import Callable, Optional
 from python_trainer.base.contract import arg
 from python_trainer.base.errors import one_line
 from python_trainer.base.files import write_atomic
-from python_trainer.base.flags import at_least, flag
+from python_trainer.base.flags import GoesWith, at_least, flag
 from python_trainer.base.processes import descendants, end_process_tree
 from python_trainer.engine.in_engine import (
     RANDOM_POLICY, PlaybackError, evaluate_in_engine, play_matches, trained_env_params,
@@ -45,18 +45,21 @@ EVAL_SEED_OFFSET = 50_000  # the periodic evaluations' seeds: held out from trai
 ENGINE_AGENTS = 64
 
 
+_WITH_EVAL = GoesWith("eval_every", "the evaluations while training", "--eval-every N")
+
+
 @dataclass
 class EvalArgs:
     eval_every: int = flag(0, at_least(0, "an integer >= 0 (learner steps; 0: no evaluation while training)", "100000"))
     """Godot games: evaluate the policy every this many learner steps (global_step) and once at the end, in a headless
     game of its own beside training, against random play (two teams: also the scripted opponent and the self-play
     pool's oldest and newest snapshots); tags eval/<yardstick>/..., the best snapshot in RUN_DIR/best/ (0: off)"""
-    eval_every_episodes: int = flag(20, at_least(1, "an integer >= 1", "20"))
+    eval_every_episodes: int = flag(20, at_least(1, "an integer >= 1", "20"), goes_with=_WITH_EVAL)
     """with --eval-every: episodes (matches) per yardstick of each evaluation, on held-out seeds"""
-    eval_sample: bool = False
+    eval_sample: bool = flag(False, goes_with=_WITH_EVAL)
     """with --eval-every: also evaluate the sampled policy (actions drawn from its distributions: the engine's
     --policy_sample), as eval_sampled/<yardstick>/...; the deterministic one (argmax / mean) is always played"""
-    eval_noop_max: int = flag(0, at_least(0, "an integer >= 0 (decisions)", "30"))
+    eval_noop_max: int = flag(0, at_least(0, "an integer >= 0 (decisions)", "30"), goes_with=_WITH_EVAL)
     """with --eval-every: randomised starts for a deterministic game: each evaluated episode begins with a number of
     decisions drawn from its seed in [0, K], played with the controller's get_noop_action() (random actions without
     one)"""

@@ -110,7 +110,8 @@ class EnvArgs:
     watch: bool = False
     """Godot games: open one more window, outside the training batch, in which the policy plays inside the engine at
     real time from RUN_DIR/policy.json, reloaded at every checkpoint (Xvfb without $DISPLAY)"""
-    watch_fps: int = flag(WATCH_FPS, at_least(1, "an integer >= 1 (frames per second)", str(WATCH_FPS)))
+    watch_fps: int = flag(WATCH_FPS, at_least(1, "an integer >= 1 (frames per second)", str(WATCH_FPS)),
+                          goes_with=GoesWith("watch", "the window that watches the policy", "--watch"))
     """with --watch: the window's frame cap (it also runs at a lower CPU priority, so training keeps the CPU)"""
     max_restarts: int = flag(DEFAULT_MAX_RESTARTS, at_least(0, "an integer >= 0", "3"))
     """Godot games: how many times each instance may be restarted after a crash or a hang before training stops

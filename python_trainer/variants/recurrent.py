@@ -34,7 +34,7 @@ import torch.nn as nn
 from python_trainer.agent import Agent, layer_init
 from python_trainer.fast_acting import RolloutPolicy, Tanh, _numpy_layers, _transposed, forward
 from python_trainer.base.combinations import refusal
-from python_trainer.base.flags import at_least, flag
+from python_trainer.base.flags import GoesWith, at_least, flag
 
 DEFAULT_HIDDEN_SIZE = 64
 ENCODER_OUT = 32  # the encoder's output, the LSTM's input
@@ -47,7 +47,8 @@ class LSTMArgs:
     lstm: bool = False
     """recurrent PPO (CleanRL's ppo_atari_lstm.py): an LSTM between the encoder and the actor/critic heads, its state
     carried across steps and reset where an episode ends; minibatches hold whole envs"""
-    lstm_size: int = flag(DEFAULT_HIDDEN_SIZE, at_least(1, "an integer >= 1 (the LSTM's hidden state size)", "64"))
+    lstm_size: int = flag(DEFAULT_HIDDEN_SIZE, at_least(1, "an integer >= 1 (the LSTM's hidden state size)", "64"),
+                          goes_with=GoesWith("lstm", "the recurrent agent", "--lstm"))
     """with --lstm: the LSTM's hidden state size (the in-engine player's cost per agent grows with its square; 64
     after a 32-wide encoder keeps 16 agents under 5 ms per frame, see scripts/bench_playback.py)"""
 

@@ -39,7 +39,7 @@ import torch
 import torch.nn as nn
 
 from python_trainer.base.combinations import refusal
-from python_trainer.base.flags import at_least, flag, non_negative
+from python_trainer.base.flags import GoesWith, at_least, flag, non_negative
 from python_trainer.base.running_stats import RunningMeanStd
 
 # The paper's settings for the bonus (Table 5 of Burda et al.): the intrinsic return is discounted with 0.99 (the
@@ -53,16 +53,19 @@ UPDATE_PROPORTION = 0.25
 OBS_CLIP = 5.0
 
 
+_WITH_RND = GoesWith("rnd", "the curiosity bonus", "--rnd")
+
+
 @dataclass
 class RNDArgs:
     rnd: bool = False
     """Random Network Distillation curiosity bonus (CleanRL's ppo_rnd_envpool.py; rnd.py): an intrinsic reward for
     novel observations, with its own value head and non-episodic return"""
-    rnd_coef: float = flag(INT_COEF, non_negative("1"))
+    rnd_coef: float = flag(INT_COEF, non_negative("1"), goes_with=_WITH_RND)
     """with --rnd: the intrinsic advantages' weight (A = rnd_ext_coef * A_ext + rnd_coef * A_int)"""
-    rnd_ext_coef: float = flag(EXT_COEF, non_negative("2"))
+    rnd_ext_coef: float = flag(EXT_COEF, non_negative("2"), goes_with=_WITH_RND)
     """with --rnd: the extrinsic advantages' weight"""
-    rnd_warmup_steps: int = flag(50, at_least(0, "an integer >= 0", "50"))
+    rnd_warmup_steps: int = flag(50, at_least(0, "an integer >= 0", "50"), goes_with=_WITH_RND)
     """with --rnd: steps of random actions that prime RND's observation statistics before training"""
 
 

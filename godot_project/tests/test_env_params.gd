@@ -26,21 +26,37 @@ func _declaring(params: Dictionary) -> Node:
 	return node
 
 
+# What `root` declares (a Result that goes on), or null after a failed check.
+func _declared(root: Node):
+	var read = EnvParams.declared_in(root)
+	check(read.goes_on(), "the declarations are read: " + read.message)
+	return read.value
+
+
+# Why `root`'s declarations are refused ("" after a failed check: a declaration that was read).
+func _refused(root: Node) -> String:
+	var read = EnvParams.declared_in(root)
+	check(read.is_failure() and read.value == null, "refused, with no value")
+	return read.message
+
+
 func test_declarations_are_merged_and_checked() -> void:
 	var root := _declaring(DECLARED)
 	root.add_child(_declaring({"gap": {"default": 1, "min": 0.5, "max": 3}, "size": {"default": 2, "min": 1, "max": 4}}))
 	nodes.pop_back()  # freed with its parent
-	var found = EnvParams.declared_in(root)
-	check_eq(found, {"gap": {"default": 1.0, "min": 0.5, "max": 3.0}, "size": {"default": 2.0, "min": 1.0, "max": 4.0}},
+	check_eq(_declared(root), {"gap": {"default": 1.0, "min": 0.5, "max": 3.0}, "size": {"default": 2.0, "min": 1.0, "max": 4.0}},
 			"both nodes' parameters, as floats")
 	var other := _declaring(DECLARED)
 	other.add_child(_declaring({"gap": {"default": 2.0, "min": 0.5, "max": 3.0}}))
 	nodes.pop_back()
-	check(str(EnvParams.declared_in(other)).find("declares 'gap'") != -1, "two declarations of 'gap' that differ")
-	check(str(EnvParams.declared_in(_declaring({"gap": {"default": 5.0, "min": 0.5, "max": 3.0}}))).find(
+	check(_refused(other).find("declares 'gap'") != -1, "two declarations of 'gap' that differ")
+	check(_refused(_declaring({"gap": {"default": 5.0, "min": 0.5, "max": 3.0}})).find(
 			"outside its range") != -1, "a default out of its range")
-	check(str(EnvParams.declared_in(_declaring({"gap": {"default": 1.0}}))).find("lacks a number \"min\"") != -1,
+	check(_refused(_declaring({"gap": {"default": 1.0}})).find("lacks a number \"min\"") != -1,
 			"a declaration without a range")
+	var text_node := _declaring({"gap": "1.0"})
+	check(_refused(text_node).begins_with("%s: get_env_params()'s 'gap' must be {" % text_node.name),
+			"a declaration that is text is refused, naming its node")
 
 
 func test_values_are_checked_before_any_is_set() -> void:
@@ -61,10 +77,10 @@ func test_values_are_checked_before_any_is_set() -> void:
 # A parameter declared "fixed" is set by --env_param (set_values) only: a message may repeat its value.
 func test_a_fixed_parameter_is_set_at_start_only() -> void:
 	var fixed := {"vision": {"default": 1.0, "min": 0.0, "max": 1.0, "fixed": true}}
-	check_eq(EnvParams.declared_in(_declaring(fixed)), fixed, "kept in the declaration")
-	check_eq(EnvParams.declared_in(_declaring({"gap": {"default": 1.0, "min": 0.5, "max": 3.0, "fixed": false}})),
+	check_eq(_declared(_declaring(fixed)), fixed, "kept in the declaration")
+	check_eq(_declared(_declaring({"gap": {"default": 1.0, "min": 0.5, "max": 3.0, "fixed": false}})),
 			DECLARED, "a false \"fixed\" is left out")
-	check(str(EnvParams.declared_in(_declaring({"v": {"default": 1, "min": 0, "max": 1, "fixed": 1}}))).find(
+	check(_refused(_declaring({"v": {"default": 1, "min": 0, "max": 1, "fixed": 1}})).find(
 			"not true or false") != -1, "a \"fixed\" that is not a bool")
 	var params := EnvParams.new(fixed, 2, 0)
 	check_eq(params.set_values({"vision": 0.0}), "", "the command line's value")

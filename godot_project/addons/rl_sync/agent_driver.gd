@@ -58,7 +58,7 @@ func setup(flag: String, value: String, keywords: Array, env: String, agents: Ar
 	kind = NETWORK
 	policies = PolicySet.new(env, specs)
 	var error := policies.load_files(paths)
-	if error != "" and " plays the policy " in error:  # a network that does not fit an agent
+	if error != "" and policies.agent_unplayed:  # a network that does not fit an agent, or none for it
 		error += ("; the sides swap between matches, so --%s plays the agents of both teams: give a policy file of "
 				+ "%s's agents (RUN_DIR/policy.json of a `godot-ppo train --env-id %s` run)") % [flag, env, env]
 	return "--%s: %s" % [flag, error] if error != "" else ""

@@ -17,7 +17,10 @@ extends Reference
 # A sampler draws a new value for every episode from a
 # generator of its own (seeded by --env_seed and the agent's index); constants and defaults draw
 # nothing, so a game run with its defaults is the same, bit for bit, as one without parameters.
-# Nothing here quits or prints: errors come back as a String.
+# Nothing here quits or prints: a check returns "" or what is wrong; what gives a value or an error
+# gives a Result (result.gd).
+
+const Result = preload("res://addons/rl_sync/result.gd")
 
 # The flag on the binary, repeatable (--env_param=gap_max=3.0 --env_param=gap_min=2.6).
 const FLAG := "env_param"
@@ -40,9 +43,9 @@ func _init(declared_params: Dictionary, n_agents: int, seed_value: int) -> void:
 		_rngs.append(null)
 
 
-# The parameters declared by `root` and the nodes under it: a Dictionary, or a String saying which
-# declaration is wrong (a node that declares differently from another, a default out of its range).
-static func declared_in(root: Node):
+# The parameters declared by `root` and the nodes under it: a Result, GO_ON with a Dictionary, or FAILED
+# saying which declaration is wrong (a node that declares differently from another, a default out of its range).
+static func declared_in(root: Node) -> Reference:
 	var found := {}
 	var nodes := [root]
 	while not nodes.empty():
@@ -52,34 +55,38 @@ static func declared_in(root: Node):
 			continue
 		var params = node.get_env_params()
 		if typeof(params) != TYPE_DICTIONARY:
-			return "%s: get_env_params() must return a Dictionary of name -> {\"default\", \"min\", \"max\"}" % node.name
+			return Result.failed("%s: get_env_params() must return a Dictionary of name -> {\"default\", \"min\", \"max\"}"
+					% node.name)
 		for name in params:
-			var spec = _declaration(params[name])
-			if typeof(spec) == TYPE_STRING:
-				return "%s: get_env_params()'s '%s' %s" % [node.name, str(name), spec]
+			var read: Result = _declaration(params[name])
+			if read.is_failure():
+				return Result.failed("%s: get_env_params()'s '%s' %s" % [node.name, str(name), read.message])
+			var spec: Dictionary = read.value
 			if found.has(name) and not _same(found[name], spec):
-				return "%s: get_env_params() declares '%s' as %s, another node as %s" \
-						% [node.name, name, to_json(spec), to_json(found[name])]
+				return Result.failed("%s: get_env_params() declares '%s' as %s, another node as %s"
+						% [node.name, name, to_json(spec), to_json(found[name])])
 			found[name] = spec
-	return found
+	return Result.go_on(found)
 
 
-static func _declaration(entry):
+# One parameter's declaration as {"default", "min", "max"[, "fixed"]}: a Result, FAILED with what
+# the declaration lacks (the caller names the node and the parameter).
+static func _declaration(entry) -> Reference:
 	if typeof(entry) != TYPE_DICTIONARY:
-		return "must be {\"default\": D, \"min\": LO, \"max\": HI}"
+		return Result.failed("must be {\"default\": D, \"min\": LO, \"max\": HI}")
 	var spec := {}
 	for key in ["default", "min", "max"]:
 		if not typeof(entry.get(key)) in [TYPE_INT, TYPE_REAL]:
-			return "lacks a number \"%s\" (give {\"default\": D, \"min\": LO, \"max\": HI})" % key
+			return Result.failed("lacks a number \"%s\" (give {\"default\": D, \"min\": LO, \"max\": HI})" % key)
 		spec[key] = float(entry[key])
 	if entry.has("fixed"):  # only a true "fixed" is kept: other declarations read as they always did
 		if typeof(entry["fixed"]) != TYPE_BOOL:
-			return "has a \"fixed\" that is not true or false"
+			return Result.failed("has a \"fixed\" that is not true or false")
 		if entry["fixed"]:
 			spec["fixed"] = true
 	if not (spec["min"] <= spec["default"] and spec["default"] <= spec["max"]):
-		return "has a default %s outside its range [%s, %s]" % [spec["default"], spec["min"], spec["max"]]
-	return spec
+		return Result.failed("has a default %s outside its range [%s, %s]" % [spec["default"], spec["min"], spec["max"]])
+	return Result.go_on(spec)
 
 
 static func _same(a: Dictionary, b: Dictionary) -> bool:

@@ -108,8 +108,9 @@ func _by_route(game: String, specs: Array, paths: Array, routes: Array) -> Strin
 	runners = []
 	for path in paths:
 		var read = PolicySet.read_file(path, true)  # settable: weights_setter.gd's setter
-		if typeof(read) == TYPE_STRING:
-			return read
+		if read.is_failure():
+			return read.message
+		read = read.value
 		if read.size() != 1:
 			return "policy file %s: a bundle of policies, where \"%s\" takes one policy per file" % [path,
 					FragmentWire.AGENT_POLICIES_KEY]

@@ -16,6 +16,7 @@ const Contract = preload("res://addons/rl_sync/contract.gd")
 const ErrorWatch = preload("res://addons/rl_sync/error_watch.gd")
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const EnvParams = preload("res://addons/rl_sync/env_params.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 const GAMES_SETTING := "rl_sync/games"
 const DEFAULT_SETTING := "rl_sync/default_game"
@@ -107,8 +108,8 @@ static func list_line(all_games: Dictionary, default_name: String, params: Dicti
 
 
 # Each game's environment parameters (env_params.gd), read from its scene instanced but never run:
-# game -> declared, for the games that declare some; a String when a declaration is wrong.
-static func env_params_of(all_games: Dictionary):
+# a Result, GO_ON with game -> declared for the games that declare some, or FAILED when a declaration is wrong.
+static func env_params_of(all_games: Dictionary) -> Reference:
 	var found := {}
 	for name in sorted_names(all_games):
 		var scene = all_games[name]
@@ -118,13 +119,13 @@ static func env_params_of(all_games: Dictionary):
 		if not packed is PackedScene:
 			continue
 		var root: Node = packed.instance()
-		var declared = EnvParams.declared_in(root)
+		var declared: Result = EnvParams.declared_in(root)
 		root.free()
-		if typeof(declared) == TYPE_STRING:
-			return "game '%s': %s" % [name, declared]
-		if not declared.empty():
-			found[name] = declared
-	return found
+		if declared.is_failure():
+			return Result.failed("game '%s': %s" % [name, declared.message])
+		if not declared.value.empty():
+			found[name] = declared.value
+	return Result.go_on(found)
 
 
 # A scene's game name: the env_name of its RLSync node, else the scene file's base name.
@@ -174,10 +175,10 @@ static func _is_sync_script(script) -> bool:
 # `unattended` is true for headless runs; so are --port (a trainer), --benchmark_steps and --policy.
 static func decide(args: Dictionary, unattended: bool, all_games: Dictionary, default_name: String) -> Dictionary:
 	if args.has("list_envs"):
-		var params = env_params_of(all_games)
-		if typeof(params) == TYPE_STRING:
-			return {"error": params}
-		return {"print": list_line(all_games, default_name, params), "exit": 0}
+		var params: Result = env_params_of(all_games)
+		if params.is_failure():
+			return {"error": params.message}
+		return {"print": list_line(all_games, default_name, params.value), "exit": 0}
 	var env: String = args.get("env", "")
 	# A bare --env reads as "true"; it names no game.
 	if env != "" and env != "true":

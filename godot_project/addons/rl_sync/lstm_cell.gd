@@ -22,6 +22,7 @@ extends Reference
 # keeps padded components of c and h at exactly 0.
 
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 var input_size := 0
 var hidden_size := 0
@@ -50,10 +51,10 @@ func load_weights(weights: Dictionary) -> String:
 		error = _check_matrix(weights["weight_hh"], "weight_hh", 4 * hidden_size, hidden_size)
 	if error != "":
 		return error
-	var bias = _summed_bias(weights)
-	if typeof(bias) == TYPE_STRING:
-		return bias
-	error = _compile(weights["weight_ih"], weights["weight_hh"], bias)
+	var bias: Result = _summed_bias(weights)
+	if bias.is_failure():
+		return bias.message
+	error = _compile(weights["weight_ih"], weights["weight_hh"], bias.value)
 	set_agent_count(_states.size())
 	return error
 
@@ -109,7 +110,8 @@ func _zero_state() -> Array:
 	return [h, c, h.duplicate(), c.duplicate()]
 
 
-func _summed_bias(weights: Dictionary):
+# The bias, bias_ih + bias_hh: a Result, GO_ON with 4H floats, or FAILED saying what is wrong.
+func _summed_bias(weights: Dictionary) -> Reference:
 	var parts := []
 	if weights.has("bias"):
 		parts.append(weights["bias"])
@@ -119,16 +121,16 @@ func _summed_bias(weights: Dictionary):
 				parts.append(weights[key])
 	for part in parts:  # checked before the sum is allocated
 		if typeof(part) != TYPE_ARRAY or part.size() != 4 * hidden_size:
-			return "LSTM weights: a bias must hold 4 x hidden_size = %d numbers" % (4 * hidden_size)
+			return Result.failed("LSTM weights: a bias must hold 4 x hidden_size = %d numbers" % (4 * hidden_size))
 	var bias := []
 	for _r in range(4 * hidden_size):
 		bias.append(0.0)
 	for part in parts:
 		for r in range(part.size()):
 			if not BlockCompiler.is_finite_number(part[r]):
-				return "LSTM weights: a bias holds a value that is not a finite number (index %d)" % r
+				return Result.failed("LSTM weights: a bias holds a value that is not a finite number (index %d)" % r)
 			bias[r] += float(part[r])
-	return bias
+	return Result.go_on(bias)
 
 
 func _check_matrix(matrix, name: String, rows: int, columns: int) -> String:

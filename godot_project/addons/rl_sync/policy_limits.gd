@@ -7,14 +7,15 @@ extends Reference
 # checks the same bounds on the trainer's side.
 
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 # A convolution's kernel is counted at most this wide here, an image's side (conv_network.gd checks it fits the image).
 const MAX_KERNEL := BlockCompiler.Contract.MAX_CAMERA_SIDE
 const FIX := "train a smaller network (a smaller camera image, a larger stride or narrower layers)"
 
 
-# A policy file's text: {"text": ...}, or {"error": "policy file PATH: what is wrong"} (it does not
-# exist, cannot be read, or has more than MAX_FILE_BYTES bytes, and then it is not read).
-static func read_text(path: String) -> Dictionary:
+# A policy file's text: a Result, GO_ON with the text, or FAILED with "policy file PATH: what is wrong"
+# (it does not exist, cannot be read, or has more than MAX_FILE_BYTES bytes, and then it is not read).
+static func read_text(path: String) -> Reference:
 	var file := File.new()
 	var problem := ""
 	if not file.file_exists(path):
@@ -26,10 +27,10 @@ static func read_text(path: String) -> Dictionary:
 				% [file.get_len(), BlockCompiler.MAX_FILE_BYTES, BlockCompiler.MAX_WEIGHTS, FIX]
 	if problem != "":
 		file.close()
-		return {"error": "policy file %s: %s" % [path, problem]}
+		return Result.failed("policy file %s: %s" % [path, problem])
 	var text := file.get_as_text()
 	file.close()
-	return {"text": text}
+	return Result.go_on(text)
 
 
 # What is wrong with one policy's (a file's, or a bundle entry's) depth, widths or weights, or "".

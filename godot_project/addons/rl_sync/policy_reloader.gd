@@ -12,6 +12,7 @@ extends Reference
 
 const Contract = preload("res://addons/rl_sync/contract.gd")
 const PolicyLimits = preload("res://addons/rl_sync/policy_limits.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 const CHECK_EVERY_MSEC := 250
 # While the file's time is within this many seconds of now, its text is compared too (see above).
 const RECENT_S := 2
@@ -49,12 +50,12 @@ func poll(now_msec: int) -> bool:
 	if mtime == _mtime and OS.get_unix_time() > mtime + RECENT_S:
 		return false
 	_mtime = mtime
-	var read := PolicyLimits.read_text(path)  # a file over the engine's bounds is not read: its error is compared
-	var text: String = read.get("text", read.get("error"))
+	var read: Result = PolicyLimits.read_text(path)  # a file over the engine's bounds is not read: its error is compared
+	var text: String = read.message if read.is_failure() else read.value
 	if text == _text:
 		return false
 	_text = text
-	var error: String = read["error"] if read.has("error") else _policies.reload_text(path, text)
+	var error: String = read.message if read.is_failure() else _policies.reload_text(path, text)
 	if error != "":
 		refused += 1
 		printerr(Contract.WARNING_PREFIX + "policy not reloaded, the previous one keeps playing: " + error)
@@ -70,7 +71,8 @@ func poll(now_msec: int) -> bool:
 
 # The file's text, "" when it cannot be read (or is over the engine's bounds).
 static func read_text(file_path: String) -> String:
-	return PolicyLimits.read_text(file_path).get("text", "")
+	var read: Result = PolicyLimits.read_text(file_path)
+	return read.value if read.goes_on() else ""
 
 
 # Seconds since the epoch, or -1 when the file does not exist (get_modified_time would print an error).

@@ -22,6 +22,7 @@ const PolicyActions = preload("res://addons/rl_sync/policy_actions.gd")
 const PolicyLimits = preload("res://addons/rl_sync/policy_limits.gd")
 const PolicyNetwork = preload("res://addons/rl_sync/policy_network.gd")
 const PolicySampling = preload("res://addons/rl_sync/policy_sampling.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 var path := ""
 var env := ""
@@ -50,25 +51,25 @@ var settable := false
 # over the engine's bounds is refused before it is read or built: policy_limits.gd).
 func load_file(file_path: String) -> String:
 	path = file_path
-	var read := PolicyLimits.read_text(file_path)
-	return read["error"] if read.has("error") else load_text(read["text"])
+	var read: Result = PolicyLimits.read_text(file_path)
+	return read.message if read.is_failure() else load_text(read.value)
 
 
 # Loads a policy file's content (`path` names it in errors); returns "" or what is wrong.
 func load_text(text: String) -> String:
-	var parsed := parse_text(text)
-	return parsed["error"] if parsed.has("error") else load_dict(parsed["data"])
+	var parsed: Result = parse_text(text)
+	return parsed.message if parsed.is_failure() else load_dict(parsed.value)
 
 
-# A file's text as JSON: {"data": value}, or {"error": what is wrong} (a String is a valid JSON value).
-func parse_text(text: String) -> Dictionary:
+# A file's text as JSON: a Result, GO_ON with the parsed value (any JSON value), or FAILED saying what is wrong.
+func parse_text(text: String) -> Reference:
 	if text.strip_edges() == "":
-		return {"error": error_text("the file is empty")}
+		return Result.failed(error_text("the file is empty"))
 	var parsed := JSON.parse(text)
 	if parsed.error != OK:
-		return {"error": error_text(("not valid JSON (line %d: %s): the file is truncated or damaged, or holds NaN or "
-				+ "Infinity, which JSON cannot represent") % [parsed.error_line, parsed.error_string])}
-	return {"data": parsed.result}
+		return Result.failed(error_text(("not valid JSON (line %d: %s): the file is truncated or damaged, or holds NaN "
+				+ "or Infinity, which JSON cannot represent") % [parsed.error_line, parsed.error_string]))
+	return Result.go_on(parsed.result)
 
 
 # Checks the format and version of a file or bundle; returns "" or what is wrong.
@@ -127,11 +128,11 @@ func load_dict(data) -> String:
 		cnn = ConvNetwork.new()
 		error = cnn.build(data.get("image"), data.get("cnn"))
 		if error == "":
-			var first = _padded_first(layers, lstm_weights)
-			error = first if typeof(first) == TYPE_STRING else ""
-			if error == "":
-				layers = first[0]
-				lstm_weights = first[1]
+			var first: Result = _padded_first(layers, lstm_weights)
+			error = first.message
+			if first.goes_on():
+				layers = first.value[0]
+				lstm_weights = first.value[1]
 				n_inputs = 3 * BlockCompiler.chunk_count(cnn.features) + observation_size
 	if error == "":
 		var network := PolicyNetwork.new()
@@ -145,8 +146,9 @@ func load_dict(data) -> String:
 
 # A camera policy's first matrix (layer 0's weight, or the LSTM's weight_ih when it comes first)
 # takes cat([features, vector]); the features arrive in chunks whose last is zero-padded, so the
-# matrix gets zero columns there: [layers, lstm] with that one matrix padded, or what is wrong.
-func _padded_first(layers, lstm_weights):
+# matrix gets zero columns there: a Result, GO_ON with [layers, lstm] with that one matrix padded, or
+# FAILED saying what is wrong.
+func _padded_first(layers, lstm_weights) -> Reference:
 	var n_in: int = cnn.features + observation_size
 	var to: int = 3 * BlockCompiler.chunk_count(cnn.features)
 	var in_lstm: bool = typeof(lstm_weights) == TYPE_DICTIONARY and lstm_weights.get("after_layer") == 0.0
@@ -157,16 +159,16 @@ func _padded_first(layers, lstm_weights):
 	if typeof(matrix) == TYPE_ARRAY and not matrix.empty() and typeof(matrix[0]) == TYPE_ARRAY:
 		got = matrix[0].size()
 	if got != n_in:
-		return "the %s takes %d inputs, but the CNN gives %d features and the agent %d vector values" % [
-				"LSTM" if in_lstm else "first layer", got, cnn.features, observation_size]
+		return Result.failed("the %s takes %d inputs, but the CNN gives %d features and the agent %d vector values" % [
+				"LSTM" if in_lstm else "first layer", got, cnn.features, observation_size])
 	var copy: Dictionary = holder.duplicate()
 	copy[key] = ConvNetwork.padded_columns(matrix, cnn.features, to)
 	if in_lstm:
 		copy["input_size"] = to + observation_size
-		return [layers, copy]
+		return Result.go_on([layers, copy])
 	var new_layers: Array = layers.duplicate()
 	new_layers[0] = copy
-	return [new_layers, lstm_weights]
+	return Result.go_on([new_layers, lstm_weights])
 
 
 func _load_normalization(norm) -> String:

@@ -13,6 +13,7 @@ extends Reference
 const PolicyLimits = preload("res://addons/rl_sync/policy_limits.gd")
 const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
 const ConvNetwork = preload("res://addons/rl_sync/conv_network.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 # The files, as given.
 var paths := []
@@ -26,6 +27,8 @@ var _by_file := {}
 var _runner_of := []
 # Set before loading: each network gets a setter of its weights (in-engine actors; weights_setter.gd).
 var settable := false
+# Whether the last load failed on an agent: no network fits it, or none plays its policy.
+var agent_unplayed := false
 
 
 # `specs`: agent_specs() of the game's agents.
@@ -66,45 +69,46 @@ static func _image_of(agent, obs) -> Dictionary:
 # reloader compares later versions with it). Returns "" or what is wrong.
 func load_files(file_paths: Array, texts: Dictionary = {}) -> String:
 	paths = file_paths
+	agent_unplayed = false
 	var by_file := {}
 	for path in paths:
-		var runners = read_file(path, settable) if not texts.has(path) else read_runners(path, texts[path], settable)
-		if typeof(runners) == TYPE_STRING:
-			return runners
-		by_file[path] = runners
+		var read: Result = read_file(path, settable) if not texts.has(path) else read_runners(path, texts[path], settable)
+		if read.is_failure():
+			return read.message
+		by_file[path] = read.value
 	return _assign(by_file)
 
 
 # A new version of one of the files (--policy_reload): it replaces that file's networks only if the
 # whole set still fits the agents. Returns "" or what is wrong (then nothing changed).
 func reload_text(path: String, text: String) -> String:
-	var runners = read_runners(path, text, settable)
-	if typeof(runners) == TYPE_STRING:
-		return runners
+	var read: Result = read_runners(path, text, settable)
+	if read.is_failure():
+		return read.message
 	var by_file := _by_file.duplicate()
-	by_file[path] = runners
+	by_file[path] = read.value
 	return _assign(by_file)
 
 
-# The runners of one file (an Array), or a String saying what is wrong with it.
-static func read_file(path: String, settable := false):
-	var read := PolicyLimits.read_text(path)  # a file over the engine's bounds is not read
-	return read["error"] if read.has("error") else read_runners(path, read["text"], settable)
+# The runners of one file: a Result, GO_ON with their Array, or FAILED saying what is wrong with it.
+static func read_file(path: String, settable := false) -> Reference:
+	var read: Result = PolicyLimits.read_text(path)  # a file over the engine's bounds is not read
+	return read if read.is_failure() else read_runners(path, read.value, settable)
 
 
-# The runners of a file's text: one for a single policy, one per entry for a bundle; or a String
-# saying what is wrong (an entry's error names its policy).
-static func read_runners(path: String, text: String, settable := false):
+# The runners of a file's text, one for a single policy, one per entry for a bundle: a Result, GO_ON
+# with their Array, or FAILED saying what is wrong (an entry's error names its policy).
+static func read_runners(path: String, text: String, settable := false) -> Reference:
 	var probe := PolicyRunner.new()
 	probe.path = path
 	probe.settable = settable
-	var parsed := probe.parse_text(text)
-	if parsed.has("error"):
-		return parsed["error"]
-	var data = parsed["data"]
+	var parsed: Result = probe.parse_text(text)
+	if parsed.is_failure():
+		return parsed
+	var data = parsed.value
 	if typeof(data) != TYPE_DICTIONARY or not data.has("policies"):
 		var single_error := probe.load_dict(data)
-		return [probe] if single_error == "" else single_error
+		return Result.go_on([probe]) if single_error == "" else Result.failed(single_error)
 	var error := probe.check_format(data)
 	if error == "" and float(data["version"]) < PolicyRunner.Contract.POLICY_BUNDLE_VERSION:
 		error = probe.error_text("a bundle of policies (\"policies\") needs version %d" % PolicyRunner.Contract.POLICY_BUNDLE_VERSION)
@@ -112,15 +116,17 @@ static func read_runners(path: String, text: String, settable := false):
 	if error == "" and (typeof(entries) != TYPE_ARRAY or entries.empty()):
 		error = probe.error_text("\"policies\" must be a non-empty list of policies")
 	if error != "":
-		return error
+		return Result.failed(error)
 	var runners := []
 	var names := {}
 	for i in range(entries.size()):
 		var name = entries[i].get("policy_name") if typeof(entries[i]) == TYPE_DICTIONARY else null
 		if typeof(name) != TYPE_STRING or name.strip_edges() == "":
-			return probe.error_text("the bundle's entry %d has no \"policy_name\" (each entry names its policy)" % i)
-		if names.has(name):
-			return probe.error_text("two entries of the bundle are named \"%s\"; each policy comes once" % name)
+			error = "the bundle's entry %d has no \"policy_name\" (each entry names its policy)" % i
+		elif names.has(name):
+			error = "two entries of the bundle are named \"%s\"; each policy comes once" % name
+		if error != "":
+			return Result.failed(probe.error_text(error))
 		names[name] = true
 		var runner := PolicyRunner.new()
 		runner.path = path
@@ -130,13 +136,14 @@ static func read_runners(path: String, text: String, settable := false):
 		runner.source = data["source"] if typeof(data.get("source")) == TYPE_DICTIONARY else {}
 		error = runner.load_dict(entries[i])
 		if error != "":
-			return error
+			return Result.failed(error)
 		runners.append(runner)
-	return runners
+	return Result.go_on(runners)
 
 
 # Routes each agent to its runner and checks the pair; only a set that fits replaces the current one.
 func _assign(by_file: Dictionary) -> String:
+	agent_unplayed = false
 	var named := {}
 	var nameless = null
 	for path in paths:
@@ -155,11 +162,11 @@ func _assign(by_file: Dictionary) -> String:
 	var played := {}
 	for spec in _agents:
 		var runner = named.get(spec["policy"], nameless)
-		if runner == null:
-			return _missing(spec, by_file)
-		var error: String = runner.check_agent(_game, spec["obs_size"], spec["action_space"], spec.get("image", {}))
+		var error: String = _missing(spec, by_file) if runner == null else runner.check_agent(_game, spec["obs_size"],
+				spec["action_space"], spec.get("image", {}))
 		if error != "":
-			return "%s (%s plays the policy \"%s\")" % [error, spec["label"], spec["policy"]]
+			agent_unplayed = true
+			return error if runner == null else "%s (%s plays the policy \"%s\")" % [error, spec["label"], spec["policy"]]
 		played[runner.policy_name] = true
 		runner_of.append(runner)
 	for name in named:

@@ -130,10 +130,10 @@ func _start_run() -> bool:
 # The parameters the game declares, handed to every agent before its first episode, then --env_param: "" or the error.
 func _start_env_params(seed_value: int) -> String:
 	var root: Node = get_tree().current_scene if _in_current_scene() else get_parent()
-	var declared = EnvParams.declared_in(root)
-	if typeof(declared) == TYPE_STRING:
-		return declared
-	env_params = EnvParams.new(declared, agents.size(), seed_value)
+	var declared: Reference = EnvParams.declared_in(root)
+	if declared.is_failure():
+		return declared.message
+	env_params = EnvParams.new(declared.value, agents.size(), seed_value)
 	for i in range(agents.size()):
 		agents[i].use_env_params(env_params, i)
 	return env_params.apply_flags()

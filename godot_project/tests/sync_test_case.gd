@@ -7,6 +7,7 @@ const TrainerSession = preload("res://addons/rl_sync/trainer_session.gd")
 const JsonActions = preload("res://addons/rl_sync/json_actions.gd")
 const PackedActions = preload("res://addons/rl_sync/packed_actions.gd")
 const Wire = preload("res://addons/rl_sync/wire.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 const FakeAgent = preload("res://tests/fake_agent.gd")
 
 var sync

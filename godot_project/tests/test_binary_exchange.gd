@@ -28,41 +28,45 @@ func test_packed_actions_are_var2bytes_of_pool_arrays() -> void:
 	check_eq(body.subarray(20, 35).hex_encode(), "15000000020000000200000000000000", "the int32 array's bytes")
 	check(Wire.is_packed(body), "a packed body is recognised")
 	check(not Wire.is_packed("{\"type\":\"action\"}".to_utf8()), "a JSON body is not packed")
-	var unpacked = Wire.unpack_actions(body, 3, 2)
-	check_eq(typeof(unpacked), TYPE_ARRAY, "unpacked: %s" % str(unpacked))
+	var read: Reference = Wire.unpack_actions(body, 3, 2)
+	check_eq(read.kind, Result.Kind.GO_ON, "unpacked: %s" % read.message)
+	var unpacked: Array = read.value
 	check(unpacked[0] == floats, "the floats come back: %s" % str(unpacked[0]))
 	check(unpacked[1] == ints, "the ints come back: %s" % str(unpacked[1]))
-	var only_ints = Wire.unpack_actions(Wire.pack_actions(PoolRealArray(), ints), 0, 2)
+	var only_ints: Array = Wire.unpack_actions(Wire.pack_actions(PoolRealArray(), ints), 0, 2).value
 	check(only_ints[1] == ints and only_ints[0].size() == 0, "a space of discrete keys only sends the int32 array")
-	var only_floats = Wire.unpack_actions(var2bytes(floats), 3, 0)
+	var only_floats: Array = Wire.unpack_actions(var2bytes(floats), 3, 0).value
 	check(only_floats[0] == floats and only_floats[1].size() == 0, "continuous keys only: the float32 array")
 
 
 func test_packed_actions_of_the_wrong_length_or_kind_are_refused() -> void:
 	var body := Wire.pack_actions(PoolRealArray([0.5, -1.0, 0.25]), PoolIntArray())
-	check_eq(Wire.unpack_actions(body, 4, 0),
+	check_eq(Wire.unpack_actions(body, 4, 0).message,
 			"a packed action message of 20 bytes; this game expects 24 (4 float32 values for continuous keys, 0 int32 values for discrete keys, each array after an 8-byte header)",
 			"one value short")
-	check_eq(Wire.unpack_actions(var2bytes(PoolIntArray([1, 2, 3])), 3, 0),
+	check_eq(Wire.unpack_actions(var2bytes(PoolIntArray([1, 2, 3])), 3, 0).message,
 			"packed actions at byte 0: expected the header of 3 float32 values (type 22), got type 21 with 3 values",
 			"int32 values where float32 ones belong")
 	# Right length, but the header claims another count: refused before bytes2var sees it.
 	var lying := var2bytes(PoolRealArray([1.0, 2.0]))
 	lying[4] = 200
-	check_eq(Wire.unpack_actions(lying, 2, 0),
+	check_eq(Wire.unpack_actions(lying, 2, 0).kind, Result.Kind.FAILED, "a lying header is a failure")
+	check_eq(Wire.unpack_actions(lying, 2, 0).message,
 			"packed actions at byte 0: expected the header of 2 float32 values (type 22), got type 22 with 200 values",
 			"a header that disagrees with the length")
 
 
 func test_packed_bodies_are_returned_only_once_asked_for() -> void:
 	var body := var2bytes(PoolRealArray([1.0, 2.0]))
-	var refused = Wire.read_message(_peer(_framed(body)))
-	check_eq(refused, "a packed (binary) message of 16 bytes, but the handshake did not ask for the step encoding \"binary\"",
+	var refused: Reference = Wire.read_message(_peer(_framed(body)))
+	check_eq(refused.kind, Result.Kind.FAILED, "refused")
+	check_eq(refused.message, "a packed (binary) message of 16 bytes, but the handshake did not ask for the step encoding \"binary\"",
 			"without the binary step encoding")
-	var accepted = Wire.read_message(_peer(_framed(body)), Wire.DEFAULT_MAX_BRACKETS, true)
-	check(typeof(accepted) == TYPE_RAW_ARRAY and accepted == body, "with it, the body as it came")
-	var json = Wire.read_message(_peer(Wire.frame("{\"type\":\"reset\"}")), Wire.DEFAULT_MAX_BRACKETS, true)
-	check_eq(json, {"type": "reset"}, "JSON still parses when packed bodies are allowed")
+	var accepted: Reference = Wire.read_message(_peer(_framed(body)), Wire.DEFAULT_MAX_BRACKETS, true)
+	check(accepted.kind == Result.Kind.GO_ON and typeof(accepted.value) == TYPE_RAW_ARRAY and accepted.value == body,
+			"with it, the body as it came")
+	var json: Reference = Wire.read_message(_peer(Wire.frame("{\"type\":\"reset\"}")), Wire.DEFAULT_MAX_BRACKETS, true)
+	check_eq(json.value, {"type": "reset"}, "JSON still parses when packed bodies are allowed")
 
 
 func test_packed_step_frame_layout() -> void:
@@ -94,7 +98,7 @@ func test_packed_decision_step_matches_the_json_one() -> void:
 			group[2].position = -step
 			group[1].done = step == 2
 			group[1].info["fruits"] = step
-		var packed: Array = sync.decision_step_packed()
+		var packed: Array = sync.decision_step_packed().value
 		var reply: Dictionary = json_sync.decision_step()
 		var values: PoolRealArray = packed[0]
 		var expected := PoolRealArray()
@@ -132,12 +136,12 @@ func test_packed_statuses_and_infos() -> void:
 	agents[0].info["fruits"] = 3
 	agents[0].done = true
 	agents[0].position = 4.0
-	var packed: Array = sync.decision_step_packed()
+	var packed: Array = sync.decision_step_packed().value
 	# obs [0, 2] (agent 0 reset) and [0, 1]; rewards 0, 0; statuses 1, 0; terminal obs of agent 0 [4, 1]
 	check(packed[0] == PoolRealArray([0.0, 2.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 4.0, 1.0]), "values: %s" % str(packed[0]))
 	check_eq(packed[1], {"0": {"fruits": 3}}, "the ended agent's info, copied before its reset")
 	check_eq(agents[0].info, {}, "the controller's own dictionary was cleared by its reset, not the copy")
-	packed = sync.decision_step_packed()
+	packed = sync.decision_step_packed().value
 	# agent 1 reaches its time limit (2 steps): truncated, and its info is empty so none is sent
 	check(packed[0] == PoolRealArray([0.0, 2.0, 0.0, 2.0, 0.0, 0.0, 0.0, 2.0, 0.0, 1.0]), "values: %s" % str(packed[0]))
 	check_eq(packed[1], {}, "no info when the ended agent's get_info() is empty")
@@ -179,15 +183,15 @@ func test_the_handshake_negotiates_the_step_encoding() -> void:
 	var session = TrainerSession.new(sync)
 	# A handshake the session answers (as it does one sent mid-session), without a socket.
 	var handshake := {"type": "handshake", "major_version": "0", "minor_version": "7"}
-	check_eq(session._answer(handshake), "", "godot-rl's handshake")
+	check_eq(session._answer(handshake).kind, Result.Kind.GO_ON, "godot-rl's handshake")
 	check_eq(session.handshake.step_encoding, "json", "godot-rl asks for nothing and gets JSON")
 	check(not session._binary, "no packed bodies accepted")
 	handshake["step_encoding"] = "binary"
-	check_eq(session._answer(handshake), "", "ours")
+	check_eq(session._answer(handshake).kind, Result.Kind.GO_ON, "ours")
 	check_eq(session.handshake.step_encoding, "binary", "binary in force")
 	check(session._binary, "packed bodies accepted")
 	handshake["step_encoding"] = "msgpack"
-	check_eq(session._answer(handshake),
+	check_eq(session._answer(handshake).message,
 			"the trainer asked for the step encoding 'msgpack'; this game knows [json, binary]", "an unknown encoding")
 
 

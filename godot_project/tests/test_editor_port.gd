@@ -4,6 +4,7 @@ extends "res://tests/test_case.gd"
 
 const RunFlags = preload("res://addons/rl_sync/run_flags.gd")
 const TrainerHandshake = preload("res://addons/rl_sync/trainer_handshake.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 
 func test_the_test_runner_runs_from_the_project_folder() -> void:
@@ -38,12 +39,13 @@ func test_a_port_that_accepts_but_never_answers_is_given_up_within_the_time() ->
 		return
 	var handshake := TrainerHandshake.new("test", 1, 64)
 	var start := OS.get_ticks_msec()
-	var error := handshake.try_connect(port, 0.3)
+	var looked: Reference = handshake.try_connect(port, 0.3)
 	var took := OS.get_ticks_msec() - start
-	check_eq(error, "connected, but the trainer sent no handshake in time; quitting", "what the look says")
+	check_eq([looked.kind, looked.message], [Result.Kind.FAILED, "connected, but the trainer sent no handshake in time; quitting"],
+			"what the look says")
 	check(took < 1000, "the look took %d ms for a 0.3 s limit" % took)
 	handshake.stream.disconnect_from_host()
 	server.stop()
 	start = OS.get_ticks_msec()
-	check_eq(handshake.try_connect(port, 0.3), "no trainer listens on 127.0.0.1:%d" % port, "a closed port")
+	check_eq(handshake.try_connect(port, 0.3).message, "no trainer listens on 127.0.0.1:%d" % port, "a closed port")
 	check(OS.get_ticks_msec() - start < 1000, "a refused connection is given up at once")

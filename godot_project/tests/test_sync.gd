@@ -65,17 +65,20 @@ func test_termination_on_the_last_step_is_not_truncation() -> void:
 	check_eq(step["info"][0]["TimeLimit.truncated"], false, "a failure on the limit step is a termination")
 
 
-func _convert(action, space: Dictionary):
-	return JsonActions.convert_action(action, space, JsonActions.action_spec(space))
+# [what is wrong ("" for nothing), the converted action].
+func _convert(action, space: Dictionary) -> Array:
+	var converted := {}
+	var error := JsonActions.convert_action(action, space, JsonActions.action_spec(space), converted)
+	return [error, converted]
 
 
 func test_valid_actions_are_converted() -> void:
 	_setup(1, 10)
 	# JSON numbers arrive as floats; discrete choices become ints.
-	var action = _convert({"move": [0.5, -1.0], "jump": 2.0}, agents[0].get_action_space())
-	check_eq(action, {"move": [0.5, -1.0], "jump": 2}, "converted action")
+	var action := _convert({"move": [0.5, -1.0], "jump": 2.0}, agents[0].get_action_space())
+	check_eq(action, ["", {"move": [0.5, -1.0], "jump": 2}], "converted action")
 	action = _convert({"move": [0, 0], "jump": [1.0]}, agents[0].get_action_space())
-	check_eq(action["jump"], 1, "a one-element list is accepted for a discrete key")
+	check_eq(action, ["", {"move": [0, 0], "jump": 1}], "a one-element list is accepted for a discrete key")
 
 
 func test_invalid_actions_are_explained() -> void:
@@ -92,9 +95,9 @@ func test_invalid_actions_are_explained() -> void:
 		[{"move": [0.5, 0.5], "jump": 1.5}, "must be an integer in [0, 3)"],
 	]
 	for case in cases:
-		var result = _convert(case[0], space)
-		check(typeof(result) == TYPE_STRING and case[1] in result,
-				"action %s: expected an error containing \"%s\", got %s" % [str(case[0]), case[1], str(result)])
+		var error: String = _convert(case[0], space)[0]
+		check(case[1] in error,
+				"action %s: expected an error containing \"%s\", got \"%s\"" % [str(case[0]), case[1], error])
 
 
 func test_step_reply_is_json_with_godot_rl_keys() -> void:

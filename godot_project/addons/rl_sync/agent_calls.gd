@@ -5,6 +5,7 @@ extends Reference
 # ...]); godot-rl sends neither.
 
 const Wire = preload("res://addons/rl_sync/wire.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 var _agents: Array
 # The methods a trainer may `call`: those the agents' controller scripts define, minus the engine's
@@ -23,29 +24,29 @@ func _init(agents: Array) -> void:
 				_callable[method["name"]] = [most - method["default_args"].size(), most]
 
 
-# Returns the results, or a String saying what is wrong with the arguments (checked for every
-# agent before any is called).
-func call_agents(method: String, message: Dictionary):
+# Returns a Result: GO_ON with the results, or FAILED saying what is wrong with the arguments (checked
+# for every agent before any is called).
+func call_agents(method: String, message: Dictionary) -> Reference:
 	var shared = message.get("args", [])
 	var per_agent = message.get("agent_args")
 	if typeof(shared) != TYPE_ARRAY:
-		return "call '%s': \"args\" must be a list of arguments, got %s" % [method, Wire.preview(shared)]
+		return Result.failed("call '%s': \"args\" must be a list of arguments, got %s" % [method, Wire.preview(shared)])
 	if per_agent != null and (typeof(per_agent) != TYPE_ARRAY or per_agent.size() != _agents.size()):
-		return "call '%s': \"agent_args\" must hold one list of arguments per agent (%d), got %s" \
-				% [method, _agents.size(), Wire.preview(per_agent)]
+		return Result.failed("call '%s': \"agent_args\" must hold one list of arguments per agent (%d), got %s"
+				% [method, _agents.size(), Wire.preview(per_agent)])
 	var arg_lists := []
 	for i in range(_agents.size()):
 		var args = shared if per_agent == null else per_agent[i]
 		if typeof(args) != TYPE_ARRAY:
-			return "call '%s': the arguments of agent %d must be a list, got %s" % [method, i, Wire.preview(args)]
+			return Result.failed("call '%s': the arguments of agent %d must be a list, got %s" % [method, i, Wire.preview(args)])
 		if _callable.has(method) and _agents[i].has_method(method):
 			var counts: Array = _callable[method]
 			if args.size() < counts[0] or args.size() > counts[1]:
-				return "call '%s': it takes %s arguments, agent %d was given %d" \
-						% [method, str(counts[0]) if counts[0] == counts[1] else "%d to %d" % counts, i, args.size()]
+				return Result.failed("call '%s': it takes %s arguments, agent %d was given %d"
+						% [method, str(counts[0]) if counts[0] == counts[1] else "%d to %d" % counts, i, args.size()])
 		arg_lists.append(args)
 	var returns := []
 	for i in range(_agents.size()):
 		var agent = _agents[i]
 		returns.append(agent.callv(method, arg_lists[i]) if _callable.has(method) and agent.has_method(method) else null)
-	return returns
+	return Result.go_on(returns)

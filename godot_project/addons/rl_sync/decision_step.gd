@@ -9,6 +9,7 @@ extends Reference
 
 const Wire = preload("res://addons/rl_sync/wire.gd")
 const Observations = preload("res://addons/rl_sync/observations.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 
 # One agent's decision step: the step is counted, the reward earned since the last one moves into
@@ -158,10 +159,10 @@ static func reset_reply(agents: Array, packed: bool) -> Dictionary:
 # when an agent observes an image (null otherwise), every image agent's frame in agent order, then the
 # terminal frame of each ended image agent, in the order of the terminal observations.
 # `declared`: each agent's observation size as its env_info declared it (declared_size()) and
-# `declared_total` their sum; then observations of another size return a String naming the agent (the
+# `declared_total` their sum; then observations of another size are FAILED, naming the agent (the
 # trainer cannot tell which agent's were off from the packed values): two comparisons per step.
-# `closed`: close()'s result, or null.
-static func packed(agents: Array, declared: PoolIntArray = PoolIntArray(), declared_total: int = 0, closed = null):
+# `closed`: close()'s result, or null. A Result: GO_ON with [values, infos, frames], or FAILED.
+static func packed(agents: Array, declared: PoolIntArray = PoolIntArray(), declared_total: int = 0, closed = null) -> Reference:
 	if closed == null:
 		closed = close(agents)
 	var rewards: Array = closed[0]
@@ -195,13 +196,13 @@ static func packed(agents: Array, declared: PoolIntArray = PoolIntArray(), decla
 				terminal_total += declared[i]
 		values.append_array(obs)
 	if checked and (values.size() != declared_total or terminal.size() != terminal_total):
-		return observation_problem(agents, declared)
+		return Result.failed(observation_problem(agents, declared))
 	values.append_array(PoolRealArray(rewards))
 	values.append_array(statuses)
 	values.append_array(terminal)
 	if frames != null:
 		frames.append_array(terminal_frames)
-	return [values, infos, frames]
+	return Result.new(Result.Kind.GO_ON, [values, infos, frames])  # new(): no load() on the hot path
 
 
 static func _appended(frames, frame: PoolByteArray) -> PoolByteArray:

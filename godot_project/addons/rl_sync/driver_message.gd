@@ -13,6 +13,7 @@ const AgentDriver = preload("res://addons/rl_sync/agent_driver.gd")
 const Contract = preload("res://addons/rl_sync/contract.gd")
 const PolicySet = preload("res://addons/rl_sync/policy_set.gd")
 const Observations = preload("res://addons/rl_sync/observations.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 const MESSAGE := "drivers"
 const AGENTS_KEY := "agents"
@@ -42,16 +43,16 @@ static func scripted_agents(agents: Array) -> Array:
 	return out
 
 
-# Applies `message` and replies on `stream`; "" to go on, or what is wrong (said to the trainer first).
-static func answer(sync_node: Node, stream: StreamPeerTCP, message: Dictionary) -> String:
+# Applies `message` and replies on `stream`: a Result, GO_ON, or FAILED (said to the trainer first).
+static func answer(sync_node: Node, stream: StreamPeerTCP, message: Dictionary) -> Reference:
 	if not sync_node.has_meta(META):
 		sync_node.set_meta(META, load("res://addons/rl_sync/driver_message.gd").new())
 	var drivers = sync_node.get_meta(META)
 	var error: String = drivers.apply(sync_node, message)
 	var reply := {"type": MESSAGE, ACTED_KEY: drivers.acted} if error == "" else {"type": "error", "message": error}
 	if preload("res://addons/rl_sync/wire.gd").write_message(stream, to_json(reply)) != OK:
-		return preload("res://addons/rl_sync/wire.gd").DISCONNECTED
-	return error
+		return Result.disconnected()
+	return Result.go_on() if error == "" else Result.failed(error)
 
 
 func apply(sync_node: Node, message: Dictionary) -> String:

@@ -15,6 +15,7 @@ const FragmentActors = preload("res://addons/rl_sync/fragment_actors.gd")
 const FragmentRecorder = preload("res://addons/rl_sync/fragment_recorder.gd")
 const Wire = preload("res://addons/rl_sync/wire.gd")
 const BlockCompiler = preload("res://addons/rl_sync/block_compiler.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 # The sync node's meta key: the FragmentRecorder of actor mode (absent until "actors" succeeds).
 const META := "rl_sync_actors"
@@ -22,10 +23,10 @@ const META := "rl_sync_actors"
 const WEIGHTS_FIELD := "weights"
 
 
-# Answers a message of actor mode. Returns "" to read the next message, `started` once a fragment's
-# collection began (the session hands the frame back to the game), or the error that ends the run (said to
-# the trainer first, as {"type": "error", "message": ...}).
-static func answer(sync_node: Node, stream: StreamPeer, message: Dictionary, started: String) -> String:
+# Answers a message of actor mode. Returns GO_ON to read the next message, WAIT once a fragment's
+# collection began (the session hands the frame back to the game), or what ends the run (a failure is said
+# to the trainer first, as {"type": "error", "message": ...}).
+static func answer(sync_node: Node, stream: StreamPeer, message: Dictionary) -> Reference:
 	var recorder = sync_node.get_meta(META) if sync_node.has_meta(META) else null
 	var error := ""
 	if message["type"] == FragmentWire.ACTORS:
@@ -41,16 +42,15 @@ static func answer(sync_node: Node, stream: StreamPeer, message: Dictionary, sta
 			error = "a \"%s\" request needs \"%s\": a whole number, got %s" \
 					% [FragmentWire.FRAGMENT, FragmentWire.VERSION_KEY, Wire.preview(version)]
 		else:
-			error = recorder.begin(int(version))
-			if error == "":
-				return started
-	if error != "" and error != Wire.DISCONNECTED:
-		_say(stream, error)
-	return error
+			var begun: Reference = recorder.begin(int(version))
+			return Result.wait() if begun.goes_on() else _ended(stream, begun)
+	if error != "":
+		return _ended(stream, Result.failed(error))
+	return Result.go_on()
 
 
-# "actors": loads the policy, replies with the sizes, and enters actor mode.
-static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> String:
+# "actors": loads the policy, replies with the sizes, and enters actor mode (a Result, as answer()'s).
+static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> Reference:
 	var path = message.get(FragmentWire.PATH_KEY)
 	var by_name = message.get(FragmentWire.PATHS_KEY)  # several policies: {name: file}, in the order of POLICIES_KEY
 	var names = message.get(FragmentWire.POLICIES_KEY, [])
@@ -90,8 +90,7 @@ static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> 
 	if error == "":
 		error = actors.load_policy(sync_node, paths, names, int(seed_value), routes)
 	if error != "":
-		_say(stream, error)
-		return error
+		return _ended(stream, Result.failed(error))
 	var recorder := FragmentRecorder.new(sync_node, stream, actors, int(num_steps),
 			message.get(FragmentWire.LOGPROB_KEY, false) == true)
 	sync_node.set_meta(META, recorder)
@@ -104,7 +103,7 @@ static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> 
 	}
 	if not names.empty():
 		reply[FragmentWire.SIZES_KEY] = actors.sizes
-	return Wire.DISCONNECTED if Wire.write_message(stream, to_json(reply)) != OK else ""
+	return Result.disconnected() if Wire.write_message(stream, to_json(reply)) != OK else Result.go_on()
 
 
 # Whether a fragment is being collected (then RunMode calls step() at each decision step).
@@ -112,29 +111,31 @@ static func collecting(sync_node: Node) -> bool:
 	return sync_node.has_meta(META) and sync_node.get_meta(META).collecting
 
 
-# One decision step of the fragment (FragmentRecorder.step()): "" to go on, or the error that ends the run.
-static func step(sync_node: Node) -> String:
+# One decision step of the fragment (FragmentRecorder.step()): GO_ON, or what ends the run.
+static func step(sync_node: Node) -> Reference:
 	var recorder = sync_node.get_meta(META)
-	var error: String = recorder.step()
-	if error != "" and error != Wire.DISCONNECTED:
-		_say(recorder.stream, error)
-	return error
+	return _ended(recorder.stream, recorder.step())
 
 
-# A message the session read, before it is answered: in actor mode a binary message is the weights (wrapped
-# in WEIGHTS_FIELD), and any other message than "actors", "fragment" and "drivers" (reset, action, call,
-# env_params...) leaves actor mode and works as before (the trainer sends "actors" again to come back). "drivers"
-# (driver_message.gd) keeps it: the agents the game drives are driven in actor mode too (fragment_recorder.gd).
-static func route(sync_node: Node, message):
-	if not sync_node.has_meta(META):
-		return message
+# A message the session read (Wire.read_body()'s Result), before it is answered: in actor mode a binary
+# message is the weights (wrapped in WEIGHTS_FIELD), and any other message than "actors", "fragment" and "drivers"
+# (reset, action, call, env_params...) leaves actor mode and works as before (the trainer sends "actors" again to
+# come back). "drivers" (driver_message.gd) keeps it: the agents the game drives are driven in actor mode too.
+static func route(sync_node: Node, read: Reference) -> Reference:
+	if not sync_node.has_meta(META) or not read.goes_on():
+		return read
+	var message = read.value
 	if typeof(message) == TYPE_RAW_ARRAY:
-		return {"type": FragmentWire.FRAGMENT, WEIGHTS_FIELD: message}
+		read.value = {"type": FragmentWire.FRAGMENT, WEIGHTS_FIELD: message}
+		return read
 	var keeps := [FragmentWire.ACTORS, FragmentWire.FRAGMENT, preload("res://addons/rl_sync/driver_message.gd").MESSAGE]
-	if typeof(message) == TYPE_DICTIONARY and not keeps.has(message.get("type")):
+	if not keeps.has(message.get("type")):
 		sync_node.remove_meta(META)
-	return message
+	return read
 
 
-static func _say(stream: StreamPeer, error: String) -> void:
-	Wire.write_message(stream, to_json({"type": FragmentWire.ERROR, FragmentWire.MESSAGE_KEY: error}))
+# `result` as it is; a failure is said to the trainer first.
+static func _ended(stream: StreamPeer, result: Reference) -> Reference:
+	if result.is_failure():
+		Wire.write_message(stream, to_json({"type": FragmentWire.ERROR, FragmentWire.MESSAGE_KEY: result.message}))
+	return result

@@ -5,11 +5,13 @@ extends Reference
 # the final observations of the ended episodes, with the same bookkeeping as the trainer's steps
 # (decision_step.gd: the time limit, the same-step reset, the step order of an ending episode). After
 # num_steps steps, the tail observations; then the header and the body in parts (fragment_wire.gd).
+# Each call returns a Result (result.gd): GO_ON, or what ends the run.
 
 const FragmentWire = preload("res://addons/rl_sync/fragment_wire.gd")
 const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
 const Observations = preload("res://addons/rl_sync/observations.gd")
 const Wire = preload("res://addons/rl_sync/wire.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 # The float32 values one part carries at most, so that its message stays within the limit.
 const PART_FLOATS := (Wire.MAX_MESSAGE_BYTES - Wire.PACKED_HEADER_BYTES) / 4
@@ -44,7 +46,7 @@ func _init(sync_node: Node, to: StreamPeer, fragment_actors, num_steps: int, log
 
 
 # Starts fragment `version`: the first step's observations and actions (the game then simulates them).
-func begin(version: int) -> String:
+func begin(version: int) -> Reference:
 	_version = version
 	_t = 0
 	_body = PoolRealArray()
@@ -55,12 +57,12 @@ func begin(version: int) -> String:
 
 
 # A decision step: the results of the actions chosen at the last one, then the next actions or, after the
-# fragment's last step, the tail and the fragment sent. "" or the error that ends the run.
-func step() -> String:
+# fragment's last step, the tail and the fragment sent.
+func step() -> Reference:
 	var problem := preload("res://addons/rl_sync/scene_copies.gd").problem()  # a copy's (input_watch.gd), as a step's
 	if problem != "":
 		collecting = false
-		return problem
+		return Result.failed(problem)
 	var closed = _sync.order.take_closed()  # a step in which an episode ended was closed a frame before
 	if closed == null:
 		closed = DecisionStep.close(_agents)
@@ -103,13 +105,13 @@ func step() -> String:
 		_next_alive = OS.get_ticks_msec() + int(FragmentWire.ALIVE_PERIOD_S * 1000)
 		var alive := {"type": FragmentWire.ALIVE, FragmentWire.STEP_KEY: _t}
 		if Wire.write_message(stream, to_json(alive)) != OK:
-			return Wire.DISCONNECTED
+			return Result.disconnected()
 	return _act()
 
 
 # Every agent's raw observation onto the body, then every agent's sampled action, each given to its
 # controller as the trainer's would be; the agents a "drivers" message gave the game get its own action over it.
-func _act() -> String:
+func _act() -> Reference:
 	var rows := []
 	for i in range(_agents.size()):
 		var obs = Observations.vector_values(_agents[i].get_obs())
@@ -122,11 +124,11 @@ func _act() -> String:
 		_agents[i].set_action(actors.act(i, rows[i], _logprob))
 	_body.append_array(actors.actions)  # as sampled, also for the agents the game drives (they train nobody)
 	preload("res://addons/rl_sync/driver_message.gd").act_for(_sync)  # then theirs, as after a trainer's actions
-	return ""
+	return Result.new(Result.Kind.GO_ON)  # new(), not go_on(): no load() at every step
 
 
 # The header, then the body in parts of at most part_floats values (var2bytes of a PoolRealArray each).
-func _send() -> String:
+func _send() -> Reference:
 	var floats := _body.size()
 	var parts := int(ceil(float(floats) / part_floats))
 	var header := {
@@ -137,7 +139,7 @@ func _send() -> String:
 		FragmentWire.EPISODES_KEY: _episodes,
 	}
 	if Wire.write_message(stream, to_json(header)) != OK:
-		return Wire.DISCONNECTED
+		return Result.disconnected()
 	var bytes := var2bytes(_body)  # the header of all F values, then their bytes: each part is a slice of them
 	for p in range(parts):
 		var from: int = p * part_floats
@@ -147,13 +149,13 @@ func _send() -> String:
 			packet.append_array(PoolByteArray([word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF, (word >> 24) & 0xFF]))
 		packet.append_array(bytes.subarray(Wire.PACKED_HEADER_BYTES + 4 * from, Wire.PACKED_HEADER_BYTES + 4 * (from + count) - 1))
 		if stream.put_data(packet) != OK:
-			return Wire.DISCONNECTED
+			return Result.disconnected()
 	_body = PoolRealArray()
 	_episodes = []
-	return ""
+	return Result.go_on()
 
 
-func _size_problem(i: int, size: int) -> String:
+func _size_problem(i: int, size: int) -> Reference:
 	collecting = false
-	return ("agent %d (%s): get_obs() gave %d values, but the policy takes %d; an agent's observation must keep "
-			+ "the size it declared") % [i, _agents[i].get_path(), size, actors.obs_sizes[i]]
+	return Result.failed(("agent %d (%s): get_obs() gave %d values, but the policy takes %d; an agent's observation "
+			+ "must keep the size it declared") % [i, _agents[i].get_path(), size, actors.obs_sizes[i]])

@@ -29,9 +29,10 @@ func apply(message: Dictionary) -> String:
 				% [_agents.size(), Wire.preview(actions)]
 	var converted := []
 	for i in range(_agents.size()):
-		var action = convert_action(actions[i], _action_spaces[i], _action_specs[i])
-		if typeof(action) == TYPE_STRING:
-			return "the action for agent %d is invalid: %s" % [i, action]
+		var action := {}
+		var error := convert_action(actions[i], _action_spaces[i], _action_specs[i], action)
+		if error != "":
+			return "the action for agent %d is invalid: %s" % [i, error]
 		converted.append(action)
 	for i in range(_agents.size()):
 		_agents[i].set_action(converted[i])
@@ -46,13 +47,12 @@ static func action_spec(space: Dictionary) -> Array:
 	return spec
 
 
-# Returns the action in the controller's terms, or a String saying what is wrong with it. `spec` is
-# action_spec(space); `space` only words the errors. This runs for every agent every step, so the
-# checks are written inline.
-static func convert_action(action, space: Dictionary, spec: Array):
+# Fills `result` with the action in the controller's terms and returns "", or says what is wrong with
+# it. `spec` is action_spec(space); `space` only words the errors. This runs for every agent every
+# step, so the checks are written inline (and no Result is made).
+static func convert_action(action, space: Dictionary, spec: Array, result: Dictionary) -> String:
 	if typeof(action) != TYPE_DICTIONARY:
 		return "expected an object with the keys %s, got %s" % [str(space.keys()), Wire.preview(action)]
-	var result := {}
 	for entry in spec:
 		var key = entry[0]
 		if not action.has(key):
@@ -80,4 +80,4 @@ static func convert_action(action, space: Dictionary, spec: Array):
 			if (t != TYPE_REAL and t != TYPE_INT) or is_nan(x) or is_inf(x):
 				return "'%s' holds %s, which is not a finite number" % [key, Wire.preview(x)]
 		result[key] = value
-	return result
+	return ""

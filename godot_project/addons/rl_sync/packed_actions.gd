@@ -35,11 +35,11 @@ func _init(agents: Array, action_spaces: Array) -> void:
 # Every value is checked before any agent gets its action, so a bad message moves no agent. Returns
 # "" or what is wrong.
 func apply(body: PoolByteArray) -> String:
-	var unpacked = Wire.unpack_actions(body, _packed_floats, _packed_ints)
-	if typeof(unpacked) == TYPE_STRING:
-		return unpacked
-	var floats: PoolRealArray = unpacked[0]
-	var ints: PoolIntArray = unpacked[1]
+	var unpacked: Reference = Wire.unpack_actions(body, _packed_floats, _packed_ints)
+	if unpacked.is_failure():
+		return unpacked.message
+	var floats: PoolRealArray = unpacked.value[0]
+	var ints: PoolIntArray = unpacked.value[1]
 	# One sum finds any NaN or infinity (a sum of finite float32 values cannot overflow a float64);
 	# only then is the culprit looked for.
 	var total := 0.0

@@ -11,8 +11,8 @@ extends Reference
 # With --opponent=FILE|random|scripted|human, a game of two teams plays matches instead: the policy
 # on one side, the opponent on the other (match_mode.gd).
 #
-# RLSync (sync.gd) holds one in policy mode. Nothing here quits: errors come back as a String and
-# step() says when the evaluation is over, for RLSync to stop the run.
+# RLSync (sync.gd) holds one in policy mode. Nothing here quits: start() returns a Result (result.gd)
+# and step() says when the evaluation is over, for RLSync to stop the run.
 
 const PolicyRunner = preload("res://addons/rl_sync/policy_runner.gd")
 const PolicyReloader = preload("res://addons/rl_sync/policy_reloader.gd")
@@ -21,11 +21,10 @@ const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
 const MatchMode = preload("res://addons/rl_sync/match_mode.gd")
 const PolicySampling = preload("res://addons/rl_sync/policy_sampling.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 # --policy=RANDOM: random actions instead of a policy file.
 const RANDOM := "random"
-# What start() returns once --policy_forward has printed the outputs: the run is over.
-const PRINTED := "(printed the outputs)"
 
 # The networks that play the agents (null with --policy=random or --policy_forward).
 var policies: PolicySet = null
@@ -64,20 +63,21 @@ func _init(sync_node: Node, seed_value: int) -> void:
 
 # Starts --policy=FILE from the command line: loads the file and, with --eval_episodes (N > 0),
 # splits the episodes among the agents; or, with --policy_forward, prints the network's outputs and
-# returns PRINTED. Returns "" to go on, PRINTED, or what is wrong.
-func start(eval_episodes: int) -> String:
+# is DONE. Returns a Result: GO_ON, DONE, or FAILED.
+func start(eval_episodes: int) -> Reference:
 	if RlArgs.has("opponent"):
 		matches = MatchMode.new(_sync, _seed)
-		return matches.start(RlArgs.get_string("policy", ""), RlArgs.get_string("opponent", ""), eval_episodes)
+		var refused := matches.start(RlArgs.get_string("policy", ""), RlArgs.get_string("opponent", ""), eval_episodes)
+		return Result.go_on() if refused == "" else Result.failed(refused)
 	# --policy_forward checks the network alone (any policy file), so it skips the agent check.
 	var forward_only := RlArgs.has("policy_forward")
 	var error := load_policy(RlArgs.get_string("policy", ""), not forward_only)
 	if error == "" and forward_only:
 		error = print_outputs(RlArgs.get_string("policy_forward", ""))
-		return PRINTED if error == "" else error
+		return Result.done() if error == "" else Result.failed(error)
 	if error == "" and eval_episodes > 0:
 		set_eval_episodes(eval_episodes)
-	return error
+	return Result.go_on() if error == "" else Result.failed(error)
 
 
 # Returns "" or what is wrong with the files (`policy_arg`: --policy's value, files separated by

@@ -10,9 +10,8 @@ extends Reference
 #                          --editor`, or godot-rl's own trainer), and is TRAIN when one answers
 #
 # RLSync (sync.gd) holds one and calls step() at every decision step. Nothing here quits or prints
-# (but the helpers' reports, and the editor port's one line): start() and step() return "" to go
-# on, or a String that ends the run, which RLSync reports: DONE (the mode's work is over),
-# TrainerSession.CLOSED, Wire.DISCONNECTED, or an error message.
+# (but the helpers' reports, and the editor port's one line): start() and step() return a Result
+# (result.gd): the run goes on, or it ends and RLSync reports how (DONE: the mode's work is over).
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const RunFlags = preload("res://addons/rl_sync/run_flags.gd")
@@ -21,12 +20,9 @@ const PolicyMode = preload("res://addons/rl_sync/policy_mode.gd")
 const BenchmarkMode = preload("res://addons/rl_sync/benchmark_mode.gd")
 const CameraFrames = preload("res://addons/rl_sync/camera_frames.gd")
 const FragmentMode = preload("res://addons/rl_sync/fragment_mode.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 enum Mode { HUMAN, TRAIN, BENCHMARK, POLICY }
-
-# What start() and step() return when the mode has done its work (an evaluation, a benchmark,
-# --policy_forward's outputs): the run ends with exit code 0 and nothing more to say.
-const DONE := "(the run is done)"
 
 var mode: int = Mode.HUMAN
 # The helper of the mode (null for the others, and for human play, which needs none).
@@ -44,7 +40,7 @@ func _init(sync_node: Node) -> void:
 
 # Picks the mode from the flags and starts its helper (connects to the trainer, loads the policy
 # files). Called once the agents are found and have begun their first episodes.
-func start(flags: RunFlags) -> String:
+func start(flags: RunFlags) -> Reference:
 	if flags.port > 0:
 		mode = Mode.TRAIN
 		# Training renders as fast as it simulates; waiting for vsync would cap it at 60 steps/s.
@@ -55,20 +51,19 @@ func start(flags: RunFlags) -> String:
 	# mode has nothing to answer first.
 	var refusal := CameraFrames.refusal(_sync.get_tree())
 	if refusal != "":
-		return refusal
+		return Result.failed(refusal)
 	if RlArgs.get_string("policy", "") != "":
 		mode = Mode.POLICY
 		policy_mode = PolicyMode.new(_sync, flags.env_seed)
-		var error := policy_mode.start(flags.eval_episodes)
-		return DONE if error == PolicyMode.PRINTED else error
+		return policy_mode.start(flags.eval_episodes)
 	if RlArgs.has("opponent"):
-		return "--opponent=%s plays against a policy: add --policy=FILE, random or scripted" % RlArgs.get_string("opponent")
+		return Result.failed("--opponent=%s plays against a policy: add --policy=FILE, random or scripted" % RlArgs.get_string("opponent"))
 	if flags.benchmark_steps > 0:
 		mode = Mode.BENCHMARK
 		benchmark = BenchmarkMode.new(_sync, flags.benchmark_steps, flags.env_seed)
 	elif RunFlags.from_project_folder():
 		_look_for_editor_trainer()
-	return ""
+	return Result.go_on()
 
 
 # The editor's Play: trains when a trainer listens on the editor port, else a person plays. Either
@@ -80,13 +75,13 @@ func _look_for_editor_trainer() -> void:
 				% [RunFlags.EDITOR_PORT_VARIABLE, RunFlags.EDITOR_PORT_SETTING])
 		return
 	var trainer := TrainerSession.new(_sync)
-	var error := trainer.try_connect(port, RunFlags.EDITOR_CONNECT_S)
-	if error != "":
+	var connected: Reference = trainer.try_connect(port, RunFlags.EDITOR_CONNECT_S)
+	if connected.kind != Result.Kind.GO_ON:
 		trainer.close()
 		var hint := "; `godot-ppo train --editor` listens there"
-		if error.ends_with("is training another game"):  # TrainerHandshake.try_connect(): it is busy
+		if connected.kind == Result.Kind.BUSY:  # that trainer trains another game
 			hint = "; stop that training first, or give this game another port (%s)" % RunFlags.EDITOR_PORT_SETTING
-		print("rl_sync: human play (%s%s)" % [error.trim_suffix("; quitting"), hint])
+		print("rl_sync: human play (%s%s)" % [connected.message.trim_suffix("; quitting"), hint])
 		return
 	mode = Mode.TRAIN
 	OS.vsync_enabled = false
@@ -95,26 +90,26 @@ func _look_for_editor_trainer() -> void:
 
 
 # One decision step in the mode: the trainer's reply and next action, or the game's own choice.
-func step() -> String:
+func step() -> Reference:
 	match mode:
 		Mode.TRAIN:  # then the game's own actions for the agents it drives (driver_message.gd)
 			if FragmentMode.collecting(_sync):  # in-engine actors collecting a fragment (fragment_mode.gd)
-				var collected := FragmentMode.step(_sync)
-				if collected != "" or FragmentMode.collecting(_sync):
+				var collected: Reference = FragmentMode.step(_sync)
+				if not collected.goes_on() or FragmentMode.collecting(_sync):
 					return collected
-			var error := session.step()
+			var stepped: Reference = session.step()
 			if not FragmentMode.collecting(_sync):  # a fragment begun: its recorder drove them (fragment_recorder.gd)
 				preload("res://addons/rl_sync/driver_message.gd").act_for(_sync)
-			return error
+			return stepped
 		Mode.BENCHMARK:
-			return DONE if benchmark.step() else ""
+			return Result.done() if benchmark.step() else Result.go_on()
 		Mode.POLICY:
-			return DONE if policy_mode.step() else ""
+			return Result.done() if policy_mode.step() else Result.go_on()
 	_sync.decision_step()
 	var agents: Array = _sync.agents
 	for i in range(agents.size()):
 		_sync.act(i, agents[i].get_heuristic_action())
-	return ""
+	return Result.go_on()
 
 
 # Whether the game chooses its own actions (policy, benchmark, human play), not a trainer.

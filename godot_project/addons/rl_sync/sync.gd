@@ -13,7 +13,7 @@ extends Node
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const AgentController = preload("res://addons/rl_sync/agent_controller.gd")
 const Wire = preload("res://addons/rl_sync/wire.gd")
-const TrainerSession = preload("res://addons/rl_sync/trainer_session.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 const RunMode = preload("res://addons/rl_sync/run_mode.gd")
 const GameRegistry = preload("res://addons/rl_sync/game_registry.gd")
 const DecisionStep = preload("res://addons/rl_sync/decision_step.gd")
@@ -108,16 +108,16 @@ func _start_run() -> bool:
 		action_spaces.append(agent.get_action_space())
 		agent.begin_episode()
 	_run = RunMode.new(self)
-	var ended := _run.start(flags)
-	if ended != "":
-		_end(ended)
+	var started: Reference = _run.start(flags)
+	if not started.goes_on():
+		_end(started)
 		return true
 	if RlArgs.has("record_demos"):
-		var demos = DemoHooks.start(_run.mode, env_name, agents, action_spaces)
-		if typeof(demos) == TYPE_STRING:
-			_fail(demos)
+		var demos: Reference = DemoHooks.start(_run.mode, env_name, agents, action_spaces)
+		if demos.is_failure():
+			_fail(demos.message)
 			return true
-		_demos = demos
+		_demos = demos.value
 	if not RlArgs.is_headless():
 		_overlay = WindowHelpers.add_to(self, flags.record_every)
 	_clock = RunClock.new(flags.quit_after_frames, flags.quit_after_seconds)
@@ -167,12 +167,12 @@ func _physics_process(_delta: float) -> void:
 		# first replies to nothing, so it cannot end an episode.
 		if (_frame - 1) % action_repeat != 0 or (_frame > 1 and order.hold(get_tree(), agents)):
 			return
-	var ended := _run.step()
-	if ended != "":
+	var ended: Reference = _run.step()
+	if not ended.goes_on():
 		_end(ended)
 	if _demos != null and not stopping:
 		ended = DemoHooks.after_step(_demos)
-		if ended != "":
+		if not ended.goes_on():
 			_end(ended)
 
 
@@ -204,11 +204,11 @@ func decision_step() -> Dictionary:
 
 
 # decision_step() for the binary step exchange: the same bookkeeping, its results packed as Wire's
-# step reply wants them ([values, infos], see DecisionStep.packed(); with the declared observation
-# sizes, a String when an agent's observation no longer has its size).
-func decision_step_packed(declared: PoolIntArray = PoolIntArray(), declared_total: int = 0):
-	var step = DecisionStep.packed(agents, declared, declared_total, order.take_closed())
-	if _overlay != null and typeof(step) == TYPE_ARRAY:
+# step reply wants them (GO_ON with [values, infos, frames], see DecisionStep.packed(); with the declared
+# observation sizes, FAILED when an agent's observation no longer has its size).
+func decision_step_packed(declared: PoolIntArray = PoolIntArray(), declared_total: int = 0) -> Reference:
+	var step: Reference = DecisionStep.packed(agents, declared, declared_total, order.take_closed())
+	if _overlay != null and step.goes_on():
 		_overlay.show_agents(_mode_text(), agents)
 	return step
 
@@ -219,19 +219,19 @@ func _mode_text() -> String:
 	return _run.text()
 
 
-# Reports how the mode or the recorder ended the run (RunMode.start() and step(), DemoHooks.after_step()).
-func _end(ended: String) -> void:
-	if ended == RunMode.DONE:
+# Reports how the mode or the recorder ended the run, by its Result's kind: DONE and CLOSED exit 0, the rest 1.
+func _end(ended: Reference) -> void:
+	if ended.kind == Result.Kind.DONE:
 		_stop(0)
-	elif ended == TrainerSession.CLOSED:
-		print("rl_sync: " + ended)
+	elif ended.kind == Result.Kind.CLOSED:
+		print("rl_sync: " + ended.message)
 		_stop(0)
-	elif ended == Wire.DISCONNECTED:
+	elif ended.kind == Result.Kind.DISCONNECTED:
 		if not stopping:
-			printerr(Wire.Contract.ERROR_PREFIX + Wire.DISCONNECTED)
+			printerr(Wire.Contract.ERROR_PREFIX + ended.message)
 			_stop(1)
 	else:
-		_fail(ended)
+		_fail(ended.message)
 
 
 func _fail(message: String) -> void:

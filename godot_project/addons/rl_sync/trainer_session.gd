@@ -5,7 +5,7 @@ extends Reference
 # RLSync (sync.gd) holds one session in training mode and calls step() once per decision step.
 # The session's parts: trainer_handshake.gd (connecting, hello, handshake), json_actions.gd and packed_actions.gd
 # (actions), agent_calls.gd (`call`), session_stats.gd (`stats`), fragment_mode.gd (in-engine actors), over wire.gd's
-# bytes. Nothing here quits or prints: every method returns "" to go on, or a String that ends the run (CLOSED, Wire.DISCONNECTED, an error).
+# bytes. Nothing here quits or prints: every method returns a Result (result.gd), which says whether the run goes on.
 
 const Wire = preload("res://addons/rl_sync/wire.gd")
 const TrainerHandshake = preload("res://addons/rl_sync/trainer_handshake.gd")
@@ -18,11 +18,7 @@ const ArenaGrid = preload("res://addons/rl_sync/arena_grid.gd")
 const SceneCopies = preload("res://addons/rl_sync/scene_copies.gd")
 const CameraFrames = preload("res://addons/rl_sync/camera_frames.gd")
 const FragmentMode = preload("res://addons/rl_sync/fragment_mode.gd")
-
-# What step() returns when the trainer sent "close".
-const CLOSED := "the trainer closed the session"
-# What _answer() returns when the reply waits for the next physics frame (a reset seen by cameras).
-const SETTLING := "(the reply comes in the next frame)"
+const Result = preload("res://addons/rl_sync/result.gd")
 
 var stream: StreamPeerTCP = null
 var handshake: TrainerHandshake
@@ -68,19 +64,19 @@ func _init(sync_node: Node) -> void:
 
 
 # Connects and waits for the handshake (see TrainerHandshake.connect_to_trainer()).
-func connect_to_trainer(port: int, timeout_s: float, token: String) -> String:
-	var error := handshake.connect_to_trainer(port, timeout_s, token)
+func connect_to_trainer(port: int, timeout_s: float, token: String) -> Reference:
+	var connected: Reference = handshake.connect_to_trainer(port, timeout_s, token)
 	stream = handshake.stream
 	_read_encodings()
-	return error
+	return connected
 
 
 # The editor's Play: one try, no token (see TrainerHandshake.try_connect()).
-func try_connect(port: int, timeout_s: float) -> String:
-	var error := handshake.try_connect(port, timeout_s)
+func try_connect(port: int, timeout_s: float) -> Reference:
+	var connected: Reference = handshake.try_connect(port, timeout_s)
 	stream = handshake.stream
 	_read_encodings()
-	return error
+	return connected
 
 
 func close() -> void:
@@ -90,49 +86,49 @@ func close() -> void:
 
 # One decision step: reply to the last action with the step's results, then answer requests until
 # the next action arrives, which this applies (it moves the agents this physics frame).
-func step() -> String:
+func step() -> Reference:
 	var start := OS.get_ticks_usec()
 	if _reset_due:
 		_reset_due = false
 		if _send(DecisionStep.reset_reply(_agents, _packed_obs)) != OK:
-			return Wire.DISCONNECTED
+			return Result.disconnected()
 	elif _awaiting_action_reply:
 		_awaiting_action_reply = false
 		var packet: PoolByteArray
 		if _packed_reply:
-			var packed = _sync.decision_step_packed(_declared, _declared_total)
-			if typeof(packed) == TYPE_STRING:  # a bug of the game's own: said to the trainer, which restarts nothing
-				_send({"type": "error", "message": packed})
+			var packed: Reference = _sync.decision_step_packed(_declared, _declared_total)
+			if packed.is_failure():  # a bug of the game's own: said to the trainer, which restarts nothing
+				_send({"type": "error", "message": packed.message})
 				return packed
-			packet = Wire.packed_step_frame(packed[0], packed[1], packed[2])
+			packet = Wire.packed_step_frame(packed.value[0], packed.value[1], packed.value[2])
 		else:
 			packet = Wire.frame(Wire.step_json(_sync.decision_step(), _packed_obs))
 		var problem := CameraFrames.problem() + SceneCopies.problem()  # a camera's or a copy's (see each)
+		if problem == "" and packet.size() - 4 > Wire.MAX_MESSAGE_BYTES:  # every step's would be: nothing to restart
+			problem = Wire.TOO_LARGE % [packet.size() - 4, Wire.MAX_MESSAGE_BYTES]
 		if problem != "":  # the trainer hears it instead of the reply
 			_send({"type": "error", "message": problem})
-			return problem
-		if packet.size() - 4 > Wire.MAX_MESSAGE_BYTES:  # every step's would be: said instead, nothing to restart
-			_send({"type": "error", "message": Wire.TOO_LARGE % [packet.size() - 4, Wire.MAX_MESSAGE_BYTES]})
-			return Wire.TOO_LARGE % [packet.size() - 4, Wire.MAX_MESSAGE_BYTES]
+			return Result.failed(problem)
 		if stream.put_data(packet) != OK:
-			return Wire.DISCONNECTED
+			return Result.disconnected()
 	var sent := OS.get_ticks_usec()
 	while true:
 		# Blocks (in poll(), woken by the data) until the trainer's next message begins.
 		var length := Wire.read_length(stream)
 		var arrived := OS.get_ticks_usec()
-		var message = Wire.read_body(stream, length, _max_brackets, _binary)
-		message = FragmentMode.route(_sync, message)  # actor mode's weights; any other message leaves actor mode
-		if typeof(message) == TYPE_STRING:
-			return message
+		var read: Reference = Wire.read_body(stream, length, _max_brackets, _binary)
+		read = FragmentMode.route(_sync, read)  # actor mode's weights; any other message leaves actor mode
+		if not read.goes_on():
+			return read
+		var message = read.value
 		var error := ""
-		if typeof(message) == TYPE_RAW_ARRAY:
+		if typeof(message) == TYPE_RAW_ARRAY:  # the binary step exchange's actions
 			var decoded := OS.get_ticks_usec()
 			error = _packed_actions.apply(message)
 			_awaiting_action_reply = error == ""
 			_packed_reply = true
 			_stats.count_step(start, sent, arrived, decoded)
-			return error
+			return read if error == "" else Result.failed(error)  # the read's GO_ON: one Result per step
 		match message["type"]:
 			"action":
 				var decoded := OS.get_ticks_usec()
@@ -140,17 +136,15 @@ func step() -> String:
 				_awaiting_action_reply = error == ""
 				_packed_reply = false
 				_stats.count_step(start, sent, arrived, decoded)
-				return error
-		error = _answer(message)
-		if error == SETTLING:
-			return ""
-		if error != "":
-			return error
-	return ""
+				return read if error == "" else Result.failed(error)
+		var answered: Reference = _answer(message)
+		if answered.kind != Result.Kind.GO_ON:  # WAIT: the frame goes back to the game; the rest end the run
+			return answered
+	return Result.go_on()
 
 
-# Answers a message that is not an action; returns "" to wait for the next one.
-func _answer(message: Dictionary) -> String:
+# Answers a message that is not an action; GO_ON to read the next one.
+func _answer(message: Dictionary) -> Reference:
 	match message["type"]:
 		"reset":
 			return _reset()
@@ -158,52 +152,52 @@ func _answer(message: Dictionary) -> String:
 			var problem := DecisionStep.non_number(_agents)
 			if problem != "":  # a bug of the game's own: said to the trainer, which restarts nothing
 				_send({"type": "error", "message": problem})
-				return problem
+				return Result.failed(problem)
 			if _send(_env_info()) != OK:
-				return Wire.DISCONNECTED
+				return Result.disconnected()
 		"call":
-			var returns = _calls.call_agents(str(message.get("method", "")), message)
-			if typeof(returns) == TYPE_STRING:
+			var returns: Reference = _calls.call_agents(str(message.get("method", "")), message)
+			if not returns.goes_on():
 				return returns
-			if _send({"type": "call", "returns": returns}) != OK:
-				return Wire.DISCONNECTED
-		"close": return CLOSED
+			if _send({"type": "call", "returns": returns.value}) != OK:
+				return Result.disconnected()
+		"close": return Result.closed()
 		"drivers": return preload("res://addons/rl_sync/driver_message.gd").answer(_sync, stream, message)  # our extension
-		"actors", "fragment": return FragmentMode.answer(_sync, stream, message, SETTLING)  # our extension, in-engine actors
+		"actors", "fragment": return FragmentMode.answer(_sync, stream, message)  # our extension, in-engine actors
 		"handshake":
-			var error := handshake.check(message)
+			var checked: Reference = handshake.check(message)
 			_read_encodings()
-			return error
+			return checked
 		"stats":
 			if _send(_stats.reply()) != OK:
-				return Wire.DISCONNECTED
+				return Result.disconnected()
 		"env_params":  # our extension: values for each agent's next episode (env_params.gd)
 			var error: String = _sync.env_params.apply_message(message)
 			if error != "":
-				return error
+				return Result.failed(error)
 			if _send({"type": "env_params"}) != OK:
-				return Wire.DISCONNECTED
+				return Result.disconnected()
 		_:
-			return "unknown message type '%s' (expected handshake, env_info, reset, action, call, stats, env_params, drivers, actors, fragment or close)" \
-					% str(message["type"])
-	return ""
+			return Result.failed("unknown message type '%s' (expected handshake, env_info, reset, action, call, stats, env_params, drivers, actors, fragment or close)"
+					% str(message["type"]))
+	return Result.go_on()
 
 
 # Starts a new episode for every agent and replies with their first observations. With cameras the
 # tree stays paused for a frame (step_order.gd) and the reply goes in the next one, drawn from the reset
-# state; a headless build refuses here, as the trainer asks for the first frames.
-func _reset() -> String:
+# state (WAIT); a headless build refuses here, as the trainer asks for the first frames.
+func _reset() -> Reference:
 	for agent in _agents:
 		agent.begin_episode()
 	if not CameraFrames.any(_sync.get_tree()):
-		return Wire.DISCONNECTED if _send(DecisionStep.reset_reply(_agents, _packed_obs)) != OK else ""
+		return Result.disconnected() if _send(DecisionStep.reset_reply(_agents, _packed_obs)) != OK else Result.go_on()
 	var refusal := CameraFrames.refusal(_sync.get_tree())
 	if refusal != "":
 		_send({"type": "error", "message": refusal})
-		return refusal
+		return Result.failed(refusal)
 	_reset_due = true
 	_sync.order.settle(_sync.get_tree())
-	return SETTLING
+	return Result.wait()
 
 
 func _env_info() -> Dictionary:

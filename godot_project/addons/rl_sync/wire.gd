@@ -5,18 +5,17 @@ extends Reference
 # A message is a 4-byte little-endian length, then that many bytes of UTF-8 JSON, or, once the
 # handshake asked for "step_encoding": "binary", packed numbers (see "The binary step exchange"). Everything here is
 # a static function on a StreamPeer, a PoolByteArray or plain values, so it needs no scene tree and a
-# test can drive it through a StreamPeerBuffer. Nothing here quits or prints: errors come back as a
-# String, for the caller to report (see trainer_session.gd).
+# test can drive it through a StreamPeerBuffer. Nothing here quits or prints: a read comes back as a
+# Result (result.gd), for the caller to report (see trainer_session.gd).
 
 const Contract = preload("res://addons/rl_sync/contract.gd")
 const Observations = preload("res://addons/rl_sync/observations.gd")
+const Result = preload("res://addons/rl_sync/result.gd")
 
 # A length prefix above this is not godot-rl's protocol (an HTTP request, a stray client): refusing
 # it keeps a bad peer from making the game allocate gigabytes. A reply this large is not sent (TOO_LARGE).
 const MAX_MESSAGE_BYTES := Contract.MAX_MESSAGE_BYTES
 const TOO_LARGE := "a step's reply of %d bytes is over the %d-byte limit of one message: fewer agents per instance (--agents, --copies) or smaller camera images"
-# What read_message() returns when the peer is gone or the stream ends inside a message.
-const DISCONNECTED := "the trainer disconnected; quitting"
 # Brackets allowed in a message when the caller does not size the bound to its agents.
 const DEFAULT_MAX_BRACKETS := 1024
 
@@ -36,12 +35,12 @@ static func write_message(peer: StreamPeer, text: String) -> int:
 	return peer.put_data(frame(text))
 
 
-# Reads one framed message: the parsed message (a Dictionary with a "type"), or a String saying what
-# is wrong (DISCONNECTED when the peer is gone). Blocks until the whole message is there on a
+# Reads one framed message: a Result, GO_ON with the parsed message (a Dictionary with a "type"),
+# DISCONNECTED when the peer is gone, or FAILED. Blocks until the whole message is there on a
 # StreamPeerTCP. `max_brackets` bounds the brackets a message may hold (see parse_message). With
 # `packed_ok` (the handshake asked for the binary step encoding), a packed body comes back as it is,
 # a PoolByteArray, for unpack_actions().
-static func read_message(peer: StreamPeer, max_brackets: int = DEFAULT_MAX_BRACKETS, packed_ok: bool = false):
+static func read_message(peer: StreamPeer, max_brackets: int = DEFAULT_MAX_BRACKETS, packed_ok: bool = false) -> Reference:
 	return read_body(peer, read_length(peer), max_brackets, packed_ok)
 
 
@@ -55,45 +54,45 @@ static func read_length(peer: StreamPeer) -> int:
 	return b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)
 
 
-# The second half of read_message(): the body of `length` bytes, decoded.
+# The second half of read_message(): the body of `length` bytes, decoded (a Result, as read_message's).
 static func read_body(peer: StreamPeer, length: int, max_brackets: int = DEFAULT_MAX_BRACKETS,
-		packed_ok: bool = false):
+		packed_ok: bool = false) -> Reference:
 	if length < 0:
-		return DISCONNECTED
+		return Result.disconnected()
 	if length == 0 or length > MAX_MESSAGE_BYTES:
-		return "a message announced %d bytes; the limit is %d (is the trainer speaking godot-rl's protocol?)" \
-				% [length, MAX_MESSAGE_BYTES]
+		return Result.failed("a message announced %d bytes; the limit is %d (is the trainer speaking godot-rl's protocol?)"
+				% [length, MAX_MESSAGE_BYTES])
 	var body: Array = peer.get_data(length)
 	if body[0] != OK:
-		return DISCONNECTED
+		return Result.disconnected()
 	var bytes: PoolByteArray = body[1]
 	if is_packed(bytes):
 		if packed_ok:
-			return bytes
-		return "a packed (binary) message of %d bytes, but the handshake did not ask for the step encoding \"binary\"" \
-				% length
+			return Result.new(Result.Kind.GO_ON, bytes)  # new(), not go_on(): no load() on the hot path
+		return Result.failed("a packed (binary) message of %d bytes, but the handshake did not ask for the step encoding \"binary\""
+				% length)
 	var text: String = bytes.get_string_from_utf8()
 	if text.empty():  # Godot decodes invalid UTF-8 to nothing at all
-		return "a message of %d bytes is not valid UTF-8 text (is the trainer speaking godot-rl's protocol?)" \
-				% length
+		return Result.failed("a message of %d bytes is not valid UTF-8 text (is the trainer speaking godot-rl's protocol?)"
+				% length)
 	return parse_message(text, max_brackets)
 
 
-# The message in a frame's text: a Dictionary with a "type", or a String saying what is wrong.
+# The message in a frame's text: a Result, GO_ON with a Dictionary with a "type", or FAILED.
 # JSON.parse recurses once per nesting level and crashes the engine some 50,000 levels deep, so a
 # message with more brackets than `max_brackets` (two native counts, cheap on every step) is refused
 # before parsing.
-static func parse_message(text: String, max_brackets: int = DEFAULT_MAX_BRACKETS):
+static func parse_message(text: String, max_brackets: int = DEFAULT_MAX_BRACKETS) -> Reference:
 	if text.count("[") + text.count("{") > max_brackets:
-		return "a message holds more than %d brackets, far more than the game's messages need: %s" \
-				% [max_brackets, preview(text)]
+		return Result.failed("a message holds more than %d brackets, far more than the game's messages need: %s"
+				% [max_brackets, preview(text)])
 	var parsed := JSON.parse(text)
 	if parsed.error != OK:
-		return "malformed JSON from the trainer (line %d: %s): %s" \
-				% [parsed.error_line, parsed.error_string, preview(text)]
+		return Result.failed("malformed JSON from the trainer (line %d: %s): %s"
+				% [parsed.error_line, parsed.error_string, preview(text)])
 	if typeof(parsed.result) != TYPE_DICTIONARY or not parsed.result.has("type"):
-		return "every message must be a JSON object with a \"type\"; got %s" % preview(text)
-	return parsed.result
+		return Result.failed("every message must be a JSON object with a \"type\"; got %s" % preview(text))
+	return Result.new(Result.Kind.GO_ON, parsed.result)
 
 
 # The step reply, built by hand: str() of a PoolRealArray is already a JSON list of numbers and
@@ -178,33 +177,33 @@ static func is_packed(body: PoolByteArray) -> bool:
 			and body[1] == 0 and body[2] == 0 and body[3] == 0
 
 
-# The packed actions in `body`: [PoolRealArray of n_floats values, PoolIntArray of n_ints values], or
-# a String saying what is wrong. The length and both headers are checked before bytes2var() runs, so
+# The packed actions in `body`: a Result, GO_ON with [PoolRealArray of n_floats values, PoolIntArray
+# of n_ints values], or FAILED. The length and both headers are checked before bytes2var() runs, so
 # a wrong message never reaches the decoder.
-static func unpack_actions(body: PoolByteArray, n_floats: int, n_ints: int):
+static func unpack_actions(body: PoolByteArray, n_floats: int, n_ints: int) -> Reference:
 	var expected := 0
 	if n_floats > 0:
 		expected += PACKED_HEADER_BYTES + 4 * n_floats
 	if n_ints > 0:
 		expected += PACKED_HEADER_BYTES + 4 * n_ints
 	if body.size() != expected:
-		return "a packed action message of %d bytes; this game expects %d (%d float32 values for continuous keys, %d int32 values for discrete keys, each array after an 8-byte header)" \
-				% [body.size(), expected, n_floats, n_ints]
+		return Result.failed("a packed action message of %d bytes; this game expects %d (%d float32 values for continuous keys, %d int32 values for discrete keys, each array after an 8-byte header)"
+				% [body.size(), expected, n_floats, n_ints])
 	var floats := PoolRealArray()
 	var ints := PoolIntArray()
 	var at := 0
 	if n_floats > 0:
 		var error := _check_header(body, 0, Contract.POOL_REAL_ARRAY, n_floats, "float32")
 		if error != "":
-			return error
+			return Result.failed(error)
 		floats = bytes2var(body)  # the first array; bytes2var ignores what follows it
 		at = PACKED_HEADER_BYTES + 4 * n_floats
 	if n_ints > 0:
 		var error := _check_header(body, at, Contract.POOL_INT_ARRAY, n_ints, "int32")
 		if error != "":
-			return error
+			return Result.failed(error)
 		ints = bytes2var(body if at == 0 else body.subarray(at, body.size() - 1))
-	return [floats, ints]
+	return Result.new(Result.Kind.GO_ON, [floats, ints])
 
 
 static func _check_header(body: PoolByteArray, at: int, type: int, count: int, what: String) -> String:

@@ -6,8 +6,12 @@ const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
 const InputWatch = preload("res://addons/rl_sync/input_watch.gd")
 
 
-func _found(source: String) -> Array:
-	return CopiesCheck.new().scan("res://game.gd", source)
+# The lines of the findings in `source`; `refusing` gets whether each refuses copies.
+func _found(source: String, refusing := []) -> Array:
+	var found := CopiesCheck.new().scan("res://game.gd", source)
+	for one in found:
+		refusing.append(one["refuses"])
+	return CopiesCheck.lines_of(found)
 
 
 func test_each_shared_thing_is_named_with_its_line() -> void:
@@ -24,7 +28,8 @@ func test_each_shared_thing_is_named_with_its_line() -> void:
 		"	var args = OS.get_cmdline_args()",
 		"	Input.action_press(\"move_left\")",
 	]).join("\n")
-	var found := _found(source)
+	var refusing := []
+	var found := _found(source, refusing)
 	var lines := []
 	for line in found:
 		lines.append(int(line.split(":")[2]))
@@ -32,8 +37,11 @@ func test_each_shared_thing_is_named_with_its_line() -> void:
 	check("global random generator" in found[0], found[0])
 	check("tree-wide group call" in found[2], found[2])
 	check("pause" in found[4], found[4])
-	check(not CopiesCheck.REFUSED in PoolStringArray(found.slice(0, 7)).join(" "), "only the input refuses")
-	check(CopiesCheck.REFUSED in found[8] and "Input singleton" in found[8], found[8])
+	check_eq(refusing, [false, false, false, false, false, false, false, false, true], "only the input refuses")
+	check(found[8].ends_with(": REFUSED: copies share one Input singleton, so every copy's agent would press the same "
+			+ "actions: give each agent its actions through its controller's set_action, or run with --copies 1"), found[8])
+	check_eq(CopiesCheck.refusal(CopiesCheck.new().scan("res://game.gd", source)), found[8], "the refusal is its line")
+	check_eq(CopiesCheck.refusal(CopiesCheck.new().scan("res://game.gd", "randomize()")), "", "nothing refuses")
 
 
 func test_comments_strings_and_own_generators_are_not_findings() -> void:
@@ -71,13 +79,15 @@ func test_spaces_tabs_and_dots_hide_no_word() -> void:
 		"	var a = rng . randi () + rng.randf ()",
 		"	if Input.is_action_pressed (\"x\") or Input . is_action_just_pressed ('y'): pass",
 	]).join("\n")
-	var found := _found(source)
+	var refusing := []
+	var found := _found(source, refusing)
 	var lines := []
 	for line in found:
 		lines.append(int(line.split(":")[2]))
 	check_eq(lines, [1, 2, 3, 4, 5, 6], "each spaced call is found, a generator's own and Input's reads are not: " + str(found))
+	check_eq(refusing, [true, true, true, true, false, false], "the four presses refuse copies")
 	for k in range(4):
-		check(CopiesCheck.REFUSED in found[k] and "Input singleton" in found[k], found[k])
+		check("Input singleton" in found[k], found[k])
 	check("root viewport" in found[4], found[4])
 	check("pause" in found[5], found[5])
 

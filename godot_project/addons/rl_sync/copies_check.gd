@@ -5,32 +5,36 @@ extends Reference
 #
 # CopiesCheck.new().findings(root) reads the scripts of a scene's nodes, their base scripts, what they preload or load
 # (either quotes, paths relative to the script's folder too), the global classes (class_name) they name, and the
-# autoloads, and returns one line per finding: "res://path.gd:LINE: why". A line that says
-# REFUSED names what copies cannot work with (an agent that acts through the Input singleton: every
-# copy would press the same keys). Our addon's own scripts are left out: they are written for copies. Spaces and tabs
-# around ".", "(" and ")" do not hide a word (`Input .action_press ("x")`). A call built at run time does (a string
-# given to Input.call): input_watch.gd catches its effect while the copies run.
+# autoloads, and returns one finding per line found: {"line": "res://path.gd:LINE: why", "refuses": bool}. A finding
+# that refuses names what copies cannot work with (an agent that acts through the Input singleton: every copy would
+# press the same keys; its line says REFUSED). Our addon's own scripts are left out: they are written for copies.
+# Spaces and tabs around ".", "(" and ")" do not hide a word (`Input .action_press ("x")`). A call built at run time
+# does (a string given to Input.call): input_watch.gd catches its effect while the copies run.
 # An export keeps its scripts' source only with text scripts (the export preset's script_export_mode=0,
 # which `godot-ppo export` writes); compiled scripts cannot be read, and one line says so.
 
 const ADDON_DIR := "res://addons/rl_sync/"
 const REFUSED := "REFUSED"
-# [words, whether a word may follow a ".", why]: a word is found where no letter, digit or "_" touches
-# it (Godot 3.2's RegEx prints an error at every search, so there is none here).
+# [words, whether a word may follow a ".", why, whether it refuses copies]: a word is found where no letter,
+# digit or "_" touches it (Godot 3.2's RegEx prints an error at every search, so there is none here).
 const RULES := [
 	[["call_group(", "call_group_flags(", "notify_group(", "notify_group_flags(", "set_group(", "set_group_flags(",
-			"get_nodes_in_group("], true, "a tree-wide group call reaches every copy's nodes, not only this copy's"],
-	[["paused", "set_pause("], true, "the scene tree's pause stops every copy with it"],
-	[["change_scene(", "change_scene_to(", "reload_current_scene("], true, "changing the tree's scene ends every copy"],
-	[["current_scene", "get_current_scene("], true, "the current scene is the copies' host, not this copy (use owner or get_parent())"],
+			"get_nodes_in_group("], true, "a tree-wide group call reaches every copy's nodes, not only this copy's", false],
+	[["paused", "set_pause("], true, "the scene tree's pause stops every copy with it", false],
+	[["change_scene(", "change_scene_to(", "reload_current_scene("], true, "changing the tree's scene ends every copy",
+			false],
+	[["current_scene", "get_current_scene("], true,
+			"the current scene is the copies' host, not this copy (use owner or get_parent())", false],
 	[["get_tree().root", "get_tree().get_root(", "OS.window_size"], true,
-			"the window's root viewport is every copy's; a copy's own is get_viewport() (the window's size)"],
+			"the window's root viewport is every copy's; a copy's own is get_viewport() (the window's size)", false],
 	[["randi(", "randf(", "rand_range(", "rand_seed(", "randomize(", "seed("], false,
-			"the global random generator is shared: the copies' draws interleave, so one copy's episodes depend on the others' (give each copy a RandomNumberGenerator seeded from --env_seed)"],
+			"the global random generator is shared: the copies' draws interleave, so one copy's episodes depend on the others' (give each copy a RandomNumberGenerator seeded from --env_seed)",
+			false],
 	[["OS.get_cmdline_args("], true,
-			"reads the command line itself: every copy sees the same --env_seed (rl_args.gd gives each copy its own)"],
+			"reads the command line itself: every copy sees the same --env_seed (rl_args.gd gives each copy its own)", false],
 	[["Input.action_press(", "Input.action_release(", "Input.parse_input_event("], true,
-			REFUSED + ": copies share one Input singleton, so every copy's agent would press the same actions: give each agent its actions through its controller's set_action, or run with --copies 1"],
+			REFUSED + ": copies share one Input singleton, so every copy's agent would press the same actions: give each agent its actions through its controller's set_action, or run with --copies 1",
+			true],
 ]
 
 var _seen := {}
@@ -42,7 +46,7 @@ var _classes = null  # [[class_name, path]] of the project's global classes, onc
 # The findings of every script `root`'s nodes use, and of the autoloads (see the header).
 func findings(root: Node) -> Array:
 	for entry in autoloads():
-		_findings.append("autoload %s (%s): one node for every copy, so its state is shared" % entry)
+		_findings.append(finding("autoload %s (%s): one node for every copy, so its state is shared" % entry))
 		check_path(entry[1])
 	var nodes := [root]
 	while not nodes.empty():
@@ -50,16 +54,29 @@ func findings(root: Node) -> Array:
 		nodes += node.get_children()
 		check_script(node.get_script())
 	if not _unreadable.empty():
-		_findings.append("%d script(s) could not be read (compiled in this export: script_export_mode=1), e.g. %s: not checked" \
-				% [_unreadable.size(), _unreadable[0]])
+		_findings.append(finding(("%d script(s) could not be read (compiled in this export: script_export_mode=1), e.g. "
+				+ "%s: not checked") % [_unreadable.size(), _unreadable[0]]))
 	return _findings
 
 
-# The first finding that refuses copies, or "".
-static func refusal(lines: Array) -> String:
-	for line in lines:
-		if REFUSED in line:
-			return line
+# One finding: its line, and whether it refuses copies.
+static func finding(line: String, refuses := false) -> Dictionary:
+	return {"line": line, "refuses": refuses}
+
+
+# The findings' lines, as they are printed and sent in env_info.
+static func lines_of(found: Array) -> Array:
+	var lines := []
+	for one in found:
+		lines.append(one["line"])
+	return lines
+
+
+# The line of the first finding that refuses copies, or "".
+static func refusal(found: Array) -> String:
+	for one in found:
+		if one["refuses"]:
+			return one["line"]
 	return ""
 
 
@@ -103,7 +120,7 @@ func check_script(script) -> void:
 		script = script.get_base_script()
 
 
-# The findings in one script's source, one per line and rule.
+# The findings in one script's source (see finding()), one per line and rule.
 func scan(path: String, source: String) -> Array:
 	var found := []
 	var lines := source.split("\n")
@@ -112,7 +129,7 @@ func scan(path: String, source: String) -> Array:
 		for rule in RULES:
 			for word in rule[0]:
 				if has_word(code, word, rule[1]):
-					found.append("%s:%d: %s" % [path, n + 1, rule[2]])
+					found.append(finding("%s:%d: %s" % [path, n + 1, rule[2]], rule[3]))
 					break
 	return found
 

@@ -32,7 +32,7 @@ const HOST_META := "rl_sync_copies"
 # A process past this many copies of a scene only runs slower than more processes would.
 const MAX_COPIES := 256
 
-# The copies' viewports, in order, and the script check's findings.
+# The copies' viewports, in order, and the lines of the script check's findings.
 var copies := []
 var findings := []
 var _tiles := []
@@ -55,14 +55,14 @@ static func take_over(sync_node: Node) -> bool:
 		RlArgs.fail(tree, "--copies=%d: the RLSync node must be inside the running scene, saved as a file, and not its root" % count)
 		return true
 	var found: Array = CopiesCheck.new().findings(scene)
-	for line in found:
+	for line in CopiesCheck.lines_of(found):
 		print("rl_sync: copies: " + line)
 	var refused := CopiesCheck.refusal(found)
 	if refused != "":
 		RlArgs.fail(tree, "--copies=%d cannot run this game: %s" % [count, refused])
 		return true
 	var host = load("res://addons/rl_sync/scene_copies.gd").new()
-	host.findings = found
+	host.findings = CopiesCheck.lines_of(found)
 	if host.build(sync_node, scene, count):
 		sync_node.call_deferred("_start")
 	return true

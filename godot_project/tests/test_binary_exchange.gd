@@ -98,7 +98,8 @@ func test_packed_decision_step_matches_the_json_one() -> void:
 			group[2].position = -step
 			group[1].done = step == 2
 			group[1].info["fruits"] = step
-		var packed: Array = sync.decision_step_packed().value
+		var packed := []
+		check_eq(sync.decision_step_packed(packed), "", "step %d is packed" % step)
 		var reply: Dictionary = json_sync.decision_step()
 		var values: PoolRealArray = packed[0]
 		var expected := PoolRealArray()
@@ -136,12 +137,14 @@ func test_packed_statuses_and_infos() -> void:
 	agents[0].info["fruits"] = 3
 	agents[0].done = true
 	agents[0].position = 4.0
-	var packed: Array = sync.decision_step_packed().value
+	var packed := []
+	check_eq(sync.decision_step_packed(packed), "", "the first step is packed")
 	# obs [0, 2] (agent 0 reset) and [0, 1]; rewards 0, 0; statuses 1, 0; terminal obs of agent 0 [4, 1]
 	check(packed[0] == PoolRealArray([0.0, 2.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 4.0, 1.0]), "values: %s" % str(packed[0]))
 	check_eq(packed[1], {"0": {"fruits": 3}}, "the ended agent's info, copied before its reset")
 	check_eq(agents[0].info, {}, "the controller's own dictionary was cleared by its reset, not the copy")
-	packed = sync.decision_step_packed().value
+	packed = []
+	check_eq(sync.decision_step_packed(packed), "", "the second step is packed")
 	# agent 1 reaches its time limit (2 steps): truncated, and its info is empty so none is sent
 	check(packed[0] == PoolRealArray([0.0, 2.0, 0.0, 2.0, 0.0, 0.0, 0.0, 2.0, 0.0, 1.0]), "values: %s" % str(packed[0]))
 	check_eq(packed[1], {}, "no info when the ended agent's get_info() is empty")

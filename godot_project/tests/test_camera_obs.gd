@@ -58,7 +58,9 @@ func test_vector_replies_are_unchanged() -> void:
 	check("\"obs\":[{\"obs\":[0, 1]},{\"obs\":[0, 1]}]" in text, "the hand-built vector reply: " + text)
 	var packed: Dictionary = JSON.parse(Wire.step_json(sync.decision_step(), true)).result
 	check(not packed.has("obs"), "no image list beside obs_f32 in a vector game")
-	check_eq(sync.decision_step_packed().value[2], null, "no byte array in a vector game's packed step")
+	var arrays := []
+	sync.decision_step_packed(arrays)
+	check_eq(arrays[2], null, "no byte array in a vector game's packed step")
 
 
 func test_packed_step_holds_one_byte_array_after_the_float_block() -> void:
@@ -68,7 +70,8 @@ func test_packed_step_holds_one_byte_array_after_the_float_block() -> void:
 	var terminal: PoolByteArray = agents[2].get_obs()["camera_2d"]
 	agents[2].done = true
 	agents[2].info["fruits"] = 1
-	var packed: Array = sync.decision_step_packed(PoolIntArray([2, 2, 2]), 6).value
+	var packed := []
+	check_eq(sync.decision_step_packed(packed, PoolIntArray([2, 2, 2]), 6), "", "the declared sizes hold")
 	var frame := Wire.packed_step_frame(packed[0], packed[1], packed[2])
 	var body := frame.subarray(4, frame.size() - 1)
 	var floats: PoolRealArray = bytes2var(body)

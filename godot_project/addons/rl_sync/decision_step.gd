@@ -9,7 +9,6 @@ extends Reference
 
 const Wire = preload("res://addons/rl_sync/wire.gd")
 const Observations = preload("res://addons/rl_sync/observations.gd")
-const Result = preload("res://addons/rl_sync/result.gd")
 
 
 # One agent's decision step: the step is counted, the reward earned since the last one moves into
@@ -152,17 +151,17 @@ static func reset_reply(agents: Array, packed: bool) -> Dictionary:
 	return reply
 
 
-# The binary step exchange's step: [values, infos, frames]. values is one PoolRealArray of every
+# The binary step exchange's step, filled into `into` as [values, infos, frames]. values is one PoolRealArray of every
 # observation's vector keys, the rewards, the statuses (Wire.STATUS_*) and the terminal observations of
 # the agents whose episode ended; infos maps an ended agent's index (a String) to its get_info(), when
 # that has keys (only ended agents' info reaches the trainer, so only they are asked for it); frames,
 # when an agent observes an image (null otherwise), every image agent's frame in agent order, then the
 # terminal frame of each ended image agent, in the order of the terminal observations.
 # `declared`: each agent's observation size as its env_info declared it (declared_size()) and
-# `declared_total` their sum; then observations of another size are FAILED, naming the agent (the
+# `declared_total` their sum; then observations of another size are refused, naming the agent (the
 # trainer cannot tell which agent's were off from the packed values): two comparisons per step.
-# `closed`: close()'s result, or null. A Result: GO_ON with [values, infos, frames], or FAILED.
-static func packed(agents: Array, declared: PoolIntArray = PoolIntArray(), declared_total: int = 0, closed = null) -> Reference:
+# `closed`: close()'s result, or null. Returns "" or what is wrong (no Result: this runs every step).
+static func packed(agents: Array, into: Array, declared := PoolIntArray(), declared_total := 0, closed = null) -> String:
 	if closed == null:
 		closed = close(agents)
 	var rewards: Array = closed[0]
@@ -196,13 +195,16 @@ static func packed(agents: Array, declared: PoolIntArray = PoolIntArray(), decla
 				terminal_total += declared[i]
 		values.append_array(obs)
 	if checked and (values.size() != declared_total or terminal.size() != terminal_total):
-		return Result.failed(observation_problem(agents, declared))
+		return observation_problem(agents, declared)
 	values.append_array(PoolRealArray(rewards))
 	values.append_array(statuses)
 	values.append_array(terminal)
 	if frames != null:
 		frames.append_array(terminal_frames)
-	return Result.new(Result.Kind.GO_ON, [values, infos, frames])  # new(): no load() on the hot path
+	into.append(values)  # in place: the caller's Array
+	into.append(infos)
+	into.append(frames)
+	return ""
 
 
 static func _appended(frames, frame: PoolByteArray) -> PoolByteArray:

@@ -29,6 +29,8 @@ var mode: int = Mode.HUMAN
 var session: TrainerSession = null
 var policy_mode: PolicyMode = null
 var benchmark: BenchmarkMode = null
+# What a local mode's step() returns while the run goes on: one Result for the run, not one a step.
+var _goes_on: Reference = Result.go_on()
 
 # The RLSync node: its agents, decision_step() and act(). A Node, so holding it makes no reference cycle.
 var _sync: Node
@@ -102,14 +104,14 @@ func step() -> Reference:
 				preload("res://addons/rl_sync/driver_message.gd").act_for(_sync)
 			return stepped
 		Mode.BENCHMARK:
-			return Result.done() if benchmark.step() else Result.go_on()
+			return Result.done() if benchmark.step() else _goes_on
 		Mode.POLICY:
-			return Result.done() if policy_mode.step() else Result.go_on()
+			return Result.done() if policy_mode.step() else _goes_on
 	_sync.decision_step()
 	var agents: Array = _sync.agents
 	for i in range(agents.size()):
 		_sync.act(i, agents[i].get_heuristic_action())
-	return Result.go_on()
+	return _goes_on
 
 
 # Whether the game chooses its own actions (policy, benchmark, human play), not a trainer.

@@ -203,14 +203,14 @@ func decision_step() -> Dictionary:
 	return step
 
 
-# decision_step() for the binary step exchange: the same bookkeeping, its results packed as Wire's
-# step reply wants them (GO_ON with [values, infos, frames], see DecisionStep.packed(); with the declared
-# observation sizes, FAILED when an agent's observation no longer has its size).
-func decision_step_packed(declared: PoolIntArray = PoolIntArray(), declared_total: int = 0) -> Reference:
-	var step: Reference = DecisionStep.packed(agents, declared, declared_total, order.take_closed())
-	if _overlay != null and step.goes_on():
+# decision_step() for the binary step exchange: the same bookkeeping, its results packed into `into` as
+# Wire's step reply wants them ([values, infos, frames], see DecisionStep.packed()); "" or, with the declared
+# observation sizes, what is wrong when an agent's observation no longer has its size.
+func decision_step_packed(into: Array, declared := PoolIntArray(), declared_total := 0) -> String:
+	var problem := DecisionStep.packed(agents, into, declared, declared_total, order.take_closed())
+	if _overlay != null and problem == "":
 		_overlay.show_agents(_mode_text(), agents)
-	return step
+	return problem
 
 
 func _mode_text() -> String:

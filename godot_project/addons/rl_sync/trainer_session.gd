@@ -96,11 +96,12 @@ func step() -> Reference:
 		_awaiting_action_reply = false
 		var packet: PoolByteArray
 		if _packed_reply:
-			var packed: Reference = _sync.decision_step_packed(_declared, _declared_total)
-			if packed.is_failure():  # a bug of the game's own: said to the trainer, which restarts nothing
-				_send({"type": "error", "message": packed.message})
-				return packed
-			packet = Wire.packed_step_frame(packed.value[0], packed.value[1], packed.value[2])
+			var packed := []
+			var wrong: String = _sync.decision_step_packed(packed, _declared, _declared_total)
+			if wrong != "":  # a bug of the game's own: said to the trainer, which restarts nothing
+				_send({"type": "error", "message": wrong})
+				return Result.failed(wrong)
+			packet = Wire.packed_step_frame(packed[0], packed[1], packed[2])
 		else:
 			packet = Wire.frame(Wire.step_json(_sync.decision_step(), _packed_obs))
 		var problem := CameraFrames.problem() + SceneCopies.problem()  # a camera's or a copy's (see each)

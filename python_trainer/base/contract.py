@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from python_trainer.base import bounds
 
@@ -115,6 +117,57 @@ PACKED_HEADER_BYTES = 8  # the type word and the count
 STATUS_RUNNING = 0  # an agent's status in a packed step reply
 STATUS_TERMINATED = 1
 STATUS_TRUNCATED = 2  # by the time limit
+# --- The messages: each kind's "type" value, whose it is, and the fields each side's message of it carries -----------
+TYPE_KEY = "type"  # every JSON message has it (a packed step message, in binary, has none)
+
+
+@dataclass(frozen=True)
+class Message:
+    owner: str  # GODOT_RL: godot-rl's own (its GodotEnv and plugin speak it); RL_SYNC: our extension
+    trainer: Optional[tuple] = None  # the fields of the trainer's message of this kind (None: it never sends one)
+    game: Optional[tuple] = None  # the fields of the game's (None: it never sends one; () a bare one, as a reply)
+
+
+_ENV_INFO_REPLY = (*ENV_INFO_KEYS, POLICY_NAMES_KEY, *ENV_INFO_EXTENSIONS, "actors")  # + the in-engine actors' version
+# kind ("type") -> Message. godot-rl's own fields come first; those after them in godot-rl's kinds are ours.
+MESSAGES = {
+    "handshake": Message(GODOT_RL, trainer=("major_version", "minor_version", "obs_encoding", "step_encoding")),
+    "env_info": Message(GODOT_RL, trainer=(), game=_ENV_INFO_REPLY),
+    "reset": Message(GODOT_RL, trainer=(), game=("obs", "obs_f32")),
+    "action": Message(GODOT_RL, trainer=("action",)),  # the binary step exchange's actions: packed, no "type"
+    "step": Message(GODOT_RL, game=("obs", "reward", "done", "info", "obs_f32")),  # the action's reply
+    "call": Message(GODOT_RL, trainer=("method", "args", "agent_args"), game=("returns",)),
+    "close": Message(GODOT_RL, trainer=()),
+    "hello": Message(RL_SYNC, game=("token", "env", "n_agents", "pid", "protocol")),  # first, with --token only
+    "busy": Message(RL_SYNC, trainer=()),  # a trainer's answer to a hello when it trains another game
+    "error": Message(RL_SYNC, game=("message",)),  # a bug of the game's own, instead of a reply; then it quits
+    "stats": Message(RL_SYNC, trainer=(), game=("time_usec", "physics_frames", "idle_frames", "frames_drawn", "fps",
+                                                "physics_ticks_per_second", "headless", "engine_version", "session")),
+    "env_params": Message(RL_SYNC, trainer=("values", "agent_values"), game=()),
+    "drivers": Message(RL_SYNC, trainer=("agents", "driver", "path", "seed"), game=("acted",)),
+    "actors": Message(RL_SYNC, trainer=("path", "paths", "policies", "agent_policies", "num_steps", "seed", "logprob"),
+                      game=("weights", "obs_size", "action_size", "n_agents", "sizes")),
+    "fragment": Message(RL_SYNC, trainer=("version",), game=("version", "parts", "floats", "episodes")),
+    "alive": Message(RL_SYNC, game=("step",)),  # while the game collects a fragment
+}
+
+
+def message(kind: str, **fields) -> dict:
+    """{"type": kind, **fields}: KeyError unless MESSAGES declares the kind and each field for one side's message."""
+    declared = MESSAGES[kind]
+    allowed = set(declared.trainer or ()) | set(declared.game or ())
+    for name in fields:
+        if name not in allowed:
+            raise KeyError(f"the contract's {kind!r} message has no field {name!r}")
+    return {TYPE_KEY: kind, **fields}
+
+
+def is_message(msg, kind: str) -> bool:
+    """Whether ``msg`` (a decoded message) is of ``kind`` (KeyError unless MESSAGES declares it)."""
+    MESSAGES[kind]
+    return isinstance(msg, dict) and msg.get(TYPE_KEY) == kind
+
+
 # --- Observations: images -------------------------------------------------------------------------------------------
 IMAGE_KEY_MARK = "2d"  # godot-rl's rule (core/godot_env.py): an observation key containing it is a camera image
 # --- Files the game writes or reads ---------------------------------------------------------------------------------
@@ -238,6 +291,9 @@ def gdscript() -> str:
               "# What else both sides share: the wire, images, files, and the bounds of sizes (python_trainer/base/",
               "# contract.py says what each one is; bounds.py the bounds)."]
     lines += [f"const {name} := {_gd_value(value)}" for name, value in shared_constants().items()]
+    lines += ["", "# The message kinds: each one's \"type\" value (contract.py's MESSAGES says whose it is and its fields).",
+              f"const TYPE_KEY := {_gd_string(TYPE_KEY)}"]
+    lines += [f"const MSG_{kind.upper()} := {_gd_string(kind)}" for kind in MESSAGES]
     lines += [""]
     return "\n".join(lines)
 

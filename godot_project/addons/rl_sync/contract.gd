@@ -115,3 +115,22 @@ const MAX_FRAME_STACK := 64
 const MAX_LAYER_SIZE := 65536
 const MAX_POLICY_WEIGHTS := 16777216
 const MAX_AGENTS_PER_INSTANCE := 2048
+
+# The message kinds: each one's "type" value (contract.py's MESSAGES says whose it is and its fields).
+const TYPE_KEY := "type"
+const MSG_HANDSHAKE := "handshake"
+const MSG_ENV_INFO := "env_info"
+const MSG_RESET := "reset"
+const MSG_ACTION := "action"
+const MSG_STEP := "step"
+const MSG_CALL := "call"
+const MSG_CLOSE := "close"
+const MSG_HELLO := "hello"
+const MSG_BUSY := "busy"
+const MSG_ERROR := "error"
+const MSG_STATS := "stats"
+const MSG_ENV_PARAMS := "env_params"
+const MSG_DRIVERS := "drivers"
+const MSG_ACTORS := "actors"
+const MSG_FRAGMENT := "fragment"
+const MSG_ALIVE := "alive"

@@ -95,7 +95,7 @@ def recv(sock):
     if body is None:
         return None
     if body[:1] in (b"\x15", b"\x16"):  # a packed body: Godot's var2bytes of a PoolIntArray / PoolRealArray
-        return {"type": "_packed", "body": body}
+        return {C.TYPE_KEY: "_packed", "body": body}
     return json.loads(body.decode("utf-8"))
 
 
@@ -187,7 +187,7 @@ def main():
     if mode == "wrong_token":
         token = "not-the-token"
     if token is not None:
-        send(sock, {"type": "hello", "token": token, "env": env, "n_agents": n, "pid": os.getpid(),
+        send(sock, {C.TYPE_KEY: C.kind("hello"), "token": token, "env": env, "n_agents": n, "pid": os.getpid(),
                     "protocol": C.EXTENSION_VERSION})
 
     if "--fake_flood" in sys.argv:
@@ -235,7 +235,7 @@ def main():
             fail_on_purpose(steps)
             time.sleep(float(args.get("fake_step_delay", 0)))
             if time.monotonic() - alive_at >= float(args.get("fake_alive_s", 1)):
-                send(sock, {"type": "alive", "step": steps})
+                send(sock, {C.TYPE_KEY: C.kind("alive"), "step": steps})
                 alive_at = time.monotonic()
             obs = [v for j in range(n) for v in flat_obs(j)]
             acts, rew, statuses, final = [], [], [], []
@@ -258,7 +258,7 @@ def main():
         body += [v for j in range(n) for v in flat_obs(j)]
         size = int(args.get("fake_part_floats", len(body) or 1))
         chunks = [body[i:i + size] for i in range(0, len(body), size)] or [[]]
-        send(sock, {"type": "fragment", "version": msg["version"], "parts": len(chunks), "floats": len(body),
+        send(sock, {C.TYPE_KEY: C.kind("fragment"), "version": msg["version"], "parts": len(chunks), "floats": len(body),
                      "episodes": episodes})
         for chunk in chunks:
             part = struct.pack(f"<II{len(chunk)}f", C.POOL_REAL_ARRAY, len(chunk), *chunk)
@@ -288,8 +288,8 @@ def main():
         if msg is None:
             print("fake_game: trainer disconnected, quitting", flush=True)
             sys.exit(0)
-        typ = msg.get("type")
-        if typ == "handshake":
+        typ = msg.get(C.TYPE_KEY)
+        if typ == C.kind("handshake"):
             if msg.get("major_version") != C.MAJOR_VERSION:
                 sys.exit(1)
             if msg.get("step_encoding", C.JSON_ENCODING) not in C.STEP_ENCODINGS:
@@ -298,37 +298,37 @@ def main():
                 sys.exit(1)
             binary = (msg.get("step_encoding") == C.BINARY_STEP_ENCODING
                       and args.get("fake_step_encoding") != C.JSON_ENCODING)
-        elif typ == "env_info":
+        elif typ == C.kind("env_info"):
             obs_space = {k: {"size": [s], "space": "box"} for k, s in obs_spec}
             if image:
                 obs_space[image_key] = {"size": hwc, "space": "box"}
             send(sock, {
-                "type": "env_info", "n_agents": n,
+                C.TYPE_KEY: C.kind("env_info"), "n_agents": n,
                 "observation_space": [obs_space] * n,
                 "action_space": [act_spec] * n, "agent_policy_names": ["shared_policy"] * n,
                 "env": env, "max_episode_steps": max_steps, "agents_from_flag": "fake_fixed_agents" not in args,
                 **({"step_encoding": C.BINARY_STEP_ENCODING} if binary else {}),
                 **({ACTORS: ACTORS_VERSION} if "--fake_actors" in sys.argv else {}),
             })
-        elif typ == "reset":
+        elif typ == C.kind("reset"):
             if image and not os.environ.get("DISPLAY"):
                 message = f"rl_sync: error: {env}'s camera needs the windowed export: a headless build renders nothing"
                 print(message, file=sys.stderr, flush=True)
-                send(sock, {"type": "error", "message": message})
+                send(sock, {C.TYPE_KEY: C.kind("error"), "message": message})
                 sys.exit(1)
             for j in range(n):
                 t[j] = 0
                 last[j] = 0.0
-            send(sock, {"type": "reset", "obs": [with_image(obs_of(j), j) for j in range(n)]})
-        elif typ == "actors" or (typ == "_packed" and actors is not None):
-            if typ == "actors":
+            send(sock, {C.TYPE_KEY: C.kind("reset"), "obs": [with_image(obs_of(j), j) for j in range(n)]})
+        elif typ == C.kind("actors") or (typ == "_packed" and actors is not None):
+            if typ == C.kind("actors"):
                 actors = actor_mode(sock, msg, n, sum(s for _, s in obs_spec), floats_per_agent, len(int_keys))
             elif len(unpack_arrays(msg["body"])[0][C.POOL_REAL_ARRAY]) != actors["weights"]:
                 print("rl_sync: error: a weights message of the wrong count", file=sys.stderr, flush=True)
                 sys.exit(1)
-        elif typ == "fragment":
+        elif typ == C.kind("fragment"):
             steps = fragment(sock, msg, actors, n, steps)
-        elif typ in ("action", "_packed"):
+        elif typ in (C.kind("action"), "_packed"):
             packed = typ == "_packed"
             if packed:
                 arrays, whole = unpack_arrays(msg["body"])
@@ -385,10 +385,10 @@ def main():
                 values = [v for j in range(n) for v in flat_obs(j)] + rew + statuses + terminal
                 send_packed_step(sock, values, ended_infos, frames + terminal_frames if image else None)
             else:
-                send(sock, {"type": "step", "obs": obs, "reward": rew, "done": done, "info": info})
-        elif typ == "call":
-            send(sock, {"type": "call", "returns": [msg.get("method")] * n})
-        elif typ == "close":
+                send(sock, {C.TYPE_KEY: C.kind("step"), "obs": obs, "reward": rew, "done": done, "info": info})
+        elif typ == C.kind("call"):
+            send(sock, {C.TYPE_KEY: C.kind("call"), "returns": [msg.get("method")] * n})
+        elif typ == C.kind("close"):
             print("fake_game: close received", flush=True)
             sys.exit(0)
         else:
@@ -405,7 +405,7 @@ def actor_mode(sock, msg, n, obs_size, n_floats, n_ints):
     weights += sum(len(layer["bias"]) for layer in policy["layers"])
     weights += sum(len(k.get("log_std", [])) for k in policy["action_keys"])
     weights += 2 * obs_size if policy.get("obs_normalization") else 0
-    send(sock, {"type": "actors", "weights": weights, "obs_size": obs_size, "action_size": n_floats + n_ints,
+    send(sock, {C.TYPE_KEY: C.kind("actors"), "weights": weights, "obs_size": obs_size, "action_size": n_floats + n_ints,
                 "n_agents": n})
     seed = int(parse_args(sys.argv[1:]).get("env_seed", 0))
     return {"weights": weights, "num_steps": int(msg["num_steps"]), "logprob": bool(msg.get("logprob")),
@@ -437,13 +437,13 @@ def plain_game(args):
             time.sleep(1)
     sock.settimeout(None)
     msg = recv(sock)
-    if msg is None or msg.get("type") != "handshake":
+    if msg is None or not C.is_message(msg, "handshake"):
         sys.exit(1)
     print("performing handshake", flush=True)
     msg = recv(sock)
-    if msg is None or msg.get("type") != "env_info":
+    if msg is None or not C.is_message(msg, "env_info"):
         sys.exit(1)
-    info = {"type": "env_info", "observation_space": {"obs": {"size": [4], "space": "box"}},
+    info = {C.TYPE_KEY: C.kind("env_info"), "observation_space": {"obs": {"size": [4], "space": "box"}},
             "action_space": {"move": {"size": 2, "action_type": "continuous"}}, "n_agents": n}
     if "fake_policy_names" in args:  # as the plugin's Godot 4 branch sends them: one name per agent, in turn
         names = args["fake_policy_names"].split(",")
@@ -451,7 +451,7 @@ def plain_game(args):
     for key in filter(None, args.get("fake_env_info", "").split(",")):
         info.pop(key, None)
     if "fake_first" in args:
-        info = {"type": args["fake_first"]}
+        info = {C.TYPE_KEY: args["fake_first"]}
     bug, _, bug_at = args.get("fake_bug", "none:0").partition(":")
     bug_at = int(bug_at)
     if bug == "actions_empty":
@@ -475,16 +475,16 @@ def plain_game(args):
         msg = recv(sock)
         if msg is None:
             sys.exit(0)
-        typ = msg.get("type")
-        if typ == "close":
+        typ = msg.get(C.TYPE_KEY)
+        if typ == C.kind("close"):
             print("received close message, closing game", flush=True)
             sys.exit(0)
-        if typ == "reset":
+        if typ == C.kind("reset"):
             t = [0] * n
-            send(sock, {"type": "reset", "obs": [obs_of(j) for j in range(n)]})
-        elif typ == "call":
-            send(sock, {"type": "call", "returns": [msg.get("method")] * n})
-        elif typ == "action":
+            send(sock, {C.TYPE_KEY: C.kind("reset"), "obs": [obs_of(j) for j in range(n)]})
+        elif typ == C.kind("call"):
+            send(sock, {C.TYPE_KEY: C.kind("call"), "returns": [msg.get("method")] * n})
+        elif typ == C.kind("action"):
             if len(msg["action"]) != n:
                 sys.exit(1)
             steps += 1
@@ -500,7 +500,7 @@ def plain_game(args):
                 if rngs[j].random() < 0.05 or t[j] >= max_steps:
                     done[j] = True
                     t[j] = 0
-            send(sock, {"type": "step", "obs": [obs_of(j) for j in range(n)], "reward": rew, "done": done})
+            send(sock, {C.TYPE_KEY: C.kind("step"), "obs": [obs_of(j) for j in range(n)], "reward": rew, "done": done})
             done = [False] * n
         else:
             print("message was not handled", flush=True)

@@ -162,6 +162,12 @@ def message(kind: str, **fields) -> dict:
     return {TYPE_KEY: kind, **fields}
 
 
+def kind(name: str) -> str:
+    """A message kind's "type" value, for a comparison or a literal: KeyError unless MESSAGES declares it."""
+    MESSAGES[name]
+    return name
+
+
 def is_message(msg, kind: str) -> bool:
     """Whether ``msg`` (a decoded message) is of ``kind`` (KeyError unless MESSAGES declares it)."""
     MESSAGES[kind]

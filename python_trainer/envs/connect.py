@@ -23,7 +23,7 @@ from typing import Callable, Optional, Sequence
 import psutil
 
 from python_trainer.base.bounds import HANDSHAKE_BYTES
-from python_trainer.base.contract import ERROR_PREFIX
+from python_trainer.base.contract import ERROR_PREFIX, is_message, message
 from python_trainer.base.flags import SLOW_GAME_HINT
 from python_trainer.base.processes import describe_exit, descendants
 from python_trainer.envs.failures import InstanceStartError
@@ -71,7 +71,7 @@ class Greeting:
             except ValueError as e:
                 raise InstanceStartError(f"{self.inst.label()}: its first message is not a JSON object ({e}): "
                                          f"{body[:80]!r}") from None
-            if self.hello is None and msg.get("type") == "hello":
+            if self.hello is None and is_message(msg, "hello"):
                 verdict = check_hello(self.inst, msg, self.owner)
                 if isinstance(verdict, str):
                     return verdict
@@ -141,7 +141,7 @@ class ConnectionWait:
         try:
             sock.settimeout(_SEND_TIMEOUT_S)
             sock.sendall(encode_message(handshake_message(PACKED_OBS_ENCODING, BINARY_STEP_ENCODING))
-                         + encode_message({"type": "env_info"}))
+                         + encode_message(message("env_info")))
             sock.setblocking(False)
         except OSError as e:
             return self._refuse(inst, sock, f"the connection broke during the handshake ({e})")

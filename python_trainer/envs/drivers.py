@@ -17,7 +17,7 @@ import numpy as np
 
 from python_trainer.base import contract
 
-MESSAGE = "drivers"
+MESSAGE = "drivers"  # its kind in contract.MESSAGES, which declares its fields (the keys below)
 AGENTS_KEY = "agents"
 DRIVER_KEY = "driver"
 PATH_KEY = "path"

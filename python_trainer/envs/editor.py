@@ -31,7 +31,7 @@ from typing import Callable, Optional
 
 from python_trainer.base.bounds import EDITOR_CONNECTIONS
 from python_trainer.base.combinations import refusal
-from python_trainer.base.contract import EDITOR_PORT
+from python_trainer.base.contract import EDITOR_PORT, message
 from python_trainer.base.errors import one_line
 from python_trainer.envs.connect import Greeting
 from python_trainer.envs.failures import GameClosedError, InstanceStartError
@@ -44,7 +44,7 @@ from python_trainer.envs.protocol import (
 DEFAULT_EDITOR_PORT = EDITOR_PORT  # godot-rl's (GodotEnv.DEFAULT_PORT); the game's side: addons/rl_sync/run_flags.gd
 GREETING_TIMEOUT_S = 5.0  # a connection that answers nothing meanwhile is not a game
 PORT_SETTINGS = "the game's project setting rl_sync/editor_port (or $RL_SYNC_EDITOR_PORT where Godot runs)"
-BUSY = {"type": "busy"}  # what a game that presses Play while another trains is told (addons/rl_sync/trainer_handshake.gd)
+BUSY = message("busy")  # what a game that presses Play while another trains is told (addons/rl_sync/trainer_handshake.gd)
 
 
 @dataclass(eq=False)
@@ -193,7 +193,7 @@ class _PlayWait:
         try:
             sock.settimeout(GREETING_TIMEOUT_S)  # a few hundred bytes: a peer that cannot take them is not a game
             sock.sendall(encode_message(handshake_message(PACKED_OBS_ENCODING, BINARY_STEP_ENCODING))
-                         + encode_message({"type": "env_info"}))
+                         + encode_message(message("env_info")))
             sock.setblocking(False)
         except OSError as e:
             sock.close()
@@ -233,7 +233,7 @@ class _PlayWait:
         del self.greeting[sock]
         try:
             if send_close:
-                sock.sendall(encode_message({"type": "close"}))
+                sock.sendall(encode_message(message("close")))
         except OSError:
             pass
         sock.close()

@@ -23,10 +23,12 @@ from typing import Optional
 
 import numpy as np
 
+from python_trainer.base.contract import TYPE_KEY, message
 from python_trainer.envs.game import GameBugError
 from python_trainer.envs.protocol import (PACKED_HEADER, POOL_REAL_ARRAY, STATUS_RUNNING,  # noqa: F401 (the wire's)
                                           STATUS_TERMINATED, STATUS_TRUNCATED, decode_body, is_packed, pack_actions)
 
+# The message kinds (contract.MESSAGES declares them with their fields, the keys below; message() refuses another).
 ACTORS = "actors"  # the message that enters actor mode, its reply, and env_info's key of a game that has it
 FRAGMENT = "fragment"
 ALIVE = "alive"
@@ -77,11 +79,11 @@ def actors_message(path, num_steps: int, seed: int, logprob: bool = False, agent
              if isinstance(path, dict) else {PATH_KEY: str(path)})
     if agent_policies is not None:
         files[AGENT_POLICIES_KEY] = [int(k) for k in agent_policies]
-    return {"type": ACTORS, **files, NUM_STEPS_KEY: int(num_steps), SEED_KEY: int(seed), LOGPROB_KEY: bool(logprob)}
+    return message(ACTORS, **files, **{NUM_STEPS_KEY: int(num_steps), SEED_KEY: int(seed), LOGPROB_KEY: bool(logprob)})
 
 
 def fragment_message(version: int) -> dict:
-    return {"type": FRAGMENT, VERSION_KEY: int(version)}
+    return message(FRAGMENT, **{VERSION_KEY: int(version)})
 
 
 def weights_message(values) -> bytes:
@@ -253,7 +255,7 @@ def receive_fragment(conn, version: int, timeout: float, **layout) -> Fragment:
             msg = decode_body(body)
         except ValueError as e:
             raise FragmentError(f"{label}: sent a malformed message in actor mode ({e})") from None
-        kind = msg.get("type")
+        kind = msg.get(TYPE_KEY)
         if kind == ALIVE:
             continue
         if kind == ERROR:

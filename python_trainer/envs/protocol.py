@@ -29,7 +29,7 @@ from python_trainer.base.errors import Fault
 from python_trainer.base.contract import (  # noqa: F401  (read from here too)
     BINARY_STEP_ENCODING, CONNECT_TIMEOUT_S, ENV_INFO_KEYS, EXTENSION_KEY, MAJOR_VERSION, MINOR_VERSION,
     PACKED_HEADER_BYTES, PACKED_OBS_ENCODING, POOL_BYTE_ARRAY, POOL_INT_ARRAY, POOL_REAL_ARRAY, STATUS_RUNNING,
-    STATUS_TERMINATED, STATUS_TRUNCATED)
+    STATUS_TERMINATED, STATUS_TRUNCATED, TYPE_KEY, is_message, message)
 from python_trainer.envs.game import GameBugError
 
 PACKED_HEADER = struct.Struct("<II")
@@ -210,22 +210,19 @@ def decode_body(body: bytes | bytearray | memoryview) -> dict:
 
 def handshake_message(obs_encoding: Optional[str] = None, step_encoding: Optional[str] = None) -> dict:
     """The trainer's handshake; the encodings are our extension (godot_rl_agents' plugin ignores unknown keys)."""
-    message = {"type": "handshake", "major_version": MAJOR_VERSION, "minor_version": MINOR_VERSION}
-    if obs_encoding is not None:
-        message["obs_encoding"] = obs_encoding
-    if step_encoding is not None:
-        message["step_encoding"] = step_encoding
-    return message
+    asked = {"obs_encoding": obs_encoding, "step_encoding": step_encoding}
+    return message("handshake", major_version=MAJOR_VERSION, minor_version=MINOR_VERSION,
+                   **{key: value for key, value in asked.items() if value is not None})
 
 
 def dialect(hello: Optional[dict], env_info: dict) -> str:
     """RL_SYNC or GODOT_RL, from what a game said before any episode: our hello (None if it sent none) and its
     env_info reply. Raises ValueError with one line naming what is missing from a game that speaks neither."""
-    if env_info.get("type") == "error":  # our addon found a bug of the game's own (see GodotConnection.game_bug)
+    if is_message(env_info, "error"):  # our addon found a bug of the game's own (see GodotConnection.game_bug)
         raise GameBugError(str(env_info.get("message"))[:500])
-    if env_info.get("type") != "env_info":
+    if not is_message(env_info, "env_info"):
         raise ValueError(f"its first message is neither our hello nor an env_info reply (type "
-                         f"{env_info.get('type')!r}): is it a Godot game with the rl_sync addon or godot_rl_agents' "
+                         f"{env_info.get(TYPE_KEY)!r}): is it a Godot game with the rl_sync addon or godot_rl_agents' "
                          "plugin?")
     missing = [k for k in ENV_INFO_KEYS if k not in env_info]
     if missing:
@@ -357,10 +354,10 @@ class GodotConnection:
             msg = decode_body(body)
         except (UnicodeDecodeError, ValueError) as e:
             raise self.error(f"sent a malformed message ({e}): {body[:200]!r}") from None
-        if expect is not None and msg.get("type") != expect:
-            if msg.get("type") == "error":
+        if expect is not None and not is_message(msg, expect):
+            if is_message(msg, "error"):
                 raise self.game_bug(msg)
-            raise self.error(f"expected a {expect!r} message, got type {msg.get('type')!r}: {str(msg)[:200]}")
+            raise self.error(f"expected a {expect!r} message, got type {msg.get(TYPE_KEY)!r}: {str(msg)[:200]}")
         return msg
 
     def game_bug(self, msg: dict) -> GameBugError:
@@ -373,7 +370,7 @@ class GodotConnection:
         self.send(handshake_message(obs_encoding, step_encoding))
 
     def env_info(self, timeout: Optional[float] = None) -> dict:
-        self.send({"type": "env_info"})
+        self.send(message("env_info"))
         info = self.recv(timeout, expect="env_info")
         for key in ("n_agents", "observation_space", "action_space"):
             if key not in info:
@@ -381,7 +378,7 @@ class GodotConnection:
         return info
 
     def reset_send(self) -> None:
-        self.send({"type": "reset"})
+        self.send(message("reset"))
 
     def reset_recv(self, timeout: Optional[float] = None) -> list:
         """godot-rl's list of per-agent obs dicts of a JSON reset reply (the vector env decodes packed ones)."""
@@ -398,7 +395,7 @@ class GodotConnection:
 
     def step_send(self, actions: Sequence[dict]) -> None:
         """Send one action dict per agent. Send to every instance first, then step_recv each (they run in parallel)."""
-        self.send({"type": "action", "action": actions})
+        self.send(message("action", action=actions))
 
     def step_recv(self, timeout: Optional[float] = None) -> dict:
         """The "step" reply: {"obs": [...] or "obs_f32": base64, "reward": [...], "done": [...], "info": [...]}."""
@@ -435,7 +432,7 @@ class GodotConnection:
                     msg = decode_body(body)
                 except ValueError:
                     msg = {}
-                if msg.get("type") == "error":
+                if is_message(msg, "error"):
                     raise self.game_bug(msg) from None
             raise self.error(f"sent a malformed step reply ({e})") from None
 
@@ -443,7 +440,7 @@ class GodotConnection:
              timeout: Optional[float] = None) -> list:
         """godot-rl's "call": each agent's result of ``method``. Our extension (godot-rl sends neither): ``args``,
         the arguments every agent's method gets, or ``agent_args``, one list of arguments per agent."""
-        msg: dict = {"type": "call", "method": method}
+        msg: dict = message("call", method=method)
         if args is not None:
             msg["args"] = list(args)
         if agent_args is not None:
@@ -453,7 +450,7 @@ class GodotConnection:
 
     def request(self, msg_type: str, timeout: Optional[float] = None, **fields) -> dict:
         """Send {"type": msg_type, **fields} and return the reply of the same type (e.g. our "stats" extension)."""
-        self.send({"type": msg_type, **fields})
+        self.send(message(msg_type, **fields))
         return self.recv(timeout, expect=msg_type)
 
     def stats(self, timeout: Optional[float] = None) -> dict:
@@ -467,7 +464,7 @@ class GodotConnection:
         if send_close:
             try:
                 self._set_timeout(1.0)
-                self.sock.sendall(encode_message({"type": "close"}))
+                self.sock.sendall(encode_message(message("close")))
             except OSError:
                 pass
         try:

@@ -143,8 +143,8 @@ static func reset_reply(agents: Array, packed: bool) -> Dictionary:
 	for agent in agents:
 		obs.append(Observations.json(agent.get_obs()))
 	if not packed:
-		return {"type": "reset", "obs": obs}
-	var reply := {"type": "reset", "obs_f32": Wire.pack_obs(obs)}
+		return {Wire.Contract.TYPE_KEY: Wire.Contract.MSG_RESET, "obs": obs}
+	var reply := {Wire.Contract.TYPE_KEY: Wire.Contract.MSG_RESET, "obs_f32": Wire.pack_obs(obs)}
 	var images := Observations.packed_images(obs)
 	if not images.empty():
 		reply["obs"] = images

@@ -15,7 +15,7 @@ const PolicySet = preload("res://addons/rl_sync/policy_set.gd")
 const Observations = preload("res://addons/rl_sync/observations.gd")
 const Result = preload("res://addons/rl_sync/result.gd")
 
-const MESSAGE := "drivers"
+const MESSAGE := Contract.MSG_DRIVERS
 const AGENTS_KEY := "agents"
 const DRIVER_KEY := "driver"
 const PATH_KEY := "path"
@@ -49,7 +49,8 @@ static func answer(sync_node: Node, stream: StreamPeerTCP, message: Dictionary) 
 		sync_node.set_meta(META, load("res://addons/rl_sync/driver_message.gd").new())
 	var drivers = sync_node.get_meta(META)
 	var error: String = drivers.apply(sync_node, message)
-	var reply := {"type": MESSAGE, ACTED_KEY: drivers.acted} if error == "" else {"type": "error", "message": error}
+	var reply := {Contract.TYPE_KEY: MESSAGE, ACTED_KEY: drivers.acted} if error == "" \
+			else {Contract.TYPE_KEY: Contract.MSG_ERROR, "message": error}
 	if preload("res://addons/rl_sync/wire.gd").write_message(stream, to_json(reply)) != OK:
 		return Result.disconnected()
 	return Result.go_on() if error == "" else Result.failed(error)

@@ -29,7 +29,7 @@ const WEIGHTS_FIELD := "weights"
 static func answer(sync_node: Node, stream: StreamPeer, message: Dictionary) -> Reference:
 	var recorder = sync_node.get_meta(META) if sync_node.has_meta(META) else null
 	var error := ""
-	if message["type"] == FragmentWire.ACTORS:
+	if message[FragmentWire.TYPE_KEY] == FragmentWire.ACTORS:
 		return _enter(sync_node, stream, message)
 	if recorder == null:
 		error = "a \"%s\" message before \"%s\": the trainer asks for in-engine actors first" \
@@ -95,7 +95,7 @@ static func _enter(sync_node: Node, stream: StreamPeer, message: Dictionary) -> 
 			message.get(FragmentWire.LOGPROB_KEY, false) == true)
 	sync_node.set_meta(META, recorder)
 	var reply := {
-		"type": FragmentWire.ACTORS,
+		FragmentWire.TYPE_KEY: FragmentWire.ACTORS,
 		FragmentWire.WEIGHTS_KEY: actors.weight_count,
 		FragmentWire.OBS_SIZE_KEY: actors.obs_size,
 		FragmentWire.ACTION_SIZE_KEY: actors.action_size,
@@ -126,10 +126,10 @@ static func route(sync_node: Node, read: Reference) -> Reference:
 		return read
 	var message = read.value
 	if typeof(message) == TYPE_RAW_ARRAY:
-		read.value = {"type": FragmentWire.FRAGMENT, WEIGHTS_FIELD: message}
+		read.value = {FragmentWire.TYPE_KEY: FragmentWire.FRAGMENT, WEIGHTS_FIELD: message}
 		return read
 	var keeps := [FragmentWire.ACTORS, FragmentWire.FRAGMENT, preload("res://addons/rl_sync/driver_message.gd").MESSAGE]
-	if not keeps.has(message.get("type")):
+	if not keeps.has(message.get(FragmentWire.TYPE_KEY)):
 		sync_node.remove_meta(META)
 	return read
 
@@ -137,5 +137,5 @@ static func route(sync_node: Node, read: Reference) -> Reference:
 # `result` as it is; a failure is said to the trainer first.
 static func _ended(stream: StreamPeer, result: Reference) -> Reference:
 	if result.is_failure():
-		Wire.write_message(stream, to_json({"type": FragmentWire.ERROR, FragmentWire.MESSAGE_KEY: result.message}))
+		Wire.write_message(stream, to_json({FragmentWire.TYPE_KEY: FragmentWire.ERROR, FragmentWire.MESSAGE_KEY: result.message}))
 	return result

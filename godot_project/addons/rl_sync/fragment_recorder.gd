@@ -103,7 +103,7 @@ func step() -> Reference:
 		return _send()
 	if OS.get_ticks_msec() >= _next_alive:
 		_next_alive = OS.get_ticks_msec() + int(FragmentWire.ALIVE_PERIOD_S * 1000)
-		var alive := {"type": FragmentWire.ALIVE, FragmentWire.STEP_KEY: _t}
+		var alive := {FragmentWire.TYPE_KEY: FragmentWire.ALIVE, FragmentWire.STEP_KEY: _t}
 		if Wire.write_message(stream, to_json(alive)) != OK:
 			return Result.disconnected()
 	return _act()
@@ -132,7 +132,7 @@ func _send() -> Reference:
 	var floats := _body.size()
 	var parts := int(ceil(float(floats) / part_floats))
 	var header := {
-		"type": FragmentWire.FRAGMENT,
+		FragmentWire.TYPE_KEY: FragmentWire.FRAGMENT,
 		FragmentWire.VERSION_KEY: _version,
 		FragmentWire.PARTS_KEY: parts,
 		FragmentWire.FLOATS_KEY: floats,

@@ -19,11 +19,14 @@ extends Reference
 #   discrete key's index), rewards[N], statuses[N] (STATUS_*), the final obs [D] of each agent whose episode
 #   ended (status not STATUS_RUNNING; agent order), and with "logprob" logprobs[N]; then the tail obs[N*D].
 
-# Message kinds.
-const ACTORS := "actors"
-const FRAGMENT := "fragment"
-const ALIVE := "alive"
-const ERROR := "error"
+const Contract = preload("res://addons/rl_sync/contract.gd")
+
+# Message kinds (the contract's), and the key of their kind.
+const TYPE_KEY := Contract.TYPE_KEY
+const ACTORS := Contract.MSG_ACTORS
+const FRAGMENT := Contract.MSG_FRAGMENT
+const ALIVE := Contract.MSG_ALIVE
+const ERROR := Contract.MSG_ERROR
 
 # "actors", the trainer's request.
 const PATH_KEY := "path"
@@ -61,7 +64,6 @@ const STEP_KEY := "step"
 const MESSAGE_KEY := "message"
 
 # An agent's status in a step block: the packed step reply's.
-const Contract = preload("res://addons/rl_sync/contract.gd")
 const STATUS_RUNNING := Contract.STATUS_RUNNING
 const STATUS_TERMINATED := Contract.STATUS_TERMINATED
 const STATUS_TRUNCATED := Contract.STATUS_TRUNCATED

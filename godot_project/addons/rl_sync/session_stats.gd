@@ -3,6 +3,7 @@ extends Reference
 # a trainer session's decision steps spend their time, which TrainerSession counts with count_step().
 
 const RlArgs = preload("res://addons/rl_sync/rl_args.gd")
+const Contract = preload("res://addons/rl_sync/contract.gd")
 
 # In microseconds summed over `steps`: building and sending the reply, waiting for the trainer's
 # next message, reading and decoding it, checking and applying the actions, and everything between
@@ -27,7 +28,7 @@ func count_step(start: int, sent: int, arrived: int, decoded: int) -> void:
 
 func reply() -> Dictionary:
 	return {
-		"type": "stats",
+		Contract.TYPE_KEY: Contract.MSG_STATS,
 		"time_usec": OS.get_ticks_usec(),
 		"physics_frames": Engine.get_physics_frames(),
 		"idle_frames": Engine.get_idle_frames(),

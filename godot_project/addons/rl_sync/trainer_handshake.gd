@@ -20,7 +20,7 @@ const OBS_ENCODINGS := Contract.OBS_ENCODINGS
 const STEP_ENCODINGS := Contract.STEP_ENCODINGS
 # The type of the message a trainer answers our hello with when it trains another game
 # (python_trainer/envs/editor.py, BusyPort): _greet() then returns Result.busy().
-const BUSY_TYPE := "busy"
+const BUSY_TYPE := Contract.MSG_BUSY
 
 var stream: StreamPeerTCP = null
 var obs_encoding: String = Contract.JSON_ENCODING
@@ -79,7 +79,7 @@ func _open(port: int, deadline: int) -> bool:
 func _greet(port: int, deadline: int, token: String) -> Reference:
 	if token != "":
 		var sent := Wire.write_message(stream, to_json({
-			"type": "hello",
+			Contract.TYPE_KEY: Contract.MSG_HELLO,
 			"token": token,
 			"env": _env_name,
 			"n_agents": _n_agents,
@@ -98,10 +98,10 @@ func _greet(port: int, deadline: int, token: String) -> Reference:
 	if not read.goes_on():
 		return read
 	var message: Dictionary = read.value
-	if message["type"] == BUSY_TYPE:
+	if message[Contract.TYPE_KEY] == BUSY_TYPE:
 		return Result.busy("the trainer on 127.0.0.1:%d is training another game" % port)
-	if message["type"] != "handshake":
-		return Result.failed("the first message must be a handshake, got '%s'" % str(message["type"]))
+	if message[Contract.TYPE_KEY] != Contract.MSG_HANDSHAKE:
+		return Result.failed("the first message must be a handshake, got '%s'" % str(message[Contract.TYPE_KEY]))
 	return check(message)
 
 

@@ -9,6 +9,7 @@ extends Reference
 
 const Wire = preload("res://addons/rl_sync/wire.gd")
 const TrainerHandshake = preload("res://addons/rl_sync/trainer_handshake.gd")
+const Contract = preload("res://addons/rl_sync/contract.gd")
 const JsonActions = preload("res://addons/rl_sync/json_actions.gd")
 const PackedActions = preload("res://addons/rl_sync/packed_actions.gd")
 const AgentCalls = preload("res://addons/rl_sync/agent_calls.gd")
@@ -98,9 +99,8 @@ func step() -> Reference:
 		if _packed_reply:
 			var packed := []
 			var wrong: String = _sync.decision_step_packed(packed, _declared, _declared_total)
-			if wrong != "":  # a bug of the game's own: said to the trainer, which restarts nothing
-				_send({"type": "error", "message": wrong})
-				return Result.failed(wrong)
+			if wrong != "":  # a bug of the game's own
+				return _failed(wrong)
 			packet = Wire.packed_step_frame(packed[0], packed[1], packed[2])
 		else:
 			packet = Wire.frame(Wire.step_json(_sync.decision_step(), _packed_obs))
@@ -108,8 +108,7 @@ func step() -> Reference:
 		if problem == "" and packet.size() - 4 > Wire.MAX_MESSAGE_BYTES:  # every step's would be: nothing to restart
 			problem = Wire.TOO_LARGE % [packet.size() - 4, Wire.MAX_MESSAGE_BYTES]
 		if problem != "":  # the trainer hears it instead of the reply
-			_send({"type": "error", "message": problem})
-			return Result.failed(problem)
+			return _failed(problem)
 		if stream.put_data(packet) != OK:
 			return Result.disconnected()
 	var sent := OS.get_ticks_usec()
@@ -130,8 +129,8 @@ func step() -> Reference:
 			_packed_reply = true
 			_stats.count_step(start, sent, arrived, decoded)
 			return read if error == "" else Result.failed(error)  # the read's GO_ON: one Result per step
-		match message["type"]:
-			"action":
+		match message[Contract.TYPE_KEY]:
+			Contract.MSG_ACTION:
 				var decoded := OS.get_ticks_usec()
 				error = _json_actions.apply(message)
 				_awaiting_action_reply = error == ""
@@ -146,41 +145,40 @@ func step() -> Reference:
 
 # Answers a message that is not an action; GO_ON to read the next one.
 func _answer(message: Dictionary) -> Reference:
-	match message["type"]:
-		"reset":
+	match message[Contract.TYPE_KEY]:
+		Contract.MSG_RESET:
 			return _reset()
-		"env_info":
+		Contract.MSG_ENV_INFO:
 			var problem := DecisionStep.non_number(_agents)
-			if problem != "":  # a bug of the game's own: said to the trainer, which restarts nothing
-				_send({"type": "error", "message": problem})
-				return Result.failed(problem)
+			if problem != "":  # a bug of the game's own
+				return _failed(problem)
 			if _send(_env_info()) != OK:
 				return Result.disconnected()
-		"call":
+		Contract.MSG_CALL:
 			var returns: Reference = _calls.call_agents(str(message.get("method", "")), message)
 			if not returns.goes_on():
 				return returns
-			if _send({"type": "call", "returns": returns.value}) != OK:
+			if _send({Contract.TYPE_KEY: Contract.MSG_CALL, "returns": returns.value}) != OK:
 				return Result.disconnected()
-		"close": return Result.closed()
-		"drivers": return preload("res://addons/rl_sync/driver_message.gd").answer(_sync, stream, message)  # our extension
-		"actors", "fragment": return FragmentMode.answer(_sync, stream, message)  # our extension, in-engine actors
-		"handshake":
+		Contract.MSG_CLOSE: return Result.closed()
+		Contract.MSG_DRIVERS: return preload("res://addons/rl_sync/driver_message.gd").answer(_sync, stream, message)  # our extension
+		Contract.MSG_ACTORS, Contract.MSG_FRAGMENT: return FragmentMode.answer(_sync, stream, message)  # our extension, in-engine actors
+		Contract.MSG_HANDSHAKE:
 			var checked: Reference = handshake.check(message)
 			_read_encodings()
 			return checked
-		"stats":
+		Contract.MSG_STATS:
 			if _send(_stats.reply()) != OK:
 				return Result.disconnected()
-		"env_params":  # our extension: values for each agent's next episode (env_params.gd)
+		Contract.MSG_ENV_PARAMS:  # our extension: values for each agent's next episode (env_params.gd)
 			var error: String = _sync.env_params.apply_message(message)
 			if error != "":
 				return Result.failed(error)
-			if _send({"type": "env_params"}) != OK:
+			if _send({Contract.TYPE_KEY: Contract.MSG_ENV_PARAMS}) != OK:
 				return Result.disconnected()
 		_:
 			return Result.failed("unknown message type '%s' (expected handshake, env_info, reset, action, call, stats, env_params, drivers, actors, fragment or close)"
-					% str(message["type"]))
+					% str(message[Contract.TYPE_KEY]))
 	return Result.go_on()
 
 
@@ -194,8 +192,7 @@ func _reset() -> Reference:
 		return Result.disconnected() if _send(DecisionStep.reset_reply(_agents, _packed_obs)) != OK else Result.go_on()
 	var refusal := CameraFrames.refusal(_sync.get_tree())
 	if refusal != "":
-		_send({"type": "error", "message": refusal})
-		return Result.failed(refusal)
+		return _failed(refusal)
 	_reset_due = true
 	_sync.order.settle(_sync.get_tree())
 	return Result.wait()
@@ -219,7 +216,7 @@ func _env_info() -> Dictionary:
 	if not readable:
 		_declared = PoolIntArray()
 	return preload("res://addons/rl_sync/env_info_extras.gd").add_to(_sync, {  # + arenas, decision rate
-		"type": "env_info",
+		Contract.TYPE_KEY: Contract.MSG_ENV_INFO,
 		"n_agents": _agents.size(),
 		"observation_space": obs_spaces,
 		"action_space": _action_spaces,
@@ -227,7 +224,7 @@ func _env_info() -> Dictionary:
 		"agent_teams": teams,  # our extension: each agent's side (-1: none), for self-play
 		"env": _sync.env_name,
 		"max_episode_steps": _agents[0].max_episode_steps,
-		TrainerHandshake.Contract.EXTENSION_KEY: TrainerHandshake.EXTENSION_VERSION,
+		Contract.EXTENSION_KEY: TrainerHandshake.EXTENSION_VERSION,
 		"obs_encoding": handshake.obs_encoding,
 		"step_encoding": handshake.step_encoding,
 		"env_params": _sync.env_params.declared,  # our extension: name -> {"default", "min", "max"}
@@ -237,9 +234,15 @@ func _env_info() -> Dictionary:
 
 
 func _read_encodings() -> void:
-	_packed_obs = handshake.obs_encoding == TrainerHandshake.Contract.PACKED_OBS_ENCODING
-	_binary = handshake.step_encoding == TrainerHandshake.Contract.BINARY_STEP_ENCODING
+	_packed_obs = handshake.obs_encoding == Contract.PACKED_OBS_ENCODING
+	_binary = handshake.step_encoding == Contract.BINARY_STEP_ENCODING
 
 
 func _send(message: Dictionary) -> int:
 	return Wire.write_message(stream, to_json(message))
+
+
+# Says a bug of the game's own to the trainer (which restarts nothing), and ends the run with it.
+func _failed(problem: String) -> Reference:
+	_send({Contract.TYPE_KEY: Contract.MSG_ERROR, "message": problem})
+	return Result.failed(problem)

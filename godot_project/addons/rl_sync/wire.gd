@@ -1,8 +1,6 @@
 extends Reference
 # The bytes of godot-rl's wire protocol: framing, decoding, the hand-built step reply and our binary
-# step exchange.
-#
-# A message is a 4-byte little-endian length, then that many bytes of UTF-8 JSON, or, once the
+# step exchange. A message is a 4-byte little-endian length, then that many bytes of UTF-8 JSON, or, once the
 # handshake asked for "step_encoding": "binary", packed numbers (see "The binary step exchange"). Everything here is
 # a static function on a StreamPeer, a PoolByteArray or plain values, so it needs no scene tree and a
 # test can drive it through a StreamPeerBuffer. Nothing here quits or prints: a read comes back as a
@@ -18,6 +16,8 @@ const MAX_MESSAGE_BYTES := Contract.MAX_MESSAGE_BYTES
 const TOO_LARGE := "a step's reply of %d bytes is over the %d-byte limit of one message: fewer agents per instance (--agents, --copies) or smaller camera images"
 # Brackets allowed in a message when the caller does not size the bound to its agents.
 const DEFAULT_MAX_BRACKETS := 1024
+# A JSON step reply's beginning, {"type":"step", (step_json()).
+const STEP_HEAD := "{\"" + Contract.TYPE_KEY + "\":\"" + Contract.MSG_STEP + "\","
 
 
 # Frames by UTF-8 byte length (String.length() counts characters, which differ for non-ASCII text),
@@ -90,7 +90,7 @@ static func parse_message(text: String, max_brackets: int = DEFAULT_MAX_BRACKETS
 	if parsed.error != OK:
 		return Result.failed("malformed JSON from the trainer (line %d: %s): %s"
 				% [parsed.error_line, parsed.error_string, preview(text)])
-	if typeof(parsed.result) != TYPE_DICTIONARY or not parsed.result.has("type"):
+	if typeof(parsed.result) != TYPE_DICTIONARY or not parsed.result.has(Contract.TYPE_KEY):
 		return Result.failed("every message must be a JSON object with a \"type\"; got %s" % preview(text))
 	return Result.new(Result.Kind.GO_ON, parsed.result)
 
@@ -118,7 +118,7 @@ static func step_json(step: Dictionary, packed: bool) -> String:
 	var rewards := PoolStringArray()
 	for reward in step["reward"]:
 		rewards.append("%.9f" % reward)
-	return "{\"type\":\"step\"," + obs_json + ",\"reward\":[" \
+	return STEP_HEAD + obs_json + ",\"reward\":[" \
 			+ rewards.join(",") + "],\"done\":" + to_json(step["done"]) \
 			+ ",\"info\":" + to_json(step["info"]) + "}"
 

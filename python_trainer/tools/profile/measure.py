@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from python_trainer.base.contract import BENCHMARK_REPORT, arg
+from python_trainer.base.contract import BENCHMARK_REPORT, arg, message
 from python_trainer.base.errors import UserError, one_line
 from python_trainer.base.processes import read_log_tail, run_to_end
 from python_trainer.engine.in_engine import WATCHED_FLAG
@@ -146,7 +146,7 @@ def _actor(policy, env) -> Callable:
 def request_stats(conns, timeout: float = STATS_TIMEOUT_S) -> list[dict]:
     """Ask every instance for its engine counters (send to all, then read all), like a step."""
     for conn in conns:
-        conn.send({"type": "stats"})
+        conn.send(message("stats"))
     return [conn.recv(timeout=timeout, expect="stats") for conn in conns]
 
 

@@ -374,3 +374,78 @@ OLD_SPELLINGS = {
 @pytest.mark.parametrize("fact", list(OUTPUT_LINES))
 def test_the_output_line_check_finds_each_fact_as_the_code_spelt_it_before(fact):
     assert [line for line in OLD_SPELLINGS[fact] if not re.search(OUTPUT_LINES[fact], line)] == []
+
+
+# --- The message kinds (contract.MESSAGES): built and read through the contract, and docs/protocol.md's table ---
+
+def test_a_message_is_built_from_declared_kinds_and_fields_and_anything_else_is_a_key_error():
+    assert contract.message("action", action=[{"move": [0.5]}]) == {"type": "action", "action": [{"move": [0.5]}]}
+    assert contract.is_message({"type": "reset", "obs": []}, "reset") and contract.kind("busy") == "busy"
+    with pytest.raises(KeyError):
+        contract.message("action", actions=[])  # a field the kind does not declare
+    with pytest.raises(KeyError):
+        contract.is_message({"type": "rest"}, "rest")  # a kind the contract does not declare
+
+
+def test_godot_rls_own_messages_are_declared_as_godot_rls_and_the_addon_gets_each_kinds_constant():
+    assert {k for k, m in contract.MESSAGES.items() if m.owner == contract.GODOT_RL} == {
+        "handshake", "env_info", "reset", "action", "step", "call", "close"}
+    assert all(m.trainer is not None or m.game is not None for m in contract.MESSAGES.values())
+    text = contract.CONTRACT_GD.read_text()
+    assert all(f'\nconst MSG_{kind.upper()} := "{kind}"\n' in text for kind in contract.MESSAGES)
+
+
+def test_docs_protocol_md_holds_the_table_of_messages_the_contract_prints():
+    page = contract.PROTOCOL_MD.read_text()
+    assert contract.protocol_page(page) == page, "run python -m python_trainer.base.contract --write-docs"
+    for kind, declared in contract.MESSAGES.items():
+        row = next(line for line in page.splitlines() if line.startswith(f"| `{kind}` |"))
+        assert all(f"`{field}`" in row for field in (declared.trainer or ()) + (declared.game or ())), row
+
+
+_KINDS = "|".join(sorted(contract.MESSAGES, key=len, reverse=True))
+# A message kind spelt as a literal: a {"type": "reset"} (also hand-built, escaped), a comparison of a message's type
+# with one, a GDScript match branch on one, or a constant holding one (fields' _KEY constants aside).
+MESSAGE_SPELLINGS = re.compile(
+    rf'\\?["\']type\\?["\']\s*:\s*\\?["\'](?:{_KINDS})\\?["\']'
+    rf'|(?:\.get\(["\']type["\']\)|\[["\']type["\']\]|\btyp|\bkind|msg_type)\s*[!=]=\s*["\'](?:{_KINDS})["\']'
+    rf'|^\s*"(?:{_KINDS})"(?:\s*,\s*"(?:{_KINDS})")*\s*:(?:\s*$|\s+return\b)'
+    rf'|^\s*(?:const\s+)?[A-Z_]*(?<!_KEY)\s*:?=\s*["\'](?:{_KINDS})["\']\s*(?:#|$)')
+
+
+def _code_lines(text):
+    """(number, line) of a file's code: comments cut, the lines of docstrings left out."""
+    in_doc = False
+    for i, line in enumerate(text.splitlines(), 1):
+        quotes = line.count('"""')
+        if in_doc or quotes:
+            in_doc = in_doc != (quotes % 2 == 1)
+            continue
+        yield i, line.split("#", 1)[0]
+
+
+def test_no_file_but_the_contract_spells_a_message_kind():
+    repo = contract.CONTRACT_GD.parents[3]
+    files = [p for p in (repo / "python_trainer").rglob("*.py") if p.name != "contract.py"]
+    files += [p for p in contract.CONTRACT_GD.parent.glob("*.gd") if p.name != "contract.gd"]
+    files += [repo / "tests" / "fake_game.py"]
+    found = [f"{p.relative_to(repo)}:{i}: {line.strip()}" for p in files for i, line in _code_lines(p.read_text())
+             if MESSAGE_SPELLINGS.search(line)]
+    assert found == [], found
+
+
+# Message kinds as the code spelt them before the contract held them: the check must find each.
+OLD_MESSAGE_SPELLINGS = [
+    '_send({"type": "error", "message": wrong})', '\t\t"action":', '\t\t"actors", "fragment": return FragmentMode.answer(',
+    '\t\t"close": return Result.closed()', '\treturn "{\\"type\\":\\"step\\"," + obs_json + ",\\"reward\\":[" \\',
+    'if env_info.get("type") == "error":', 'if self.hello is None and msg.get("type") == "hello":',
+    'BUSY = {"type": "busy"}', 'elif typ == "reset":', 'if message["type"] != "handshake":',
+    'const BUSY_TYPE := "busy"', 'ACTORS = "actors"', 'const FRAGMENT := "fragment"', 'MESSAGE = "drivers"',
+    'send(sock, {"type": "alive", "step": steps})']
+
+
+def test_the_message_kind_check_finds_each_kind_as_the_code_spelt_it_before():
+    assert [line for line in OLD_MESSAGE_SPELLINGS if not MESSAGE_SPELLINGS.search(line)] == []
+    fields = ['const STEP_KEY := "step"', '"env_params": _sync.env_params.declared,', 'if driver == "policy":',
+              'return {"error": params.message}', 'msg.get("type") == ALIVE']
+    assert [line for line in fields if MESSAGE_SPELLINGS.search(line)] == []

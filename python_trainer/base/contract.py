@@ -10,6 +10,7 @@ holds current:
 
     python -m python_trainer.base.contract --write      # after editing this file
     python -m python_trainer.base.contract --check      # exit 1 when contract.gd is stale
+    python -m python_trainer.base.contract --write-docs # docs/protocol.md's table of the message kinds
 
 The game ignores a `--key=value` it does not know, so a misspelt flag would do nothing without a word: at start the
 addon (rl_args.gd) prints one line for a flag that is none of FLAGS and close to one of them (String.similarity at
@@ -251,6 +252,8 @@ def shared_constants() -> dict:
 
 
 CONTRACT_GD = Path(__file__).resolve().parents[2] / "godot_project" / "addons" / "rl_sync" / "contract.gd"
+PROTOCOL_MD = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"  # its table of MESSAGES (--write-docs)
+DOCS_BEGIN, DOCS_END = "<!-- messages:begin -->\n", "<!-- messages:end -->\n"
 
 
 def flag(name: str) -> str:
@@ -304,11 +307,30 @@ def gdscript() -> str:
     return "\n".join(lines)
 
 
+def messages_table() -> str:
+    """docs/protocol.md's table of every message kind, whose it is, and the fields of each side's message."""
+    def said(fields):
+        return "never" if fields is None else ", ".join(f"`{name}`" for name in fields) or "(no fields)"
+    rows = [f"| `{kind}` | {m.owner} | {said(m.trainer)} | {said(m.game)} |" for kind, m in MESSAGES.items()]
+    return "\n".join(["| `type` | whose | the trainer's message: fields | the game's: fields |",
+                      "| --- | --- | --- | --- |", *rows, ""])
+
+
+def protocol_page(page: str) -> str:
+    """``page`` with its table of MESSAGES, between DOCS_BEGIN and DOCS_END, written anew."""
+    head, rest = page.split(DOCS_BEGIN, 1)
+    return head + DOCS_BEGIN + messages_table() + DOCS_END + rest.split(DOCS_END, 1)[1]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Write or check addons/rl_sync/contract.gd from this module.")
     parser.add_argument("--write", action="store_true", help="write contract.gd")
     parser.add_argument("--check", action="store_true", help="exit 1 when contract.gd is not what --write writes")
+    parser.add_argument("--write-docs", action="store_true", help="write docs/protocol.md's table of the messages")
     args = parser.parse_args(argv)
+    if args.write_docs:
+        PROTOCOL_MD.write_text(protocol_page(PROTOCOL_MD.read_text()))
+        return 0
     text = gdscript()
     if args.write:
         CONTRACT_GD.write_text(text)

@@ -17,7 +17,7 @@ import numpy as np
 
 from python_trainer.base import contract
 
-MESSAGE = "drivers"  # its kind in contract.MESSAGES, which declares its fields (the keys below)
+MESSAGE = contract.kind("drivers")  # contract.MESSAGES declares it and its fields (the keys below)
 AGENTS_KEY = "agents"
 DRIVER_KEY = "driver"
 PATH_KEY = "path"

@@ -23,16 +23,16 @@ from typing import Optional
 
 import numpy as np
 
-from python_trainer.base.contract import TYPE_KEY, message
+from python_trainer.base.contract import TYPE_KEY, kind, message
 from python_trainer.envs.game import GameBugError
 from python_trainer.envs.protocol import (PACKED_HEADER, POOL_REAL_ARRAY, STATUS_RUNNING,  # noqa: F401 (the wire's)
                                           STATUS_TERMINATED, STATUS_TRUNCATED, decode_body, is_packed, pack_actions)
 
 # The message kinds (contract.MESSAGES declares them with their fields, the keys below; message() refuses another).
-ACTORS = "actors"  # the message that enters actor mode, its reply, and env_info's key of a game that has it
-FRAGMENT = "fragment"
-ALIVE = "alive"
-ERROR = "error"
+ACTORS = kind("actors")  # the message that enters actor mode, its reply, and env_info's key of a game that has it
+FRAGMENT = kind("fragment")
+ALIVE = kind("alive")
+ERROR = kind("error")
 PATH_KEY = "path"
 NUM_STEPS_KEY = "num_steps"
 SEED_KEY = "seed"

@@ -21,6 +21,7 @@ from helpers import (
     run_dirs, train_argv, wait_for, wait_gone,
 )
 from python_trainer import cli
+from python_trainer.base import contract
 from python_trainer.base.errors import UserError
 from python_trainer.envs import fragment_wire as wire
 from python_trainer.normalization import Normalizer
@@ -40,7 +41,9 @@ NAMES = ["ACTORS", "FRAGMENT", "ALIVE", "ERROR", "PATH_KEY", "NUM_STEPS_KEY", "S
 
 def test_the_fragment_wire_is_declared_alike_in_python_and_in_gdscript():
     text = WIRE_GD.read_text()
-    consts = dict(re.findall(r'^const (\w+) := ("[^"]*"|-?[\d.]+)$', text, re.M))
+    kinds = {f"Contract.MSG_{kind.upper()}": json.dumps(kind) for kind in contract.MESSAGES}  # the contract's kinds
+    consts = {n: kinds.get(v, v) for n, v in re.findall(r'^const (\w+) := ("[^"]*"|-?[\d.]+|Contract\.MSG_\w+)$', text,
+                                                        re.M)}
     assert {n: json.loads(consts[n]) if n in consts else None for n in NAMES} == {n: getattr(wire, n) for n in NAMES}
     # (its statuses are the packed step reply's, the contract's: tests/test_contract.py holds them)
     extras = [line for line in (REPO / "godot_project/addons/rl_sync/env_info_extras.gd").read_text().splitlines()

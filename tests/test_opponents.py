@@ -10,6 +10,7 @@ import pytest
 
 from helpers import REPO, event_accumulator
 from python_trainer import cli
+from python_trainer.base import contract
 from python_trainer.base.errors import UserError
 from python_trainer.envs import drivers
 from python_trainer.normalization import Normalizer
@@ -23,7 +24,9 @@ DRIVER_GD = REPO / "godot_project" / "addons" / "rl_sync" / "driver_message.gd"
 
 
 def test_the_drivers_message_is_declared_alike_in_python_and_in_gdscript():
-    consts = dict(re.findall(r'^const (\w+) := "([^"]*)"', DRIVER_GD.read_text(), re.M))
+    kinds = {f"Contract.MSG_{kind.upper()}": kind for kind in contract.MESSAGES}  # the contract's message kinds
+    consts = {n: kinds.get(v, v.strip('"'))
+              for n, v in re.findall(r'^const (\w+) := ("[^"]*"|Contract\.MSG_\w+)', DRIVER_GD.read_text(), re.M)}
     names = ["MESSAGE", "AGENTS_KEY", "DRIVER_KEY", "PATH_KEY", "SEED_KEY", "ACTED_KEY", "TRAINER", "SCRIPTED",
              "RANDOM", "POLICY"]  # (and SCRIPTED_KEY, env_info's: the contract's, held by tests/test_contract.py)
     assert {n: consts.get(n) for n in names} == {n: getattr(drivers, n) for n in names}

@@ -449,3 +449,20 @@ def test_the_message_kind_check_finds_each_kind_as_the_code_spelt_it_before():
     fields = ['const STEP_KEY := "step"', '"env_params": _sync.env_params.declared,', 'if driver == "policy":',
               'return {"error": params.message}', 'msg.get("type") == ALIVE']
     assert [line for line in fields if MESSAGE_SPELLINGS.search(line)] == []
+
+
+def test_the_fields_the_in_engine_actors_and_the_drivers_message_name_are_the_ones_the_contract_declares():
+    """fragment_wire.py's and drivers.py's keys (the GDScript twins are held equal to them by test_engine_actors and
+    test_opponents) are fields of their kinds in contract.MESSAGES, but an ended episode's own keys, one level in."""
+    from python_trainer.envs import drivers, fragment_wire
+
+    def fields(*kinds):
+        return {f for kind in kinds for side in (contract.MESSAGES[kind].trainer, contract.MESSAGES[kind].game)
+                for f in side or ()}
+
+    episode = {fragment_wire.AGENT_KEY, fragment_wire.RETURN_KEY, fragment_wire.LENGTH_KEY, fragment_wire.INFO_KEY}
+    keys = {getattr(fragment_wire, n) for n in dir(fragment_wire) if n.endswith("_KEY")} - episode - {"type"}
+    declared = fields("actors", "fragment", "alive", "error")
+    assert keys and keys <= declared, keys - declared
+    keys = {getattr(drivers, n) for n in dir(drivers) if n.endswith("_KEY")} - {drivers.SCRIPTED_KEY}
+    assert keys and keys <= fields("drivers"), keys - fields("drivers")

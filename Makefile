@@ -40,12 +40,10 @@ system-deps:
 	fi
 
 # torch first and pinned: 2.13.0 is a CPU build; anything that pulls an unpinned torch gets a multi-GB CUDA one.
-# --no-compile: Python compiles a module when it is first imported, so pip need not compile every file of every
-# package (a fresh install took 66 s with it, 37 s without).
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --no-compile torch==2.13.0
-	$(PY) -m pip install -q --no-compile -e '.[test]'
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 clean:

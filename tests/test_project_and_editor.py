@@ -334,6 +334,7 @@ def test_a_second_game_pressing_play_is_told_the_trainer_is_busy(tmp_path):
         second = subprocess.Popen(["godot3-server", "--path", str(project)], stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, env=dict(os.environ, RL_SYNC_EDITOR_PORT=str(port)))
         line = read_line(second, b"rl_sync: human play", timeout=30).decode()
+        read_line(trainer, b"global_step=", timeout=90)  # it trains on: an update done, so a checkpoint to keep
         trainer.send_signal(signal.SIGINT)
         out, _ = trainer.communicate(timeout=60)
         assert first.wait(timeout=10) == 0  # the game it trained was sent "close"
